@@ -1,0 +1,98 @@
+// Package ktest holds what the kernel tests share: building the static
+// binaries once, and requiring (never skipping on) root and commands.
+package ktest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// RepoRoot is the checkout's top folder.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// RequireRoot fails the test when not run as root: a kernel test that
+// cannot run is a failure, not a skip.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("kernel-tests need root (euid is %d); run them through `make test` or .ci/run as root", os.Geteuid())
+	}
+}
+
+// RequireCmd fails the test when a command is not on PATH and returns
+// its path.
+func RequireCmd(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s is not installed; run kernel-tests/provision.sh (make test does) to install the test prerequisites", name)
+	}
+	return p
+}
+
+// Binaries are the static binaries under test.
+type Binaries struct {
+	Dir        string
+	Watcher    string
+	Supervisor string
+}
+
+var (
+	buildOnce sync.Once
+	built     Binaries
+	buildErr  error
+)
+
+// Build compiles both binaries the way the Makefile does (static,
+// trimmed, no PIE) into a folder that lives as long as the test binary.
+// With DEATHWATCH_BIN set it uses the binaries in that folder instead.
+func Build(t testing.TB) Binaries {
+	t.Helper()
+	buildOnce.Do(func() {
+		if dir := os.Getenv("DEATHWATCH_BIN"); dir != "" {
+			built = Binaries{Dir: dir, Watcher: filepath.Join(dir, "watcher"), Supervisor: filepath.Join(dir, "supervisor")}
+			return
+		}
+		dir, err := os.MkdirTemp("", "deathwatch-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		// World-readable so that an unprivileged agent or user can exec it.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
+		built = Binaries{Dir: dir, Watcher: filepath.Join(dir, "watcher"), Supervisor: filepath.Join(dir, "supervisor")}
+		for _, b := range []struct{ out, pkg string }{{built.Watcher, "./cmd/watcher"}, {built.Supervisor, "./cmd/supervisor"}} {
+			if _, err := os.Stat(filepath.Join(RepoRoot(), b.pkg)); err != nil {
+				continue
+			}
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", b.out, b.pkg)
+			cmd.Dir = RepoRoot()
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = &buildError{pkg: b.pkg, out: string(out), err: err}
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build: %v", buildErr)
+	}
+	return built
+}
+
+type buildError struct {
+	pkg, out string
+	err      error
+}
+
+func (e *buildError) Error() string { return "go build " + e.pkg + ": " + e.err.Error() + "\n" + e.out }

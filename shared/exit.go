@@ -1,0 +1,52 @@
+package shared
+
+// The exit-status table. Both binaries exit with these, and the README
+// prints the same table.
+//
+//	0-125    the agent's own exit code
+//	126      the command was found but could not be executed
+//	127      the command was not found
+//	128+N    the agent died of signal N (N = 1..64)
+//	240-247  deathwatch's own outcomes, below
+//
+// The reserved block sits above 128+64, so it never collides with a
+// signal status.
+const (
+	ExitCannotExec = 126
+	ExitNotFound   = 127
+	ExitSignalBase = 128
+
+	ExitUsage        = 240 // a bad flag, argument or spec: nothing was started
+	ExitEngine       = 241 // the runtime is missing or not running
+	ExitImage        = 242 // the image or template was not found
+	ExitRefused      = 243 // an unsafe or impossible combination (a rootful engine, agent uid 0, no kill domain)
+	ExitSetupFailed  = 244 // the box or the agent could not be set up
+	ExitLivenessLost = 245 // the control stream reached EOF, went silent or broke
+	ExitDeadline     = 246 // the in-box deadline passed
+	ExitBlocked      = 247 // reconcile found boxes it cannot prove it owns
+)
+
+// ExitMeaning describes one row of the table.
+type ExitMeaning struct {
+	Code    string
+	Meaning string
+}
+
+// ExitTable is the table as rows, for --help and the README.
+var ExitTable = []ExitMeaning{
+	{"0-125", "the agent's own exit code"},
+	{"126", "the command was found but could not be executed"},
+	{"127", "the command was not found"},
+	{"128+N", "the agent died of signal N"},
+	{"240", "usage: a bad flag, argument or spec; nothing was started"},
+	{"241", "engine: the runtime is missing or not running"},
+	{"242", "image: the image or template was not found"},
+	{"243", "refused: an unsafe or impossible combination (rootful engine, agent uid 0, no kill domain)"},
+	{"244", "setup failed: the box or the agent could not be set up"},
+	{"245", "liveness lost: the control stream reached EOF, went silent or broke"},
+	{"246", "deadline: the in-box deadline passed"},
+	{"247", "blocked: reconcile found boxes it cannot prove it owns"},
+}
+
+// SignalStatus is the status for death by signal n.
+func SignalStatus(n int) int { return ExitSignalBase + n }

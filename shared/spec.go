@@ -1,0 +1,190 @@
+package shared
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"time"
+)
+
+// Defaults for a spec that leaves them unset.
+const (
+	DefaultAgentUID   = 1000
+	DefaultAgentGID   = 1000
+	DefaultWatcherUID = 65533
+	DefaultWatcherGID = 65533
+)
+
+// Limits on a spec, well below MaxPayload so that an error names the
+// field rather than the frame.
+const (
+	MaxArgs      = 4096
+	MaxEnv       = 4096
+	MaxLinks     = 256
+	MaxStringLen = 128 << 10
+)
+
+// Link is a mount bridge: the watcher makes Target a symlink to Source
+// before the agent starts (a runtime that passes a workspace through at
+// its host path, like sbx, exposes it at the path the agent expects).
+type Link struct {
+	Target string // absolute path inside the box to create
+	Source string // absolute path it points at
+}
+
+// Spec is what the supervisor asks the watcher to run. It is the only
+// carrier of the agent's environment, which may hold secrets: it never
+// appears in an argv, a label, the journal or a log.
+type Spec struct {
+	Argv      []string
+	Env       []string // "NAME=value"
+	Workdir   string   // absolute; empty means /
+	UID, GID  uint32   // the agent's identity
+	AllowRoot bool     // accept UID 0 for the agent
+	Deadline  time.Duration
+	Grace     time.Duration
+	Heartbeat time.Duration // silence longer than this is a liveness loss; 0 disables
+	Links     []Link
+	TTY       bool
+	Rows      uint16
+	Cols      uint16
+}
+
+// Validate names the first bad field.
+func (s *Spec) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("spec: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return bad("argv", "empty: name a command to run")
+	}
+	if len(s.Argv) > MaxArgs {
+		return bad("argv", "%d arguments exceed the limit of %d", len(s.Argv), MaxArgs)
+	}
+	for i, a := range s.Argv {
+		if err := checkString(a); err != "" {
+			return bad(fmt.Sprintf("argv[%d]", i), "%s", err)
+		}
+	}
+	if len(s.Env) > MaxEnv {
+		return bad("env", "%d variables exceed the limit of %d", len(s.Env), MaxEnv)
+	}
+	for i, kv := range s.Env {
+		name, _, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok:
+			return bad(fmt.Sprintf("env[%d]", i), "not NAME=value")
+		case name == "":
+			return bad(fmt.Sprintf("env[%d]", i), "empty name")
+		}
+		if err := checkString(kv); err != "" {
+			return bad("env "+name, "%s", err)
+		}
+	}
+	if s.Workdir != "" {
+		if err := checkPath(s.Workdir); err != "" {
+			return bad("workdir", "%s", err)
+		}
+	}
+	if s.UID == 0 && !s.AllowRoot {
+		return bad("uid", "0 (root) is refused for the agent; allow it explicitly or pick another uid")
+	}
+	if s.GID == 0 && !s.AllowRoot {
+		return bad("gid", "0 (root) is refused for the agent; allow it explicitly or pick another gid")
+	}
+	for field, d := range map[string]time.Duration{"deadline": s.Deadline, "grace": s.Grace, "heartbeat": s.Heartbeat} {
+		if d < 0 {
+			return bad(field, "negative duration %s", d)
+		}
+	}
+	if len(s.Links) > MaxLinks {
+		return bad("links", "%d links exceed the limit of %d", len(s.Links), MaxLinks)
+	}
+	for i, l := range s.Links {
+		if err := checkPath(l.Target); err != "" {
+			return bad(fmt.Sprintf("links[%d].target", i), "%s", err)
+		}
+		if l.Target == "/" {
+			return bad(fmt.Sprintf("links[%d].target", i), "cannot replace /")
+		}
+		if err := checkPath(l.Source); err != "" {
+			return bad(fmt.Sprintf("links[%d].source", i), "%s", err)
+		}
+	}
+	return nil
+}
+
+func checkString(s string) string {
+	if len(s) > MaxStringLen {
+		return fmt.Sprintf("%d bytes exceed the limit of %d", len(s), MaxStringLen)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return "contains a NUL byte"
+	}
+	return ""
+}
+
+func checkPath(p string) string {
+	if e := checkString(p); e != "" {
+		return e
+	}
+	if !path.IsAbs(p) {
+		return fmt.Sprintf("%q is not an absolute path", p)
+	}
+	if path.Clean(p) != p {
+		return fmt.Sprintf("%q is not clean (want %q)", p, path.Clean(p))
+	}
+	return ""
+}
+
+func (s Spec) Marshal() []byte {
+	var e enc
+	e.strs(s.Argv)
+	e.strs(s.Env)
+	e.str(s.Workdir)
+	e.u64(uint64(s.UID))
+	e.u64(uint64(s.GID))
+	e.boolean(s.AllowRoot)
+	e.i64(int64(s.Deadline))
+	e.i64(int64(s.Grace))
+	e.i64(int64(s.Heartbeat))
+	e.u64(uint64(len(s.Links)))
+	for _, l := range s.Links {
+		e.str(l.Target)
+		e.str(l.Source)
+	}
+	e.boolean(s.TTY)
+	e.u64(uint64(s.Rows))
+	e.u64(uint64(s.Cols))
+	return e.b
+}
+
+// ParseSpec decodes a spec frame's payload. It checks the encoding, not
+// the contents: call Validate for that.
+func ParseSpec(b []byte) (Spec, error) {
+	d := dec{b: b, what: "spec"}
+	var s Spec
+	s.Argv = d.strs("argv")
+	s.Env = d.strs("env")
+	s.Workdir = d.str("workdir")
+	s.UID = d.u32("uid")
+	s.GID = d.u32("gid")
+	s.AllowRoot = d.boolean("allow_root")
+	s.Deadline = time.Duration(d.i64("deadline"))
+	s.Grace = time.Duration(d.i64("grace"))
+	s.Heartbeat = time.Duration(d.i64("heartbeat"))
+	n := d.u64("links")
+	if d.err == nil && n > uint64(len(d.b))/2 {
+		d.fail("links", fmt.Sprintf("count %d exceeds the bytes left", n))
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		s.Links = append(s.Links, Link{Target: d.str("links.target"), Source: d.str("links.source")})
+	}
+	s.TTY = d.boolean("tty")
+	rows, cols := d.u64("rows"), d.u64("cols")
+	if d.err == nil && (rows > 0xffff || cols > 0xffff) {
+		d.fail("rows/cols", "out of range")
+	}
+	s.Rows, s.Cols = uint16(rows), uint16(cols)
+	return s, d.done()
+}
