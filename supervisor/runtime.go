@@ -1,0 +1,81 @@
+// Package supervisor is the host half of deathwatch: the lifecycle of
+// one box (exec), reconcile, prove-deathwatch and doctor.
+package supervisor
+
+import (
+	"context"
+	"io"
+)
+
+// Mount is one bind mount into the box.
+type Mount struct {
+	Source   string // host path
+	Target   string // path inside the box
+	ReadOnly bool
+}
+
+// Box is everything a runtime needs to create and start one box. The
+// lifecycle works it out from the flags as plain data; a runtime only
+// applies it. It never holds the agent's environment: that travels in
+// the spec frame alone.
+type Box struct {
+	Name     string            // run-scoped, unique
+	LaunchID string            // journal key
+	Nonce    string            // random, journaled before create
+	Labels   map[string]string // shared.Label* keys and the user's --label
+	Image    string            // docker/podman image; native: rootfs dir ("" = host root read-only)
+
+	WatcherPath    string // host path of the static watcher, bind-mounted read-only as the entrypoint
+	WatcherInImage string // path of a watcher baked into the image (then WatcherPath is unused)
+
+	Workdir   string
+	Mounts    []Mount
+	Memory    int64  // bytes; 0 = no limit
+	PidsLimit int64  // 0 = no limit
+	Network   string // none | bridge | host
+
+	// State a runtime records for itself (native: the cgroup path);
+	// it is journaled so that reconcile can find the box again.
+	State map[string]string
+}
+
+// Info is what a runtime's probe found.
+type Info struct {
+	Runtime  string // docker | podman | native | sbx
+	Present  bool
+	Version  string
+	Rootless bool
+	Detail   string // why it is unusable, or what to do
+}
+
+// Started is a running box as the supervisor holds it.
+type Started struct {
+	// Control carries frames both ways. The supervisor holds the only
+	// write end of the box's side; Close drops it (the watcher sees EOF).
+	Control io.ReadWriteCloser
+	// Wait returns when the local process that carries the stream (the
+	// engine client, or the native box's init) has exited.
+	Wait func() error
+	// Kill ends that local process and everything in its process group.
+	Kill func()
+}
+
+// Listed is a box a runtime reports, for reconcile.
+type Listed struct {
+	Name    string
+	Labels  map[string]string
+	Running bool
+}
+
+// Runtime is one way of making boxes. Every argv a runtime hands to an
+// engine CLI comes from a pure builder with a table test.
+type Runtime interface {
+	Name() string
+	Probe(ctx context.Context) (Info, error)
+	Create(ctx context.Context, b *Box) error
+	Start(ctx context.Context, b *Box) (*Started, error)
+	// Remove removes the box; a box that does not exist is not an error.
+	Remove(ctx context.Context, b *Box) error
+	// List returns the boxes that carry instance's label.
+	List(ctx context.Context, instance string) ([]Listed, error)
+}
