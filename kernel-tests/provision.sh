@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# provision.sh — make this machine able to run deathwatch's kernel tests.
+#
+# Runs as root on a Debian 12 machine (a fresh one needs only the Debian
+# package mirror). Idempotent, and quick when everything is already in place:
+# it installs only missing packages, starts dockerd only when `docker info`
+# fails, and rewrites configuration only when it differs. One line per step;
+# exits non-zero with a message saying what to do when a step cannot be made
+# to work.
+#
+# What it sets up (kernel-tests/ktest/images.go and the engine runtimes rely
+# on exactly this):
+#   - Debian packages: docker.io podman runc uidmap busybox-static tini
+#     bubblewrap catatonit dumb-init hyperfine iproute2 procps util-linux
+#     (+ netavark aardvark-dns iptables for rootful Podman's bridge network).
+#   - dockerd running (started by hand when there is no systemd), log in
+#     /var/log/dockerd.log.
+#   - Podman (rootful and rootless): the runc runtime (crun refuses cgroup v1
+#     hybrid), cgroupfs cgroup manager, file events logger, and
+#     default_ulimits below this machine's hard limits (Podman's defaults
+#     exceed them and runc then fails with "error setting rlimits").
+#     System-wide in /etc/containers/containers.conf.d/50-deathwatch.conf.
+#   - The unprivileged user dwtest (uid 2345) with /etc/subuid and
+#     /etc/subgid ranges, a runtime dir /run/user/2345 (tmpfs, as logind
+#     would make it), and its own containers.conf (runc, netns "none": there
+#     is no usable /dev/net/tun for slirp4netns) and storage.conf (native
+#     overlay, runroot pinned under /run/user/2345).
+#   - / made a shared mount (as systemd does at boot), so that rootless
+#     Podman does not warn on every command.
+#
+# Rootless Podman is then used as:
+#   cd / && runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 podman run --network none ...
+# (the working directory must be one dwtest can enter).
+
+set -euo pipefail
+
+DW_USER=dwtest
+DW_UID=2345
+DW_RUNDIR=/run/user/$DW_UID
+DOCKERD_LOG=/var/log/dockerd.log
+MARK="# managed by deathwatch kernel-tests/provision.sh; rewritten on every run"
+PACKAGES=(docker.io podman runc uidmap busybox-static tini bubblewrap catatonit
+	dumb-init hyperfine iproute2 procps util-linux netavark aardvark-dns iptables)
+PROBE=deathwatch-provision:probe
+
+step() { printf 'provision: %-22s %s\n' "$1:" "$2"; }
+die() {
+	printf 'provision: FAILED: %s\n' "$1" >&2
+	exit 1
+}
+
+[ "$(id -u)" = 0 ] || die "must run as root (it installs packages, starts dockerd and creates the user $DW_USER); run: sudo $0"
+[ -r /etc/debian_version ] || die "this script provisions Debian (12); install the packages listed at its top by hand on other systems"
+export DEBIAN_FRONTEND=noninteractive
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
+# ---------------------------------------------------------------- packages
+missing=()
+for p in "${PACKAGES[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	step packages "ok (all ${#PACKAGES[@]} installed)"
+else
+	step packages "installing ${missing[*]}"
+	apt-get update -qq >/tmp/provision-apt.log 2>&1 || {
+		tail -20 /tmp/provision-apt.log >&2
+		die "apt-get update failed (log: /tmp/provision-apt.log); check the Debian mirror in /etc/apt/sources.list*"
+	}
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/provision-apt.log 2>&1 || {
+		tail -20 /tmp/provision-apt.log >&2
+		die "apt-get install ${missing[*]} failed (log: /tmp/provision-apt.log)"
+	}
+	step packages "ok (installed ${missing[*]})"
+fi
+for c in docker dockerd podman runc newuidmap newgidmap busybox tini bwrap catatonit dumb-init hyperfine ip unshare nsenter; do
+	command -v "$c" >/dev/null || die "command $c is missing after installing the packages"
+done
+# Debian's dynamically linked `busybox` package would not work in a FROM
+# scratch image.
+if head -c 4096 "$(command -v busybox)" | grep -qa 'ld-linux'; then
+	die "$(command -v busybox) is dynamically linked; apt-get install busybox-static"
+fi
+step busybox "ok ($(command -v busybox), static)"
+
+# ------------------------------------------------------------------ docker
+if docker info >/dev/null 2>&1; then
+	step dockerd "ok (already running)"
+else
+	if pgrep -x dockerd >/dev/null; then
+		step dockerd "running (pid $(pgrep -x dockerd | tr '\n' ' ')) but not answering yet; waiting"
+	else
+		# No systemd here: start it by hand, detached from our session so
+		# that it outlives this script and the test run.
+		setsid -f dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null
+		step dockerd "started (log $DOCKERD_LOG); waiting for docker info"
+	fi
+	ok=
+	for _ in $(seq 1 120); do
+		if docker info >/dev/null 2>&1; then
+			ok=1
+			break
+		fi
+		sleep 0.5
+	done
+	if [ -z "$ok" ]; then
+		tail -20 "$DOCKERD_LOG" >&2 || true
+		die "dockerd did not answer docker info within 60s; see $DOCKERD_LOG"
+	fi
+	step dockerd "ok (answering)"
+fi
+# Every docker client on PATH (a newer /usr/local/bin/docker may shadow
+# Debian's /usr/bin/docker) must talk to the daemon: API version
+# negotiation normally takes care of it.
+seen=""
+for d in $(type -ap docker); do
+	real=$(readlink -f "$d")
+	case " $seen " in *" $real "*) continue ;; esac
+	seen="$seen $real"
+	v=$("$d" version --format '{{.Client.Version}} client, {{.Server.Version}} server, API {{.Server.APIVersion}}' 2>&1) ||
+		die "$d cannot talk to dockerd: $v; remove it from PATH or upgrade dockerd"
+	step "docker client" "ok ($d: $v)"
+done
+
+# ------------------------------------------------------------------ podman
+# write_if_changed FILE CONTENT [OWNER]: prints "changed" when it wrote.
+write_if_changed() {
+	local file=$1 content=$2 owner=${3:-}
+	if [ -f "$file" ] && [ "$(cat "$file")" = "$content" ]; then
+		return 0
+	fi
+	mkdir -p "$(dirname "$file")"
+	printf '%s\n' "$content" >"$file.tmp.$$"
+	mv -f "$file.tmp.$$" "$file"
+	if [ -n "$owner" ]; then chown "$owner" "$file"; fi
+	echo changed
+}
+
+hard_nofile=$(ulimit -Hn)
+hard_nproc=$(ulimit -Hu)
+[ "$hard_nofile" = unlimited ] && hard_nofile=1048576
+[ "$hard_nproc" = unlimited ] && hard_nproc=4194304
+nofile=$((hard_nofile < 1048576 ? hard_nofile : 1048576))
+# Rootful Podman hands conmon (and so runc) an RLIMIT_NPROC of 32768 on
+# this kind of machine, whatever ours is; runc cannot raise it without
+# CAP_SYS_RESOURCE, so the default must not exceed it (measured).
+nproc=$((hard_nproc < 32768 ? hard_nproc : 32768))
+
+sys_conf="$MARK
+[containers]
+default_ulimits = [\"nofile=$nofile:$nofile\", \"nproc=$nproc:$nproc\"]
+
+[engine]
+runtime = \"runc\"
+cgroup_manager = \"cgroupfs\"
+events_logger = \"file\""
+r=$(write_if_changed /etc/containers/containers.conf.d/50-deathwatch.conf "$sys_conf")
+step "podman config" "${r:-ok} (/etc/containers/containers.conf.d/50-deathwatch.conf: runc, cgroupfs, nofile=$nofile nproc=$nproc)"
+rt=$(podman info --format '{{.Host.OCIRuntime.Name}} {{.Host.CgroupManager}} {{.Host.EventLogger}}' 2>&1) ||
+	die "podman info failed: $rt"
+[ "$rt" = "runc cgroupfs file" ] || die "podman does not take /etc/containers/containers.conf.d (it reports runtime/cgroups/events: $rt); put the settings of that file into /etc/containers/containers.conf"
+step "podman rootful" "ok ($rt)"
+
+# ------------------------------------------------------------ rootless user
+if ! getent passwd "$DW_USER" >/dev/null; then
+	useradd --uid "$DW_UID" --user-group --create-home --shell /bin/sh "$DW_USER" ||
+		die "useradd $DW_USER (uid $DW_UID) failed; is uid $DW_UID taken? (getent passwd $DW_UID)"
+	step user "created $DW_USER (uid $DW_UID)"
+else
+	[ "$(id -u "$DW_USER")" = "$DW_UID" ] || die "user $DW_USER exists with uid $(id -u "$DW_USER"), expected $DW_UID; remove it (userdel -r $DW_USER) and run again"
+	step user "ok ($DW_USER uid $DW_UID)"
+fi
+DW_HOME=$(getent passwd "$DW_USER" | cut -d: -f6)
+[ -d "$DW_HOME" ] || { mkdir -p "$DW_HOME" && chown "$DW_USER:$DW_USER" "$DW_HOME"; }
+
+subids_changed=
+for f in /etc/subuid /etc/subgid; do
+	touch "$f"
+	if grep -q "^$DW_USER:" "$f"; then continue; fi
+	# The first 65536 ids after every range already handed out.
+	start=$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
+	echo "$DW_USER:$start:65536" >>"$f"
+	subids_changed=1
+done
+step "subordinate ids" "${subids_changed:+added; }$(grep "^$DW_USER:" /etc/subuid | head -1) / $(grep "^$DW_USER:" /etc/subgid | head -1)"
+
+# The runtime dir logind would create: a tmpfs, so that state does not
+# survive a reboot (Podman would believe stale containers still run).
+if ! mountpoint -q "$DW_RUNDIR"; then
+	mkdir -p "$DW_RUNDIR"
+	if mount -t tmpfs -o "mode=0700,uid=$DW_UID,gid=$DW_UID,size=256m" tmpfs "$DW_RUNDIR" 2>/dev/null; then
+		step "runtime dir" "mounted tmpfs $DW_RUNDIR"
+	else
+		chown "$DW_USER:$DW_USER" "$DW_RUNDIR" && chmod 0700 "$DW_RUNDIR"
+		step "runtime dir" "created $DW_RUNDIR (no tmpfs)"
+	fi
+else
+	step "runtime dir" "ok ($DW_RUNDIR)"
+fi
+
+# Rootless Podman warns '"/" is not a shared mount' on every command
+# otherwise; systemd makes / shared at boot, we do the same.
+if [ "$(findmnt -no PROPAGATION /)" != shared ]; then
+	mount --make-rshared / || die "mount --make-rshared / failed"
+	step "root mount" "made shared"
+else
+	step "root mount" "ok (shared)"
+fi
+
+user_conf="$MARK
+[containers]
+default_ulimits = [\"nofile=$nofile:$nofile\"]
+# no usable /dev/net/tun for slirp4netns here: runs need --network none
+netns = \"none\"
+
+[engine]
+runtime = \"runc\"
+cgroup_manager = \"cgroupfs\"
+events_logger = \"file\""
+# Native rootless overlay (kernel >= 5.13) is much faster than vfs for
+# container creation; older kernels get vfs.
+kver=$(uname -r | awk -F. '{printf "%d%03d", $1, $2}')
+driver=vfs
+[ "$kver" -ge 5013 ] && driver=overlay
+storage_conf="$MARK
+[storage]
+driver = \"$driver\"
+runroot = \"$DW_RUNDIR/containers\"
+graphroot = \"$DW_HOME/.local/share/containers/storage\""
+install -d -o "$DW_USER" -g "$DW_USER" "$DW_HOME/.config" "$DW_HOME/.config/containers"
+r1=$(write_if_changed "$DW_HOME/.config/containers/containers.conf" "$user_conf" "$DW_USER:$DW_USER")
+r2=$(write_if_changed "$DW_HOME/.config/containers/storage.conf" "$storage_conf" "$DW_USER:$DW_USER")
+# rootless runs in /: the user must be able to enter the working directory.
+as_user() { (cd / && runuser -u "$DW_USER" -- env XDG_RUNTIME_DIR="$DW_RUNDIR" HOME="$DW_HOME" "$@"); }
+if [ -n "$r2" ] || [ -n "$subids_changed" ]; then
+	# New storage location or new id ranges: start the user's Podman
+	# state afresh (only this test user's).
+	as_user podman system migrate >/dev/null 2>&1 || true
+	as_user podman system reset --force >/dev/null 2>&1 || true
+fi
+step "podman rootless cfg" "${r1:-${r2:-ok}} (~$DW_USER/.config/containers: runc, netns none, $driver storage)"
+out=$(as_user podman info --format '{{.Host.Security.Rootless}} {{.Host.OCIRuntime.Name}} {{.Store.GraphDriverName}} {{.Store.RunRoot}}' 2>&1) ||
+	die "rootless podman info as $DW_USER failed: $out"
+[ "$out" = "true runc $driver $DW_RUNDIR/containers" ] || die "rootless podman as $DW_USER reports '$out', expected 'true runc $driver $DW_RUNDIR/containers'"
+step "podman rootless" "ok ($out)"
+
+# ------------------------------------------------------------ end to end
+# One busybox-only probe image per engine, imported from a tarball (there is
+# no registry), and one container run in each.
+probe_dir=$(mktemp -d)
+trap 'rm -rf "$probe_dir"' EXIT
+mkdir -p "$probe_dir/root/bin"
+cp "$(command -v busybox)" "$probe_dir/root/bin/busybox"
+for a in sh true; do ln -s busybox "$probe_dir/root/bin/$a"; done
+tar -C "$probe_dir/root" --owner=0 --group=0 --numeric-owner -cf "$probe_dir/probe.tar" .
+chmod 0755 "$probe_dir"
+chmod 0644 "$probe_dir/probe.tar"
+
+probe() { # name, engine argv...
+	local name=$1
+	shift
+	local t0 t1 out
+	if ! "$@" image inspect "$PROBE" >/dev/null 2>&1; then
+		out=$("$@" import "$probe_dir/probe.tar" "$PROBE" 2>&1) || die "$name: import of a busybox tarball failed: $out"
+	fi
+	t0=$(date +%s%N)
+	out=$("$@" run --rm --network none "$PROBE" /bin/sh -c 'echo ok' 2>&1) || die "$name: run of $PROBE failed: $out"
+	t1=$(date +%s%N)
+	[ "$out" = ok ] || die "$name: run of $PROBE printed '$out' instead of ok (a warning on stderr?)"
+	step "$name run" "ok ($(((t1 - t0) / 1000000)) ms)"
+}
+probe docker docker
+probe "podman rootful" podman
+probe "podman rootless" as_user podman
+step done "machine ready for make test"
