@@ -1,0 +1,218 @@
+package watcher
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path"
+	"syscall"
+	"time"
+
+	"deathwatch/shared"
+	"golang.org/x/sys/unix"
+)
+
+// openControl opens the stream, reads hello and spec, and returns the
+// validated spec, or nil and the status to exit with.
+func (w *watcher) openControl() (*shared.Spec, int) {
+	var in io.Reader
+	var out io.Writer
+	if w.cfg.Control == "stdin" {
+		in, out = os.Stdin, os.Stdout
+	} else {
+		f := os.NewFile(uintptr(w.cfg.ControlFD), "control")
+		if f == nil {
+			logf("--control=fd:%d: no such descriptor", w.cfg.ControlFD)
+			return nil, shared.ExitUsage
+		}
+		syscall.CloseOnExec(w.cfg.ControlFD)
+		in, out = f, f
+	}
+	w.out = shared.NewWriter(out)
+	w.frames = make(chan frameEvent, 16)
+	go w.readFrames(in)
+
+	hello, err := w.expect(shared.FrameHello)
+	if err != nil {
+		return nil, w.lostBeforeStart(err)
+	}
+	h, err := shared.ParseHello(hello)
+	if err == nil && h.Version != shared.ProtocolVersion {
+		err = &shared.ProtocolError{Reason: sprintf("hello: protocol version %d, this watcher speaks %d", h.Version, shared.ProtocolVersion)}
+	}
+	if err != nil {
+		return nil, w.lostBeforeStart(err)
+	}
+	payload, err := w.expect(shared.FrameSpec)
+	if err != nil {
+		return nil, w.lostBeforeStart(err)
+	}
+	spec, err := shared.ParseSpec(payload)
+	if err != nil {
+		return nil, w.lostBeforeStart(err)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, w.setupFailed(shared.ExitUsage, err.Error())
+	}
+	return &spec, 0
+}
+
+// expect waits for the next frame, which must be of type t.
+func (w *watcher) expect(t shared.FrameType) ([]byte, error) {
+	for ev := range w.frames {
+		switch {
+		case ev.err != nil:
+			return nil, ev.err
+		case ev.f.Type == shared.FramePing:
+			_ = w.out.Send(shared.FramePong, ev.f.Payload)
+		case ev.f.Type != t:
+			return nil, &shared.ProtocolError{Reason: sprintf("expected a %s frame, got %s", t, ev.f.Type)}
+		default:
+			return ev.f.Payload, nil
+		}
+	}
+	return nil, io.EOF
+}
+
+func (w *watcher) lostBeforeStart(err error) int {
+	msg := streamError(err)
+	logf("liveness lost before the agent started: %s", msg)
+	rec := shared.Exit{Reason: shared.ReasonLivenessLost, Code: shared.ExitLivenessLost, Message: msg}
+	waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
+	return shared.ExitLivenessLost
+}
+
+func streamError(err error) string {
+	if errors.Is(err, io.EOF) {
+		return "the control stream reached EOF"
+	}
+	return err.Error()
+}
+
+// controlAgent prepares the agent of a spec: links, stdio, identity.
+func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
+	if spec.TTY {
+		return nil, w.setupFailed(shared.ExitUsage, "spec: tty: this watcher does not relay a pty yet; run without a tty")
+	}
+	for _, l := range spec.Links {
+		if err := makeLink(l); err != nil {
+			return nil, w.setupFailed(shared.ExitSetupFailed, err.Error())
+		}
+	}
+	stdin, err := os.Open("/dev/null")
+	if err != nil {
+		// A box without /dev/null: an empty pipe reads as EOF too.
+		var wr *os.File
+		if stdin, wr, err = os.Pipe(); err != nil {
+			return nil, w.setupFailed(shared.ExitSetupFailed, sprintf("agent stdin: %v", err))
+		}
+		wr.Close()
+	}
+	outR, outW, err1 := os.Pipe()
+	errR, errW, err2 := os.Pipe()
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, w.setupFailed(shared.ExitSetupFailed, sprintf("agent output pipes: %v", err))
+	}
+	w.childEnds = []*os.File{stdin, outW, errW}
+	w.relay.Add(2)
+	go w.relayOutput(outR, shared.FrameStdout)
+	go w.relayOutput(errR, shared.FrameStderr)
+
+	dir := spec.Workdir
+	if dir == "" {
+		dir = "/"
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, w.setupFailed(shared.ExitSetupFailed, sprintf("spec: workdir: %s is not a directory in the box", dir))
+	}
+	return &agent{
+		Argv:     spec.Argv,
+		Env:      spec.Env,
+		Dir:      dir,
+		Files:    []uintptr{stdin.Fd(), outW.Fd(), errW.Fd()},
+		Cred:     &syscall.Credential{Uid: spec.UID, Gid: spec.GID},
+		DropCaps: true,
+	}, 0
+}
+
+// closeChildEnds drops the watcher's copies of the agent's stdio, so
+// that the output pipes reach EOF when the box's last writer dies.
+func (w *watcher) closeChildEnds(*agent) {
+	for _, f := range w.childEnds {
+		f.Close()
+	}
+	w.childEnds = nil
+}
+
+func (w *watcher) relayOutput(r *os.File, t shared.FrameType) {
+	defer w.relay.Done()
+	defer r.Close()
+	buf := make([]byte, shared.MaxChunk)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if w.out.Send(t, buf[:n]) != nil {
+				// The host is gone; keep draining so writers never block.
+				continue
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// handleFrame obeys one frame from the host while the agent runs.
+func (w *watcher) handleFrame(ev frameEvent) {
+	if ev.err != nil {
+		w.lost(streamError(ev.err))
+		return
+	}
+	f := ev.f
+	var err error
+	switch f.Type {
+	case shared.FramePing:
+		if _, err = shared.ParseSeq(f.Payload); err == nil {
+			_ = w.out.Send(shared.FramePong, f.Payload)
+		}
+	case shared.FrameSignal:
+		var s shared.Signal
+		if s, err = shared.ParseSignal(f.Payload); err == nil && !w.mainDone {
+			_ = syscall.Kill(w.mainPid, syscall.Signal(s.Number))
+		}
+	case shared.FrameStop:
+		var s shared.Stop
+		if s, err = shared.ParseStop(f.Payload); err == nil {
+			w.beginEnd(shared.ReasonStopped, -1, s.Grace)
+		}
+	case shared.FrameStdin, shared.FrameStdinEOF:
+		// The agent's stdin is /dev/null: input is accepted and dropped.
+	case shared.FrameResize:
+		_, err = shared.ParseResize(f.Payload)
+	default:
+		err = &shared.ProtocolError{Reason: sprintf("unexpected %s frame while the agent runs", f.Type)}
+	}
+	if err != nil {
+		w.lost(err.Error())
+	}
+}
+
+// makeLink makes l.Target a symlink to l.Source (a mount bridge).
+func makeLink(l shared.Link) error {
+	if cur, err := os.Readlink(l.Target); err == nil && cur == l.Source {
+		return nil
+	}
+	if err := os.MkdirAll(path.Dir(l.Target), 0o755); err != nil {
+		return sprintfErr("link %s: %v", l.Target, err)
+	}
+	if err := os.Symlink(l.Source, l.Target); err != nil {
+		return sprintfErr("link %s -> %s: %v", l.Target, l.Source, err)
+	}
+	return nil
+}
+
+func sprintfErr(format string, args ...any) error { return errors.New(sprintf(format, args...)) }
+
+func closeRangeCloexec(first uint) error {
+	return unix.CloseRange(first, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+}

@@ -1,0 +1,77 @@
+package watcher
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"deathwatch/shared"
+)
+
+// When the watcher is PID 1 of a PID namespace, its exit makes the
+// kernel kill every process in the namespace: that is the kill domain.
+// When it is not PID 1 (sbx exec inside a microVM, a plain shell), it
+// runs itself again as PID 1 of a new PID namespace and stays outside
+// as a transparent parent; if it cannot, it refuses to run the agent.
+
+// reexecAsInit is the transparent parent. It returns the inner
+// watcher's status.
+func reexecAsInit(cfg *Config) int {
+	// Pdeathsig belongs to the thread that forks: keep it for good.
+	runtime.LockOSThread()
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs)
+
+	files := []uintptr{0, 1, 2}
+	if cfg.Control == "fd" {
+		for len(files) <= cfg.ControlFD {
+			files = append(files, ^uintptr(0)) // closed in the child
+		}
+		files[cfg.ControlFD] = uintptr(cfg.ControlFD)
+	}
+	attr := &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL},
+	}
+	argv := append([]string{"watcher"}, os.Args[1:]...)
+	pid, err := syscall.ForkExec("/proc/self/exe", argv, attr)
+	if err != nil && os.Geteuid() != 0 && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
+		// Unprivileged: a user namespace makes the PID namespace possible.
+		uid, gid := os.Geteuid(), os.Getegid()
+		attr.Sys.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.Sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		attr.Sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		attr.Sys.GidMappingsEnableSetgroups = false
+		pid, err = syscall.ForkExec("/proc/self/exe", argv, attr)
+	}
+	if err != nil {
+		logf("not PID 1 and cannot create a PID namespace (%v): refusing to start the agent without a kill domain; run the watcher as PID 1 (docker --init-path, unshare --pid --fork) or with CAP_SYS_ADMIN", err)
+		return shared.ExitRefused
+	}
+	for s := range sigs {
+		switch s {
+		case syscall.SIGURG:
+		case syscall.SIGCHLD:
+			var ws syscall.WaitStatus
+			got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+			if got == pid || errors.Is(err, syscall.ECHILD) {
+				return waitCode(ws)
+			}
+		default:
+			_ = syscall.Kill(pid, s.(syscall.Signal))
+		}
+	}
+	return shared.ExitSetupFailed
+}
+
+// waitCode is the exit status that reports ws: the code, or 128+N for
+// death by signal N.
+func waitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return shared.SignalStatus(int(ws.Signal()))
+	}
+	return ws.ExitStatus()
+}

@@ -1,0 +1,175 @@
+// Package watcher is the PID-1 death-watch: it starts the agent under
+// another identity, reaps, forwards signals, and kills every process of
+// the box when the control stream from the host reaches EOF, goes
+// silent or breaks, and when the in-box deadline passes.
+//
+// It stays small: no reflection-heavy encoding, no networking, no
+// os/exec. A test fences its imports.
+package watcher
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// Config is what the command line asks for.
+type Config struct {
+	Control     string // "", "stdin" or "fd:N"
+	ControlFD   int    // N for fd:N
+	Argv        []string
+	Deadline    time.Duration
+	Grace       time.Duration
+	User        *ID // plain mode: the agent's identity; nil keeps the caller's
+	WatcherUser ID
+	AllowRoot   bool
+	Version     bool
+	Help        bool
+}
+
+// ID is a uid:gid pair.
+type ID struct{ UID, GID uint32 }
+
+// DefaultGrace is the plain-mode TERM→KILL grace.
+const DefaultGrace = 2 * time.Second
+
+const usage = `usage: watcher [flags] -- CMD [ARGS...]   run CMD as a tini-compatible init
+       watcher --control=stdin|fd:N [flags]  run what the host's spec frame says
+
+The control stream is deathwatch's liveness channel: when it reaches EOF,
+goes silent past the spec's heartbeat or carries a malformed frame, every
+process of the box is killed.
+
+flags:
+  --control=stdin|fd:N     control mode: frames on fds 0/1, or both ways on fd N
+  --deadline=DURATION      plain mode: TERM, then KILL after the grace, at this age (0: none)
+  --grace=DURATION         plain mode: how long TERM may take before KILL (default 2s)
+  --user=UID:GID           plain mode: run CMD as this identity, without capabilities
+  --watcher-user=UID:GID   the identity the watcher keeps once the agent runs (default 65533:65533)
+  --allow-root             plain mode: accept --user 0:0
+  --version                print the version
+`
+
+func parseFlags(args []string) (*Config, error) {
+	c := &Config{Grace: DefaultGrace, WatcherUser: ID{shared.DefaultWatcherUID, shared.DefaultWatcherGID}}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			c.Argv = args[i+1:]
+			break
+		}
+		if !strings.HasPrefix(a, "-") {
+			// tini accepts the command without "--"; so do we.
+			c.Argv = args[i:]
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		value := func() (string, error) {
+			if hasVal {
+				return val, nil
+			}
+			if i+1 >= len(args) {
+				return "", fmt.Errorf("flag --%s needs a value", name)
+			}
+			i++
+			return args[i], nil
+		}
+		var err error
+		switch name {
+		case "version":
+			c.Version = true
+		case "h", "help":
+			c.Help = true
+		case "allow-root":
+			c.AllowRoot = true
+		case "control":
+			var v string
+			if v, err = value(); err == nil {
+				err = c.setControl(v)
+			}
+		case "deadline", "grace":
+			var v string
+			var d time.Duration
+			if v, err = value(); err == nil {
+				if d, err = time.ParseDuration(v); err == nil && d < 0 {
+					err = errors.New("negative")
+				}
+				if err != nil {
+					err = fmt.Errorf("flag --%s: %q is not a duration like 30s or 5m", name, v)
+				}
+			}
+			if name == "deadline" {
+				c.Deadline = d
+			} else {
+				c.Grace = d
+			}
+		case "user", "watcher-user":
+			var v string
+			var id ID
+			if v, err = value(); err == nil {
+				if id, err = parseID(v); err != nil {
+					err = fmt.Errorf("flag --%s: %w", name, err)
+				}
+			}
+			if name == "user" {
+				c.User = &id
+			} else {
+				c.WatcherUser = id
+			}
+		default:
+			err = fmt.Errorf("unknown flag %s (see watcher --help)", a)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if c.Version || c.Help {
+		return c, nil
+	}
+	if c.Control != "" {
+		if len(c.Argv) > 0 {
+			return nil, errors.New("control mode takes its command from the spec frame, not from the command line")
+		}
+		if c.User != nil || c.Deadline != 0 {
+			return nil, errors.New("control mode takes --user and --deadline from the spec frame, not from flags")
+		}
+		return c, nil
+	}
+	if len(c.Argv) == 0 {
+		return nil, errors.New("no command: use watcher [flags] -- CMD [ARGS...] or watcher --control=stdin")
+	}
+	if c.User != nil && (c.User.UID == 0 || c.User.GID == 0) && !c.AllowRoot {
+		return nil, errors.New("--user 0 runs the agent as root; pass --allow-root to accept that")
+	}
+	return c, nil
+}
+
+func (c *Config) setControl(v string) error {
+	switch {
+	case v == "stdin":
+		c.Control = v
+		return nil
+	case strings.HasPrefix(v, "fd:"):
+		n, err := strconv.Atoi(v[3:])
+		if err != nil || n < 0 {
+			return fmt.Errorf("flag --control: %q is not fd:N", v)
+		}
+		c.Control, c.ControlFD = "fd", n
+		return nil
+	}
+	return fmt.Errorf("flag --control: %q is neither stdin nor fd:N", v)
+}
+
+func parseID(s string) (ID, error) {
+	u, g, ok := strings.Cut(s, ":")
+	uid, err1 := strconv.ParseUint(u, 10, 32)
+	gid, err2 := strconv.ParseUint(g, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return ID{}, fmt.Errorf("%q is not UID:GID (numbers, like 1000:1000)", s)
+	}
+	return ID{uint32(uid), uint32(gid)}, nil
+}

@@ -1,0 +1,34 @@
+package watcher
+
+import (
+	"os"
+	"strings"
+
+	"deathwatch/shared"
+)
+
+// Main runs the watcher and returns its exit status.
+func Main(args []string) int {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		logf("%v", err)
+		return shared.ExitUsage
+	}
+	switch {
+	case cfg.Help:
+		os.Stdout.WriteString(usage)
+		return 0
+	case cfg.Version:
+		os.Stdout.WriteString("watcher " + shared.Version + " (protocol " + itoa(shared.ProtocolVersion) + ")\n")
+		return 0
+	}
+	if os.Getpid() != 1 {
+		return reexecAsInit(cfg)
+	}
+	return newWatcher(cfg).run()
+}
+
+// logf writes one line to the watcher's own stderr; never into frames.
+func logf(format string, args ...any) {
+	os.Stderr.WriteString("watcher: " + strings.TrimSuffix(sprintf(format, args...), "\n") + "\n")
+}

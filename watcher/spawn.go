@@ -1,0 +1,150 @@
+package watcher
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// defaultPath is used when the agent's environment has no PATH.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// agent is everything needed to start the agent, worked out as plain
+// data before anything privileged happens.
+type agent struct {
+	Path  string
+	Argv  []string
+	Env   []string
+	Dir   string
+	Files []uintptr // become the agent's fds 0, 1, 2 …
+	// Cred, when set, is the identity to take; DropCaps also clears the
+	// bounding and inheritable sets and sets no_new_privs.
+	Cred     *syscall.Credential
+	DropCaps bool
+}
+
+// spawnAttr builds the ProcAttr for the agent. Pure: tested without root.
+func spawnAttr(a *agent) *syscall.ProcAttr {
+	attr := &syscall.ProcAttr{
+		Dir:   a.Dir,
+		Env:   a.Env,
+		Files: a.Files,
+		Sys:   &syscall.SysProcAttr{},
+	}
+	if a.Cred != nil {
+		c := *a.Cred
+		c.Groups = []uint32{} // clear supplementary groups
+		c.NoSetGroups = false
+		attr.Sys.Credential = &c
+	}
+	return attr
+}
+
+// spawn starts the agent. When it must drop capabilities it does so on
+// a thread of its own that is locked and never unlocked, so the Go
+// runtime throws that thread away afterwards: no_new_privs and the
+// bounding set are per-thread attributes the child inherits at clone,
+// and the rest of the watcher keeps its own.
+func spawn(a *agent) (int, error) {
+	type result struct {
+		pid int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		// No UnlockOSThread: the thread exits with this goroutine.
+		if a.DropCaps {
+			if err := taintThread(); err != nil {
+				done <- result{0, err}
+				return
+			}
+		}
+		pid, err := syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
+		done <- result{pid, err}
+	}()
+	r := <-done
+	return r.pid, r.err
+}
+
+// taintThread sets no_new_privs, empties the bounding set and clears
+// the inheritable set of the calling thread. It must be called with the
+// OS thread locked.
+func taintThread() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", err)
+	}
+	for c := 0; c <= lastCap(); c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return os.NewSyscallError("prctl(PR_CAPBSET_DROP) (the watcher needs CAP_SETPCAP)", err)
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return os.NewSyscallError("capget", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return os.NewSyscallError("capset", err)
+	}
+	return nil
+}
+
+// lastCap is the highest capability number this kernel knows.
+func lastCap() int {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 63
+	}
+	n := 0
+	for _, ch := range strings.TrimSpace(string(b)) {
+		if ch < '0' || ch > '9' {
+			return 63
+		}
+		n = n*10 + int(ch-'0')
+	}
+	return n
+}
+
+// errNotFound marks a command that is nowhere on PATH.
+var errNotFound = errors.New("not found")
+
+// lookPath resolves name as execvp does: a name with a slash is used as
+// it is; otherwise the first regular executable file on PATH. A file
+// that exists but is not executable is EACCES.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := defaultPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	denied := false
+	for _, dir := range strings.Split(path, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		fi, err := os.Stat(p)
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		if fi.Mode()&0o111 == 0 {
+			denied = true
+			continue
+		}
+		return p, nil
+	}
+	if denied {
+		return "", syscall.EACCES
+	}
+	return "", errNotFound
+}

@@ -1,0 +1,284 @@
+package watcher
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"deathwatch/shared"
+)
+
+type watcher struct {
+	cfg  *Config
+	sigs chan os.Signal
+
+	mainPid  int
+	mainDone bool
+	status   syscall.WaitStatus
+	started  time.Time
+	ended    time.Time
+	empty    bool // no child left at all
+
+	grace time.Duration
+
+	// Control mode.
+	out    *shared.Writer
+	frames chan frameEvent
+	relay  sync.WaitGroup
+	// The agent's stdio as the watcher holds it until the agent starts.
+	childEnds []*os.File
+
+	// The end of the box, once it began.
+	ending     bool
+	reason     shared.Reason
+	code       int // a reserved code that overrides the agent's status; -1 for none
+	message    string
+	sweepStart time.Time
+	graceC     <-chan time.Time
+	killed     bool
+}
+
+type frameEvent struct {
+	f   shared.Frame
+	err error
+}
+
+func newWatcher(cfg *Config) *watcher {
+	return &watcher{cfg: cfg, sigs: make(chan os.Signal, 64), grace: cfg.Grace, code: -1}
+}
+
+// run is the PID-1 loop. It returns the watcher's exit status.
+func (w *watcher) run() int {
+	// Before the agent exists, so that no SIGCHLD is missed.
+	signal.Notify(w.sigs)
+	markCloexec()
+
+	var a *agent
+	var deadline, heartbeat time.Duration
+	if w.cfg.Control == "" {
+		a = w.plainAgent()
+		deadline = w.cfg.Deadline
+	} else {
+		var spec *shared.Spec
+		var code int
+		if spec, code = w.openControl(); spec == nil {
+			return code
+		}
+		if a, code = w.controlAgent(spec); a == nil {
+			return code
+		}
+		deadline, heartbeat, w.grace = spec.Deadline, spec.Heartbeat, spec.Grace
+	}
+
+	path, err := lookPath(a.Argv[0], a.Env)
+	if err == nil {
+		a.Path = path
+		w.mainPid, err = spawn(a)
+	}
+	w.closeChildEnds(a)
+	if err != nil {
+		return w.setupFailed(execStatus(err), sprintf("start %s: %v", a.Argv[0], err))
+	}
+	w.started = time.Now()
+	if os.Geteuid() == 0 && (w.cfg.Control != "" || w.cfg.User != nil) {
+		if err := dropSelf(w.cfg.WatcherUser); err != nil {
+			killAll(syscall.SIGKILL)
+			w.drain()
+			return w.setupFailed(shared.ExitSetupFailed, sprintf("drop the watcher's privileges: %v", err))
+		}
+	}
+	if w.out != nil {
+		_ = w.out.Send(shared.FrameReady, shared.Ready{PID: w.mainPid, Started: w.started}.Marshal())
+	}
+
+	deadlineC := after(deadline)
+	var hb *time.Timer
+	var heartbeatC <-chan time.Time
+	if heartbeat > 0 {
+		hb = time.NewTimer(heartbeat)
+		heartbeatC = hb.C
+	}
+	w.reap()
+	for !(w.mainDone && w.empty) {
+		select {
+		case s := <-w.sigs:
+			switch s {
+			case syscall.SIGCHLD:
+				w.reap()
+			case syscall.SIGURG: // the Go runtime's own
+			default:
+				if !w.mainDone {
+					_ = syscall.Kill(w.mainPid, s.(syscall.Signal))
+				}
+			}
+		case ev := <-w.frames:
+			if hb != nil {
+				hb.Reset(heartbeat)
+			}
+			w.handleFrame(ev)
+		case <-deadlineC:
+			deadlineC = nil
+			w.beginEnd(shared.ReasonDeadline, shared.ExitDeadline, w.grace)
+		case <-heartbeatC:
+			w.lost(sprintf("no frame from the host for %s (heartbeat timeout)", heartbeat))
+		case <-w.graceC:
+			w.graceC = nil
+			w.killed = true
+			killAll(syscall.SIGKILL)
+		}
+	}
+	return w.finish()
+}
+
+func after(d time.Duration) <-chan time.Time {
+	if d <= 0 {
+		return nil
+	}
+	return time.After(d)
+}
+
+// beginEnd starts the end of the box: TERM to every process, KILL after
+// the grace (at once when the grace is 0). The loop ends as soon as no
+// process is left, never after a fixed sleep.
+func (w *watcher) beginEnd(reason shared.Reason, code int, grace time.Duration) {
+	if w.ending {
+		if grace == 0 && !w.killed {
+			w.killed = true
+			killAll(syscall.SIGKILL)
+		}
+		return
+	}
+	w.ending, w.reason, w.code = true, reason, code
+	w.sweepStart = time.Now()
+	if grace == 0 {
+		w.killed = true
+		killAll(syscall.SIGKILL)
+		return
+	}
+	killAll(syscall.SIGTERM)
+	w.graceC = time.After(grace)
+}
+
+// lost is a liveness loss: everything dies at once.
+func (w *watcher) lost(why string) {
+	if !w.ending || w.reason != shared.ReasonLivenessLost {
+		logf("liveness lost: %s; killing the box", why)
+	}
+	if !w.ending {
+		w.message = why
+	}
+	w.beginEnd(shared.ReasonLivenessLost, shared.ExitLivenessLost, 0)
+}
+
+// drain reaps until no child is left (after a SIGKILL to all).
+func (w *watcher) drain() {
+	for {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.ECHILD) {
+			return
+		}
+	}
+}
+
+// finish sends the exit record and works out the status.
+func (w *watcher) finish() int {
+	code := w.code
+	sig := 0
+	if w.status.Signaled() {
+		sig = int(w.status.Signal())
+	}
+	if code < 0 {
+		code = waitCode(w.status)
+	}
+	var sweep time.Duration
+	if !w.sweepStart.IsZero() {
+		sweep = time.Since(w.sweepStart)
+	}
+	if w.out != nil {
+		// Output first: every writer is dead, so the pipes reach EOF.
+		waitTimeout(w.relay.Wait, time.Second)
+		rec := shared.Exit{Reason: w.reason, Code: code, Signal: sig, Runtime: w.ended.Sub(w.started), Sweep: sweep, Message: w.message}
+		waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
+	}
+	return code
+}
+
+// setupFailed ends a box whose agent never ran.
+func (w *watcher) setupFailed(code int, msg string) int {
+	logf("%s", msg)
+	if w.out != nil {
+		rec := shared.Exit{Reason: shared.ReasonSetupFailed, Code: code, Message: msg}
+		waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
+	}
+	return code
+}
+
+func waitTimeout(f func(), d time.Duration) {
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
+// execStatus maps a failure to start the agent to tini's codes.
+func execStatus(err error) int {
+	switch {
+	case errors.Is(err, errNotFound), errors.Is(err, syscall.ENOENT):
+		return shared.ExitNotFound
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EPERM):
+		return shared.ExitCannotExec
+	}
+	return shared.ExitSetupFailed
+}
+
+// plainAgent: tini's shape, the agent inherits fds 0-2 and the
+// environment.
+func (w *watcher) plainAgent() *agent {
+	a := &agent{Argv: w.cfg.Argv, Env: os.Environ(), Files: []uintptr{0, 1, 2}}
+	if u := w.cfg.User; u != nil {
+		a.Cred = &syscall.Credential{Uid: u.UID, Gid: u.GID}
+		a.DropCaps = true
+	}
+	return a
+}
+
+// markCloexec makes every inherited descriptor above 2 close-on-exec,
+// so that the agent starts with exactly what it is given.
+func markCloexec() {
+	if err := closeRangeCloexec(3); err == nil {
+		return
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd := 0
+		for _, c := range e.Name() {
+			fd = fd*10 + int(c-'0')
+		}
+		if fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// readFrames feeds the loop; it ends at the first error.
+func (w *watcher) readFrames(r io.Reader) {
+	fr := shared.NewReader(bufio.NewReaderSize(r, 64<<10))
+	for {
+		f, err := fr.Next()
+		w.frames <- frameEvent{f, err}
+		if err != nil {
+			return
+		}
+	}
+}
