@@ -1,0 +1,127 @@
+package kerneltests
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+)
+
+// These tests assert that kernel-tests/provision.sh left a machine the
+// engine tests can use: if one fails, the engine tests would fail for a
+// reason that has nothing to do with deathwatch.
+
+// runClean runs cmd and returns its stdout; it fails the test when the
+// command fails or writes anything to stderr (an engine warning on every
+// command would garble what the supervisor relays).
+func runClean(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("%s: %v", strings.Join(cmd.Args, " "), time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("%s: %v\nstdout: %s\nstderr: %s\n(run kernel-tests/provision.sh)", strings.Join(cmd.Args, " "), err, stdout.String(), stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Fatalf("%s wrote to stderr: %q (run kernel-tests/provision.sh)", strings.Join(cmd.Args, " "), stderr.String())
+	}
+	return stdout.String()
+}
+
+// inBox is what every test container runs: who it is, that the watcher is
+// there, and that the busybox applets work.
+const inBox = `id -u; test -x /usr/local/bin/watcher && echo watcher; echo hello | wc -c; grep -c . /etc/passwd >/dev/null && echo passwd`
+
+const inBoxWant = "0\nwatcher\n6\npasswd\n"
+
+func TestProvisionDocker(t *testing.T) {
+	ktest.RequireRoot(t)
+	ktest.RequireCmd(t, "docker")
+	out := runClean(t, exec.Command("docker", "info", "--format", "{{.ServerVersion}} {{.CgroupVersion}}"))
+	t.Logf("dockerd %s", strings.TrimSpace(out))
+	img := ktest.DockerImage(t, "docker")
+	if got := runClean(t, exec.Command("docker", "run", "--rm", "--network", "none", img, "/bin/sh", "-c", inBox)); got != inBoxWant {
+		t.Fatalf("docker run %s printed %q, want %q", img, got, inBoxWant)
+	}
+	// The watcher is static: it runs in a FROM scratch image.
+	if got := runClean(t, exec.Command("docker", "run", "--rm", "--network", "none", "--entrypoint", ktest.ImageWatcher, img, "--version")); strings.TrimSpace(got) == "" {
+		t.Fatalf("watcher --version in %s printed nothing", img)
+	}
+	// stdin attach, the control stream's transport.
+	cmd := exec.Command("docker", "run", "--rm", "-i", "--network", "none", img, "/bin/cat")
+	cmd.Stdin = strings.NewReader("through stdin\n")
+	if got := runClean(t, cmd); got != "through stdin\n" {
+		t.Fatalf("docker run -i cat printed %q", got)
+	}
+	// A second call in the same process costs nothing and names the same image.
+	if again := ktest.DockerImage(t, "docker"); again != img {
+		t.Fatalf("DockerImage changed from %s to %s", img, again)
+	}
+}
+
+func TestProvisionPodmanRootful(t *testing.T) {
+	ktest.RequireRoot(t)
+	ktest.RequireCmd(t, "podman")
+	out := runClean(t, exec.Command("podman", "info", "--format", "{{.Host.Security.Rootless}} {{.Host.OCIRuntime.Name}} {{.Host.CgroupManager}}"))
+	if strings.TrimSpace(out) != "false runc cgroupfs" {
+		t.Fatalf("podman info says %q, want \"false runc cgroupfs\" (run kernel-tests/provision.sh)", out)
+	}
+	img := ktest.DockerImage(t, "podman")
+	if got := runClean(t, exec.Command("podman", "run", "--rm", "--network", "none", img, "/bin/sh", "-c", inBox)); got != inBoxWant {
+		t.Fatalf("podman run %s printed %q, want %q", img, got, inBoxWant)
+	}
+	cmd := exec.Command("podman", "run", "--rm", "-i", "--network", "none", img, "/bin/cat")
+	cmd.Stdin = strings.NewReader("through stdin\n")
+	if got := runClean(t, cmd); got != "through stdin\n" {
+		t.Fatalf("podman run -i cat printed %q", got)
+	}
+}
+
+func TestProvisionPodmanRootless(t *testing.T) {
+	ktest.RequireRoot(t)
+	ktest.RequireCmd(t, "podman")
+	u := ktest.RootlessUser
+	out := runClean(t, ktest.RootlessPodman(u, "info", "--format", "{{.Host.Security.Rootless}} {{.Host.OCIRuntime.Name}}"))
+	if strings.TrimSpace(out) != "true runc" {
+		t.Fatalf("podman info as %s says %q, want \"true runc\" (run kernel-tests/provision.sh)", u, out)
+	}
+	img := ktest.PodmanRootlessImage(t, u)
+	if got := runClean(t, ktest.RootlessPodman(u, "run", "--rm", "--network", "none", img, "/bin/sh", "-c", inBox)); got != inBoxWant {
+		t.Fatalf("rootless podman run %s printed %q, want %q", img, got, inBoxWant)
+	}
+	cmd := ktest.RootlessPodman(u, "run", "--rm", "-i", "--network", "none", img, "/bin/cat")
+	cmd.Stdin = strings.NewReader("through stdin\n")
+	if got := runClean(t, cmd); got != "through stdin\n" {
+		t.Fatalf("rootless podman run -i cat printed %q", got)
+	}
+}
+
+func TestProvisionBusyboxRootfs(t *testing.T) {
+	ktest.RequireRoot(t)
+	dir := ktest.BusyboxRootfs(t)
+	for _, p := range []string{"bin/busybox", "bin/sh", "bin/setsid", "bin/sleep", "etc/passwd", "etc/group"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Fatalf("busybox rootfs %s: %v", dir, err)
+		}
+	}
+	for _, p := range []string{"tmp", "work"} {
+		fi, err := os.Stat(filepath.Join(dir, p))
+		if err != nil || fi.Mode()&os.ModeSticky == 0 || fi.Mode().Perm() != 0o777 {
+			t.Fatalf("busybox rootfs /%s: %v %v, want a 1777 directory", p, fi.Mode(), err)
+		}
+	}
+	got := runClean(t, exec.Command("chroot", "--userspec=1000:1000", dir, "/bin/sh", "-c", "id -un; id -u"))
+	if got != "agent\n1000\n" {
+		t.Fatalf("chroot into %s printed %q, want agent and 1000", dir, got)
+	}
+	if again := ktest.BusyboxRootfs(t); again != dir {
+		t.Fatalf("BusyboxRootfs changed from %s to %s", dir, again)
+	}
+}
