@@ -8,7 +8,10 @@ import (
 
 // The payloads are a flat sequence of fields: unsigned varints, and
 // strings as a varint length followed by the bytes. Decoding never
-// allocates more than the payload it was given and never panics.
+// panics and allocates a bounded multiple of the payload it was given
+// (a count is checked against the bytes left before anything is made).
+// Only the shortest (canonical) varint is accepted, so every payload
+// has exactly one encoding.
 
 type enc struct{ b []byte }
 
@@ -50,6 +53,10 @@ func (d *dec) u64(field string) uint64 {
 		d.fail(field, "bad varint")
 		return 0
 	}
+	if n > 1 && d.b[n-1] == 0 {
+		d.fail(field, "non-canonical varint")
+		return 0
+	}
 	d.b = d.b[n:]
 	return v
 }
@@ -70,6 +77,10 @@ func (d *dec) i64(field string) int64 {
 	v, n := binary.Varint(d.b)
 	if n <= 0 {
 		d.fail(field, "bad varint")
+		return 0
+	}
+	if n > 1 && d.b[n-1] == 0 {
+		d.fail(field, "non-canonical varint")
 		return 0
 	}
 	d.b = d.b[n:]

@@ -1,0 +1,236 @@
+package shared
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fullSpec sets every field to a non-zero value.
+func fullSpec() Spec {
+	return Spec{
+		Argv:      []string{"/bin/busybox", "sh", "-c", "echo hi; exit 7", ""},
+		Env:       []string{"PATH=/usr/bin:/bin", "TOKEN=s3cret=with=equals", "EMPTY="},
+		Workdir:   "/work/space",
+		UID:       1000,
+		GID:       1001,
+		AllowRoot: true,
+		Deadline:  90 * time.Second,
+		Grace:     2 * time.Second,
+		Heartbeat: 1500 * time.Millisecond,
+		Links:     []Link{{Target: "/workspace", Source: "/Users/me/src/project"}, {Target: "/a/b", Source: "/c"}},
+		TTY:       true,
+		Rows:      50,
+		Cols:      132,
+	}
+}
+
+func TestSpecRoundTrip(t *testing.T) {
+	for name, s := range map[string]Spec{
+		"full":    fullSpec(),
+		"minimal": {Argv: []string{"true"}, UID: 1000, GID: 1000},
+		"zero":    {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := s.Marshal()
+			got, err := ParseSpec(b)
+			if err != nil {
+				t.Fatalf("ParseSpec: %v", err)
+			}
+			// nil and empty slices encode alike.
+			norm := func(s *Spec) {
+				if len(s.Argv) == 0 {
+					s.Argv = nil
+				}
+				if len(s.Env) == 0 {
+					s.Env = nil
+				}
+				if len(s.Links) == 0 {
+					s.Links = nil
+				}
+			}
+			norm(&got)
+			norm(&s)
+			if !reflect.DeepEqual(got, s) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", got, s)
+			}
+			if again := got.Marshal(); !bytes.Equal(again, b) {
+				t.Fatalf("re-marshal differs:\n got % x\nwant % x", again, b)
+			}
+		})
+	}
+}
+
+func TestSpecValidateGood(t *testing.T) {
+	for name, s := range map[string]Spec{
+		"full":          fullSpec(),
+		"minimal":       {Argv: []string{"/bin/true"}, UID: 1000, GID: 1000},
+		"root allowed":  {Argv: []string{"/bin/true"}, AllowRoot: true},
+		"empty arg":     {Argv: []string{"/bin/echo", ""}, UID: 1, GID: 1},
+		"env empty val": {Argv: []string{"x"}, Env: []string{"A="}, UID: 1, GID: 1},
+		"workdir /":     {Argv: []string{"x"}, Workdir: "/", UID: 1, GID: 1},
+		"at the limits": {Argv: make1("a", MaxArgs), Env: make1("A=b", MaxEnv), Links: makeLinks(MaxLinks), UID: 1, GID: 1},
+	} {
+		if err := s.Validate(); err != nil {
+			t.Errorf("%s: Validate() = %v, want nil", name, err)
+		}
+	}
+}
+
+func make1(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+func makeLinks(n int) []Link {
+	out := make([]Link, n)
+	for i := range out {
+		out[i] = Link{Target: "/t", Source: "/s"}
+	}
+	return out
+}
+
+func TestSpecValidateNamesTheBadField(t *testing.T) {
+	ok := func(mod func(*Spec)) Spec {
+		s := Spec{Argv: []string{"/bin/true"}, Env: []string{"A=1"}, UID: 1000, GID: 1000}
+		mod(&s)
+		return s
+	}
+	long := strings.Repeat("x", MaxStringLen+1)
+	cases := []struct {
+		name  string
+		spec  Spec
+		field string // the error must start with "spec: <field>:"
+	}{
+		{"no argv", ok(func(s *Spec) { s.Argv = nil }), "argv"},
+		{"empty argv0", ok(func(s *Spec) { s.Argv = []string{""} }), "argv"},
+		{"too many args", ok(func(s *Spec) { s.Argv = make1("a", MaxArgs+1) }), "argv"},
+		{"NUL in arg", ok(func(s *Spec) { s.Argv = []string{"/bin/echo", "a\x00b"} }), "argv[1]"},
+		{"long arg", ok(func(s *Spec) { s.Argv = []string{"/bin/echo", "x", long} }), "argv[2]"},
+		{"too many env", ok(func(s *Spec) { s.Env = make1("A=b", MaxEnv+1) }), "env"},
+		{"env without =", ok(func(s *Spec) { s.Env = []string{"A=1", "NOVALUE"} }), "env[1]"},
+		{"env empty name", ok(func(s *Spec) { s.Env = []string{"=x"} }), "env[0]"},
+		{"env NUL", ok(func(s *Spec) { s.Env = []string{"SECRET=a\x00"} }), "env SECRET"},
+		{"env long", ok(func(s *Spec) { s.Env = []string{"BIG=" + long} }), "env BIG"},
+		{"workdir relative", ok(func(s *Spec) { s.Workdir = "work" }), "workdir"},
+		{"workdir unclean", ok(func(s *Spec) { s.Workdir = "/work/../etc" }), "workdir"},
+		{"workdir trailing slash", ok(func(s *Spec) { s.Workdir = "/work/" }), "workdir"},
+		{"workdir NUL", ok(func(s *Spec) { s.Workdir = "/wo\x00rk" }), "workdir"},
+		{"uid 0", ok(func(s *Spec) { s.UID = 0 }), "uid"},
+		{"gid 0", ok(func(s *Spec) { s.GID = 0 }), "gid"},
+		{"negative deadline", ok(func(s *Spec) { s.Deadline = -time.Second }), "deadline"},
+		{"negative grace", ok(func(s *Spec) { s.Grace = -1 }), "grace"},
+		{"negative heartbeat", ok(func(s *Spec) { s.Heartbeat = -time.Millisecond }), "heartbeat"},
+		{"too many links", ok(func(s *Spec) { s.Links = makeLinks(MaxLinks + 1) }), "links"},
+		{"link target relative", ok(func(s *Spec) { s.Links = []Link{{Target: "t", Source: "/s"}} }), "links[0].target"},
+		{"link target /", ok(func(s *Spec) { s.Links = []Link{{Target: "/ok", Source: "/s"}, {Target: "/", Source: "/s"}} }), "links[1].target"},
+		{"link target unclean", ok(func(s *Spec) { s.Links = []Link{{Target: "/a//b", Source: "/s"}} }), "links[0].target"},
+		{"link source relative", ok(func(s *Spec) { s.Links = []Link{{Target: "/t", Source: "../s"}} }), "links[0].source"},
+		{"link source empty", ok(func(s *Spec) { s.Links = []Link{{Target: "/t"}} }), "links[0].source"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.spec.Validate()
+			if err == nil {
+				t.Fatalf("Validate() = nil, want an error naming %s", c.field)
+			}
+			if want := "spec: " + c.field + ": "; !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("Validate() = %q, want it to start with %q", err, want)
+			}
+			if strings.Contains(err.Error(), "s3cret") || len(err.Error()) > 300 {
+				t.Fatalf("the error echoes too much: %d bytes", len(err.Error()))
+			}
+		})
+	}
+}
+
+// TestSpecValidateHidesEnvValues: an error about an env variable names
+// the variable, never its value (the value may be a secret).
+func TestSpecValidateHidesEnvValues(t *testing.T) {
+	s := Spec{Argv: []string{"x"}, Env: []string{"API_KEY=hunter2\x00"}, UID: 1, GID: 1}
+	err := s.Validate()
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("Validate() = %v: want an error that does not echo the value", err)
+	}
+}
+
+func TestParseSpecMalformed(t *testing.T) {
+	good := fullSpec().Marshal()
+	hugeCount := func() []byte { var e enc; e.u64(1 << 40); return e.b }
+	linksAt := func() []byte {
+		// The fields up to the links count, then a count far beyond the
+		// bytes that follow.
+		var e enc
+		e.strs([]string{"x"})
+		e.strs(nil)
+		e.str("")
+		e.u64(0)
+		e.u64(0)
+		e.boolean(false)
+		e.i64(0)
+		e.i64(0)
+		e.i64(0)
+		e.u64(1000)
+		return append(e.b, 0, 0, 0, 0, 0)
+	}
+	cases := []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty", nil, "argv"},
+		{"argv count beyond the bytes", hugeCount(), "argv"},
+		{"links count beyond the bytes", linksAt(), "links"},
+		{"bad boolean", func() []byte {
+			var e enc
+			e.strs([]string{"x"})
+			e.strs(nil)
+			e.str("")
+			e.u64(1)
+			e.u64(1)
+			e.u64(2) // allow_root
+			return append(e.b, make([]byte, 10)...)
+		}(), "allow_root"},
+		{"trailing", append(append([]byte{}, good...), 9), "trailing"},
+		{"truncated", good[:len(good)-1], "cols"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseSpec(c.b)
+			if !IsProtocolError(err) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("ParseSpec = %v, want a ProtocolError mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+// FuzzSpec feeds arbitrary bytes to ParseSpec, validates what parses and
+// requires that it re-marshals to exactly the bytes it came from (one
+// encoding per spec: no field can hide in a non-canonical form).
+func FuzzSpec(f *testing.F) {
+	f.Add(fullSpec().Marshal())
+	f.Add(Spec{Argv: []string{"/bin/true"}, UID: 1000, GID: 1000}.Marshal())
+	f.Add(Spec{}.Marshal())
+	f.Add(Spec{Argv: []string{"a\x00b"}, Workdir: "rel", Deadline: -1, Links: []Link{{Target: "/", Source: "x"}}}.Marshal())
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseSpec(b)
+		if err != nil {
+			if !IsProtocolError(err) {
+				t.Fatalf("ParseSpec: %v (%T), want a ProtocolError", err, err)
+			}
+			return
+		}
+		if err := s.Validate(); err != nil && !strings.HasPrefix(err.Error(), "spec: ") {
+			t.Fatalf("Validate() = %q, want a spec: prefix", err)
+		}
+		if again := s.Marshal(); !bytes.Equal(again, b) {
+			t.Fatalf("spec % x re-marshals to % x", b, again)
+		}
+	})
+}
