@@ -1,0 +1,447 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// Engine is the Docker or Podman runtime: it drives the engine's CLI.
+// Both CLIs share one set of argv builders where they agree.
+type Engine struct {
+	Kind   string // "docker" | "podman"
+	Bin    string // the CLI to run; default Kind, looked up on PATH
+	Env    []string
+	Stderr io.Writer
+	Log    *slog.Logger
+}
+
+func init() {
+	for _, k := range []string{"docker", "podman"} {
+		RegisterRuntime(k, func(c RuntimeConfig) (Runtime, error) {
+			return &Engine{Kind: k, Bin: k, Env: c.Env, Stderr: c.Stderr, Log: c.Log}, nil
+		})
+	}
+}
+
+// WatcherMountPoint is where a bind-mounted watcher appears in the box.
+const WatcherMountPoint = "/dw/watcher"
+
+// The capabilities the watcher needs to set up the agent, and nothing
+// else: SETUID/SETGID to become the agent's and its own uid/gid (and
+// clear supplementary groups), SETPCAP to empty the bounding set, KILL
+// to signal an agent that is no longer its uid.
+var watcherCaps = []string{"SETUID", "SETGID", "SETPCAP", "KILL"}
+
+// ---- pure argv builders ----
+
+// infoArgs asks for the engine's version and whether it is rootless.
+func infoArgs(kind string) []string {
+	if kind == "podman" {
+		return []string{"info", "--format", "{{.Version.Version}}|{{.Host.Security.Rootless}}"}
+	}
+	return []string{"info", "--format", "{{.ServerVersion}}|{{json .SecurityOptions}}"}
+}
+
+// parseInfo reads infoArgs' output.
+func parseInfo(kind, out string) (version string, rootless bool, err error) {
+	v, rest, ok := strings.Cut(strings.TrimSpace(out), "|")
+	if !ok || v == "" {
+		return "", false, fmt.Errorf("unexpected %s info output %q", kind, out)
+	}
+	if kind == "podman" {
+		return v, rest == "true", nil
+	}
+	var opts []string
+	if err := json.Unmarshal([]byte(rest), &opts); err != nil {
+		return "", false, fmt.Errorf("parse docker security options %q: %w", rest, err)
+	}
+	for _, o := range opts {
+		if o == "name=rootless" || strings.HasPrefix(o, "name=rootless,") {
+			rootless = true
+		}
+	}
+	return v, rootless, nil
+}
+
+// imageInspectArgs checks that an image exists locally.
+func imageInspectArgs(image string) []string {
+	return []string{"image", "inspect", "--format", "{{.Id}}", "--", image}
+}
+
+// createArgs creates the box: the watcher as entrypoint with the
+// control stream on its stdin, least privilege, no restart, no init of
+// the engine's own (the watcher is PID 1), auto-removal when it stops.
+func createArgs(kind string, b *Box) []string {
+	a := []string{"create",
+		"--interactive", // keep stdin open: it is the control stream
+		"--name", b.Name,
+		"--pull", "never",
+		"--init=false",
+		"--restart", "no",
+		"--rm", // the engine removes the box when the watcher exits (also after a supervisor SIGKILL)
+		"--log-driver", "none",
+		"--cap-drop", "ALL",
+	}
+	for _, c := range watcherCaps {
+		a = append(a, "--cap-add", c)
+	}
+	a = append(a, "--security-opt", "no-new-privileges")
+	keys := make([]string, 0, len(b.Labels))
+	for k := range b.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a = append(a, "--label", k+"="+b.Labels[k])
+	}
+	net := b.Network
+	if net == "" {
+		net = "none"
+	}
+	a = append(a, "--network", net)
+	if b.PidsLimit > 0 {
+		a = append(a, "--pids-limit", strconv.FormatInt(b.PidsLimit, 10))
+	}
+	if b.Memory > 0 {
+		m := strconv.FormatInt(b.Memory, 10)
+		// Swap equal to memory: the limit is the limit.
+		a = append(a, "--memory", m, "--memory-swap", m)
+	}
+	if b.Workdir != "" {
+		a = append(a, "--workdir", b.Workdir)
+	}
+	for _, m := range b.Mounts {
+		v := m.Source + ":" + m.Target
+		if m.ReadOnly {
+			v += ":ro"
+		}
+		a = append(a, "--volume", v)
+	}
+	entry := b.WatcherInImage
+	if entry == "" {
+		entry = WatcherMountPoint
+		a = append(a, "--volume", b.WatcherPath+":"+WatcherMountPoint+":ro")
+	}
+	a = append(a, "--entrypoint", entry, "--", b.Image, "--control=stdin")
+	return a
+}
+
+// startArgs starts the box attached to its stdin, stdout and stderr,
+// without a tty (frames are binary).
+func startArgs(kind, name string) []string {
+	return []string{"start", "--attach", "--interactive", "--", name}
+}
+
+// removeArgs removes the box at once. Podman's -t 0: without it Podman
+// waits out a 10 s stop timeout first.
+func removeArgs(kind, name string) []string {
+	if kind == "podman" {
+		return []string{"rm", "--force", "--time", "0", "--", name}
+	}
+	return []string{"rm", "--force", "--", name}
+}
+
+// inspectArgs prints the box's id (exit 1 "no such ..." when gone).
+func inspectArgs(kind, name string) []string {
+	return []string{"container", "inspect", "--format", "{{.Id}}", "--", name}
+}
+
+// listArgs lists every box (running or not) that carries the instance label.
+func listArgs(kind, instance string) []string {
+	return []string{"ps", "--all", "--no-trunc", "--filter", "label=" + shared.LabelInstance + "=" + instance, "--format", "json"}
+}
+
+// parseList reads listArgs' output: docker prints one JSON object per
+// line with Labels as "k=v,k=v"; podman prints one JSON array with
+// Labels as an object.
+func parseList(kind string, out []byte) ([]Listed, error) {
+	out = bytes.TrimSpace(out)
+	if len(out) == 0 {
+		return nil, nil
+	}
+	var ls []Listed
+	if kind == "podman" {
+		var rows []struct {
+			Names  []string
+			Labels map[string]string
+			State  string
+		}
+		if err := json.Unmarshal(out, &rows); err != nil {
+			return nil, fmt.Errorf("parse podman ps output: %w", err)
+		}
+		for _, r := range rows {
+			name := ""
+			if len(r.Names) > 0 {
+				name = r.Names[0]
+			}
+			ls = append(ls, Listed{Name: name, Labels: r.Labels, Running: r.State == "running"})
+		}
+		return ls, nil
+	}
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var r struct{ Names, Labels, State string }
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("parse docker ps output: %w", err)
+		}
+		ls = append(ls, Listed{Name: strings.Split(r.Names, ",")[0], Labels: parseLabelString(r.Labels), Running: r.State == "running"})
+	}
+	return ls, nil
+}
+
+// parseLabelString splits docker ps's "k=v,k=v". A part without '='
+// belongs to the previous value (a value that held a comma).
+func parseLabelString(s string) map[string]string {
+	m := map[string]string{}
+	last := ""
+	for _, part := range strings.Split(s, ",") {
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		if !ok && last != "" {
+			m[last] += "," + part
+			continue
+		}
+		m[k] = v
+		last = k
+	}
+	return m
+}
+
+// ---- the runtime ----
+
+func (e *Engine) Name() string { return e.Kind }
+
+func (e *Engine) bin() string {
+	if e.Bin != "" {
+		return e.Bin
+	}
+	return e.Kind
+}
+
+func (e *Engine) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Log
+}
+
+func (e *Engine) command(ctx context.Context, args []string) *exec.Cmd {
+	var c *exec.Cmd
+	if ctx == nil {
+		c = exec.Command(e.bin(), args...)
+	} else {
+		c = exec.CommandContext(ctx, e.bin(), args...)
+	}
+	if e.Env != nil {
+		c.Env = e.Env
+	}
+	return c
+}
+
+// run runs one short CLI call and returns its stdout; a failure carries
+// the first line of its stderr.
+func (e *Engine) run(ctx context.Context, args []string) ([]byte, error) {
+	c := e.command(ctx, args)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	t0 := time.Now()
+	err := c.Run()
+	e.log().Debug("engine call", "cmd", e.bin(), "args", args, "took", time.Since(t0), "err", err)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, EngineError("%s is not installed (not found on PATH); install it or pick another --runtime", e.Kind)
+		}
+		return out.Bytes(), &cliError{args: args, stderr: firstLine(errb.String()), err: err}
+	}
+	return out.Bytes(), nil
+}
+
+type cliError struct {
+	args   []string
+	stderr string
+	err    error
+}
+
+func (c *cliError) Error() string {
+	if c.stderr != "" {
+		return c.stderr
+	}
+	return c.err.Error()
+}
+func (c *cliError) Unwrap() error { return c.err }
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSpace(s)
+}
+
+func isNoSuch(err error) bool {
+	var ce *cliError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	s := strings.ToLower(ce.stderr)
+	return strings.Contains(s, "no such container") || strings.Contains(s, "no such object") || strings.Contains(s, "no container with name or id")
+}
+
+func (e *Engine) Probe(ctx context.Context) (Info, error) {
+	info := Info{Runtime: e.Kind}
+	out, err := e.run(ctx, infoArgs(e.Kind))
+	if err != nil {
+		if exitCode(err, 0) == shared.ExitEngine {
+			info.Detail = err.Error()
+			return info, err
+		}
+		info.Detail = fmt.Sprintf("%s engine is not reachable: %v", e.Kind, err)
+		return info, EngineError("%s", info.Detail)
+	}
+	v, rootless, err := parseInfo(e.Kind, string(out))
+	if err != nil {
+		info.Detail = err.Error()
+		return info, EngineError("%s", info.Detail)
+	}
+	info.Present, info.Version, info.Rootless = true, v, rootless
+	return info, nil
+}
+
+func (e *Engine) CheckImage(ctx context.Context, image string) error {
+	_, err := e.run(ctx, imageInspectArgs(image))
+	if err == nil {
+		return nil
+	}
+	if exitCode(err, 0) != 0 {
+		return err
+	}
+	s := strings.ToLower(err.Error())
+	if strings.Contains(s, "no such image") || strings.Contains(s, "image not known") || strings.Contains(s, "no such object") {
+		return ImageError("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
+	}
+	return EngineError("inspect image %s: %v", image, err)
+}
+
+func (e *Engine) Create(ctx context.Context, b *Box) error {
+	if _, err := e.run(ctx, createArgs(e.Kind, b)); err != nil {
+		if exitCode(err, 0) != 0 {
+			return err
+		}
+		return SetupError("create box %s: %v", b.Name, err)
+	}
+	return nil
+}
+
+// Start runs `start --attach --interactive` in its own process group,
+// its stdin a pipe whose only write end is ours (close-on-exec, like
+// every descriptor Go opens), its stdout the frames from the watcher.
+func (e *Engine) Start(ctx context.Context, b *Box) (*Started, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start box %s: %w", b.Name, err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("start box %s: %w", b.Name, err)
+	}
+	c := e.command(nil, startArgs(e.Kind, b.Name))
+	c.Stdin, c.Stdout = inR, outW
+	c.Stderr = e.Stderr
+	if c.Stderr == nil {
+		c.Stderr = io.Discard
+	}
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The stderr copy must not outlive the client for long when a
+	// re-exec'd child of it still holds the pipe.
+	c.WaitDelay = 2 * time.Second
+	if err := c.Start(); err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, EngineError("%s is not installed (not found on PATH)", e.Kind)
+		}
+		return nil, SetupError("start box %s: %v", b.Name, err)
+	}
+	// Only the child holds these ends now.
+	inR.Close()
+	outW.Close()
+	pid := c.Process.Pid
+	kill := func() { syscall.Kill(-pid, syscall.SIGKILL) }
+	return &Started{
+		Control: &pipeRW{r: outR, w: inW},
+		Wait:    c.Wait,
+		Kill:    kill,
+	}, nil
+}
+
+// pipeRW is the control stream over the client's stdin and stdout.
+// Close drops our write end (the watcher sees EOF); the read end stays
+// readable until the client's output ends, then is closed by CloseRead.
+type pipeRW struct {
+	r *os.File
+	w *os.File
+}
+
+func (p *pipeRW) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p *pipeRW) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p *pipeRW) Close() error                { return p.w.Close() }
+
+// CloseRead releases the read end.
+func (p *pipeRW) CloseRead() error { return p.r.Close() }
+
+func (e *Engine) Remove(ctx context.Context, b *Box) error {
+	_, err := e.run(ctx, removeArgs(e.Kind, b.Name))
+	if err == nil || isNoSuch(err) {
+		return nil
+	}
+	if exitCode(err, 0) != 0 {
+		return err
+	}
+	// The engine's auto-remove may be under way ("removal ... already in
+	// progress"): wait until the box is gone.
+	s := strings.ToLower(err.Error())
+	if strings.Contains(s, "already in progress") || strings.Contains(s, "is being removed") {
+		for i := 0; i < 200; i++ {
+			if _, ierr := e.run(ctx, inspectArgs(e.Kind, b.Name)); isNoSuch(ierr) {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("remove box %s: %w", b.Name, ctx.Err())
+			case <-time.After(25 * time.Millisecond):
+			}
+		}
+	}
+	return fmt.Errorf("remove box %s: %w", b.Name, err)
+}
+
+func (e *Engine) List(ctx context.Context, instance string) ([]Listed, error) {
+	out, err := e.run(ctx, listArgs(e.Kind, instance))
+	if err != nil {
+		return nil, fmt.Errorf("list %s boxes: %w", e.Kind, err)
+	}
+	return parseList(e.Kind, out)
+}

@@ -1,0 +1,104 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Lifecycle event names, in the order a launch produces them.
+const (
+	EventJournaled = "journaled"
+	EventCreated   = "created"
+	EventStarted   = "started"
+	EventReady     = "ready"
+	EventExited    = "exited"
+	EventRemoved   = "removed"
+)
+
+// Event is one line of --events output: line-delimited JSON for
+// controllers not written in Go. It never carries the agent's
+// environment.
+type Event struct {
+	Event    string    `json:"event"`
+	Time     time.Time `json:"time"`
+	Instance string    `json:"instance"`
+	LaunchID string    `json:"launch_id"`
+	Box      string    `json:"box"`
+	Runtime  string    `json:"runtime"`
+	PID      int       `json:"pid,omitempty"`    // ready: the agent's pid in the box
+	Code     *int      `json:"code,omitempty"`   // exited: the supervisor's exit status
+	Reason   string    `json:"reason,omitempty"` // exited: why
+	Error    string    `json:"error,omitempty"`  // removed: a removal that failed
+}
+
+// Events writes events; a nil *Events discards them.
+type Events struct {
+	mu  sync.Mutex
+	w   io.Writer
+	c   io.Closer
+	err error
+}
+
+// OpenEvents opens --events: "fd:N" (an inherited descriptor) or a
+// file path (created or appended to, mode 0600).
+func OpenEvents(spec string) (*Events, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	if n, ok := strings.CutPrefix(spec, "fd:"); ok {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd < 0 {
+			return nil, UsageError("--events %s: want fd:N with N a descriptor number", spec)
+		}
+		f := os.NewFile(uintptr(fd), "events")
+		if f == nil {
+			return nil, UsageError("--events %s: descriptor %d is not open", spec, fd)
+		}
+		if _, err := f.Stat(); err != nil {
+			return nil, UsageError("--events %s: descriptor %d is not open", spec, fd)
+		}
+		return &Events{w: f, c: f}, nil
+	}
+	f, err := os.OpenFile(spec, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, UsageError("--events: %v", err)
+	}
+	return &Events{w: f, c: f}, nil
+}
+
+// NewEvents writes events to w.
+func NewEvents(w io.Writer) *Events { return &Events{w: w} }
+
+// Emit writes one event line, stamping its time.
+func (e *Events) Emit(ev Event) {
+	if e == nil {
+		return
+	}
+	ev.Time = time.Now().UTC()
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return
+	}
+	if _, err := e.w.Write(append(b, '\n')); err != nil {
+		e.err = fmt.Errorf("write event: %w", err)
+	}
+}
+
+// Close closes the underlying file when Events opened it.
+func (e *Events) Close() error {
+	if e == nil || e.c == nil {
+		return nil
+	}
+	return e.c.Close()
+}

@@ -1,0 +1,585 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// ExecOptions is `supervisor exec` worked out as plain data. It holds
+// the agent's environment (Env) only to put it into the spec frame.
+type ExecOptions struct {
+	Instance   string
+	JournalDir string
+	Runtime    string // docker | podman | native | auto | another registered runtime
+	Image      string
+	NamePrefix string
+	Labels     map[string]string // the user's --label (never io.deathwatch.*)
+	RunKey     string
+	Env        []string // NAME=value, for the spec frame only
+	Workdir    string
+	Mounts     []Mount
+	Memory     int64
+	PidsLimit  int64
+	Network    string
+	Deadline   time.Duration
+	Grace      time.Duration
+	Heartbeat  time.Duration
+
+	AllowRootful   bool
+	WatcherPath    string // host watcher to bind-mount
+	WatcherInImage string // watcher baked into the image
+	UID, GID       uint32
+	Argv           []string
+}
+
+// ExecIO is what exec talks to. Tests fill it with buffers and a
+// signal channel they control.
+type ExecIO struct {
+	Stdout, Stderr io.Writer
+	Log            *slog.Logger
+	Events         *Events
+	// Signals delivers SIGINT, SIGTERM and SIGHUP: the first asks the
+	// watcher to stop the agent (TERM, grace, KILL); the second ends the
+	// box at once.
+	Signals <-chan os.Signal
+	// Env is the environment for engine CLIs (nil: the process's own).
+	Env []string
+}
+
+// engineRuntimes are the runtimes whose root is a daemon's: a rootful
+// one is refused unless --allow-rootful.
+var engineRuntimes = map[string]bool{"docker": true, "podman": true}
+
+// autoOrder is the order --runtime auto tries: a rootless engine first,
+// then a rootful one when allowed, then the daemonless native runtime.
+var autoOrder = []string{"podman", "docker", "native"}
+
+// Spec is the launch spec the options ask for.
+func (o *ExecOptions) Spec() shared.Spec {
+	return shared.Spec{
+		Argv:      o.Argv,
+		Env:       o.Env,
+		Workdir:   o.Workdir,
+		UID:       o.UID,
+		GID:       o.GID,
+		Deadline:  o.Deadline,
+		Grace:     o.Grace,
+		Heartbeat: o.Heartbeat,
+	}
+}
+
+// Exec runs one box end to end and returns the supervisor's exit status.
+func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
+	if x.Log == nil {
+		x.Log = slog.New(slog.DiscardHandler)
+	}
+	fail := func(err error, def int) int {
+		fmt.Fprintf(x.Stderr, "supervisor: %v\n", err)
+		return exitCode(err, def)
+	}
+	spec := o.Spec()
+	if err := spec.Validate(); err != nil {
+		if strings.Contains(err.Error(), "(root) is refused") {
+			return fail(RefusedError("%v (--user)", err), shared.ExitRefused)
+		}
+		return fail(UsageError("%v", err), shared.ExitUsage)
+	}
+	if o.Runtime != "native" && o.WatcherInImage == "" && o.WatcherPath == "" {
+		return fail(UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH"), shared.ExitUsage)
+	}
+
+	tail := &tailWriter{w: x.Stderr}
+	cfg := RuntimeConfig{Log: x.Log, Stderr: tail, Env: x.Env}
+	rt, info, err := pickRuntime(ctx, o, cfg)
+	if err != nil {
+		return fail(err, shared.ExitEngine)
+	}
+	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
+	if ic, ok := rt.(ImageChecker); ok {
+		if o.Image == "" {
+			return fail(UsageError("--image is required for --runtime %s", rt.Name()), shared.ExitUsage)
+		}
+		if err := ic.CheckImage(ctx, o.Image); err != nil {
+			return fail(err, shared.ExitImage)
+		}
+	}
+	owner, err := SelfOwner()
+	if err != nil {
+		return fail(SetupError("%v", err), shared.ExitSetupFailed)
+	}
+	j, err := OpenJournal(o.JournalDir, o.Instance)
+	if err != nil {
+		return fail(withCode(exitCode(err, shared.ExitSetupFailed), err), shared.ExitSetupFailed)
+	}
+
+	launchID := NewLaunchID()
+	nonce := randHex(16)
+	prefix := o.NamePrefix
+	if prefix == "" {
+		prefix = "dw"
+	}
+	labels := map[string]string{}
+	for k, v := range o.Labels {
+		labels[k] = v
+	}
+	labels[shared.LabelManaged] = "true"
+	labels[shared.LabelInstance] = o.Instance
+	labels[shared.LabelLaunchID] = launchID
+	labels[shared.LabelNonce] = nonce
+	if o.RunKey != "" {
+		labels[shared.LabelRunKey] = o.RunKey
+	}
+	box := &Box{
+		Name:           prefix + "-" + launchID,
+		LaunchID:       launchID,
+		Nonce:          nonce,
+		Labels:         labels,
+		Image:          o.Image,
+		WatcherPath:    o.WatcherPath,
+		WatcherInImage: o.WatcherInImage,
+		Workdir:        o.Workdir,
+		Mounts:         o.Mounts,
+		Memory:         o.Memory,
+		PidsLimit:      o.PidsLimit,
+		Network:        o.Network,
+		State:          map[string]string{},
+	}
+	now := time.Now().UTC()
+	l := &launch{
+		o: o, x: x, rt: rt, box: box, j: j, spec: spec, tail: tail,
+		entry: &JournalEntry{
+			LaunchID: launchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
+			Runtime: rt.Name(), Image: o.Image, Nonce: nonce, Labels: labels, Owner: owner,
+			State: StateIntent, Created: now,
+		},
+	}
+	return l.run(ctx)
+}
+
+func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtime, Info, error) {
+	try := func(name string) (Runtime, Info, error) {
+		rt, err := NewRuntime(name, cfg)
+		if err != nil {
+			return nil, Info{}, err
+		}
+		info, err := rt.Probe(ctx)
+		if err != nil {
+			return nil, info, withCode(exitCode(err, shared.ExitEngine), err)
+		}
+		if !info.Present {
+			d := info.Detail
+			if d == "" {
+				d = name + " is not available"
+			}
+			return nil, info, EngineError("%s", d)
+		}
+		if engineRuntimes[name] && !info.Rootless && !o.AllowRootful {
+			return nil, info, RefusedError("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
+		}
+		return rt, info, nil
+	}
+	if o.Runtime != "auto" && o.Runtime != "" {
+		return try(o.Runtime)
+	}
+	var why []string
+	for _, name := range autoOrder {
+		if !registered(name) {
+			continue
+		}
+		rt, info, err := try(name)
+		if err == nil {
+			return rt, info, nil
+		}
+		why = append(why, err.Error())
+	}
+	return nil, Info{}, EngineError("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
+}
+
+// NewLaunchID is a sortable, unique launch id: UTC time and 32 random bits.
+func NewLaunchID() string {
+	return time.Now().UTC().Format("20060102-150405") + "-" + randHex(4)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // cannot happen on Linux ≥ 3.17
+	}
+	return hex.EncodeToString(b)
+}
+
+// launch is one box's lifecycle once its identity is fixed.
+type launch struct {
+	o     *ExecOptions
+	x     *ExecIO
+	rt    Runtime
+	box   *Box
+	j     *Journal
+	entry *JournalEntry
+	spec  shared.Spec
+	tail  *tailWriter
+}
+
+func (l *launch) emit(ev Event) {
+	ev.Instance, ev.LaunchID, ev.Box, ev.Runtime = l.o.Instance, l.box.LaunchID, l.box.Name, l.rt.Name()
+	l.x.Events.Emit(ev)
+}
+
+func (l *launch) say(format string, args ...any) {
+	fmt.Fprintf(l.x.Stderr, "supervisor: "+format+"\n", args...)
+}
+
+func (l *launch) journal(state string) error {
+	l.entry.State = state
+	if len(l.box.State) > 0 {
+		l.entry.RuntimeState = l.box.State
+	}
+	return l.j.Put(l.entry)
+}
+
+// pendingSignal returns a signal that arrived, if any, without waiting.
+func (l *launch) pendingSignal() os.Signal {
+	select {
+	case s := <-l.x.Signals:
+		return s
+	default:
+		return nil
+	}
+}
+
+func (l *launch) run(ctx context.Context) int {
+	log := l.x.Log.With("box", l.box.Name, "launch", l.box.LaunchID)
+	if err := l.journal(StateIntent); err != nil {
+		l.say("%v (nothing was created)", err)
+		return shared.ExitSetupFailed
+	}
+	l.emit(Event{Event: EventJournaled})
+	log.Info("journaled", "dir", l.j.Dir())
+
+	if s := l.pendingSignal(); s != nil {
+		return l.finish(signalStatus(s), nil)
+	}
+	if err := l.rt.Create(ctx, l.box); err != nil {
+		l.say("%v", err)
+		return l.finish(exitCode(err, shared.ExitSetupFailed), nil)
+	}
+	if err := l.journal(StateCreated); err != nil {
+		l.say("%v", err)
+		return l.finish(shared.ExitSetupFailed, nil)
+	}
+	l.emit(Event{Event: EventCreated})
+	log.Info("created")
+	if s := l.pendingSignal(); s != nil {
+		return l.finish(signalStatus(s), nil)
+	}
+
+	st, err := l.rt.Start(ctx, l.box)
+	if err != nil {
+		l.say("%v", err)
+		return l.finish(exitCode(err, shared.ExitSetupFailed), nil)
+	}
+	if err := l.journal(StateStarted); err != nil {
+		l.say("%v", err)
+		st.Control.Close()
+		st.Kill()
+		return l.finish(shared.ExitSetupFailed, st)
+	}
+	l.emit(Event{Event: EventStarted})
+	log.Info("started")
+	return l.finish(l.attend(st, log), st)
+}
+
+// attend speaks the control stream until the box ends, and returns the
+// supervisor's exit status.
+func (l *launch) attend(st *Started, log *slog.Logger) int {
+	w := shared.NewWriter(st.Control)
+	done := make(chan struct{})
+	defer close(done)
+
+	// hello, spec, then pings. A blocked write (a box that never reads)
+	// must not block the loop below, so the writes have a goroutine.
+	go func() {
+		hello := shared.Hello{Version: shared.ProtocolVersion, Nonce: l.box.Nonce}
+		if err := w.Send(shared.FrameHello, hello.Marshal()); err != nil {
+			log.Debug("send hello", "err", err)
+			return
+		}
+		if err := w.Send(shared.FrameSpec, l.spec.Marshal()); err != nil {
+			log.Debug("send spec", "err", err)
+			return
+		}
+		if l.o.Heartbeat <= 0 {
+			return
+		}
+		t := time.NewTicker(l.o.Heartbeat / 3)
+		defer t.Stop()
+		for seq := shared.Seq(1); ; seq++ {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := w.Send(shared.FramePing, seq.Marshal()); err != nil {
+					return
+				}
+			}
+		}
+	}()
+
+	type outcome struct {
+		exit  *shared.Exit
+		ready bool
+		err   error
+	}
+	res := make(chan outcome, 1)
+	var readyOnce sync.Once
+	go func() {
+		var o outcome
+		r := shared.NewReader(st.Control)
+		for {
+			f, err := r.Next()
+			if err != nil {
+				if err != io.EOF {
+					o.err = err
+				}
+				break
+			}
+			switch f.Type {
+			case shared.FrameReady:
+				rd, err := shared.ParseReady(f.Payload)
+				if err != nil {
+					o.err = err
+					break
+				}
+				o.ready = true
+				readyOnce.Do(func() {
+					l.emit(Event{Event: EventReady, PID: rd.PID})
+					log.Info("ready", "agent_pid", rd.PID)
+				})
+				continue
+			case shared.FrameStdout:
+				l.x.Stdout.Write(f.Payload)
+				continue
+			case shared.FrameStderr:
+				l.x.Stderr.Write(f.Payload)
+				continue
+			case shared.FramePong:
+				continue
+			case shared.FrameExit:
+				x, err := shared.ParseExit(f.Payload)
+				if err != nil {
+					o.err = err
+					break
+				}
+				o.exit = &x
+				continue
+			default:
+				o.err = &shared.ProtocolError{Reason: "unexpected " + f.Type.String() + " frame from the box"}
+			}
+			break
+		}
+		if o.err != nil {
+			// Fail closed: a broken stream ends the box.
+			st.Control.Close()
+		}
+		res <- o
+	}()
+
+	var (
+		signals  = 0
+		lastSig  os.Signal
+		hard     <-chan time.Time
+		deadline <-chan time.Time
+		hardDone bool
+		pastDue  bool
+	)
+	endNow := func(why string) {
+		if hardDone {
+			return
+		}
+		hardDone = true
+		log.Info("ending the box at once", "why", why)
+		st.Control.Close() // the watcher sees EOF and kills everything
+		st.Kill()
+	}
+	if l.o.Deadline > 0 {
+		// The watcher keeps the deadline; this is the host's backstop
+		// for a box that cannot.
+		deadline = time.After(l.o.Deadline + l.o.Grace + 10*time.Second)
+	}
+	var o outcome
+wait:
+	for {
+		select {
+		case o = <-res:
+			break wait
+		case s := <-l.x.Signals:
+			signals++
+			lastSig = s
+			if signals == 1 {
+				log.Info("signal: stopping the agent", "signal", s, "grace", l.o.Grace)
+				if err := w.Send(shared.FrameStop, shared.Stop{Grace: l.o.Grace}.Marshal()); err != nil {
+					endNow("stop frame: " + err.Error())
+				}
+				hard = time.After(l.o.Grace + 5*time.Second)
+			} else {
+				endNow("second signal " + s.String())
+			}
+		case <-hard:
+			endNow("the box did not stop within grace")
+		case <-deadline:
+			pastDue = true
+			endNow("the box outlived its deadline")
+		}
+	}
+
+	switch {
+	case o.exit != nil:
+		l.emit(Event{Event: EventExited, Code: ptr(o.exit.Code), Reason: string(o.exit.Reason)})
+		log.Info("exited", "reason", o.exit.Reason, "code", o.exit.Code, "runtime", o.exit.Runtime, "sweep", o.exit.Sweep)
+		l.entry.Exit = &JournalExit{Code: o.exit.Code, Reason: string(o.exit.Reason)}
+		switch o.exit.Reason {
+		case shared.ReasonDeadline:
+			l.say("the deadline (%s) passed; the agent was stopped", l.o.Deadline)
+		case shared.ReasonLivenessLost, shared.ReasonSetupFailed:
+			msg := o.exit.Message
+			if msg == "" {
+				msg = string(o.exit.Reason)
+			}
+			l.say("%s", msg)
+		}
+		return o.exit.Code
+	case lastSig != nil:
+		code := signalStatus(lastSig)
+		l.emit(Event{Event: EventExited, Code: ptr(code), Reason: "signaled"})
+		l.entry.Exit = &JournalExit{Code: code, Reason: "supervisor-signaled"}
+		return code
+	case pastDue:
+		l.say("the box outlived its deadline (%s) by more than grace + 10s; it was ended", l.o.Deadline)
+		l.emit(Event{Event: EventExited, Code: ptr(shared.ExitDeadline), Reason: string(shared.ReasonDeadline)})
+		l.entry.Exit = &JournalExit{Code: shared.ExitDeadline, Reason: string(shared.ReasonDeadline)}
+		return shared.ExitDeadline
+	case o.ready:
+		why := "the control stream ended without an exit record"
+		if o.err != nil {
+			why = fmt.Sprintf("the control stream broke: %v", o.err)
+		}
+		l.say("%s", why)
+		l.emit(Event{Event: EventExited, Code: ptr(shared.ExitLivenessLost), Reason: string(shared.ReasonLivenessLost)})
+		l.entry.Exit = &JournalExit{Code: shared.ExitLivenessLost, Reason: string(shared.ReasonLivenessLost)}
+		return shared.ExitLivenessLost
+	default:
+		why := "the box ended before the agent started"
+		if o.err != nil {
+			why += fmt.Sprintf(" (%v)", o.err)
+		}
+		if t := l.tail.Last(); t != "" {
+			why += ": " + t
+		}
+		l.say("%s", why)
+		l.emit(Event{Event: EventExited, Code: ptr(shared.ExitSetupFailed), Reason: string(shared.ReasonSetupFailed)})
+		l.entry.Exit = &JournalExit{Code: shared.ExitSetupFailed, Reason: string(shared.ReasonSetupFailed)}
+		return shared.ExitSetupFailed
+	}
+}
+
+// finish runs on every path once the intent is journaled: it lets go of
+// the engine client, journals the removal intent, removes the box,
+// journals the removal, and returns code.
+func (l *launch) finish(code int, st *Started) int {
+	if st != nil {
+		st.Control.Close()
+		waited := make(chan error, 1)
+		go func() { waited <- st.Wait() }()
+		select {
+		case <-waited:
+		case <-time.After(3 * time.Second):
+			l.x.Log.Warn("engine client did not exit; killing its process group", "box", l.box.Name)
+		}
+		st.Kill()
+		if cr, ok := st.Control.(interface{ CloseRead() error }); ok {
+			cr.CloseRead()
+		}
+	}
+	if err := l.journal(StateRemoving); err != nil {
+		l.say("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	err := l.rt.Remove(ctx, l.box)
+	if err != nil {
+		l.entry.Error = err.Error()
+		l.say("remove box %s: %v (the journal keeps it open for `supervisor reconcile`)", l.box.Name, err)
+		if jerr := l.journal(StateRemoving); jerr != nil {
+			l.say("%v", jerr)
+		}
+		l.emit(Event{Event: EventRemoved, Error: err.Error()})
+		return code
+	}
+	if err := l.journal(StateRemoved); err != nil {
+		l.say("%v", err)
+	}
+	l.emit(Event{Event: EventRemoved})
+	l.x.Log.Info("removed", "box", l.box.Name, "took", time.Since(t0))
+	return code
+}
+
+func signalStatus(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return shared.SignalStatus(int(n))
+	}
+	return shared.SignalStatus(int(syscall.SIGTERM))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// tailWriter forwards to w and remembers the last non-empty line.
+type tailWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	cur  []byte
+	last string
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	for _, c := range p {
+		if c == '\n' {
+			if s := strings.TrimSpace(string(t.cur)); s != "" {
+				t.last = s
+			}
+			t.cur = t.cur[:0]
+			continue
+		}
+		if len(t.cur) < 4096 {
+			t.cur = append(t.cur, c)
+		}
+	}
+	t.mu.Unlock()
+	if t.w == nil {
+		return len(p), nil
+	}
+	return t.w.Write(p)
+}
+
+// Last is the last complete (or pending) non-empty line.
+func (t *tailWriter) Last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := strings.TrimSpace(string(t.cur)); s != "" {
+		return s
+	}
+	return t.last
+}
+

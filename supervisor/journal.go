@@ -1,0 +1,223 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Journal states, in lifecycle order. An entry is open until it reaches
+// StateRemoved; reconcile looks at open entries only.
+const (
+	StateIntent   = "intent"   // journaled before anything exists
+	StateCreated  = "created"  // the box exists
+	StateStarted  = "started"  // the box runs
+	StateRemoving = "removing" // removal intent journaled
+	StateRemoved  = "removed"  // the box is gone (closed)
+)
+
+// Owner identifies the supervisor process that owns a box. A pid alone
+// is not proof: pids are reused, so the start time (clock ticks since
+// boot, /proc/PID/stat field 22) and the boot id go with it.
+type Owner struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"` // clock ticks since boot
+	BootID    string `json:"boot_id"`
+}
+
+// JournalExit is how the agent ended, as the watcher reported it.
+type JournalExit struct {
+	Code   int    `json:"code"`
+	Reason string `json:"reason"`
+}
+
+// JournalEntry is one launch. It never holds the agent's environment.
+type JournalEntry struct {
+	LaunchID string            `json:"launch_id"`
+	Instance string            `json:"instance"`
+	RunKey   string            `json:"run_key,omitempty"`
+	Box      string            `json:"box"`
+	Runtime  string            `json:"runtime"`
+	Image    string            `json:"image,omitempty"`
+	Nonce    string            `json:"nonce"`
+	Labels   map[string]string `json:"labels"`
+	Owner    Owner             `json:"owner"`
+	State    string            `json:"state"`
+	// RuntimeState is what the runtime recorded for itself (Box.State),
+	// e.g. the native runtime's cgroup path.
+	RuntimeState map[string]string `json:"runtime_state,omitempty"`
+	Exit         *JournalExit      `json:"exit,omitempty"`
+	Error        string            `json:"error,omitempty"` // the last failure, e.g. a removal that did not succeed
+	Created      time.Time         `json:"created"`
+	Updated      time.Time         `json:"updated"`
+}
+
+// Open reports whether the entry still stands for a box that may exist.
+func (e *JournalEntry) Open() bool { return e.State != StateRemoved }
+
+// Journal is the durable record of one instance's launches: one JSON
+// file per launch in DIR/INSTANCE/, each written temp → fsync → rename →
+// fsync dir, so a kill at any instant leaves either the old or the new
+// entry, never a torn one.
+type Journal struct {
+	dir string
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// ValidName reports whether s can be an instance name, a name prefix or
+// a launch id: it becomes a file name and a container name.
+func ValidName(s string) bool { return namePattern.MatchString(s) }
+
+// DefaultJournalDir is /var/lib/deathwatch for root, else
+// $XDG_STATE_HOME/deathwatch (~/.local/state/deathwatch).
+func DefaultJournalDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/deathwatch"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "deathwatch")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "deathwatch")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("deathwatch-%d", os.Geteuid()))
+}
+
+// OpenJournal opens (creating) the journal of instance under dir.
+func OpenJournal(dir, instance string) (*Journal, error) {
+	if !ValidName(instance) {
+		return nil, UsageError("instance %q: use letters, digits, '_', '.', '-' (at most 128)", instance)
+	}
+	d := filepath.Join(dir, instance)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return nil, fmt.Errorf("create journal directory: %w", err)
+	}
+	return &Journal{dir: d}, nil
+}
+
+// Dir is the instance's journal directory.
+func (j *Journal) Dir() string { return j.dir }
+
+func (j *Journal) path(launchID string) string { return filepath.Join(j.dir, launchID+".json") }
+
+// Put writes e durably, stamping Updated.
+func (j *Journal) Put(e *JournalEntry) error {
+	if !ValidName(e.LaunchID) {
+		return fmt.Errorf("journal: bad launch id %q", e.LaunchID)
+	}
+	e.Updated = time.Now().UTC()
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", e.LaunchID, err)
+	}
+	if err := writeFileDurable(j.path(e.LaunchID), append(b, '\n')); err != nil {
+		return fmt.Errorf("journal %s (%s): %w", e.LaunchID, e.State, err)
+	}
+	return nil
+}
+
+// Get reads one entry.
+func (j *Journal) Get(launchID string) (*JournalEntry, error) {
+	if !ValidName(launchID) {
+		return nil, fmt.Errorf("journal: bad launch id %q", launchID)
+	}
+	return readEntry(j.path(launchID))
+}
+
+// Delete removes an entry (reconcile prunes closed entries with it).
+func (j *Journal) Delete(launchID string) error {
+	if !ValidName(launchID) {
+		return fmt.Errorf("journal: bad launch id %q", launchID)
+	}
+	if err := os.Remove(j.path(launchID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete journal entry: %w", err)
+	}
+	return syncDir(j.dir)
+}
+
+// List returns every entry, oldest first. Leftover temp files from a
+// write that was killed are ignored; an entry that does not parse is
+// returned in bad (it should never happen) rather than failing the lot.
+func (j *Journal) List() (entries []*JournalEntry, bad []error, err error) {
+	des, err := os.ReadDir(j.dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read journal: %w", err)
+	}
+	for _, de := range des {
+		n := de.Name()
+		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
+			continue
+		}
+		e, err := readEntry(filepath.Join(j.dir, n))
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		entries = append(entries, e)
+	}
+	sort.Slice(entries, func(a, b int) bool { return entries[a].Created.Before(entries[b].Created) })
+	return entries, bad, nil
+}
+
+func readEntry(p string) (*JournalEntry, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("read journal entry: %w", err)
+	}
+	var e JournalEntry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("parse journal entry %s: %w", p, err)
+	}
+	return &e, nil
+}
+
+// writeFileDurable writes temp → fsync → rename → fsync dir.
+func writeFileDurable(p string, data []byte) error {
+	dir := filepath.Dir(p)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return err
+	}
+	ok = true
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}

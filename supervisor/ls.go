@@ -1,0 +1,116 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// LsRow is one box of this instance as ls reports it.
+type LsRow struct {
+	Box      string `json:"box"`
+	Runtime  string `json:"runtime"`
+	LaunchID string `json:"launch_id,omitempty"`
+	RunKey   string `json:"run_key,omitempty"`
+	Journal  string `json:"journal"`   // the journal state, or "none" for a box the journal does not know
+	BoxState string `json:"box_state"` // running | stopped | absent | unknown
+	OwnerPID int    `json:"owner_pid,omitempty"`
+	Owner    string `json:"owner"` // alive | gone | unknown
+	Updated  string `json:"updated,omitempty"`
+}
+
+// Run is `supervisor ls`.
+func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
+	j, err := OpenJournal(g.journalDir(), g.Instance)
+	if err != nil {
+		return err
+	}
+	entries, bad, err := j.List()
+	if err != nil {
+		return err
+	}
+	for _, b := range bad {
+		fmt.Fprintf(c.stderr, "supervisor: %v\n", b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// What the engines report, for the runtimes that are installed.
+	listed := map[string]map[string]Listed{} // runtime → name → box
+	for _, name := range []string{"docker", "podman"} {
+		if _, err := exec.LookPath(name); err != nil {
+			continue
+		}
+		rt, err := NewRuntime(name, RuntimeConfig{Env: c.env})
+		if err != nil {
+			continue
+		}
+		ls, err := rt.List(ctx, g.Instance)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "supervisor: %s: %v\n", name, err)
+			continue
+		}
+		listed[name] = map[string]Listed{}
+		for _, b := range ls {
+			listed[name][b.Name] = b
+		}
+	}
+	var rows []LsRow
+	for _, e := range entries {
+		if !e.Open() && !l.All {
+			continue
+		}
+		r := LsRow{Box: e.Box, Runtime: e.Runtime, LaunchID: e.LaunchID, RunKey: e.RunKey, Journal: e.State,
+			OwnerPID: e.Owner.PID, Owner: "gone", BoxState: "unknown", Updated: e.Updated.Format(time.RFC3339)}
+		if e.Owner.Alive() {
+			r.Owner = "alive"
+		}
+		if m, ok := listed[e.Runtime]; ok {
+			r.BoxState = "absent"
+			if b, ok := m[e.Box]; ok {
+				r.BoxState = state(b)
+				delete(m, e.Box)
+			}
+		}
+		rows = append(rows, r)
+	}
+	// Boxes with this instance's label that the journal does not know.
+	for rtName, m := range listed {
+		for _, b := range m {
+			rows = append(rows, LsRow{Box: b.Name, Runtime: rtName, LaunchID: b.Labels[shared.LabelLaunchID],
+				RunKey: b.Labels[shared.LabelRunKey], Journal: "none", BoxState: state(b), Owner: "unknown"})
+		}
+	}
+	sort.SliceStable(rows, func(a, b int) bool { return rows[a].LaunchID < rows[b].LaunchID })
+	if l.JSON {
+		if rows == nil {
+			rows = []LsRow{}
+		}
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BOX\tRUNTIME\tJOURNAL\tBOX STATE\tOWNER\tRUN KEY")
+	for _, r := range rows {
+		owner := r.Owner
+		if r.OwnerPID > 0 {
+			owner = fmt.Sprintf("%d (%s)", r.OwnerPID, r.Owner)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Box, r.Runtime, r.Journal, r.BoxState, owner, r.RunKey)
+	}
+	return tw.Flush()
+}
+
+func state(b Listed) string {
+	if b.Running {
+		return "running"
+	}
+	return "stopped"
+}
