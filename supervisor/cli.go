@@ -108,6 +108,9 @@ type kongExit struct{ code int }
 // Main runs the supervisor with args (without the program name) and
 // returns its exit status.
 func Main(args []string) int {
+	if len(args) > 0 && args[0] == NsinitArg { // the native box's init stage (nsinit.go)
+		return NsinitMain()
+	}
 	self, _ := os.Executable()
 	return run(args, &cmdContext{stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, self: self})
 }
@@ -211,6 +214,10 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*ExecOptions, error) {
 		Network: e.Network, Deadline: e.Deadline, Grace: e.Grace, Heartbeat: e.Heartbeat,
 		AllowRootful: e.AllowRootful, WatcherInImage: e.WatcherInImage, Argv: e.Command,
 	}
+	// kong keeps the "--" that ends the flags in a partial passthrough.
+	if len(o.Argv) > 0 && o.Argv[0] == "--" {
+		o.Argv = o.Argv[1:]
+	}
 	if !ValidName(g.Instance) {
 		return nil, UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
 	}
@@ -220,7 +227,7 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*ExecOptions, error) {
 	if e.RunKey != "" && (strings.ContainsAny(e.RunKey, "\n\x00,") || len(e.RunKey) > 256) {
 		return nil, UsageError("--run-key: no newline, NUL or comma, at most 256 bytes")
 	}
-	if len(e.Command) == 0 {
+	if len(o.Argv) == 0 {
 		return nil, UsageError("name the agent command after --, e.g. supervisor exec --image IMAGE -- echo hi")
 	}
 	if e.Deadline < 0 || e.Grace < 0 || e.Heartbeat < 0 {

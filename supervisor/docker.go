@@ -162,7 +162,11 @@ func inspectArgs(kind, name string) []string {
 
 // listArgs lists every box (running or not) that carries the instance label.
 func listArgs(kind, instance string) []string {
-	return []string{"ps", "--all", "--no-trunc", "--filter", "label=" + shared.LabelInstance + "=" + instance, "--format", "json"}
+	format := "{{json .}}" // one object per line (docker 20.10 and later)
+	if kind == "podman" {
+		format = "json" // one array
+	}
+	return []string{"ps", "--all", "--no-trunc", "--filter", "label=" + shared.LabelInstance + "=" + instance, "--format", format}
 }
 
 // parseList reads listArgs' output: docker prints one JSON object per

@@ -582,4 +582,3 @@ func (t *tailWriter) Last() string {
 	}
 	return t.last
 }
-
