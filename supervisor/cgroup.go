@@ -1,0 +1,487 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	cgroups "github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// The native runtime's box state keys (Box.State), journaled so that a
+// later Remove (reconcile) finds the cgroup again.
+const (
+	StateCgroup        = "cgroup"         // group path, e.g. /deathwatch/dw-abc
+	StateCgroupVersion = "cgroup-version" // "1" or "2"
+	StateCgroupRoot    = "cgroup-root"    // where the hierarchies are mounted
+)
+
+// DefaultCgroupParent is where box cgroups are created, under every
+// hierarchy (v1) or under the unified mount (v2).
+const DefaultCgroupParent = "/deathwatch"
+
+// cgroupSpec is the plain data of one box's cgroup: worked out by the
+// runtime, applied by newBoxCgroup, recorded in Box.State.
+type cgroupSpec struct {
+	Version int    // 1 or 2
+	Root    string // /sys/fs/cgroup: v1 holds one folder per controller, v2 is the unified mount
+	Group   string // absolute group path below Root (and below each v1 controller)
+	Memory  int64  // bytes; 0 = no limit
+	Pids    int64  // 0 = no limit
+}
+
+// v1Controllers are the only v1 hierarchies a box joins.
+var v1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Freezer}
+
+// detectCgroup says which cgroup version carries the memory and pids
+// controllers on this host and where it is mounted.
+func detectCgroup() (version int, root string, err error) {
+	switch cgroups.Mode() {
+	case cgroups.Unified:
+		return 2, "/sys/fs/cgroup", nil
+	case cgroups.Legacy, cgroups.Hybrid:
+		return 1, "/sys/fs/cgroup", nil
+	}
+	return 0, "", errors.New("no cgroup file system is mounted at /sys/fs/cgroup")
+}
+
+// boxCgroupSpec works out a box's cgroup from its name and limits.
+func boxCgroupSpec(version int, root, parent, name string, memory, pids int64) (cgroupSpec, error) {
+	if parent == "" {
+		parent = DefaultCgroupParent
+	}
+	if !path.IsAbs(parent) || path.Clean(parent) != parent {
+		return cgroupSpec{}, fmt.Errorf("cgroup parent %q: not a clean absolute path", parent)
+	}
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return cgroupSpec{}, fmt.Errorf("box name %q cannot name a cgroup", name)
+	}
+	if memory < 0 || pids < 0 {
+		return cgroupSpec{}, fmt.Errorf("negative limit (memory %d, pids %d)", memory, pids)
+	}
+	return cgroupSpec{Version: version, Root: root, Group: path.Join(parent, name), Memory: memory, Pids: pids}, nil
+}
+
+// state is the spec as Box.State entries (limits are not needed to
+// find or remove the cgroup).
+func (s cgroupSpec) state() map[string]string {
+	return map[string]string{
+		StateCgroup:        s.Group,
+		StateCgroupVersion: strconv.Itoa(s.Version),
+		StateCgroupRoot:    s.Root,
+	}
+}
+
+// cgroupSpecFromState is the inverse of state; ok is false when the
+// state records no cgroup.
+func cgroupSpecFromState(st map[string]string) (cgroupSpec, bool, error) {
+	g := st[StateCgroup]
+	if g == "" {
+		return cgroupSpec{}, false, nil
+	}
+	v, err := strconv.Atoi(st[StateCgroupVersion])
+	if err != nil || (v != 1 && v != 2) {
+		return cgroupSpec{}, false, fmt.Errorf("box state: cgroup version %q is not 1 or 2", st[StateCgroupVersion])
+	}
+	if !path.IsAbs(g) || path.Clean(g) != g || g == "/" {
+		return cgroupSpec{}, false, fmt.Errorf("box state: cgroup path %q is not a clean absolute path", g)
+	}
+	root := st[StateCgroupRoot]
+	if root == "" {
+		root = "/sys/fs/cgroup"
+	}
+	return cgroupSpec{Version: v, Root: root, Group: g}, true, nil
+}
+
+// resourcesV1 is the limit part of spec for cgroup1. Swap is held at
+// the memory limit so that a box cannot page its way past it.
+func (s cgroupSpec) resourcesV1(swapAccounting bool) *specs.LinuxResources {
+	r := &specs.LinuxResources{}
+	if s.Memory > 0 {
+		m := s.Memory
+		r.Memory = &specs.LinuxMemory{Limit: &m}
+		if swapAccounting {
+			sw := s.Memory
+			r.Memory.Swap = &sw
+		}
+	}
+	if s.Pids > 0 {
+		p := s.Pids
+		r.Pids = &specs.LinuxPids{Limit: &p}
+	}
+	return r
+}
+
+// resourcesV2 is the limit part of spec for cgroup2 (no swap at all).
+func (s cgroupSpec) resourcesV2() *cgroup2.Resources {
+	r := &cgroup2.Resources{}
+	if s.Memory > 0 {
+		m, zero := s.Memory, int64(0)
+		r.Memory = &cgroup2.Memory{Max: &m, Swap: &zero}
+	}
+	if s.Pids > 0 {
+		r.Pids = &cgroup2.Pids{Max: s.Pids}
+	}
+	return r
+}
+
+// boxCgroup is one box's cgroup, on either version.
+type boxCgroup interface {
+	// AddProc moves pid into the cgroup (every controller).
+	AddProc(pid int) error
+	// Procs lists the processes in the cgroup and its children.
+	Procs() ([]int, error)
+	// Kill sends SIGKILL to every process, atomically with respect to
+	// forks (v2 cgroup.kill; v1 freeze, kill, thaw).
+	Kill() error
+	// Delete removes the (empty) cgroup folders.
+	Delete() error
+	// Paths are the folders, for messages and tests.
+	Paths() []string
+}
+
+// newBoxCgroup creates the cgroup with its limits. A cgroup that cannot
+// be created because the hierarchy is not writable is refused with one
+// line that says so.
+func newBoxCgroup(s cgroupSpec) (boxCgroup, error) {
+	if err := checkCgroupWritable(s); err != nil {
+		return nil, err
+	}
+	switch s.Version {
+	case 1:
+		return newCgroupV1(s)
+	case 2:
+		return newCgroupV2(s)
+	}
+	return nil, fmt.Errorf("cgroup version %d is not supported", s.Version)
+}
+
+// loadBoxCgroup opens an existing box cgroup; it returns nil, nil when
+// nothing of it exists any more.
+func loadBoxCgroup(s cgroupSpec) (boxCgroup, error) {
+	switch s.Version {
+	case 1:
+		c := &cgroupV1{spec: s}
+		if len(c.existing()) == 0 {
+			return nil, nil
+		}
+		cg, err := cgroup1.Load(cgroup1.StaticPath(s.Group), cgroup1.WithHierarchy(c.hierarchy))
+		if errors.Is(err, cgroup1.ErrCgroupDeleted) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load cgroup %s: %w", s.Group, err)
+		}
+		c.cg = cg
+		return c, nil
+	case 2:
+		p := filepath.Join(s.Root, s.Group)
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		m, err := cgroup2.Load(s.Group, cgroup2.WithMountpoint(s.Root))
+		if err != nil {
+			return nil, fmt.Errorf("load cgroup %s: %w", p, err)
+		}
+		return &cgroupV2{spec: s, m: m}, nil
+	}
+	return nil, fmt.Errorf("cgroup version %d is not supported", s.Version)
+}
+
+// checkCgroupWritable refuses early, in one line, when the place the
+// box cgroup goes is not writable (an unprivileged supervisor without a
+// delegated cgroup).
+func checkCgroupWritable(s cgroupSpec) error {
+	var dirs []string
+	if s.Version == 1 {
+		for _, n := range v1Controllers {
+			dirs = append(dirs, filepath.Join(s.Root, string(n)))
+		}
+	} else {
+		dirs = []string{s.Root}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			return fmt.Errorf("cgroup v%d controller folder %s is missing: %w", s.Version, d, err)
+		}
+		// The deepest existing ancestor of the box's folder must be writable.
+		p := filepath.Join(d, s.Group)
+		for {
+			if _, err := os.Stat(p); err == nil {
+				break
+			}
+			if p == d {
+				break
+			}
+			p = filepath.Dir(p)
+		}
+		if err := unix.Access(p, unix.W_OK); err != nil {
+			return fmt.Errorf("cgroup not writable: cannot create %s below %s (%v); run the supervisor as root or delegate a writable cgroup to it", s.Group, p, err)
+		}
+	}
+	return nil
+}
+
+// killAndDelete kills every process in the cgroup, waits up to timeout
+// for it to be empty, and removes it. It is the box's cleanup.
+func killAndDelete(c boxCgroup, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var procs []int
+	for attempt := 0; ; attempt++ {
+		var err error
+		procs, err = c.Procs()
+		if err != nil {
+			return fmt.Errorf("list cgroup processes: %w", err)
+		}
+		if len(procs) == 0 {
+			break
+		}
+		if attempt%50 == 0 {
+			if err := c.Kill(); err != nil {
+				return fmt.Errorf("kill cgroup %s: %w", strings.Join(c.Paths(), ", "), err)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup %s still holds %d processes %v after %s", strings.Join(c.Paths(), ", "), len(procs), procs, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Delete(); err != nil {
+		return fmt.Errorf("remove cgroup %s: %w", strings.Join(c.Paths(), ", "), err)
+	}
+	return nil
+}
+
+// cgroupV1 is a box cgroup on the v1 hierarchies memory, pids, freezer.
+type cgroupV1 struct {
+	spec cgroupSpec
+	cg   cgroup1.Cgroup
+}
+
+// hierarchy limits cgroup1 to the controllers a box needs.
+func (c *cgroupV1) hierarchy() ([]cgroup1.Subsystem, error) {
+	return []cgroup1.Subsystem{
+		cgroup1.NewMemory(c.spec.Root, cgroup1.OptionalSwap()),
+		cgroup1.NewPids(c.spec.Root),
+		cgroup1.NewFreezer(c.spec.Root),
+	}, nil
+}
+
+func (c *cgroupV1) dir(n cgroup1.Name) string {
+	return filepath.Join(c.spec.Root, string(n), c.spec.Group)
+}
+
+func (c *cgroupV1) existing() []string {
+	var out []string
+	for _, n := range v1Controllers {
+		if _, err := os.Stat(c.dir(n)); err == nil {
+			out = append(out, c.dir(n))
+		}
+	}
+	return out
+}
+
+func newCgroupV1(s cgroupSpec) (*cgroupV1, error) {
+	c := &cgroupV1{spec: s}
+	_, err := os.Stat(filepath.Join(s.Root, "memory", "memory.memsw.limit_in_bytes"))
+	swap := err == nil
+	cg, err := cgroup1.New(cgroup1.StaticPath(s.Group), s.resourcesV1(swap), cgroup1.WithHierarchy(c.hierarchy))
+	if err != nil {
+		// Leave nothing half made.
+		for _, d := range c.existing() {
+			os.Remove(d)
+		}
+		return nil, fmt.Errorf("create cgroup v1 %s (memory, pids, freezer): %w", s.Group, err)
+	}
+	c.cg = cg
+	return c, nil
+}
+
+func (c *cgroupV1) AddProc(pid int) error {
+	if err := c.cg.AddProc(uint64(pid)); err != nil {
+		return fmt.Errorf("move pid %d into cgroup %s: %w", pid, c.spec.Group, err)
+	}
+	return nil
+}
+
+func (c *cgroupV1) Procs() ([]int, error) {
+	seen := map[int]bool{}
+	var out []int
+	for _, n := range v1Controllers {
+		ps, err := c.cg.Processes(n, true)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, err
+		}
+		for _, p := range ps {
+			if !seen[p.Pid] {
+				seen[p.Pid] = true
+				out = append(out, p.Pid)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Kill freezes the box so that nothing forks between listing and
+// killing, sends SIGKILL to every process and thaws it so that the
+// kills land.
+func (c *cgroupV1) Kill() error {
+	state := filepath.Join(c.dir(cgroup1.Freezer), "freezer.state")
+	frozen := setFreezer(state, "FROZEN", 100*time.Millisecond) == nil
+	ps, err := c.cg.Processes(cgroup1.Freezer, true)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		setFreezer(state, "THAWED", time.Second)
+		return err
+	}
+	for _, p := range ps {
+		if err := unix.Kill(p.Pid, unix.SIGKILL); err != nil && err != unix.ESRCH {
+			setFreezer(state, "THAWED", time.Second)
+			return os.NewSyscallError(fmt.Sprintf("kill(%d, SIGKILL)", p.Pid), err)
+		}
+	}
+	if err := setFreezer(state, "THAWED", time.Second); err != nil && frozen {
+		return fmt.Errorf("thaw %s: %w", state, err)
+	}
+	return nil
+}
+
+// setFreezer writes a freezer state and waits (bounded, unlike
+// cgroup1's Freeze) until the kernel reports it.
+func setFreezer(file, want string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := os.WriteFile(file, []byte(want), 0); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(string(b)) == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("freezer state is %s, not %s, after %s", strings.TrimSpace(string(b)), want, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (c *cgroupV1) Delete() error {
+	var errs []error
+	for _, d := range c.existing() {
+		if err := removeCgroupDir(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *cgroupV1) Paths() []string {
+	var out []string
+	for _, n := range v1Controllers {
+		out = append(out, c.dir(n))
+	}
+	return out
+}
+
+// cgroupV2 is a box cgroup on the unified hierarchy.
+type cgroupV2 struct {
+	spec cgroupSpec
+	m    *cgroup2.Manager
+}
+
+func newCgroupV2(s cgroupSpec) (*cgroupV2, error) {
+	m, err := cgroup2.NewManager(s.Root, s.Group, s.resourcesV2())
+	if err != nil {
+		return nil, fmt.Errorf("create cgroup v2 %s: %w", filepath.Join(s.Root, s.Group), err)
+	}
+	return &cgroupV2{spec: s, m: m}, nil
+}
+
+func (c *cgroupV2) dir() string { return filepath.Join(c.spec.Root, c.spec.Group) }
+
+func (c *cgroupV2) AddProc(pid int) error {
+	if err := c.m.AddProc(uint64(pid)); err != nil {
+		return fmt.Errorf("move pid %d into cgroup %s: %w", pid, c.dir(), err)
+	}
+	return nil
+}
+
+func (c *cgroupV2) Procs() ([]int, error) {
+	ps, err := c.m.Procs(true)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = int(p)
+	}
+	return out, nil
+}
+
+func (c *cgroupV2) Kill() error {
+	// cgroup.kill (Linux 5.14+) kills the whole subtree at once.
+	err := os.WriteFile(filepath.Join(c.dir(), "cgroup.kill"), []byte("1"), 0)
+	if err == nil {
+		return nil
+	}
+	return c.m.Kill() // falls back to freeze, kill, thaw
+}
+
+func (c *cgroupV2) Delete() error {
+	if _, err := os.Stat(c.dir()); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return removeCgroupDir(c.dir())
+}
+
+func (c *cgroupV2) Paths() []string { return []string{c.dir()} }
+
+// removeCgroupDir removes one cgroup folder and any (empty) children,
+// deepest first; a folder that is already gone is fine. rmdir of a
+// cgroup that just emptied can report EBUSY for a moment.
+func removeCgroupDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeCgroupDir(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	var last error
+	for i := 0; i < 200; i++ {
+		err := unix.Rmdir(dir)
+		if err == nil || err == unix.ENOENT {
+			return nil
+		}
+		if err != unix.EBUSY && err != unix.EAGAIN {
+			return os.NewSyscallError("rmdir "+dir, err)
+		}
+		last = err
+		time.Sleep(time.Millisecond)
+	}
+	return os.NewSyscallError("rmdir "+dir, last)
+}

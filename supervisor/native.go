@@ -1,0 +1,653 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"deathwatch/shared"
+)
+
+// State keys of a started native box (besides the cgroup's).
+const (
+	StateInitPID   = "init-pid"   // host pid of the box's init (the watcher)
+	StateInitStart = "init-start" // its start time (clock ticks since boot), against pid reuse
+)
+
+// NativeOptions configure the native runtime.
+type NativeOptions struct {
+	// CgroupParent is where box cgroups go (default DefaultCgroupParent).
+	CgroupParent string
+	// Self is the supervisor binary that runs the init stage (default
+	// /proc/self/exe).
+	Self string
+	// Stderr receives the box init's and the watcher's own logs
+	// (default os.Stderr).
+	Stderr io.Writer
+	// StateDir holds one small record per box for List (default
+	// /run/deathwatch/native as root, else below $XDG_RUNTIME_DIR or
+	// the temp folder).
+	StateDir string
+	// SetupTimeout bounds the box setup before the watcher runs
+	// (default 30s).
+	SetupTimeout time.Duration
+}
+
+// Native makes boxes from Linux namespaces and a cgroup, the way
+// bubblewrap does, with no daemon: the box's init stage (a hidden mode
+// of this binary) builds the file system and execs the watcher as PID 1
+// with the control stream on an inherited socketpair.
+type Native struct {
+	log  *slog.Logger
+	opts NativeOptions
+}
+
+// NewNative returns the native runtime.
+func NewNative(log *slog.Logger, opts NativeOptions) *Native {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Self == "" {
+		opts.Self = "/proc/self/exe"
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = defaultNativeStateDir()
+	}
+	if opts.SetupTimeout == 0 {
+		opts.SetupTimeout = 30 * time.Second
+	}
+	if opts.CgroupParent == "" {
+		opts.CgroupParent = DefaultCgroupParent
+	}
+	return &Native{log: log, opts: opts}
+}
+
+var _ Runtime = (*Native)(nil)
+
+func init() {
+	RegisterRuntime("native", func(cfg RuntimeConfig) (Runtime, error) {
+		return NewNative(cfg.Log, NativeOptions{Stderr: cfg.Stderr}), nil
+	})
+}
+
+func defaultNativeStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/deathwatch/native"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "deathwatch", "native")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("deathwatch-%d", os.Geteuid()), "native")
+}
+
+func (n *Native) Name() string { return "native" }
+
+// Probe reports whether this kernel and user can make native boxes.
+func (n *Native) Probe(ctx context.Context) (Info, error) {
+	info := Info{Runtime: "native", Rootless: os.Geteuid() != 0}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		info.Version = unix.ByteSliceToString(u.Release[:])
+	}
+	if info.Rootless {
+		if why := userNamespacesForbidden(); why != "" {
+			info.Detail = why
+			return info, nil
+		}
+		if _, _, err := subIDRange("/etc/subuid"); err != nil {
+			info.Detail = err.Error()
+			return info, nil
+		}
+	}
+	v, root, err := detectCgroup()
+	if err != nil {
+		info.Detail = err.Error()
+		return info, nil
+	}
+	if err := checkCgroupWritable(cgroupSpec{Version: v, Root: root, Group: n.opts.CgroupParent}); err != nil {
+		info.Detail = err.Error() + " (boxes without --memory/--pids-limit still run)"
+	}
+	info.Present = true
+	return info, nil
+}
+
+// Create checks everything that can be checked before the box exists,
+// creates its cgroup with the limits, and records the cgroup in
+// b.State. Nothing else is created until Start.
+func (n *Native) Create(ctx context.Context, b *Box) error {
+	if b.State == nil {
+		b.State = map[string]string{}
+	}
+	root, err := nativeRoot(b.Image)
+	if err != nil {
+		return err
+	}
+	if b.WatcherInImage != "" {
+		return RefusedError("the native runtime bind-mounts the host's watcher; --watcher-in-image is for docker and podman")
+	}
+	if err := checkExecutable(b.WatcherPath); err != nil {
+		return SetupError("watcher %s: %v; build it (make) or pass its path", b.WatcherPath, err)
+	}
+	if _, err := nsinitPlan(b, root, b.WatcherPath, false); err != nil {
+		return UsageError("native box: %v", err)
+	}
+	if err := checkWorkdir(b, root); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		if why := userNamespacesForbidden(); why != "" {
+			return RefusedError("no permission for namespaces: %s", why)
+		}
+		if _, _, err := subIDRange("/etc/subuid"); err != nil {
+			return RefusedError("%v", err)
+		}
+		if _, _, err := subIDRange("/etc/subgid"); err != nil {
+			return RefusedError("%v", err)
+		}
+	}
+	v, cgRoot, err := detectCgroup()
+	if err != nil {
+		return SetupError("%v", err)
+	}
+	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, b.Memory, b.PidsLimit)
+	if err != nil {
+		return UsageError("%v", err)
+	}
+	if werr := checkCgroupWritable(spec); werr != nil {
+		if b.Memory > 0 || b.PidsLimit > 0 || os.Geteuid() == 0 {
+			return RefusedError("%v", werr)
+		}
+		n.log.Warn("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
+	} else {
+		if _, err := newBoxCgroup(spec); err != nil {
+			return SetupError("%v", err)
+		}
+		for k, v := range spec.state() {
+			b.State[k] = v
+		}
+	}
+	if err := n.writeRecord(b); err != nil {
+		n.log.Warn("cannot record the native box for ls/reconcile", "box", b.Name, "err", err)
+	}
+	return nil
+}
+
+// nativeRoot is the host folder that becomes the box's root: the host's
+// own root, or a --rootfs tree that must look like an unpacked image.
+func nativeRoot(image string) (string, error) {
+	if image == "" {
+		return "/", nil
+	}
+	dir, err := filepath.Abs(image)
+	if err != nil {
+		return "", UsageError("bad rootfs %s: %v", image, err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return "", ImageError("bad rootfs %s: %v", image, errors.Unwrap(err))
+	}
+	if !st.IsDir() {
+		return "", ImageError("bad rootfs %s: not a folder (pass an unpacked image tree)", image)
+	}
+	for _, d := range []string{"proc", "dev", "tmp"} {
+		if st, err := os.Stat(filepath.Join(dir, d)); err != nil || !st.IsDir() {
+			return "", ImageError("bad rootfs %s: no /%s folder (an unpacked image has /proc, /dev and /tmp to mount on)", image, d)
+		}
+	}
+	return dir, nil
+}
+
+// checkWorkdir refuses a workdir the agent could not enter: one that
+// is neither a mount, below /tmp, nor present in the root.
+func checkWorkdir(b *Box, root string) error {
+	w := b.Workdir
+	if w == "" || w == "/" {
+		return nil
+	}
+	if w == "/tmp" || strings.HasPrefix(w, "/tmp/") {
+		return nil
+	}
+	for _, m := range b.Mounts {
+		if w == m.Target || strings.HasPrefix(w, m.Target+"/") {
+			return nil
+		}
+	}
+	if st, err := os.Stat(filepath.Join(root, w)); err != nil || !st.IsDir() {
+		return UsageError("workdir %s does not exist in the box's read-only root; mount it (--mount SRC:%s) or pick a folder that exists", w, w)
+	}
+	return nil
+}
+
+func checkExecutable(p string) error {
+	if p == "" || !filepath.IsAbs(p) {
+		return fmt.Errorf("not an absolute path")
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return errors.Unwrap(err)
+	}
+	if !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return fmt.Errorf("not an executable file")
+	}
+	return nil
+}
+
+// userNamespacesForbidden says why this kernel refuses unprivileged
+// user namespaces, or "" when it allows them.
+func userNamespacesForbidden() string {
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if read("/proc/sys/kernel/unprivileged_userns_clone") == "0" {
+		return "this kernel forbids unprivileged user namespaces (kernel.unprivileged_userns_clone = 0); run as root or set it to 1"
+	}
+	if read("/proc/sys/user/max_user_namespaces") == "0" {
+		return "this kernel forbids user namespaces (user.max_user_namespaces = 0); run as root or raise it"
+	}
+	if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" {
+		return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1); run as root or allow them for the supervisor"
+	}
+	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
+		return "this kernel has no user namespaces"
+	}
+	return ""
+}
+
+// subIDRange finds the calling user's subordinate id range in an
+// /etc/subuid-style file.
+func subIDRange(file string) (start, count int, err error) {
+	uid := os.Geteuid()
+	name := strconv.Itoa(uid)
+	if u, err := lookupUserName(uid); err == nil {
+		name = u
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return 0, 0, fmt.Errorf("no subordinate ids for user %s (%v): the agent's uid cannot be mapped into the box; add a range with usermod --add-subuids/--add-subgids", name, err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		start, count, ok := parseSubIDLine(s.Text(), name, uid)
+		if ok && count >= 65536 {
+			return start, count, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("no subordinate id range of 65536 for user %s in %s: the agent's uid cannot be mapped into the box; add one with usermod --add-subuids 100000-165535 --add-subgids 100000-165535 %s", name, file, name)
+}
+
+// parseSubIDLine reads "name:start:count" when it is for user name or uid.
+func parseSubIDLine(line, name string, uid int) (start, count int, ok bool) {
+	f := strings.Split(strings.TrimSpace(line), ":")
+	if len(f) != 3 || (f[0] != name && f[0] != strconv.Itoa(uid)) {
+		return 0, 0, false
+	}
+	s, err1 := strconv.Atoi(f[1])
+	c, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil || s < 0 || c <= 0 {
+		return 0, 0, false
+	}
+	return s, c, true
+}
+
+func lookupUserName(uid int) (string, error) {
+	f, err := os.Open("/etc/passwd")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		p := strings.Split(s.Text(), ":")
+		if len(p) > 2 && p[2] == strconv.Itoa(uid) {
+			return p[0], nil
+		}
+	}
+	return "", fmt.Errorf("uid %d not in /etc/passwd", uid)
+}
+
+// idmapArgs is the argv of newuidmap/newgidmap for a box: the caller's
+// own id becomes root in the box, and 65536 subordinate ids follow.
+func idmapArgs(tool string, pid, id, subStart, subCount int) []string {
+	if subCount > 65536 {
+		subCount = 65536
+	}
+	return []string{tool, strconv.Itoa(pid), "0", strconv.Itoa(id), "1", "1", strconv.Itoa(subStart), strconv.Itoa(subCount)}
+}
+
+// nativeCloneFlags are the namespaces of a box.
+func nativeCloneFlags(network string, userns bool) uintptr {
+	f := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if network != "host" {
+		f |= unix.CLONE_NEWNET
+	}
+	if userns {
+		f |= unix.CLONE_NEWUSER
+	}
+	return f
+}
+
+// Start starts the box's init stage in new namespaces, moves it into the
+// box cgroup, writes its uid map (unprivileged), sends it the settings
+// and waits until it has exec'd the watcher (or says why it could not).
+func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
+	root, err := nativeRoot(b.Image)
+	if err != nil {
+		return nil, err
+	}
+	userns := os.Geteuid() != 0
+	cfg, err := nsinitPlan(b, root, b.WatcherPath, userns)
+	if err != nil {
+		return nil, UsageError("native box: %v", err)
+	}
+	settings, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, SetupError("encode box settings: %v", err)
+	}
+	var cg boxCgroup
+	if spec, ok, err := cgroupSpecFromState(b.State); err != nil {
+		return nil, SetupError("%v", err)
+	} else if ok {
+		if cg, err = loadBoxCgroup(spec); err != nil {
+			return nil, SetupError("%v", err)
+		} else if cg == nil {
+			return nil, SetupError("the box's cgroup %s is gone; create the box again", spec.Group)
+		}
+	}
+
+	ctl, err := socketPair("control")
+	if err != nil {
+		return nil, SetupError("%v", err)
+	}
+	set, err := socketPair("settings")
+	if err != nil {
+		ctl.close()
+		return nil, SetupError("%v", err)
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		ctl.close()
+		set.close()
+		return nil, SetupError("open %s: %v", os.DevNull, err)
+	}
+	defer devnull.Close()
+	cmd := &exec.Cmd{
+		Path:       n.opts.Self,
+		Args:       []string{"supervisor", NsinitArg},
+		Env:        []string{},
+		Stdin:      devnull,
+		Stdout:     devnull,
+		Stderr:     n.opts.Stderr,
+		ExtraFiles: []*os.File{ctl.child, set.child}, // fds 3 and 4
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: nativeCloneFlags(b.Network, userns),
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	err = cmd.Start()
+	ctl.child.Close()
+	set.child.Close()
+	if err != nil {
+		ctl.parent.Close()
+		set.parent.Close()
+		return nil, namespaceError(err, userns)
+	}
+	pid := cmd.Process.Pid
+	fail := func(err error) (*Started, error) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		ctl.parent.Close()
+		set.parent.Close()
+		return nil, err
+	}
+	if cg != nil {
+		if err := cg.AddProc(pid); err != nil {
+			return fail(SetupError("%v", err))
+		}
+	}
+	if userns {
+		if err := writeIDMaps(ctx, pid); err != nil {
+			return fail(SetupError("%v", err))
+		}
+	}
+	deadline := time.Now().Add(n.opts.SetupTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	set.parent.SetDeadline(deadline)
+	if _, err := set.parent.Write(append(settings, '\n')); err != nil {
+		return fail(SetupError("send settings to the box's init: %v", err))
+	}
+	// The init stage writes one line on failure; the descriptor closes
+	// on exec, so EOF with nothing read means the watcher runs.
+	msg, err := io.ReadAll(io.LimitReader(set.parent, 4096))
+	set.parent.Close()
+	if err != nil {
+		return fail(SetupError("wait for the box's init: %v", err))
+	}
+	if len(msg) > 0 {
+		return fail(SetupError("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
+	}
+	if b.State == nil {
+		b.State = map[string]string{}
+	}
+	b.State[StateInitPID] = strconv.Itoa(pid)
+	if st, err := ProcStartTime(pid); err == nil {
+		b.State[StateInitStart] = strconv.FormatUint(st, 10)
+	}
+	n.writeRecord(b)
+	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network)
+	return &Started{
+		Control: ctl.parent,
+		Wait:    cmd.Wait,
+		Kill: func() {
+			// The watcher is PID 1 of the box: the kernel ends the whole
+			// PID namespace with it. The cgroup kill covers the rest.
+			cmd.Process.Signal(syscall.SIGKILL)
+			if cg != nil {
+				cg.Kill()
+			}
+		},
+	}, nil
+}
+
+// namespaceError turns a failed clone into one line a person can act on.
+func namespaceError(err error, userns bool) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
+		why := "the kernel refused to create the namespaces"
+		if userns {
+			if w := userNamespacesForbidden(); w != "" {
+				why = w
+			} else {
+				why += " (unprivileged user namespaces may be restricted here)"
+			}
+		}
+		return RefusedError("no permission for namespaces: %s: %v", why, errors.Unwrap(err))
+	}
+	return SetupError("start the box's init: %v", err)
+}
+
+// writeIDMaps maps the caller's ids and its subordinate ranges into the
+// box's user namespace through the setuid helpers.
+func writeIDMaps(ctx context.Context, pid int) error {
+	for _, m := range []struct {
+		tool, file string
+		id         int
+	}{
+		{"newuidmap", "/etc/subuid", os.Geteuid()},
+		{"newgidmap", "/etc/subgid", os.Getegid()},
+	} {
+		start, count, err := subIDRange(m.file)
+		if err != nil {
+			return err
+		}
+		tool, err := exec.LookPath(m.tool)
+		if err != nil {
+			return fmt.Errorf("%s is not installed (package uidmap); an unprivileged supervisor needs it to map the agent's uid", m.tool)
+		}
+		args := idmapArgs(m.tool, pid, m.id, start, count)
+		cmd := exec.CommandContext(ctx, tool, args[1:]...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+type sockPair struct{ parent, child *os.File }
+
+func (p sockPair) close() { p.parent.Close(); p.child.Close() }
+
+// socketPair makes a connected pair, both ends close-on-exec; the
+// parent's end is non-blocking (for deadlines), the child's blocking.
+func socketPair(name string) (sockPair, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return sockPair{}, fmt.Errorf("%s socketpair: %w", name, os.NewSyscallError("socketpair", err))
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return sockPair{}, os.NewSyscallError("set non-blocking", err)
+	}
+	return sockPair{parent: os.NewFile(uintptr(fds[0]), name), child: os.NewFile(uintptr(fds[1]), name+"-box")}, nil
+}
+
+// Remove kills whatever is left of the box and removes its cgroup and
+// record. It works from b.State alone (a journal entry), and a box that
+// is already gone is not an error.
+func (n *Native) Remove(ctx context.Context, b *Box) error {
+	var errs []error
+	spec, ok, err := cgroupSpecFromState(b.State)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if !ok && err == nil && b.Name != "" {
+		// No recorded cgroup: look where Create would have put it.
+		if v, root, derr := detectCgroup(); derr == nil {
+			if s, serr := boxCgroupSpec(v, root, n.opts.CgroupParent, b.Name, 0, 0); serr == nil {
+				spec, ok = s, true
+			}
+		}
+	}
+	// The init process, when it is still the one we started.
+	if pid, _ := strconv.Atoi(b.State[StateInitPID]); pid > 0 {
+		if want, err := strconv.ParseUint(b.State[StateInitStart], 10, 64); err == nil {
+			if got, err := ProcStartTime(pid); err == nil && got == want {
+				unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+	}
+	if ok {
+		cg, err := loadBoxCgroup(spec)
+		if err != nil {
+			errs = append(errs, err)
+		} else if cg != nil {
+			if err := killAndDelete(cg, 10*time.Second); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := os.Remove(n.recordPath(b.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("remove native box %s: %w", b.Name, errors.Join(errs...))
+	}
+	return nil
+}
+
+// nativeRecord is what List reads back.
+type nativeRecord struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	State  map[string]string `json:"state,omitempty"`
+}
+
+func (n *Native) recordPath(name string) string {
+	return filepath.Join(n.opts.StateDir, name+".json")
+}
+
+func (n *Native) writeRecord(b *Box) error {
+	if b.Name == "" || strings.ContainsAny(b.Name, "/\x00") {
+		return fmt.Errorf("box name %q", b.Name)
+	}
+	if err := os.MkdirAll(n.opts.StateDir, 0o700); err != nil {
+		return err
+	}
+	data, err := json.Marshal(nativeRecord{Name: b.Name, Labels: b.Labels, State: b.State})
+	if err != nil {
+		return err
+	}
+	tmp := n.recordPath(b.Name) + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, n.recordPath(b.Name))
+}
+
+// List returns the native boxes recorded for instance; a box is
+// running while its cgroup (or init process) holds processes.
+func (n *Native) List(ctx context.Context, instance string) ([]Listed, error) {
+	entries, err := os.ReadDir(n.opts.StateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list native boxes in %s: %w", n.opts.StateDir, err)
+	}
+	var out []Listed
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(n.opts.StateDir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var r nativeRecord
+		if json.Unmarshal(data, &r) != nil || r.Labels[shared.LabelInstance] != instance {
+			continue
+		}
+		out = append(out, Listed{Name: r.Name, Labels: r.Labels, Running: nativeRunning(r.State)})
+	}
+	return out, nil
+}
+
+func nativeRunning(st map[string]string) bool {
+	if spec, ok, err := cgroupSpecFromState(st); err == nil && ok {
+		if cg, err := loadBoxCgroup(spec); err == nil && cg != nil {
+			if ps, err := cg.Procs(); err == nil && len(ps) > 0 {
+				return true
+			}
+		}
+	}
+	if pid, _ := strconv.Atoi(st[StateInitPID]); pid > 0 {
+		if want, err := strconv.ParseUint(st[StateInitStart], 10, 64); err == nil {
+			if got, err := ProcStartTime(pid); err == nil && got == want {
+				return true
+			}
+		}
+	}
+	return false
+}
