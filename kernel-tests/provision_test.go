@@ -2,6 +2,7 @@ package kerneltests
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
 )
 
 // These tests assert that kernel-tests/provision.sh left a machine the
@@ -123,5 +125,54 @@ func TestProvisionBusyboxRootfs(t *testing.T) {
 	}
 	if again := ktest.BusyboxRootfs(t); again != dir {
 		t.Fatalf("BusyboxRootfs changed from %s to %s", dir, again)
+	}
+}
+
+// TestImageRecipes builds the image/ recipes offline, as the README
+// describes them: the FROM scratch watcher image from image/watcher.Dockerfile
+// and a template from image/template.Dockerfile on top of the test image.
+// The template's watcher, given no controller (stdin at EOF), must fail
+// closed: exit 245 without starting anything.
+func TestImageRecipes(t *testing.T) {
+	ktest.RequireRoot(t)
+	bins := ktest.Build(t)
+	root := ktest.RepoRoot()
+	for _, engine := range []string{"docker", "podman"} {
+		t.Run(engine, func(t *testing.T) {
+			ktest.RequireCmd(t, engine)
+			base := ktest.DockerImage(t, engine)
+			watcherImg, templateImg := "deathwatch-test/watcher:recipe", "deathwatch-test/template:recipe"
+			if engine == "podman" {
+				watcherImg, templateImg = "localhost/"+watcherImg, "localhost/"+templateImg
+			}
+			// The build context is the folder of the binaries under test.
+			// (Builds may warn on stderr: docker 28's client without buildx
+			// falls back to the legacy builder, which says so.)
+			build(t, exec.Command(engine, "build", "-q", "-f", filepath.Join(root, "image", "watcher.Dockerfile"), "-t", watcherImg, bins.Dir))
+			build(t, exec.Command(engine, "build", "-q", "-f", filepath.Join(root, "image", "template.Dockerfile"),
+				"--build-arg", "BASE="+base, "--build-arg", "WATCHER_IMAGE="+watcherImg, "-t", templateImg, filepath.Join(root, "image")))
+			t.Cleanup(func() { _ = exec.Command(engine, "rmi", "--force", templateImg, watcherImg).Run() })
+			got := strings.TrimSpace(runClean(t, exec.Command(engine, "image", "inspect", "--format", "{{json .Config.Entrypoint}}", templateImg)))
+			if got != `["/usr/local/bin/watcher","--control=stdin"]` {
+				t.Fatalf("template entrypoint is %s", got)
+			}
+			cmd := exec.Command(engine, "run", "--rm", "-i", "--network", "none", templateImg)
+			cmd.Stdin = strings.NewReader("")
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != shared.ExitLivenessLost {
+				t.Fatalf("template run with no controller: %v, want exit %d (liveness lost)", err, shared.ExitLivenessLost)
+			}
+		})
+	}
+}
+
+func build(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s: %v", strings.Join(cmd.Args, " "), time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
 }

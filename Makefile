@@ -1,0 +1,99 @@
+# deathwatch — build, test, benchmark.
+#
+#   make build   static bin/watcher and bin/supervisor
+#   make test    THE test command (CI's .ci/run runs exactly this): provisions
+#                the machine (kernel-tests/provision.sh, needs root), checks
+#                gofmt and go vet, runs every test (unit and kernel) and a
+#                short fixed fuzz run of the shared framing targets
+#   make bench   benchmarks (figures, not pass/fail timings)
+#   make demo    the main job: bin/supervisor demo
+#   make fuzz    longer fuzz runs (FUZZTIME=5m make fuzz)
+#   make image   the FROM scratch watcher image, offline (ENGINE=podman make image)
+#   make clean
+
+# Go lives in /usr/local/go on the machines this runs on; a Go already on
+# PATH wins.
+export PATH := $(PATH):/usr/local/go/bin
+GO      ?= go
+ENGINE  ?= docker
+IMAGE   ?= deathwatch/watcher:latest
+
+# Static, reproducible, no PIE: without cgo, PIE needs a dynamic loader
+# and would not run in a FROM scratch image.
+BUILDFLAGS := -trimpath -ldflags "-s -w -buildid="
+
+# The suite must finish within CI's limit (90 min) on 2 cores; these are
+# upper bounds for a hung test, not expectations.
+UNIT_TIMEOUT   ?= 10m
+KERNEL_TIMEOUT ?= 45m
+FUZZ_CI_TIME   ?= 20s
+FUZZTIME       ?= 2m
+FUZZ_TARGETS   := FuzzReader FuzzSpec
+
+# Kernel tests share the engines, the cgroup tree and the 2 cores: one
+# package at a time (-p 1), never from the test cache (-count=1: a cached
+# pass says nothing about this machine). kernel-tests/bench runs only under
+# make bench.
+UNIT_PKGS   = $(shell $(GO) list ./... | grep -v '/kernel-tests')
+KERNEL_PKGS = $(shell $(GO) list ./kernel-tests/... | grep -v '/kernel-tests/bench')
+
+.PHONY: all build test provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean
+
+all: build
+
+build:
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o bin/watcher ./cmd/watcher
+	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o bin/supervisor ./cmd/supervisor
+
+test: provision fmt-check vet build unit kernel fuzz-ci
+	@echo "make test: all passed"
+
+provision:
+	kernel-tests/provision.sh
+
+fmt-check:
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi; \
+	echo "gofmt: ok"
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
+
+kernel:
+	$(GO) test -count=1 -p 1 -timeout $(KERNEL_TIMEOUT) $(KERNEL_PKGS)
+
+# A short, fixed fuzz run of the framing and spec decoders (the seed
+# corpus in shared/testdata/fuzz runs in `unit` as ordinary tests too).
+fuzz-ci:
+	@for f in $(FUZZ_TARGETS); do \
+		echo "fuzz $$f for $(FUZZ_CI_TIME)"; \
+		$(GO) test ./shared -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZ_CI_TIME) || exit 1; \
+	done
+
+fuzz:
+	@for f in $(FUZZ_TARGETS); do \
+		echo "fuzz $$f for $(FUZZTIME)"; \
+		$(GO) test ./shared -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
+
+# The benchmarks live in kernel-tests/bench as TestBench* functions that
+# run only with DEATHWATCH_BENCH=1; they print figures and ratios.
+bench: provision build
+	@if [ ! -d kernel-tests/bench ]; then echo "make bench: kernel-tests/bench does not exist yet"; exit 1; fi
+	DEATHWATCH_BENCH=1 $(GO) test -count=1 -p 1 -timeout 60m -run '^TestBench' -v ./kernel-tests/bench/...
+
+demo: build
+	./bin/supervisor demo
+
+# The watcher image without a registry: bin/watcher copied into FROM
+# scratch (the top-level Dockerfile does the same with a golang builder
+# stage for machines that can pull golang).
+image: build
+	$(ENGINE) build -f image/watcher.Dockerfile -t $(IMAGE) bin
+
+clean:
+	rm -rf bin
