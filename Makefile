@@ -53,7 +53,8 @@ provision:
 	kernel-tests/provision.sh
 
 fmt-check:
-	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
+	@files=$$(git ls-files --cached --others --exclude-standard -- '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'); \
+	out=$$(gofmt -l $$files); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi; \
 	echo "gofmt: ok"
 
