@@ -34,8 +34,10 @@
 
 set -euo pipefail
 
-DW_USER=dwtest
-DW_UID=2345
+# The rootless test user; the overrides exist only to test this script
+# itself without touching dwtest (kernel-tests/ktest/images.go expects dwtest).
+DW_USER=${PROVISION_USER:-dwtest}
+DW_UID=${PROVISION_UID:-2345}
 DW_RUNDIR=/run/user/$DW_UID
 DOCKERD_LOG=/var/log/dockerd.log
 MARK="# managed by deathwatch kernel-tests/provision.sh; rewritten on every run"
