@@ -444,6 +444,12 @@ wait:
 	}
 
 	switch {
+	case lastSig != nil && hardDone && (o.exit == nil || o.exit.Reason == shared.ReasonLivenessLost):
+		// We ended the box on a second signal: its liveness loss is ours.
+		code := signalStatus(lastSig)
+		l.emit(Event{Event: EventExited, Code: ptr(code), Reason: "signaled"})
+		l.entry.Exit = &JournalExit{Code: code, Reason: "supervisor-signaled"}
+		return code
 	case o.exit != nil:
 		l.emit(Event{Event: EventExited, Code: ptr(o.exit.Code), Reason: string(o.exit.Reason)})
 		log.Info("exited", "reason", o.exit.Reason, "code", o.exit.Code, "runtime", o.exit.Runtime, "sweep", o.exit.Sweep)

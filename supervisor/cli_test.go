@@ -1,0 +1,127 @@
+package supervisor
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"deathwatch/shared"
+)
+
+func parseExec(t *testing.T, args []string, env map[string]string) (*ExecOptions, error) {
+	t.Helper()
+	var cli CLI
+	var out, errb bytes.Buffer
+	c := &cmdContext{stdout: &out, stderr: &errb, getenv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	p, err := newParser(&cli, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Parse(args); err != nil {
+		return nil, err
+	}
+	return cli.Exec.options(&cli.Globals, c)
+}
+
+func TestExecOptions(t *testing.T) {
+	w := filepath.Join(t.TempDir(), "watcher")
+	os.WriteFile(w, []byte("x"), 0o755)
+	src := t.TempDir()
+	o, err := parseExec(t, []string{"--instance", "ci", "--journal", "/j", "exec", "--runtime", "podman", "--image", "img",
+		"--name", "job", "--label", "team=a,b", "--run-key", "run-1", "--env", "TOKEN", "--workdir", "/work",
+		"--mount", src + ":/data:ro", "--memory", "512m", "--pids-limit", "64", "--network", "bridge",
+		"--deadline", "1m", "--grace", "3s", "--heartbeat", "3s", "--watcher", w, "--user", "1001:1002",
+		"--", "sh", "-c", "echo --not-a-flag"}, map[string]string{"TOKEN": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &ExecOptions{
+		Instance: "ci", JournalDir: "/j", Runtime: "podman", Image: "img", NamePrefix: "job",
+		Labels: map[string]string{"team": "a,b"}, RunKey: "run-1", Env: []string{"TOKEN=v"}, Workdir: "/work",
+		Mounts: []Mount{{Source: src, Target: "/data", ReadOnly: true}}, Memory: 512 << 20, PidsLimit: 64,
+		Network: "bridge", Deadline: time.Minute, Grace: 3 * time.Second, Heartbeat: 3 * time.Second,
+		WatcherPath: w, UID: 1001, GID: 1002, Argv: []string{"sh", "-c", "echo --not-a-flag"},
+	}
+	if !reflect.DeepEqual(o, want) {
+		t.Errorf("options\n got %+v\nwant %+v", o, want)
+	}
+}
+
+func TestExecOptionsRefused(t *testing.T) {
+	w := filepath.Join(t.TempDir(), "watcher")
+	os.WriteFile(w, []byte("x"), 0o755)
+	const secret = "hunter2-secret"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--env", "TOKEN=" + secret}, "pass only the NAME"},
+		{[]string{"--env", "UNSET_VAR"}, "not set"},
+		{[]string{"--label", "io.deathwatch.nonce=x"}, "reserved"},
+		{[]string{"--label", "novalue"}, "KEY=VALUE"},
+		{[]string{"--mount", "relative:/x"}, "absolute"},
+		{[]string{"--mount", "/nonexistent-src:/x"}, "no such file"},
+		{[]string{"--memory", "lots"}, "--memory"},
+		{[]string{"--user", "root"}, "UID:GID"},
+		{[]string{"--workdir", "work"}, "absolute"},
+		{[]string{"--name", "bad/name"}, "--name"},
+		{[]string{"--watcher", "/nonexistent/watcher"}, "--watcher"},
+		{[]string{"--heartbeat", "1ms"}, "too short"},
+	} {
+		args := append([]string{"exec", "--image", "i", "--watcher", w}, tc.args...)
+		args = append(args, "--", "true")
+		_, err := parseExec(t, args, map[string]string{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || exitCode(err, 0) != shared.ExitUsage {
+			t.Errorf("%v: err %v, want %q (usage)", tc.args, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("%v: the error shows the value", tc.args)
+		}
+	}
+}
+
+func TestCLIUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string // in stdout
+		err  string // in stderr (one line)
+	}{
+		{[]string{"--help"}, 0, "exec", ""},
+		{[]string{"exec", "--help"}, 0, "245", ""},
+		{[]string{"version"}, 0, shared.Version, ""},
+		{[]string{"exec", "--bogus", "--", "true"}, shared.ExitUsage, "", "unknown flag --bogus"},
+		{[]string{"exec", "--network", "wifi", "--", "true"}, shared.ExitUsage, "", "--network"},
+		{[]string{"frobnicate"}, shared.ExitUsage, "", "unexpected argument frobnicate"},
+		{[]string{"exec", "--deadline", "soon", "--", "true"}, shared.ExitUsage, "", "--deadline"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(tc.args, &cmdContext{stdout: &out, stderr: &errb, getenv: os.LookupEnv})
+		if code != tc.code || !strings.Contains(out.String(), tc.out) {
+			t.Errorf("%v: code %d stdout %q", tc.args, code, out.String())
+		}
+		if tc.err != "" {
+			s := strings.TrimSpace(errb.String())
+			if strings.Count(s, "\n") != 0 || !strings.Contains(s, tc.err) {
+				t.Errorf("%v: stderr %q, want one line with %q", tc.args, s, tc.err)
+			}
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"512m": 512 << 20, "2g": 2 << 30, "2G": 2 << 30, "1gib": 1 << 30, "8388608": 8 << 20, "10240k": 10 << 20} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "0", "-1m", "1m", "x", "9999999999999g"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) accepted", in)
+		}
+	}
+}

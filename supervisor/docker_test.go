@@ -1,0 +1,128 @@
+package supervisor
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestCreateArgs(t *testing.T) {
+	base := Box{
+		Name: "dw-1", Image: "img", WatcherPath: "/opt/dw/watcher",
+		Labels: map[string]string{"io.deathwatch.nonce": "n", "io.deathwatch.instance": "i", "team": "a,b"},
+	}
+	head := []string{"create", "--interactive", "--name", "dw-1", "--pull", "never", "--init=false", "--restart", "no", "--rm",
+		"--log-driver", "none", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "SETPCAP", "--cap-add", "KILL",
+		"--security-opt", "no-new-privileges",
+		"--label", "io.deathwatch.instance=i", "--label", "io.deathwatch.nonce=n", "--label", "team=a,b"}
+	for _, tc := range []struct {
+		name string
+		mod  func(*Box)
+		want []string // after head
+	}{
+		{"minimal: network none, bind-mounted watcher", func(*Box) {},
+			[]string{"--network", "none", "--volume", "/opt/dw/watcher:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}},
+		{"limits, workdir, mounts", func(b *Box) {
+			b.Network, b.PidsLimit, b.Memory, b.Workdir = "bridge", 64, 512<<20, "/work"
+			b.Mounts = []Mount{{Source: "/src", Target: "/dst", ReadOnly: true}, {Source: "/a", Target: "/b"}}
+		}, []string{"--network", "bridge", "--pids-limit", "64", "--memory", "536870912", "--memory-swap", "536870912", "--workdir", "/work",
+			"--volume", "/src:/dst:ro", "--volume", "/a:/b",
+			"--volume", "/opt/dw/watcher:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}},
+		{"watcher in image: no bind mount", func(b *Box) { b.WatcherInImage = "/usr/local/bin/watcher" },
+			[]string{"--network", "none", "--entrypoint", "/usr/local/bin/watcher", "--", "img", "--control=stdin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := base
+			tc.mod(&b)
+			for _, kind := range []string{"docker", "podman"} {
+				got := createArgs(kind, &b)
+				if want := append(append([]string{}, head...), tc.want...); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s:\n got %q\nwant %q", kind, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestEngineArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  []string
+		want []string
+	}{
+		{"docker start", startArgs("docker", "dw-1"), []string{"start", "--attach", "--interactive", "--", "dw-1"}},
+		{"podman start", startArgs("podman", "dw-1"), []string{"start", "--attach", "--interactive", "--", "dw-1"}},
+		{"docker rm", removeArgs("docker", "dw-1"), []string{"rm", "--force", "--", "dw-1"}},
+		// Without --time 0 podman waits out a 10 s stop timeout.
+		{"podman rm", removeArgs("podman", "dw-1"), []string{"rm", "--force", "--time", "0", "--", "dw-1"}},
+		{"docker ps", listArgs("docker", "ci"), []string{"ps", "--all", "--no-trunc", "--filter", "label=io.deathwatch.instance=ci", "--format", "{{json .}}"}},
+		{"podman ps", listArgs("podman", "ci"), []string{"ps", "--all", "--no-trunc", "--filter", "label=io.deathwatch.instance=ci", "--format", "json"}},
+		{"image inspect", imageInspectArgs("img:1"), []string{"image", "inspect", "--format", "{{.Id}}", "--", "img:1"}},
+		{"container inspect", inspectArgs("docker", "dw-1"), []string{"container", "inspect", "--format", "{{.Id}}", "--", "dw-1"}},
+		{"docker info", infoArgs("docker"), []string{"info", "--format", "{{.ServerVersion}}|{{json .SecurityOptions}}"}},
+		{"podman info", infoArgs("podman"), []string{"info", "--format", "{{.Version.Version}}|{{.Host.Security.Rootless}}"}},
+	} {
+		if !reflect.DeepEqual(tc.got, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestParseInfo(t *testing.T) {
+	for _, tc := range []struct {
+		kind, out string
+		version   string
+		rootless  bool
+		err       bool
+	}{
+		{"docker", `20.10.24|["name=seccomp,profile=default"]` + "\n", "20.10.24", false, false},
+		{"docker", `25.0|["name=seccomp,profile=builtin","name=rootless","name=cgroupns"]`, "25.0", true, false},
+		{"podman", "4.3.1|true\n", "4.3.1", true, false},
+		{"podman", "4.3.1|false", "4.3.1", false, false},
+		{"docker", "garbage", "", false, true},
+		{"docker", "1|not json", "", false, true},
+	} {
+		v, r, err := parseInfo(tc.kind, tc.out)
+		if (err != nil) != tc.err || v != tc.version || r != tc.rootless {
+			t.Errorf("parseInfo(%s, %q) = %q %v %v", tc.kind, tc.out, v, r, err)
+		}
+	}
+}
+
+func TestParseList(t *testing.T) {
+	d := `{"Names":"dw-a","Labels":"io.deathwatch.instance=ci,team=x,y,io.deathwatch.nonce=n1","State":"running"}
+{"Names":"dw-b","Labels":"","State":"exited"}`
+	got, err := parseList("docker", []byte(d))
+	want := []Listed{
+		{Name: "dw-a", Labels: map[string]string{"io.deathwatch.instance": "ci", "team": "x,y", "io.deathwatch.nonce": "n1"}, Running: true},
+		{Name: "dw-b", Labels: map[string]string{}},
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("docker: %+v %v", got, err)
+	}
+	p := `[{"Names":["dw-a"],"Labels":{"io.deathwatch.nonce":"n1"},"State":"running"},{"Names":["dw-b"],"Labels":null,"State":"exited"}]`
+	got, err = parseList("podman", []byte(p))
+	want = []Listed{{Name: "dw-a", Labels: map[string]string{"io.deathwatch.nonce": "n1"}, Running: true}, {Name: "dw-b"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("podman: %+v %v", got, err)
+	}
+	if got, err := parseList("podman", []byte("  \n")); err != nil || got != nil {
+		t.Errorf("empty: %v %v", got, err)
+	}
+}
+
+func TestIsNoSuch(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"Error response from daemon: No such container: dw-1":                          true,
+		`Error: no container with name or ID "dw-1" found: no such container`:          true,
+		"Error: No such object: dw-1":                                                  true,
+		"Error response from daemon: removal of container dw-1 is already in progress": false,
+	} {
+		if got := isNoSuch(&cliError{stderr: msg}); got != want {
+			t.Errorf("isNoSuch(%q) = %v", msg, got)
+		}
+	}
+	if !strings.Contains((&cliError{stderr: "x"}).Error(), "x") {
+		t.Error("cliError text")
+	}
+}

@@ -1,0 +1,374 @@
+package supervisor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// syncBuf is a bytes.Buffer safe for the relay goroutine and the test.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type execRun struct {
+	code           int
+	stdout, stderr string
+	events         []Event
+	journal        string
+}
+
+// runExec runs `supervisor --journal J exec ARGS` in process against the
+// fake engine. sigs may be nil.
+func runExec(t *testing.T, fe *fakeEngine, sigs chan os.Signal, args ...string) execRun {
+	t.Helper()
+	jdir := filepath.Join(fe.dir, "journal")
+	evf := filepath.Join(fe.dir, "events.jsonl")
+	os.Remove(evf)
+	var out, errb syncBuf
+	if sigs == nil {
+		sigs = make(chan os.Signal)
+	}
+	full := append([]string{"--journal", jdir, "exec", "--watcher", filepath.Join(fe.bin, "watcher"), "--events", evf}, args...)
+	code := run(full, &cmdContext{stdout: &out, stderr: &errb, signals: sigs, getenv: os.LookupEnv})
+	r := execRun{code: code, stdout: out.String(), stderr: errb.String(), journal: jdir}
+	b, _ := os.ReadFile(evf)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var ev Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("event line %q: %v", line, err)
+		}
+		r.events = append(r.events, ev)
+	}
+	return r
+}
+
+func (r execRun) eventNames() []string {
+	var n []string
+	for _, e := range r.events {
+		n = append(n, e.Event)
+	}
+	return n
+}
+
+func journalEntries(t *testing.T, dir string) []*JournalEntry {
+	t.Helper()
+	j, err := OpenJournal(dir, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, bad, err := j.List()
+	if err != nil || len(bad) > 0 {
+		t.Fatalf("journal: %v %v", err, bad)
+	}
+	return es
+}
+
+func verbs(calls [][]string) []string {
+	var v []string
+	for _, c := range calls {
+		v = append(v, c[1])
+	}
+	return v
+}
+
+var docker = []string{"--runtime", "docker", "--allow-rootful", "--image", "img"}
+
+func TestExecExitStatus(t *testing.T) {
+	all := []string{EventJournaled, EventCreated, EventStarted, EventReady, EventExited, EventRemoved}
+	for _, tc := range []struct {
+		agent  string
+		code   int
+		events []string
+	}{
+		{"exit:0", 0, all},
+		{"exit:7", 7, all},
+		{"exit:137", 137, all},
+		{"deadline", shared.ExitDeadline, all},
+		{"exec-fail", shared.ExitNotFound, []string{EventJournaled, EventCreated, EventStarted, EventExited, EventRemoved}},
+	} {
+		t.Run(tc.agent, func(t *testing.T) {
+			fe := newFakeEngine(t, fakeScenario{Agent: tc.agent, Stdout: "out\n", Stderr: "err\n"})
+			r := runExec(t, fe, nil, append(docker, "--", "agent", "arg")...)
+			if r.code != tc.code {
+				t.Fatalf("exit status %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			if !slices.Equal(r.eventNames(), tc.events) {
+				t.Errorf("events %v, want %v", r.eventNames(), tc.events)
+			}
+			if got := verbs(fe.calls()); !slices.Equal(got, []string{"info", "image", "create", "start", "rm"}) {
+				t.Errorf("engine calls %v", got)
+			}
+			if b := fe.boxes(); len(b) != 0 {
+				t.Errorf("boxes left: %v", b)
+			}
+			es := journalEntries(t, r.journal)
+			if len(es) != 1 || es[0].State != StateRemoved || es[0].Exit == nil || es[0].Exit.Code != tc.code {
+				t.Fatalf("journal: %+v", es[0])
+			}
+			e := es[0]
+			if e.Labels[shared.LabelNonce] != e.Nonce || fe.file("nonce") != e.Nonce || e.Owner.PID != os.Getpid() || e.Owner.StartTime == 0 {
+				t.Errorf("journal entry identity: %+v (hello nonce %q)", e, fe.file("nonce"))
+			}
+			if fe.file("agent-argv") != "agent\narg" {
+				t.Errorf("agent argv %q", fe.file("agent-argv"))
+			}
+			if tc.agent != "exec-fail" && (r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n")) {
+				t.Errorf("relayed stdout %q stderr %q", r.stdout, r.stderr)
+			}
+			last := r.events[len(r.events)-2]
+			if last.Code == nil || *last.Code != tc.code {
+				t.Errorf("exited event %+v", last)
+			}
+		})
+	}
+}
+
+func TestExecPodmanRootless(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{Agent: "exit:3", Rootless: true})
+	r := runExec(t, fe, nil, "--runtime", "podman", "--image", "img", "--", "true")
+	if r.code != 3 {
+		t.Fatalf("exit status %d; stderr %s", r.code, r.stderr)
+	}
+	calls := fe.calls()
+	rm := calls[len(calls)-1]
+	if !slices.Equal(rm, []string{"podman", "rm", "--force", "--time", "0", "--", r.events[0].Box}) {
+		t.Errorf("remove call %v", rm)
+	}
+}
+
+func TestExecRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sc   fakeScenario
+		args []string
+		path string // PATH override
+		code int
+		want string
+	}{
+		{"rootful", fakeScenario{Agent: "exit:0"}, []string{"--runtime", "docker", "--image", "img", "--", "true"}, "", shared.ExitRefused, "--allow-rootful"},
+		{"daemon down", fakeScenario{InfoFail: "Cannot connect to the Docker daemon at unix:///nope.sock. Is the docker daemon running?"}, append(slices.Clone(docker), "--", "true"), "", shared.ExitEngine, "Is the docker daemon running?"},
+		{"engine missing", fakeScenario{}, append(slices.Clone(docker), "--", "true"), "empty", shared.ExitEngine, "docker is not installed"},
+		{"image missing", fakeScenario{NoImage: true}, append(slices.Clone(docker), "--", "true"), "", shared.ExitImage, "image img not found"},
+		{"agent root", fakeScenario{}, append(slices.Clone(docker), "--user", "0:0", "--", "true"), "", shared.ExitRefused, "root"},
+		{"no image flag", fakeScenario{}, []string{"--runtime", "docker", "--allow-rootful", "--", "true"}, "", shared.ExitUsage, "--image is required"},
+		{"no command", fakeScenario{}, append(slices.Clone(docker), "--"), "", shared.ExitUsage, "name the agent command"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := newFakeEngine(t, tc.sc)
+			if tc.path == "empty" {
+				t.Setenv("PATH", t.TempDir())
+			}
+			r := runExec(t, fe, nil, tc.args...)
+			if r.code != tc.code {
+				t.Fatalf("exit status %d, want %d; stderr %q", r.code, tc.code, r.stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) || !strings.HasPrefix(lines[0], "supervisor: ") {
+				t.Errorf("stderr %q: want one line with %q", r.stderr, tc.want)
+			}
+			if slices.Contains(verbs(fe.calls()), "create") || len(fe.boxes()) != 0 {
+				t.Errorf("something was created: %v", fe.calls())
+			}
+			if _, err := os.Stat(r.journal); err == nil && len(journalEntries(t, r.journal)) != 0 {
+				t.Errorf("journal entries were written")
+			}
+			if len(r.events) != 0 {
+				t.Errorf("events: %v", r.eventNames())
+			}
+		})
+	}
+}
+
+func TestExecCreateFails(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{CreateFail: "Error response from daemon: Conflict. The container name is already in use"})
+	r := runExec(t, fe, nil, append(docker, "--", "true")...)
+	if r.code != shared.ExitSetupFailed {
+		t.Fatalf("exit status %d; stderr %q", r.code, r.stderr)
+	}
+	if got := verbs(fe.calls()); !slices.Equal(got, []string{"info", "image", "create", "rm"}) {
+		t.Errorf("engine calls %v", got)
+	}
+	es := journalEntries(t, r.journal)
+	if len(es) != 1 || es[0].State != StateRemoved {
+		t.Errorf("journal %+v", es)
+	}
+	if !strings.Contains(r.stderr, "already in use") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+// waitFile waits until the fake engine wrote name.
+func waitFile(t *testing.T, fe *fakeEngine, name string) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if fe.exists(name) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("fake engine never wrote %s", name)
+}
+
+func TestExecSignals(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		agent   string
+		signals []syscall.Signal
+		code    int
+	}{
+		{"SIGTERM stops", "sleep", []syscall.Signal{syscall.SIGTERM}, 143},
+		{"SIGINT stops", "sleep", []syscall.Signal{syscall.SIGINT}, 143},
+		{"second signal ends at once", "ignore-stop", []syscall.Signal{syscall.SIGINT, syscall.SIGTERM}, 128 + 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := newFakeEngine(t, fakeScenario{Agent: tc.agent})
+			sigs := make(chan os.Signal, 2)
+			done := make(chan execRun)
+			go func() { done <- runExec(t, fe, sigs, append(docker, "--grace", "30s", "--", "sleep", "100")...) }()
+			waitFile(t, fe, "running")
+			for _, s := range tc.signals {
+				sigs <- s
+				if s == tc.signals[0] {
+					waitFile(t, fe, "stop")
+				}
+			}
+			var r execRun
+			select {
+			case r = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("supervisor did not return")
+			}
+			if r.code != tc.code {
+				t.Fatalf("exit status %d, want %d; stderr %q", r.code, tc.code, r.stderr)
+			}
+			if len(fe.boxes()) != 0 {
+				t.Errorf("boxes left: %v", fe.boxes())
+			}
+			es := journalEntries(t, r.journal)
+			if len(es) != 1 || es[0].State != StateRemoved {
+				t.Errorf("journal %+v", es)
+			}
+			if n := r.eventNames(); n[len(n)-1] != EventRemoved {
+				t.Errorf("events %v", n)
+			}
+		})
+	}
+}
+
+func TestExecHeartbeat(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{Agent: "sleep"})
+	sigs := make(chan os.Signal, 1)
+	done := make(chan execRun)
+	go func() { done <- runExec(t, fe, sigs, append(docker, "--heartbeat", "60ms", "--", "sleep", "100")...) }()
+	waitFile(t, fe, "pinged")
+	sigs <- syscall.SIGTERM
+	if r := <-done; r.code != 143 {
+		t.Fatalf("exit status %d; stderr %q", r.code, r.stderr)
+	}
+}
+
+// The secret reaches the agent's environment (the spec frame) and
+// nothing else: not the engine's argv, the journal, the events, the
+// output, any process's command line.
+func TestExecSecretsOnlyInSpec(t *testing.T) {
+	const secret = "s3cr3t-value-7f1c9a"
+	t.Setenv("DW_TEST_TOKEN", secret)
+	envFile := filepath.Join(t.TempDir(), "env")
+	os.WriteFile(envFile, []byte("# comment\nFROM_FILE="+secret+"-file\n"), 0o600)
+	fe := newFakeEngine(t, fakeScenario{Agent: "sleep"})
+	sigs := make(chan os.Signal, 1)
+	done := make(chan execRun)
+	go func() {
+		done <- runExec(t, fe, sigs, append(docker, "--env", "DW_TEST_TOKEN", "--env-file", envFile, "--", "sleep", "100")...)
+	}()
+	waitFile(t, fe, "running")
+	// Every command line on the host while the box runs.
+	ms, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, m := range ms {
+		if b, _ := os.ReadFile(m); bytes.Contains(b, []byte(secret)) {
+			t.Errorf("secret in %s: %q", m, b)
+		}
+	}
+	sigs <- syscall.SIGTERM
+	r := <-done
+	if r.code != 143 {
+		t.Fatalf("exit status %d; stderr %q", r.code, r.stderr)
+	}
+	if env := fe.file("agent-env"); !strings.Contains(env, "DW_TEST_TOKEN="+secret) || !strings.Contains(env, "FROM_FILE="+secret+"-file") {
+		t.Errorf("agent env %q lacks the secrets", env)
+	}
+	check := func(what, s string) {
+		if strings.Contains(s, secret) {
+			t.Errorf("secret in %s", what)
+		}
+	}
+	check("engine argv", fmt.Sprint(fe.calls()))
+	check("stdout", r.stdout)
+	check("stderr", r.stderr)
+	b, _ := os.ReadFile(filepath.Join(fe.dir, "events.jsonl"))
+	check("events", string(b))
+	filepath.Walk(r.journal, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			b, _ := os.ReadFile(p)
+			check("journal "+p, string(b))
+		}
+		return nil
+	})
+}
+
+// SIGKILL of the supervisor: the engine client sees EOF on its stdin
+// (the supervisor held the only write end), the watcher kills the box,
+// auto-remove removes it; the journal entry stays open for reconcile.
+func TestExecSupervisorSIGKILL(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{Agent: "sleep"})
+	jdir := filepath.Join(fe.dir, "journal")
+	evf := filepath.Join(fe.dir, "events.jsonl")
+	cmd := exec.Command(fe.super, append([]string{"--journal", jdir, "exec", "--watcher", filepath.Join(fe.bin, "watcher"), "--events", evf}, append(docker, "--", "sleep", "100")...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, fe, "running")
+	t0 := time.Now()
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitFile(t, fe, "liveness-lost")
+	for len(fe.boxes()) != 0 {
+		if time.Since(t0) > 10*time.Second {
+			t.Fatalf("box not removed: %v", fe.boxes())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("fake engine: liveness lost and box removed %v after SIGKILL", time.Since(t0))
+	es := journalEntries(t, jdir)
+	if len(es) != 1 || es[0].State != StateStarted || !es[0].Open() || es[0].Owner.Alive() {
+		t.Errorf("journal %+v", es)
+	}
+}

@@ -1,0 +1,75 @@
+package supervisor
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestJournalRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	j, err := OpenJournal(dir, "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := SelfOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &JournalEntry{LaunchID: "20260101-000000-aa", Instance: "ci", Box: "dw-x", Runtime: "docker", Nonce: "n", Owner: owner, State: StateIntent}
+	if err := j.Put(e); err != nil {
+		t.Fatal(err)
+	}
+	e.State = StateRemoved
+	if err := j.Put(e); err != nil {
+		t.Fatal(err)
+	}
+	// A temp file left by a write that was killed is not an entry.
+	os.WriteFile(filepath.Join(j.Dir(), ".20260101-000000-bb.json.tmp-123"), []byte("{"), 0o600)
+	es, bad, err := j.List()
+	if err != nil || len(bad) != 0 || len(es) != 1 {
+		t.Fatalf("list: %v %v %d", err, bad, len(es))
+	}
+	if es[0].State != StateRemoved || es[0].Open() || es[0].Nonce != "n" {
+		t.Errorf("entry %+v", es[0])
+	}
+	got, err := j.Get(e.LaunchID)
+	if err != nil || got.Box != "dw-x" {
+		t.Errorf("get: %+v %v", got, err)
+	}
+	if fi, _ := os.Stat(j.Dir()); fi.Mode().Perm() != 0o700 {
+		t.Errorf("journal dir mode %v", fi.Mode())
+	}
+	if err := j.Delete(e.LaunchID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenJournal(dir, "../x"); err == nil {
+		t.Error("instance ../x accepted")
+	}
+	if err := j.Put(&JournalEntry{LaunchID: "../../etc/x"}); err == nil {
+		t.Error("launch id ../../etc/x accepted")
+	}
+}
+
+func TestOwnerAlive(t *testing.T) {
+	me, err := SelfOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !me.Alive() {
+		t.Error("own process not alive")
+	}
+	other := me
+	other.StartTime++
+	if other.Alive() {
+		t.Error("same pid with another start time counted as alive")
+	}
+	if (Owner{PID: 0}).Alive() {
+		t.Error("pid 0 alive")
+	}
+	reboot := me
+	reboot.BootID = "another-boot"
+	if reboot.Alive() {
+		t.Error("owner from another boot alive")
+	}
+}
