@@ -22,11 +22,12 @@
 #     System-wide in /etc/containers/containers.conf.d/50-deathwatch.conf.
 #   - The unprivileged user dwtest (uid 2345) with /etc/subuid and
 #     /etc/subgid ranges, a runtime dir /run/user/2345 (tmpfs, as logind
-#     would make it), and its own containers.conf (runc, netns "none": there
-#     is no usable /dev/net/tun for slirp4netns) and storage.conf (native
-#     overlay, runroot pinned under /run/user/2345).
-#   - / made a shared mount (as systemd does at boot), so that rootless
-#     Podman does not warn on every command.
+#     would make it), and its own containers.conf (runc, cgroupfs) and
+#     storage.conf (native overlay, runroot pinned under /run/user/2345).
+#   - What udev and systemd do on an ordinary machine and this one lacks:
+#     / made a shared mount (else rootless Podman warns on every command),
+#     /dev/net/tun mode 0666 (else slirp4netns, rootless Podman's network,
+#     fails; runs with --network none work either way).
 #
 # Rootless Podman is then used as:
 #   cd / && runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 podman run --network none ...
@@ -55,6 +56,10 @@ die() {
 [ -r /etc/debian_version ] || die "this script provisions Debian (12); install the packages listed at its top by hand on other systems"
 export DEBIAN_FRONTEND=noninteractive
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+# One provisioning at a time (parallel `make test` runs would race to start
+# dockerd).
+exec 9>/run/deathwatch-provision.lock
+flock 9
 
 # ---------------------------------------------------------------- packages
 missing=()
@@ -96,7 +101,8 @@ else
 	else
 		# No systemd here: start it by hand, detached from our session so
 		# that it outlives this script and the test run.
-		setsid -f dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null
+		# 9>&-: the daemon must not inherit (and hold forever) our lock.
+		setsid -f dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null 9>&-
 		step dockerd "started (log $DOCKERD_LOG); waiting for docker info"
 	fi
 	ok=
@@ -211,11 +217,20 @@ else
 	step "root mount" "ok (shared)"
 fi
 
+if [ -c /dev/net/tun ]; then
+	if [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
+		chmod 0666 /dev/net/tun
+		step "tun device" "made /dev/net/tun 0666 (as udev does)"
+	else
+		step "tun device" "ok (/dev/net/tun 0666)"
+	fi
+else
+	step "tun device" "none: rootless Podman runs need --network none"
+fi
+
 user_conf="$MARK
 [containers]
 default_ulimits = [\"nofile=$nofile:$nofile\"]
-# no usable /dev/net/tun for slirp4netns here: runs need --network none
-netns = \"none\"
 
 [engine]
 runtime = \"runc\"
@@ -235,14 +250,15 @@ install -d -o "$DW_USER" -g "$DW_USER" "$DW_HOME/.config" "$DW_HOME/.config/cont
 r1=$(write_if_changed "$DW_HOME/.config/containers/containers.conf" "$user_conf" "$DW_USER:$DW_USER")
 r2=$(write_if_changed "$DW_HOME/.config/containers/storage.conf" "$storage_conf" "$DW_USER:$DW_USER")
 # rootless runs in /: the user must be able to enter the working directory.
-as_user() { (cd / && runuser -u "$DW_USER" -- env XDG_RUNTIME_DIR="$DW_RUNDIR" HOME="$DW_HOME" "$@"); }
+# 9>&-: rootless Podman leaves a pause process behind; not with our lock.
+as_user() { (cd / && runuser -u "$DW_USER" -- env XDG_RUNTIME_DIR="$DW_RUNDIR" HOME="$DW_HOME" "$@" 9>&-); }
 if [ -n "$r2" ] || [ -n "$subids_changed" ]; then
 	# New storage location or new id ranges: start the user's Podman
 	# state afresh (only this test user's).
 	as_user podman system migrate >/dev/null 2>&1 || true
 	as_user podman system reset --force >/dev/null 2>&1 || true
 fi
-step "podman rootless cfg" "${r1:-${r2:-ok}} (~$DW_USER/.config/containers: runc, netns none, $driver storage)"
+step "podman rootless cfg" "${r1:-${r2:-ok}} (~$DW_USER/.config/containers: runc, $driver storage)"
 out=$(as_user podman info --format '{{.Host.Security.Rootless}} {{.Host.OCIRuntime.Name}} {{.Store.GraphDriverName}} {{.Store.RunRoot}}' 2>&1) ||
 	die "rootless podman info as $DW_USER failed: $out"
 [ "$out" = "true runc $driver $DW_RUNDIR/containers" ] || die "rootless podman as $DW_USER reports '$out', expected 'true runc $driver $DW_RUNDIR/containers'"
