@@ -31,6 +31,10 @@ const (
 type NativeOptions struct {
 	// CgroupParent is where box cgroups go (default DefaultCgroupParent).
 	CgroupParent string
+	// CgroupVersion and CgroupRoot override what detectCgroup finds
+	// (e.g. 2 and /sys/fs/cgroup/unified on a hybrid host).
+	CgroupVersion int
+	CgroupRoot    string
 	// Self is the supervisor binary that runs the init stage (default
 	// /proc/self/exe).
 	Self string
@@ -115,7 +119,7 @@ func (n *Native) Probe(ctx context.Context) (Info, error) {
 			return info, nil
 		}
 	}
-	v, root, err := detectCgroup()
+	v, root, err := n.cgroupPlace()
 	if err != nil {
 		info.Detail = err.Error()
 		return info, nil
@@ -125,6 +129,18 @@ func (n *Native) Probe(ctx context.Context) (Info, error) {
 	}
 	info.Present = true
 	return info, nil
+}
+
+// cgroupPlace is the cgroup version and mount to use.
+func (n *Native) cgroupPlace() (int, string, error) {
+	if n.opts.CgroupVersion != 0 {
+		root := n.opts.CgroupRoot
+		if root == "" {
+			root = "/sys/fs/cgroup"
+		}
+		return n.opts.CgroupVersion, root, nil
+	}
+	return detectCgroup()
 }
 
 // Create checks everything that can be checked before the box exists,
@@ -161,7 +177,7 @@ func (n *Native) Create(ctx context.Context, b *Box) error {
 			return RefusedError("%v", err)
 		}
 	}
-	v, cgRoot, err := detectCgroup()
+	v, cgRoot, err := n.cgroupPlace()
 	if err != nil {
 		return SetupError("%v", err)
 	}
@@ -173,7 +189,7 @@ func (n *Native) Create(ctx context.Context, b *Box) error {
 		if b.Memory > 0 || b.PidsLimit > 0 || os.Geteuid() == 0 {
 			return RefusedError("%v", werr)
 		}
-		n.log.Warn("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
+		n.log.Info("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
 	} else {
 		if _, err := newBoxCgroup(spec); err != nil {
 			return SetupError("%v", err)
@@ -544,7 +560,7 @@ func (n *Native) Remove(ctx context.Context, b *Box) error {
 	}
 	if !ok && err == nil && b.Name != "" {
 		// No recorded cgroup: look where Create would have put it.
-		if v, root, derr := detectCgroup(); derr == nil {
+		if v, root, derr := n.cgroupPlace(); derr == nil {
 			if s, serr := boxCgroupSpec(v, root, n.opts.CgroupParent, b.Name, 0, 0); serr == nil {
 				spec, ok = s, true
 			}

@@ -323,7 +323,7 @@ func applyOp(op fsOp, tree int) error {
 			return fmt.Errorf("link %s to %s: %w", op.Target, op.Source, os.NewSyscallError("symlink", err))
 		}
 	case "bind":
-		if err := bindTarget(op, t); err != nil {
+		if err := bindTarget(op, t, tree); err != nil {
 			return err
 		}
 		if err := unix.MoveMount(tree, "", unix.AT_FDCWD, t, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
@@ -344,18 +344,20 @@ func applyOp(op fsOp, tree int) error {
 // bindTarget makes sure a bind mount's target exists with the type of
 // its source, creating it when asked (possible only below a writable
 // part of the box, such as /tmp).
-func bindTarget(op fsOp, t string) error {
+func bindTarget(op fsOp, t string, tree int) error {
 	if _, err := os.Lstat(t); err == nil || !op.Mkdir {
 		return nil
 	}
-	st, err := os.Stat(op.Source)
-	if err != nil {
-		return fmt.Errorf("mount source %s: %w", op.Source, err)
+	// The source's host path may be covered by now: ask the open tree.
+	var st unix.Stat_t
+	if err := unix.Fstat(tree, &st); err != nil {
+		return fmt.Errorf("mount source %s: %w", op.Source, os.NewSyscallError("fstat", err))
 	}
 	if err := os.MkdirAll(filepath.Dir(t), 0o755); err != nil {
 		return mountTargetError(op.Target, err)
 	}
-	if st.IsDir() {
+	var err error
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		err = os.Mkdir(t, 0o755)
 	} else {
 		var f *os.File

@@ -1,0 +1,191 @@
+package kerneltests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+// probeScript prints KEY=VALUE lines about what the agent sees. The test
+// runs a host sleep the agent must not see.
+const probeScript = `
+echo pid=$$
+echo ppid=$PPID
+echo init=$(tr '\0' ' ' < /proc/1/cmdline)
+echo procs=$(ls /proc | grep -c '^[0-9]')
+echo hostsleep=$(cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^sleep$')
+w=""; for p in / /etc /usr /root /var /home /dev /sys /proc/sys; do if (echo x > $p/.dwtest-w) 2>/dev/null; then w="$w $p"; fi; done; echo wrote=$w
+(echo x > /tmp/ok) 2>/dev/null && echo tmp=ok
+echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')
+echo hostname=$(hostname)
+echo uid=$(id -u)
+echo fds=$(ls /proc/self/fd | tr '\n' ' ')
+(echo x > /tmp/w/from-box) 2>/dev/null && echo rwmount=ok
+(echo x > /tmp/ro/from-box) 2>/dev/null && echo romount=written
+cat /tmp/ro/hello
+`
+
+func TestNativeIsolation(t *testing.T) {
+	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	host := exec.Command("sleep", "60")
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { host.Process.Kill(); host.Wait() }()
+
+	rw, ro := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(ro, "hello"), []byte("hello=from-host\n"), 0o644)
+	b := newBox(t, bins)
+	b.Mounts = []supervisor.Mount{{Source: rw, Target: "/tmp/w"}, {Source: ro, Target: "/tmp/ro", ReadOnly: true}}
+	// The agent as uid 0 (without capabilities): only the read-only mounts
+	// keep it from writing, not file permissions.
+	spec := agentSpec("/bin/sh", "-c", probeScript)
+	spec.UID, spec.GID, spec.AllowRoot = 0, 0, true
+	r := runBox(t, rt, b, spec, nil)
+	t.Logf("start %v, ready %v, exit %v\n%s%s", r.Started, r.ReadyAt, r.Total, r.Stdout, r.Stderr)
+	if r.Exit.Code != 0 {
+		t.Fatalf("exit %+v, want 0", r.Exit)
+	}
+	got := lines(r.Stdout)
+	want := map[string]string{
+		"ppid": "1", "hostsleep": "0", "wrote": "", "tmp": "ok", "ifaces": "lo", "hostname": b.Name,
+		"uid": "0", "rwmount": "ok", "hello": "from-host", "fds": "0 1 2 3", // ls's own directory is the 3
+	}
+	for k, v := range want {
+		if strings.TrimSpace(got[k]) != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if !strings.HasPrefix(got["init"], "watcher --control=fd:3") {
+		t.Errorf("PID 1 of the box is %q, want the watcher", got["init"])
+	}
+	if got["romount"] != "" {
+		t.Errorf("the agent wrote into a read-only mount")
+	}
+	if got["pid"] != "2" {
+		// The watcher (a Go program) and the init stage before it use
+		// pids for their threads; PID 2 needs the watcher to set
+		// ns_last_pid or clone3 set_tid when it starts the agent.
+		t.Logf("note: the agent is PID %s of the box, not 2", got["pid"])
+	}
+	if b, err := os.ReadFile(filepath.Join(rw, "from-box")); err != nil || string(b) != "x\n" {
+		t.Errorf("write through the rw mount: %q, %v", b, err)
+	}
+	for _, p := range []string{"/.dwtest-w", "/etc/.dwtest-w", "/tmp/ok"} {
+		if _, err := os.Stat(p); err == nil {
+			os.Remove(p)
+			t.Errorf("the box wrote %s on the host", p)
+		}
+	}
+}
+
+// The default agent (1000:1000) runs under the watcher, in the box's
+// cgroup, and the box is gone after Remove.
+func TestNativeAgentUnderWatcher(t *testing.T) {
+	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	b := newBox(t, bins)
+	var dirs []string
+	var inCgroup []string
+	r := runBox(t, rt, b, agentSpec("/bin/sh", "-c", "echo pid=$$ ppid=$PPID uid=$(id -u):$(id -g); sleep 0.2"), func(ready shared.Ready) {
+		dirs = cgroupDirs(t, b)
+		for _, d := range dirs {
+			ps, err := cgroupProcs(d)
+			if err != nil {
+				t.Errorf("read %s: %v", d, err)
+			}
+			inCgroup = append(inCgroup, strings.Join(ps, ","))
+		}
+	})
+	t.Logf("start %v, ready %v, exit %v: %s", r.Started, r.ReadyAt, r.Total, r.Stdout)
+	if !strings.Contains(r.Stdout, "ppid=1 uid=1000:1000") || r.Exit.Code != 0 || r.Exit.Reason != shared.ReasonExited {
+		t.Fatalf("stdout %q exit %+v; want the agent as 1000:1000 below PID 1, exit 0", r.Stdout, r.Exit)
+	}
+	for i, ps := range inCgroup {
+		if n := len(strings.Split(ps, ",")); ps == "" || n < 2 {
+			t.Errorf("cgroup %s held %q while the agent ran; want the watcher and the agent", dirs[i], ps)
+		}
+	}
+	if err := rt.Remove(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s still exists after Remove (%v)", d, err)
+		}
+	}
+	// Idempotent.
+	if err := rt.Remove(t.Context(), b); err != nil {
+		t.Errorf("second remove: %v", err)
+	}
+}
+
+func TestNativeRootfs(t *testing.T) {
+	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	b := newBox(t, bins)
+	b.Image = ktest.BusyboxRootfs(t)
+	script := `echo busybox=$(test -x /bin/busybox && echo yes); echo go=$(test -e /usr/local/go && echo visible); echo user=$(id -un); echo ppid=$PPID; (echo x > /etc/x) 2>/dev/null && echo wrote=etc; echo x > /tmp/x && echo tmp=ok`
+	r := runBox(t, rt, b, agentSpec("/bin/sh", "-c", script), nil)
+	t.Logf("start %v, ready %v, exit %v\n%s%s", r.Started, r.ReadyAt, r.Total, r.Stdout, r.Stderr)
+	got := lines(r.Stdout)
+	for k, v := range map[string]string{"busybox": "yes", "go": "", "ppid": "1", "wrote": "", "tmp": "ok"} {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if r.Exit.Code != 0 {
+		t.Fatalf("exit %+v", r.Exit)
+	}
+}
+
+// Network host keeps the host's interfaces.
+func TestNativeNetworkHost(t *testing.T) {
+	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	b := newBox(t, bins)
+	b.Network = "host"
+	r := runBox(t, rt, b, agentSpec("/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '"), nil)
+	if r.Exit.Code != 0 || strings.TrimSpace(r.Stdout) == "lo" || r.Stdout == "" {
+		t.Fatalf("interfaces %q exit %+v; want the host's", r.Stdout, r.Exit)
+	}
+	t.Logf("host interfaces in the box: %s", r.Stdout)
+}
+
+// The v2 code path on this machine's unified hierarchy (hybrid: no
+// controllers are bound to it, so no limits; creation, membership,
+// cgroup.kill and removal are real).
+func TestNativeCgroupV2(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err != nil {
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
+			t.Fatalf("no cgroup v2 hierarchy mounted: %v", err)
+		}
+	}
+	root := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(root); err != nil {
+		root = "/sys/fs/cgroup"
+	}
+	rt, bins := nativeRT(t, supervisor.NativeOptions{CgroupVersion: 2, CgroupRoot: root})
+	b := newBox(t, bins)
+	st, rd := startBox(t, rt, b, agentSpec("/bin/sh", "-c", "setsid sleep 100 & echo up; exec sleep 100"))
+	readUntil(t, rd, "up")
+	dir := cgroupDirs(t, b)[0]
+	ps, err := cgroupProcs(dir)
+	if err != nil || len(ps) < 3 {
+		t.Fatalf("cgroup v2 %s holds %v (%v); want the watcher, the agent and its child", dir, ps, err)
+	}
+	start := time.Now()
+	if err := rt.Remove(t.Context(), b); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	t.Logf("v2 remove (cgroup.kill + rmdir) of %d processes: %v", len(ps), time.Since(start))
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("cgroup %s still exists: %v", dir, err)
+	}
+	st.Control.Close()
+	st.Wait()
+}
