@@ -9,7 +9,8 @@
 #   make demo    the main job: bin/supervisor demo
 #   make fuzz    longer fuzz runs (FUZZTIME=5m make fuzz)
 #   make image   the FROM scratch watcher image, offline (ENGINE=podman make image)
-#   make clean
+#   make clean         bin/
+#   make clean-images  the kernel tests' images (docker, podman, rootless podman)
 
 # Go lives in /usr/local/go on the machines this runs on; a Go already on
 # PATH wins.
@@ -37,7 +38,7 @@ FUZZ_TARGETS   := FuzzReader FuzzSpec
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v '/kernel-tests')
 KERNEL_PKGS = $(shell $(GO) list ./kernel-tests/... | grep -v '/kernel-tests/bench')
 
-.PHONY: all build test provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean
+.PHONY: all build test provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean clean-images
 
 all: build
 
@@ -98,3 +99,11 @@ image: build
 
 clean:
 	rm -rf bin
+
+# Every build of the watcher gets its own test image (tagged by content);
+# this removes them all from the three image stores.
+clean-images:
+	-docker images -q deathwatch-test | sort -u | xargs -r docker rmi -f
+	-podman images -q localhost/deathwatch-test | sort -u | xargs -r podman rmi -f
+	-cd / && runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 podman images -q localhost/deathwatch-test | sort -u | \
+		xargs -r runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 podman rmi -f
