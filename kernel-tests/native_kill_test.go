@@ -1,0 +1,219 @@
+package kerneltests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/supervisor"
+)
+
+// longAgent leaves descendants that ignore TERM and escape into their own
+// sessions, then says ready.
+const longAgent = `trap '' TERM; setsid sh -c "trap '' TERM; sleep 1000" & sleep 1000 & (trap '' TERM; exec sleep 1000) & echo ready; wait`
+
+// killTrial starts `supervisor exec --runtime native` (as user, "" for
+// root), waits until the agent is ready, SIGKILLs the supervisor and
+// returns how long until every process of the box was dead, and the
+// journal directory.
+func killTrial(t *testing.T, bins ktest.Binaries, user string, extra ...string) (time.Duration, string, int) {
+	t.Helper()
+	journal := sharedTempDir(t)
+	args := append([]string{"exec", "--runtime", "native", "--journal", journal, "--instance", "ktest-kill", "--watcher", bins.Watcher}, extra...)
+	args = append(args, "--", "/bin/sh", "-c", longAgent)
+	var cmd *exec.Cmd
+	if user == "" {
+		cmd = exec.Command(bins.Supervisor, args...)
+	} else {
+		cmd = ktest.AsUser(user, bins.Supervisor, args...)
+	}
+	cmd.Stderr = testWriter{t}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatalf("agent did not say ready: %q %v", line, err)
+	}
+	// The supervisor (runuser's child when run as a user).
+	sup := cmd.Process.Pid
+	if user != "" {
+		kids := ktest.Descendants(sup)
+		if len(kids) == 0 {
+			t.Fatalf("no supervisor below runuser")
+		}
+		sup = kids[0].PID
+	}
+	var init int
+	for _, p := range ktest.Descendants(sup) {
+		if st, err := ktest.ReadStat(p.PID); err == nil && st.PPID == sup {
+			init = p.PID
+		}
+	}
+	ns, err := ktest.PIDNamespace(init)
+	if err != nil || init == 0 {
+		t.Fatalf("box init below supervisor %d: pid %d, %v", sup, init, err)
+	}
+	box := ktest.InNamespace(ns)
+	if len(box) < 5 {
+		t.Fatalf("box holds %d processes (%s); want the watcher, the agent and its 3 descendants", len(box), ktest.Describe(box))
+	}
+	start := time.Now()
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	took, left := ktest.WaitDead(box, start, 5*time.Second)
+	if len(left) > 0 {
+		for _, p := range left {
+			syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+		t.Fatalf("after SIGKILL of the supervisor, %s still run after %v", ktest.Describe(left), took)
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	return took, journal, len(box)
+}
+
+// sharedTempDir is a temporary folder the unprivileged user can write.
+func sharedTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "dw-native-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, 0o1777)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// openEntry is the one journal entry of a killed supervisor.
+func openEntry(t *testing.T, dir string) *supervisor.JournalEntry {
+	t.Helper()
+	j, err := supervisor.OpenJournal(dir, "ktest-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, _, err := j.List()
+	if err != nil || len(es) != 1 {
+		t.Fatalf("journal %s: %d entries, %v", dir, len(es), err)
+	}
+	return es[0]
+}
+
+func TestNativeSupervisorKilled(t *testing.T) {
+	ktest.RequireRoot(t)
+	bins := ktest.Build(t)
+	rt := supervisor.NewNative(nil, supervisor.NativeOptions{})
+	const trials = 12
+	var times []time.Duration
+	for i := 0; i < trials; i++ {
+		took, journal, n := killTrial(t, bins, "", "--pids-limit", "100")
+		times = append(times, took)
+		e := openEntry(t, journal)
+		if !e.Open() {
+			t.Fatalf("journal entry %s is closed after SIGKILL; want it open for reconcile", e.LaunchID)
+		}
+		b := &supervisor.Box{Name: e.Box, State: e.RuntimeState}
+		dirs := cgroupDirs(t, b)
+		emptied := time.Now()
+		empty := func() bool {
+			for _, d := range dirs {
+				if ps, err := cgroupProcs(d); err != nil || len(ps) != 0 {
+					return false
+				}
+			}
+			return true
+		}
+		if !ktest.WaitFor(2*time.Second, empty) {
+			for _, d := range dirs {
+				ps, err := cgroupProcs(d)
+				t.Errorf("cgroup %s holds %v 2s after the box died (%v)", d, ps, err)
+			}
+		}
+		if i == 0 {
+			t.Logf("trial 1: the cgroup was empty %v after the box processes died", time.Since(emptied))
+		}
+		// A later cleanup (what reconcile does) removes it.
+		if err := rt.Remove(context.Background(), b); err != nil {
+			t.Fatalf("remove from the journal entry: %v", err)
+		}
+		for _, d := range dirs {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Errorf("cgroup %s left after remove", d)
+			}
+		}
+		if i == 0 {
+			t.Logf("trial 1: %d box processes dead %v after SIGKILL; cgroup %v empty, then removed", n, took, dirs)
+		}
+	}
+	t.Logf("SIGKILL supervisor -> every box process dead, %d trials: p50 %v, p95 %v, max %v",
+		trials, pct(times, 0.5), pct(times, 0.95), pct(times, 1))
+}
+
+// The same as the unprivileged user (user namespace, no cgroup of its
+// own: the PID namespace is the kill domain).
+func TestNativeSupervisorKilledUnprivileged(t *testing.T) {
+	ktest.RequireRoot(t)
+	bins := ktest.Build(t)
+	requireUnprivilegedUserns(t)
+	var times []time.Duration
+	for i := 0; i < 5; i++ {
+		took, _, _ := killTrial(t, bins, ktest.RootlessUser)
+		times = append(times, took)
+	}
+	t.Logf("as %s: SIGKILL supervisor -> every box process dead, %d trials: p50 %v, max %v", ktest.RootlessUser, len(times), pct(times, 0.5), pct(times, 1))
+}
+
+// requireUnprivilegedUserns fails (never skips) when the kernel forbids
+// what the unprivileged tests need.
+func requireUnprivilegedUserns(t *testing.T) {
+	t.Helper()
+	out, err := ktest.AsUser(ktest.RootlessUser, "unshare", "--user", "--map-root-user", "true").CombinedOutput()
+	if err != nil {
+		t.Fatalf("user %s cannot create a user namespace here (%v: %s); the unprivileged native tests need a kernel that allows it (kernel-tests/provision.sh creates the user)", ktest.RootlessUser, err, strings.TrimSpace(string(out)))
+	}
+}
+
+// The unprivileged user runs a box: isolated the same way.
+func TestNativeUnprivileged(t *testing.T) {
+	ktest.RequireRoot(t)
+	bins := ktest.Build(t)
+	requireUnprivilegedUserns(t)
+	journal := sharedTempDir(t)
+	script := `echo ppid=$PPID; echo uid=$(id -u); echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '); (echo x > /etc/x) 2>/dev/null && echo wrote=etc; echo x > /tmp/x && echo tmp=ok; echo procs=$(ls /proc | grep -c '^[0-9]')`
+	cmd := ktest.AsUser(ktest.RootlessUser, bins.Supervisor, "exec", "--runtime", "native", "--journal", journal, "--watcher", bins.Watcher, "--", "/bin/sh", "-c", script)
+	start := time.Now()
+	out, err := cmd.Output()
+	t.Logf("as %s in %v:\n%s", ktest.RootlessUser, time.Since(start), out)
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("supervisor exec as %s: %v: %s", ktest.RootlessUser, err, stderr)
+	}
+	got := lines(string(out))
+	for k, v := range map[string]string{"ppid": "1", "uid": "1000", "ifaces": "lo", "wrote": "", "tmp": "ok"} {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if n := got["procs"]; n == "" || len(n) > 1 {
+		t.Errorf("the box sees %s processes; want only its own few", n)
+	}
+}
+
+var _ = fmt.Sprint
