@@ -1,0 +1,123 @@
+package kerneltests
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+)
+
+// treeScript starts the hard cases of an agent tree, prints "started"
+// and waits:
+//   - $0-setsid: a setsid'd, double-forked loop (orphaned, its own session);
+//   - $0-noterm: a loop that ignores SIGTERM;
+//   - the main shell itself.
+const treeScript = `
+busybox setsid busybox sh -c 'busybox sh -c "while :; do busybox sleep 1; done" "$0-setsid" &' "$0"
+busybox sh -c 'trap "" TERM; while :; do busybox sleep 1; done' "$0-noterm" &
+echo started
+while :; do busybox sleep 1; done
+`
+
+// TestWatcherControllerSIGKILL: SIGKILL of the stand-in controller that
+// holds the only host end of the stream → every process of the box dies.
+func TestWatcherControllerSIGKILL(t *testing.T) {
+	bin := watcherBin(t)
+	trials := []struct {
+		d   domain
+		uid uint32
+	}{{pid1FD, 1000}, {pid1Stdin, 1234}, {ownNSFD, 1234}, {ownNSStdin, 1000}}
+	for _, tr := range trials {
+		t.Run(fmt.Sprintf("%s-uid%d", tr.d.name, tr.uid), func(t *testing.T) {
+			marker := newMarker(t)
+			c := ktest.StartController(t, bin, tr.d.options(true))
+			spec := shellSpec(treeScript, marker)
+			spec.UID, spec.GID = tr.uid, tr.uid
+			spec.Grace = 5 * time.Second // liveness loss must not wait for it
+			c.Launch(spec)
+			if !c.WaitStdout("started", 5*time.Second) {
+				t.Fatalf("the agent did not start\n%s", c.Diagnostics())
+			}
+			marked := waitMarkers(t, c, 5*time.Second, marker, marker+"-setsid", marker+"-noterm")
+			for _, p := range marked {
+				if got := uidOf(p); got != strconv.Itoa(int(tr.uid)) {
+					t.Errorf("agent process %s runs as uid %s, want %d", ktest.Describe([]ktest.Proc{p}), got, tr.uid)
+				}
+			}
+			ns := c.BoxNamespace(5 * time.Second)
+			box := ktest.InNamespace(ns)
+			if len(box) < len(marked)+1 {
+				t.Fatalf("box namespace holds %d processes, want at least %d", len(box), len(marked)+1)
+			}
+
+			killed := c.KillStandin()
+			took := requireDead(t, box, killed, 5*time.Second, "after SIGKILL of the controller")
+			gone, left := ktest.WaitGone(box, killed, 5*time.Second)
+			t.Logf("SIGKILL of the controller → last of %d box processes dead after %s, reaped after %s",
+				len(box), took.Round(10*time.Microsecond), gone.Round(10*time.Microsecond))
+			if len(left) > 0 {
+				t.Errorf("processes not reaped: %s", ktest.Describe(left))
+			}
+			res := c.Wait(5 * time.Second)
+			// The exit record can reach the test only in stdin mode, where
+			// the box→host direction does not pass the dead stand-in.
+			expectExit(t, c, res, shared.ExitLivenessLost, shared.ReasonLivenessLost, tr.d.control == ktest.ControlStdin)
+			t.Logf("%s", fmtExit(res.Exit))
+		})
+	}
+}
+
+// TestWatcherHeartbeatStall: a frozen controller (SIGSTOP) sends nothing
+// while the stream stays open → the box dies after the heartbeat timeout,
+// not before.
+func TestWatcherHeartbeatStall(t *testing.T) {
+	bin := watcherBin(t)
+	const heartbeat = time.Second
+	const pingEvery = 100 * time.Millisecond
+	for _, d := range twoDomains {
+		t.Run(d.name, func(t *testing.T) {
+			marker := newMarker(t)
+			c := ktest.StartController(t, bin, d.options(true))
+			spec := shellSpec(treeScript, marker)
+			spec.Heartbeat = heartbeat
+			c.Launch(spec)
+			c.StartPings(pingEvery)
+			if !c.WaitStdout("started", 5*time.Second) {
+				t.Fatalf("the agent did not start\n%s", c.Diagnostics())
+			}
+			marked := waitMarkers(t, c, 5*time.Second, marker, marker+"-setsid", marker+"-noterm")
+			ns := c.BoxNamespace(5 * time.Second)
+			init, err := ktest.BoxInit(ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The loops' sleeps come and go; the shells and the watcher stay.
+			steady := append(marked, init)
+			box := ktest.InNamespace(ns)
+
+			// Pings keep it alive past the timeout.
+			time.Sleep(heartbeat + heartbeat/2)
+			requireAlive(t, steady, fmt.Sprintf("with pings every %s and a %s heartbeat", pingEvery, heartbeat))
+			if _, ok := c.WaitFrame(shared.FramePong, time.Second); !ok {
+				t.Errorf("no pong for the pings\n%s", c.Diagnostics())
+			}
+
+			stopped := c.StopStandin()
+			time.Sleep(heartbeat * 4 / 10)
+			requireAlive(t, steady, fmt.Sprintf("%s after the controller froze (heartbeat %s)", time.Since(stopped).Round(time.Millisecond), heartbeat))
+			took := requireDead(t, append(box, steady...), stopped, heartbeat+3*time.Second, "after the heartbeat timeout")
+			t.Logf("controller frozen → box dead after %s (heartbeat %s, pings every %s)", took.Round(time.Millisecond), heartbeat, pingEvery)
+			if min := heartbeat - 2*pingEvery - 100*time.Millisecond; took < min {
+				t.Errorf("the box died %s after the controller froze: before the %s heartbeat could pass", took, heartbeat)
+			}
+			c.StopPings()
+			c.ContStandin()
+			res := c.Wait(5 * time.Second)
+			expectExit(t, c, res, shared.ExitLivenessLost, shared.ReasonLivenessLost, true)
+			t.Logf("%s", fmtExit(res.Exit))
+		})
+	}
+}
