@@ -199,8 +199,13 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 		defer signal.Stop(pipe)
 		sigs = ch
 	}
+	env := c.env
+	if env == nil {
+		env = os.Environ()
+	}
 	c.code = Exec(context.Background(), o, &ExecIO{
-		Stdout: c.stdout, Stderr: c.stderr, Log: g.logger(c.stderr), Events: ev, Signals: sigs, Env: c.env,
+		Stdout: c.stdout, Stderr: c.stderr, Log: g.logger(c.stderr), Events: ev, Signals: sigs,
+		Env: engineEnv(env, e.Env),
 	})
 	return nil
 }
@@ -478,4 +483,22 @@ func (v *VersionCmd) Run(c *cmdContext) error {
 	}
 	fmt.Fprintf(c.stdout, "supervisor %s (protocol %d, %s)\n", shared.Version, shared.ProtocolVersion, runtime.Version())
 	return nil
+}
+
+// engineEnv is the environment for engine CLIs: the supervisor's own
+// without the variables passed to the agent, so that their values sit
+// in no process's environment but the supervisor's and the agent's.
+func engineEnv(env, agentNames []string) []string {
+	drop := map[string]bool{}
+	for _, n := range agentNames {
+		drop[n] = true
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !drop[name] {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -310,11 +310,20 @@ func TestExecSecretsOnlyInSpec(t *testing.T) {
 		done <- runExec(t, fe, sigs, append(docker, "--env", "DW_TEST_TOKEN", "--env-file", envFile, "--", "sleep", "100")...)
 	}()
 	waitFile(t, fe, "running")
-	// Every command line on the host while the box runs.
+	// Every command line on the host while the box runs, and every
+	// environment but this process's (the supervisor here): the engine
+	// client does not inherit the agent's variables.
 	ms, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, m := range ms {
 		if b, _ := os.ReadFile(m); bytes.Contains(b, []byte(secret)) {
 			t.Errorf("secret in %s: %q", m, b)
+		}
+		env := filepath.Join(filepath.Dir(m), "environ")
+		if filepath.Dir(m) == fmt.Sprintf("/proc/%d", os.Getpid()) {
+			continue
+		}
+		if b, _ := os.ReadFile(env); bytes.Contains(b, []byte(secret)) {
+			t.Errorf("secret in %s", env)
 		}
 	}
 	sigs <- syscall.SIGTERM

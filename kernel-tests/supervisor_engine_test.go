@@ -1,0 +1,540 @@
+package kerneltests
+
+// supervisor exec against the real engines: Docker (rootful, so
+// --allow-rootful), rootful Podman (--allow-rootful) and rootless Podman
+// run by ktest.RootlessUser (no flag: it is rootless). Each scenario of
+// the fake-engine unit tests in supervisor/ runs here for real.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+// engineRig is one engine as the supervisor sees it.
+type engineRig struct {
+	t        *testing.T
+	name     string // docker | podman | podman-rootless
+	runtime  string // docker | podman
+	user     string // "" = root
+	uid, gid int
+	image    string
+	bin      ktest.Binaries
+	instance string
+	dir      string // journal + events, owned by the user
+}
+
+func engineRigs(t *testing.T) []*engineRig {
+	ktest.RequireRoot(t)
+	bin := ktest.Build(t)
+	u, err := user.Lookup(ktest.RootlessUser)
+	if err != nil {
+		t.Fatalf("look up %s: %v (run kernel-tests/provision.sh)", ktest.RootlessUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return []*engineRig{
+		{name: "docker", runtime: "docker", image: ktest.DockerImage(t, "docker"), bin: bin},
+		{name: "podman", runtime: "podman", image: ktest.DockerImage(t, "podman"), bin: bin},
+		{name: "podman-rootless", runtime: "podman", user: ktest.RootlessUser, uid: uid, gid: gid, image: ktest.PodmanRootlessImage(t, ktest.RootlessUser), bin: bin},
+	}
+}
+
+// forEngine runs f once per engine, each with its own instance and journal.
+func forEngine(t *testing.T, f func(t *testing.T, r *engineRig)) {
+	for _, proto := range engineRigs(t) {
+		t.Run(proto.name, func(t *testing.T) {
+			r := *proto
+			r.t = t
+			r.instance = fmt.Sprintf("kt-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+			dir, err := os.MkdirTemp("", "dw-kt-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			if r.user != "" {
+				if err := os.Chown(dir, r.uid, r.gid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.dir = dir
+			t.Cleanup(func() { r.removeLeftovers() })
+			f(t, &r)
+		})
+	}
+}
+
+func (r *engineRig) journalDir() string { return filepath.Join(r.dir, "journal") }
+func (r *engineRig) eventsFile() string { return filepath.Join(r.dir, "events.jsonl") }
+
+// supervisor returns `supervisor --instance I --journal J exec FLAGS... args...`
+// as the rig's user. As the rootless user it goes through setpriv, which
+// execs: the pid of the command is the supervisor's.
+func (r *engineRig) supervisor(env []string, args ...string) *exec.Cmd {
+	argv := []string{"--instance", r.instance, "--journal", r.journalDir(), "exec", "--runtime", r.runtime,
+		"--image", r.image, "--events", r.eventsFile()}
+	if r.user == "" {
+		argv = append(argv, "--allow-rootful")
+	}
+	argv = append(argv, args...)
+	return r.command(env, r.bin.Supervisor, argv...)
+}
+
+// command runs name as the rig's user with env added to a minimal environment.
+func (r *engineRig) command(env []string, name string, args ...string) *exec.Cmd {
+	base := []string{"PATH=" + os.Getenv("PATH")}
+	if r.user == "" {
+		cmd := exec.Command(name, args...)
+		cmd.Env = append(append(base, "HOME=/root"), env...)
+		return cmd
+	}
+	u, _ := user.Lookup(r.user)
+	rd, _ := ktest.RuntimeDir(r.user)
+	cmd := exec.Command("setpriv", append([]string{"--reuid", u.Uid, "--regid", u.Gid, "--init-groups", "--", name}, args...)...)
+	cmd.Env = append(append(base, "HOME="+u.HomeDir, "USER="+r.user, "XDG_RUNTIME_DIR="+rd), env...)
+	cmd.Dir = "/"
+	return cmd
+}
+
+// engine runs the engine CLI as the rig's user.
+func (r *engineRig) engine(args ...string) *exec.Cmd {
+	return r.command(nil, r.runtime, args...)
+}
+
+// boxes lists the boxes of this instance, running or not.
+func (r *engineRig) boxes() []string {
+	out, err := r.engine("ps", "--all", "--filter", "label="+shared.LabelInstance+"="+r.instance, "--format", "{{.Names}}").Output()
+	if err != nil {
+		r.t.Fatalf("%s ps: %v", r.name, err)
+	}
+	return strings.Fields(string(out))
+}
+
+func (r *engineRig) removeLeftovers() {
+	for _, b := range r.boxes() {
+		r.t.Errorf("left behind: box %s", b)
+		r.engine("rm", "-f", b).Run()
+	}
+}
+
+// exists reports whether box exists.
+func (r *engineRig) exists(box string) bool {
+	return r.engine("container", "inspect", "--format", "{{.Id}}", box).Run() == nil
+}
+
+func (r *engineRig) entries() []*supervisor.JournalEntry {
+	r.t.Helper()
+	j, err := supervisor.OpenJournal(r.journalDir(), r.instance)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	es, bad, err := j.List()
+	if err != nil || len(bad) != 0 {
+		r.t.Fatalf("journal: %v %v", err, bad)
+	}
+	return es
+}
+
+func (r *engineRig) events() []supervisor.Event {
+	b, _ := os.ReadFile(r.eventsFile())
+	var evs []supervisor.Event
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var ev supervisor.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			r.t.Fatalf("event %q: %v", sc.Text(), err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// waitEvent waits for the named event and returns it.
+func (r *engineRig) waitEvent(name string, within time.Duration) supervisor.Event {
+	r.t.Helper()
+	end := time.Now().Add(within)
+	for time.Now().Before(end) {
+		for _, ev := range r.events() {
+			if ev.Event == name {
+				return ev
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	r.t.Fatalf("no %s event within %v; events: %+v", name, within, r.events())
+	return supervisor.Event{}
+}
+
+// assertClean: no box of this instance, every journal entry closed.
+func (r *engineRig) assertClean() {
+	r.t.Helper()
+	if b := r.boxes(); len(b) != 0 {
+		r.t.Errorf("boxes left: %v", b)
+	}
+	for _, e := range r.entries() {
+		if e.Open() {
+			r.t.Errorf("journal entry %s is open (%s)", e.LaunchID, e.State)
+		}
+	}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+	took           time.Duration
+}
+
+func runCmd(cmd *exec.Cmd) result {
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	t0 := time.Now()
+	err := cmd.Run()
+	res := result{stdout: out.String(), stderr: errb.String(), took: time.Since(t0)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+	} else if err != nil {
+		res.code = -1
+		res.stderr += err.Error()
+	}
+	return res
+}
+
+func TestSupervisorExitStatus(t *testing.T) {
+	forEngine(t, func(t *testing.T, r *engineRig) {
+		for _, tc := range []struct {
+			name string
+			args []string
+			code int
+			out  string
+		}{
+			{"0", []string{"--", "sh", "-c", "echo hello; echo oops >&2"}, 0, "hello\n"},
+			{"7", []string{"--", "sh", "-c", "exit 7"}, 7, ""},
+			{"128+USR1", []string{"--", "sh", "-c", "kill -USR1 $$"}, 128 + int(syscall.SIGUSR1), ""},
+			{"deadline", []string{"--deadline", "500ms", "--grace", "200ms", "--", "sh", "-c", "trap '' TERM; sleep 30"}, shared.ExitDeadline, ""},
+			{"not found", []string{"--", "/nonexistent"}, shared.ExitNotFound, ""},
+			{"cannot exec", []string{"--", "/etc/passwd"}, shared.ExitCannotExec, ""},
+			{"watcher in image", []string{"--watcher-in-image", ktest.ImageWatcher, "--", "sh", "-c", "exit 3"}, 3, ""},
+		} {
+			res := runCmd(r.supervisor(nil, tc.args...))
+			t.Logf("%s: exit %d in %v", tc.name, res.code, res.took.Round(time.Millisecond))
+			if res.code != tc.code || res.stdout != tc.out {
+				t.Errorf("%s: exit %d stdout %q, want %d %q; stderr:\n%s", tc.name, res.code, res.stdout, tc.code, tc.out, res.stderr)
+			}
+			if tc.name == "0" && !strings.Contains(res.stderr, "oops") {
+				t.Errorf("agent stderr not relayed: %q", res.stderr)
+			}
+		}
+		r.assertClean()
+		es := r.entries()
+		if len(es) != 7 {
+			t.Fatalf("%d journal entries, want 7", len(es))
+		}
+		for _, e := range es {
+			if e.State != supervisor.StateRemoved || e.Exit == nil {
+				t.Errorf("journal entry %+v", e)
+			}
+		}
+	})
+}
+
+// agentPids returns the host pids whose command line holds token.
+func agentPids(token string) []int {
+	var pids []int
+	ms, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, m := range ms {
+		b, err := os.ReadFile(m)
+		if err != nil || !bytes.Contains(b, []byte(token)) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(m)))
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
+	i := int(float64(len(s)-1)*p + 0.5)
+	return s[i]
+}
+
+// SIGKILL of the supervisor mid-run: the agent tree (a setsid'd and a
+// TERM-ignoring descendant included) dies and the box is removed by the
+// engine's auto-remove; the journal entry stays open for reconcile.
+func TestSupervisorSIGKILL(t *testing.T) {
+	const trials = 10
+	forEngine(t, func(t *testing.T, r *engineRig) {
+		var dead, removed []time.Duration
+		for i := 0; i < trials; i++ {
+			token := fmt.Sprintf("%d%03d", 700000+os.Getpid()%1000, i)
+			agent := fmt.Sprintf("setsid sleep %s & (trap '' TERM; sleep %s) & sleep %s", token, token, token)
+			os.Remove(r.eventsFile())
+			cmd := r.supervisor(nil, "--", "sh", "-c", agent)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			box := r.waitEvent(supervisor.EventReady, 30*time.Second).Box
+			for len(agentPids(token)) < 3 {
+				time.Sleep(time.Millisecond)
+			}
+			t0 := time.Now()
+			cmd.Process.Kill()
+			var tDead, tRemoved time.Duration
+			for tDead == 0 || tRemoved == 0 {
+				if tDead == 0 && len(agentPids(token)) == 0 {
+					tDead = time.Since(t0)
+				}
+				if tRemoved == 0 && !r.exists(box) {
+					tRemoved = time.Since(t0)
+				}
+				if time.Since(t0) > 30*time.Second {
+					t.Fatalf("trial %d: after 30s agent pids %v, box exists %v", i, agentPids(token), r.exists(box))
+				}
+				if tDead == 0 {
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+			cmd.Wait()
+			t.Logf("trial %d: SIGKILL → agent processes dead %v, box removed %v", i, tDead.Round(10*time.Microsecond), tRemoved.Round(time.Millisecond))
+			dead, removed = append(dead, tDead), append(removed, tRemoved)
+		}
+		t.Logf("%s SIGKILL → agent dead:  p50 %v p95 %v max %v (n=%d)", r.name, percentile(dead, .5).Round(10*time.Microsecond), percentile(dead, .95).Round(10*time.Microsecond), percentile(dead, 1).Round(10*time.Microsecond), trials)
+		t.Logf("%s SIGKILL → box removed: p50 %v p95 %v max %v (n=%d; polled with `%s container inspect`)", r.name, percentile(removed, .5).Round(time.Millisecond), percentile(removed, .95).Round(time.Millisecond), percentile(removed, 1).Round(time.Millisecond), trials, r.runtime)
+		if b := r.boxes(); len(b) != 0 {
+			t.Errorf("boxes left: %v", b)
+		}
+		// The supervisor never got to journal the removal: reconcile's job.
+		for _, e := range r.entries() {
+			if e.State != supervisor.StateStarted || e.Owner.Alive() {
+				t.Errorf("journal entry %s: state %s, owner alive %v", e.LaunchID, e.State, e.Owner.Alive())
+			}
+		}
+	})
+}
+
+func TestSupervisorSignals(t *testing.T) {
+	forEngine(t, func(t *testing.T, r *engineRig) {
+		for _, tc := range []struct {
+			name    string
+			signals []syscall.Signal
+			agent   string
+			code    int
+		}{
+			// First signal: stop (TERM, grace, KILL) — sleep dies of TERM.
+			{"SIGINT", []syscall.Signal{syscall.SIGINT}, "sleep 1000", 128 + int(syscall.SIGTERM)},
+			{"SIGTERM", []syscall.Signal{syscall.SIGTERM}, "sleep 1000", 128 + int(syscall.SIGTERM)},
+			// Second signal: at once, even for an agent that ignores TERM.
+			{"SIGTERM twice", []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM}, "trap '' TERM; sleep 1000 & wait", 128 + int(syscall.SIGTERM)},
+		} {
+			os.Remove(r.eventsFile())
+			cmd := r.supervisor(nil, "--grace", "20s", "--", "sh", "-c", tc.agent)
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			box := r.waitEvent(supervisor.EventReady, 30*time.Second).Box
+			t0 := time.Now()
+			for _, s := range tc.signals {
+				cmd.Process.Signal(s)
+				time.Sleep(50 * time.Millisecond)
+			}
+			err := cmd.Wait()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			t.Logf("%s: exit %d, %v after the first signal", tc.name, code, time.Since(t0).Round(time.Millisecond))
+			if code != tc.code {
+				t.Errorf("%s: exit %d, want %d; stderr %s", tc.name, code, tc.code, errb.String())
+			}
+			if time.Since(t0) > 15*time.Second {
+				t.Errorf("%s: took %v (grace is 20s: the second signal must not wait for it)", tc.name, time.Since(t0))
+			}
+			if r.exists(box) {
+				t.Errorf("%s: box %s exists", tc.name, box)
+			}
+			evs := r.events()
+			if evs[len(evs)-1].Event != supervisor.EventRemoved || evs[len(evs)-1].Error != "" {
+				t.Errorf("%s: last event %+v", tc.name, evs[len(evs)-1])
+			}
+		}
+		r.assertClean()
+	})
+}
+
+// A secret passed with --env reaches the agent's environment and
+// nothing else on the host or in the engine.
+func TestSupervisorSecrets(t *testing.T) {
+	forEngine(t, func(t *testing.T, r *engineRig) {
+		secret := fmt.Sprintf("dw-secret-%x", time.Now().UnixNano())
+		cmd := r.supervisor([]string{"DW_SECRET=" + secret}, "--env", "DW_SECRET", "--", "sh", "-c", "printenv DW_SECRET; sleep 1000")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		box := r.waitEvent(supervisor.EventReady, 30*time.Second).Box
+		for !strings.Contains(out.String(), secret) {
+			if cmd.ProcessState != nil {
+				t.Fatalf("supervisor ended: %s", errb.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		sup := cmd.Process.Pid
+		// Host argv and environments (the supervisor's own environment
+		// holds it: that is where it came from).
+		ms, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, m := range ms {
+			if b, _ := os.ReadFile(m); bytes.Contains(b, []byte(secret)) {
+				t.Errorf("secret in %s: %q", m, b)
+			}
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(m)))
+			if pid == sup || pid == os.Getpid() {
+				continue
+			}
+			if b, _ := os.ReadFile(filepath.Join(filepath.Dir(m), "environ")); bytes.Contains(b, []byte(secret)) {
+				agent, _ := os.ReadFile(m)
+				if strings.HasPrefix(string(agent), "sh\x00-c\x00printenv") || strings.HasPrefix(string(agent), "sleep\x001000") {
+					continue // the agent itself
+				}
+				t.Errorf("secret in the environment of pid %d (%q)", pid, agent)
+			}
+		}
+		// The engine's view of the box.
+		insp, err := r.engine("container", "inspect", box).Output()
+		if err != nil {
+			t.Fatalf("inspect: %v", err)
+		}
+		if bytes.Contains(insp, []byte(secret)) {
+			t.Errorf("secret in %s inspect", r.name)
+		}
+		// The watcher's own environment (PID 1 of the box), from the host.
+		pidOut, err := r.engine("container", "inspect", "--format", "{{.State.Pid}}", box).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wenv, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pidOut)) + "/environ")
+		if err != nil {
+			t.Fatalf("watcher environ: %v", err)
+		}
+		if bytes.Contains(wenv, []byte(secret)) {
+			t.Errorf("secret in the watcher's environment")
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		for _, f := range []string{r.eventsFile()} {
+			if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(secret)) {
+				t.Errorf("secret in %s", f)
+			}
+		}
+		filepath.Walk(r.journalDir(), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && !fi.IsDir() {
+				if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(secret)) {
+					t.Errorf("secret in journal file %s", p)
+				}
+			}
+			return nil
+		})
+		if strings.Contains(errb.String(), secret) {
+			t.Errorf("secret on the supervisor's stderr")
+		}
+		r.assertClean()
+	})
+}
+
+// Failures before anything exists: one clear line, a distinct exit
+// status, no box, no journal entry.
+func TestSupervisorRefusals(t *testing.T) {
+	forEngine(t, func(t *testing.T, r *engineRig) {
+		emptyPath, _ := os.MkdirTemp("", "dw-nopath-")
+		defer os.RemoveAll(emptyPath)
+		os.Chmod(emptyPath, 0o755)
+		type tc struct {
+			name string
+			env  []string
+			args []string
+			code int
+			want string
+		}
+		cases := []tc{
+			{"missing engine", []string{"PATH=" + emptyPath}, []string{"--", "true"}, shared.ExitEngine, "not installed"},
+			{"missing image", nil, []string{"--image", "deathwatch-test:no-such-image", "--", "true"}, shared.ExitImage, "not found"},
+			{"bad flag", nil, []string{"--no-such-flag", "--", "true"}, shared.ExitUsage, "unknown flag"},
+			{"agent uid 0", nil, []string{"--user", "0:0", "--", "true"}, shared.ExitRefused, "root"},
+		}
+		switch r.name {
+		case "docker":
+			// A stopped dockerd: point the client at a socket nobody serves.
+			cases = append(cases, tc{"dockerd down", []string{"DOCKER_HOST=unix:///tmp/dw-no-dockerd.sock"}, []string{"--", "true"}, shared.ExitEngine, "not reachable"})
+		case "podman-rootless":
+			// Rootless needs no --allow-rootful; the rootful engines without it are refused.
+		}
+		if r.user == "" {
+			cases = append(cases, tc{"rootful without --allow-rootful", nil, nil, shared.ExitRefused, "--allow-rootful"})
+		}
+		for _, c := range cases {
+			var cmd *exec.Cmd
+			if c.name == "rootful without --allow-rootful" {
+				cmd = r.command(nil, r.bin.Supervisor, "--instance", r.instance, "--journal", r.journalDir(), "exec", "--runtime", r.runtime, "--image", r.image, "--", "true")
+			} else {
+				cmd = r.supervisor(c.env, c.args...)
+				if c.name == "missing engine" {
+					// PATH without the engine, but the supervisor found by absolute path.
+					cmd.Env = append(cmd.Env, "PATH="+emptyPath)
+				}
+			}
+			res := runCmd(cmd)
+			lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+			t.Logf("%s: exit %d: %s", c.name, res.code, strings.TrimSpace(res.stderr))
+			if res.code != c.code || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("%s: exit %d stderr %q, want %d and one line with %q", c.name, res.code, res.stderr, c.code, c.want)
+			}
+		}
+		r.assertClean()
+		if es := r.entries(); len(es) != 0 {
+			t.Errorf("journal entries written: %d", len(es))
+		}
+	})
+}
+
+// Launch overhead: supervisor exec vs a bare `run --rm -i IMAGE true`.
+// Printed, not asserted (make bench has the side-by-side with hyperfine).
+func TestSupervisorLaunchTime(t *testing.T) {
+	const n = 10
+	forEngine(t, func(t *testing.T, r *engineRig) {
+		var sup, bare []time.Duration
+		for i := 0; i < n; i++ {
+			res := runCmd(r.supervisor(nil, "--", "true"))
+			if res.code != 0 {
+				t.Fatalf("supervisor exec: %d %s", res.code, res.stderr)
+			}
+			sup = append(sup, res.took)
+			res = runCmd(r.engine("run", "--rm", "-i", "--network", "none", r.image, "true"))
+			if res.code != 0 {
+				t.Fatalf("bare run: %d %s", res.code, res.stderr)
+			}
+			bare = append(bare, res.took)
+		}
+		ps, pb := percentile(sup, .5), percentile(bare, .5)
+		t.Logf("%s launch p50: supervisor exec -- true %v, %s run --rm -i IMAGE true %v, ratio %.2f (n=%d)", r.name, ps.Round(time.Millisecond), r.runtime, pb.Round(time.Millisecond), float64(ps)/float64(pb), n)
+		r.assertClean()
+	})
+}
