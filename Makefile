@@ -12,9 +12,10 @@
 #   make clean         bin/
 #   make clean-images  the kernel tests' images (docker, podman, rootless podman)
 
-# Go lives in /usr/local/go on the machines this runs on; a Go already on
-# PATH wins.
-export PATH := $(PATH):/usr/local/go/bin
+# Go lives in /usr/local/go on the machines this runs on (a Go already on
+# PATH wins); the tests run root's tools (runuser, chroot, dockerd, ...),
+# which a minimal PATH may lack.
+export PATH := $(PATH):/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/sbin
 GO      ?= go
 ENGINE  ?= docker
 IMAGE   ?= deathwatch/watcher:latest
