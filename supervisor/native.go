@@ -110,13 +110,14 @@ func (n *Native) Probe(ctx context.Context) (Info, error) {
 		info.Version = unix.ByteSliceToString(u.Release[:])
 	}
 	if info.Rootless {
+		// Refusals, not absence: the runtime is here, this user may not use it.
 		if why := userNamespacesForbidden(); why != "" {
-			info.Detail = why
-			return info, nil
+			info.Detail = "no permission for namespaces: " + why
+			return info, RefusedError("%s", info.Detail)
 		}
 		if _, _, err := subIDRange("/etc/subuid"); err != nil {
 			info.Detail = err.Error()
-			return info, nil
+			return info, RefusedError("%s", info.Detail)
 		}
 	}
 	v, root, err := n.cgroupPlace()
@@ -164,6 +165,9 @@ func (n *Native) Create(ctx context.Context, b *Box) error {
 		return UsageError("native box: %v", err)
 	}
 	if err := checkWorkdir(b, root); err != nil {
+		return err
+	}
+	if err := checkMountTargets(b, root); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {
@@ -249,6 +253,33 @@ func checkWorkdir(b *Box, root string) error {
 	}
 	return nil
 }
+
+// checkMountTargets refuses a mount whose target the init stage could
+// not create: one missing from the read-only root and not below /tmp or
+// another mount.
+func checkMountTargets(b *Box, root string) error {
+	for i, m := range b.Mounts {
+		if under(m.Target, "/tmp") {
+			continue
+		}
+		covered := false
+		for j, o := range b.Mounts {
+			if j != i && o.Target != m.Target && under(m.Target, o.Target) {
+				covered = true
+			}
+		}
+		if covered {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, m.Target)); err != nil {
+			return UsageError("mount target %s does not exist in the box's read-only root; pick a target that exists there, or one below /tmp", m.Target)
+		}
+	}
+	return nil
+}
+
+// under reports whether p is dir or below it.
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 func checkExecutable(p string) error {
 	if p == "" || !filepath.IsAbs(p) {

@@ -1,0 +1,108 @@
+package kerneltests
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+)
+
+// refusal runs cmd and checks it exits with code and says one line that
+// contains want, and nothing on stdout.
+func refusal(t *testing.T, cmd *exec.Cmd, code int, want string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	got := -1
+	if ee, ok := err.(*exec.ExitError); ok {
+		got = ee.ExitCode()
+	} else if err == nil {
+		got = 0
+	}
+	msg := stderr.String()
+	t.Logf("exit %d: %s", got, strings.TrimSpace(msg))
+	if got != code {
+		t.Errorf("exit %d (%v), want %d", got, err, code)
+	}
+	if strings.Count(msg, "\n") != 1 || !strings.HasSuffix(msg, "\n") {
+		t.Errorf("stderr is not one line: %q", msg)
+	}
+	if !strings.Contains(msg, want) {
+		t.Errorf("stderr %q does not say %q", msg, want)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout %q, want nothing", stdout.String())
+	}
+}
+
+func TestNativeRefusals(t *testing.T) {
+	ktest.RequireRoot(t)
+	bins := ktest.Build(t)
+	execArgs := func(extra ...string) []string {
+		a := append([]string{"exec", "--runtime", "native", "--journal", sharedTempDir(t), "--watcher", bins.Watcher}, extra...)
+		return append(a, "--", "/bin/true")
+	}
+	noProc := t.TempDir()
+	os.Mkdir(filepath.Join(noProc, "dev"), 0o755)
+	for _, c := range []struct {
+		name, image, want string
+	}{
+		{"missing", "/nonexistent-rootfs", "bad rootfs /nonexistent-rootfs: no such file"},
+		{"file", "/etc/passwd", "bad rootfs /etc/passwd: not a folder"},
+		{"no-proc", noProc, "no /proc folder"},
+	} {
+		t.Run("rootfs-"+c.name, func(t *testing.T) {
+			refusal(t, exec.Command(bins.Supervisor, execArgs("--image", c.image)...), shared.ExitImage, c.want)
+		})
+	}
+	t.Run("mount-target-missing", func(t *testing.T) {
+		refusal(t, exec.Command(bins.Supervisor, execArgs("--mount", t.TempDir()+":/no/such/dir")...), shared.ExitUsage, "does not exist in the box's read-only root")
+	})
+	t.Run("cgroup-not-writable", func(t *testing.T) {
+		requireUnprivilegedUserns(t)
+		cmd := ktest.AsUser(ktest.RootlessUser, bins.Supervisor, execArgs("--memory", "64m")...)
+		refusal(t, cmd, shared.ExitRefused, "cgroup not writable")
+	})
+	t.Run("no-user-namespaces", func(t *testing.T) {
+		// A user namespace of our own whose limit forbids further user
+		// namespaces; the supervisor runs in it as an unprivileged uid.
+		uid := lookupUID(t, ktest.RootlessUser)
+		cmd := exec.Command("/bin/sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec setpriv --reuid `+uid+` --regid `+uid+` --clear-groups "$@"`, "sh", bins.Supervisor)
+		cmd.Args = append(cmd.Args, execArgs()...)
+		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}},
+
+			GidMappingsEnableSetgroups: true,
+		}
+		refusal(t, cmd, shared.ExitRefused, "no permission for namespaces")
+	})
+}
+
+func lookupUID(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Split(l, ":")
+		if len(f) > 2 && f[0] == name {
+			if _, err := strconv.Atoi(f[2]); err == nil {
+				return f[2]
+			}
+		}
+	}
+	t.Fatalf("user %s not found (kernel-tests/provision.sh creates it)", name)
+	return ""
+}
