@@ -292,4 +292,4 @@ probe() { # name, engine argv...
 probe docker docker
 probe "podman rootful" podman
 probe "podman rootless" as_user podman
-step done "machine ready for make test"
+step ready "machine ready for make test"
