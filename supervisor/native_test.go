@@ -1,0 +1,205 @@
+package supervisor
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestNsinitPlan(t *testing.T) {
+	b := &Box{Name: "dw-1", Network: "none", Mounts: []Mount{
+		{Source: "/host/b", Target: "/work/b", ReadOnly: true},
+		{Source: "/host/a", Target: "/work"},
+	}}
+	c, err := nsinitPlan(b, "/", "/opt/dw/watcher", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Root != "/" || c.Hostname != "dw-1" || !c.LoopbackUp || c.Reexec {
+		t.Errorf("root %q host %q lo %v reexec %v", c.Root, c.Hostname, c.LoopbackUp, c.Reexec)
+	}
+	if c.Exec != boxWatcherPath || !reflect.DeepEqual(c.Argv, []string{"watcher", "--control=fd:3"}) {
+		t.Errorf("exec %q %v", c.Exec, c.Argv)
+	}
+	for _, e := range c.Env {
+		if !strings.HasPrefix(e, "PATH=") {
+			t.Errorf("watcher env holds %q; want PATH only", e)
+		}
+	}
+	// The order matters: /proc and /dev first, the watcher on /dev, /tmp,
+	// the user's mounts shallow first, /dev read-only last.
+	var steps []string
+	for _, op := range c.Ops {
+		s := op.Op + " " + op.Target
+		if op.Op == "bind" {
+			s += " <- " + op.Source
+			if op.ReadOnly {
+				s += " ro"
+			}
+		}
+		steps = append(steps, s)
+	}
+	want := []string{
+		"mount /proc", "mount /dev",
+		"file /dev/null", "bind /dev/null <- /dev/null",
+		"file /dev/zero", "bind /dev/zero <- /dev/zero",
+		"file /dev/full", "bind /dev/full <- /dev/full",
+		"file /dev/random", "bind /dev/random <- /dev/random",
+		"file /dev/urandom", "bind /dev/urandom <- /dev/urandom",
+		"file /dev/tty", "bind /dev/tty <- /dev/tty",
+		"mkdir /dev/pts", "mount /dev/pts", "symlink /dev/ptmx", "mkdir /dev/shm", "mount /dev/shm",
+		"symlink /dev/fd", "symlink /dev/stdin", "symlink /dev/stdout", "symlink /dev/stderr",
+		"mkdir /dev/.deathwatch", "file /dev/.deathwatch/watcher", "bind /dev/.deathwatch/watcher <- /opt/dw/watcher ro",
+		"mount /tmp",
+		"bind /work <- /host/a", "bind /work/b <- /host/b ro",
+		"readonly /dev",
+	}
+	if !reflect.DeepEqual(steps, want) {
+		t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(steps, "\n"), strings.Join(want, "\n"))
+	}
+	for _, op := range c.Ops {
+		if op.Op == "mount" && op.Flags&unix.MS_NOSUID == 0 {
+			t.Errorf("mount %s without nosuid", op.Target)
+		}
+	}
+}
+
+func TestNsinitPlanRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		box  Box
+		root string
+		want string
+	}{
+		{"bridge", Box{Network: "bridge"}, "/", "none or host"},
+		{"relative root", Box{}, "rootfs", "not an absolute path"},
+		{"relative source", Box{Mounts: []Mount{{Source: "a", Target: "/a"}}}, "/", "not an absolute path"},
+		{"unclean target", Box{Mounts: []Mount{{Source: "/a", Target: "/a/../b"}}}, "/", "not a clean"},
+		{"root target", Box{Mounts: []Mount{{Source: "/a", Target: "/"}}}, "/", "belongs to the box's own setup"},
+		{"proc target", Box{Mounts: []Mount{{Source: "/a", Target: "/proc/x"}}}, "/", "belongs to the box's own setup"},
+		{"dev target", Box{Mounts: []Mount{{Source: "/a", Target: "/dev"}}}, "/", "belongs to the box's own setup"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := nsinitPlan(&c.box, c.root, "/w", false)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestNsinitPlanNetworkHost(t *testing.T) {
+	c, err := nsinitPlan(&Box{Name: strings.Repeat("x", 80), Network: "host"}, "/", "/w", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LoopbackUp || !c.Reexec || len(c.Hostname) != 63 {
+		t.Errorf("lo %v reexec %v hostname %d bytes", c.LoopbackUp, c.Reexec, len(c.Hostname))
+	}
+}
+
+func TestNativeCloneFlags(t *testing.T) {
+	base := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	for _, c := range []struct {
+		network string
+		userns  bool
+		want    uintptr
+	}{
+		{"none", false, base | unix.CLONE_NEWNET},
+		{"", false, base | unix.CLONE_NEWNET},
+		{"host", false, base},
+		{"none", true, base | unix.CLONE_NEWNET | unix.CLONE_NEWUSER},
+		{"host", true, base | unix.CLONE_NEWUSER},
+	} {
+		if got := nativeCloneFlags(c.network, c.userns); got != c.want {
+			t.Errorf("nativeCloneFlags(%q, %v) = %#x, want %#x", c.network, c.userns, got, c.want)
+		}
+	}
+}
+
+func TestIDMapArgs(t *testing.T) {
+	for _, c := range []struct {
+		tool             string
+		pid, id, st, cnt int
+		want             []string
+	}{
+		{"newuidmap", 42, 2345, 100000, 65536, []string{"newuidmap", "42", "0", "2345", "1", "1", "100000", "65536"}},
+		{"newgidmap", 7, 1000, 200000, 1 << 20, []string{"newgidmap", "7", "0", "1000", "1", "1", "200000", "65536"}},
+	} {
+		if got := idmapArgs(c.tool, c.pid, c.id, c.st, c.cnt); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("idmapArgs = %v, want %v", got, c.want)
+		}
+	}
+}
+
+func TestParseSubIDLine(t *testing.T) {
+	for _, c := range []struct {
+		line       string
+		start, cnt int
+		ok         bool
+	}{
+		{"dwtest:100000:65536", 100000, 65536, true},
+		{"2345:300000:65536", 300000, 65536, true},
+		{"other:100000:65536", 0, 0, false},
+		{"dwtest:100000", 0, 0, false},
+		{"dwtest:x:65536", 0, 0, false},
+		{"dwtest:100000:0", 0, 0, false},
+	} {
+		s, n, ok := parseSubIDLine(c.line, "dwtest", 2345)
+		if s != c.start || n != c.cnt || ok != c.ok {
+			t.Errorf("parseSubIDLine(%q) = %d, %d, %v", c.line, s, n, ok)
+		}
+	}
+}
+
+func TestCgroupSpec(t *testing.T) {
+	s, err := boxCgroupSpec(1, "/sys/fs/cgroup", "", "dw-1", 64<<20, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Group != "/deathwatch/dw-1" {
+		t.Errorf("group %q", s.Group)
+	}
+	st := s.state()
+	back, ok, err := cgroupSpecFromState(st)
+	if err != nil || !ok || back.Group != s.Group || back.Version != 1 || back.Root != s.Root {
+		t.Errorf("state round trip: %+v %v %v (state %v)", back, ok, err, st)
+	}
+	r := s.resourcesV1(true)
+	if *r.Memory.Limit != 64<<20 || *r.Memory.Swap != 64<<20 || *r.Pids.Limit != 100 {
+		t.Errorf("v1 resources %+v %+v", r.Memory, r.Pids)
+	}
+	if r := s.resourcesV1(false); r.Memory.Swap != nil {
+		t.Errorf("swap set without swap accounting")
+	}
+	r2 := s.resourcesV2()
+	if *r2.Memory.Max != 64<<20 || *r2.Memory.Swap != 0 || r2.Pids.Max != 100 {
+		t.Errorf("v2 resources %+v %+v", r2.Memory, r2.Pids)
+	}
+	if got := (cgroupSpec{}).resourcesV2().EnabledControllers(); len(got) != 0 {
+		t.Errorf("no limits enable controllers %v", got)
+	}
+	for _, bad := range []struct{ parent, name string }{{"rel", "x"}, {"/a/../b", "x"}, {"", "a/b"}, {"", ".."}, {"", ""}} {
+		if _, err := boxCgroupSpec(2, "/sys/fs/cgroup", bad.parent, bad.name, 0, 0); err == nil {
+			t.Errorf("boxCgroupSpec(%q, %q) accepted", bad.parent, bad.name)
+		}
+	}
+}
+
+func TestCgroupSpecFromState(t *testing.T) {
+	if _, ok, err := cgroupSpecFromState(map[string]string{}); ok || err != nil {
+		t.Errorf("empty state: %v %v", ok, err)
+	}
+	for _, st := range []map[string]string{
+		{StateCgroup: "/deathwatch/x", StateCgroupVersion: "3"},
+		{StateCgroup: "deathwatch/x", StateCgroupVersion: "1"},
+		{StateCgroup: "/", StateCgroupVersion: "2"},
+		{StateCgroup: "/a/../..", StateCgroupVersion: "2"},
+	} {
+		if _, _, err := cgroupSpecFromState(st); err == nil {
+			t.Errorf("state %v accepted", st)
+		}
+	}
+}
