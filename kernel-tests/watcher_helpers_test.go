@@ -172,3 +172,11 @@ func fmtExit(x *shared.Exit) string {
 	}
 	return fmt.Sprintf("exit{%s code=%d signal=%d runtime=%s sweep=%s %q}", x.Reason, x.Code, x.Signal, x.Runtime, x.Sweep, x.Message)
 }
+
+// touch creates an empty file: a go-ahead for an agent that polls for it.
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
