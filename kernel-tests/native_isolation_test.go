@@ -189,3 +189,41 @@ func TestNativeCgroupV2(t *testing.T) {
 	st.Control.Close()
 	st.Wait()
 }
+
+// Launch timings of the runtime alone (no journal, no CLI), for the
+// closing note.
+func TestNativeLaunchTimings(t *testing.T) {
+	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	var create, start, ready, exit, remove []time.Duration
+	for i := 0; i < 15; i++ {
+		b := newBox(t, bins)
+		t0 := time.Now()
+		if err := rt.Create(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+		create = append(create, time.Since(t0))
+		st, rd := startBox(t, rt, b, agentSpec("/bin/true"))
+		start = append(start, time.Since(t0))
+		for {
+			f, err := rd.Next()
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			if f.Type == shared.FrameReady {
+				ready = append(ready, time.Since(t0))
+			}
+			if f.Type == shared.FrameExit {
+				exit = append(exit, time.Since(t0))
+				break
+			}
+		}
+		st.Control.Close()
+		st.Wait()
+		t1 := time.Now()
+		if err := rt.Remove(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+		remove = append(remove, time.Since(t1))
+	}
+	t.Logf("p50: create %v, started %v, ready %v, exit %v; remove %v", pct(create, .5), pct(start, .5), pct(ready, .5), pct(exit, .5), pct(remove, .5))
+}

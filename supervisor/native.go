@@ -407,11 +407,8 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 	if err != nil {
 		return nil, UsageError("native box: %v", err)
 	}
-	settings, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, SetupError("encode box settings: %v", err)
-	}
 	var cg boxCgroup
+	var cgDir *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
 	if spec, ok, err := cgroupSpecFromState(b.State); err != nil {
 		return nil, SetupError("%v", err)
 	} else if ok {
@@ -420,6 +417,21 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 		} else if cg == nil {
 			return nil, SetupError("the box's cgroup %s is gone; create the box again", spec.Group)
 		}
+		switch spec.Version {
+		case 1:
+			for _, n := range v1Controllers {
+				cfg.CgroupTasks = append(cfg.CgroupTasks, filepath.Join(spec.Root, string(n), spec.Group, "tasks"))
+			}
+		case 2:
+			if cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
+				return nil, SetupError("open the box's cgroup: %v", err)
+			}
+			defer cgDir.Close()
+		}
+	}
+	settings, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, SetupError("encode box settings: %v", err)
 	}
 
 	ctl, err := socketPair("control")
@@ -451,7 +463,13 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
+	if cgDir != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(cgDir.Fd())
+	}
+	t0 := time.Now()
 	err = cmd.Start()
+	tClone := time.Since(t0)
 	ctl.child.Close()
 	set.child.Close()
 	if err != nil {
@@ -467,11 +485,7 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 		set.parent.Close()
 		return nil, err
 	}
-	if cg != nil {
-		if err := cg.AddProc(pid); err != nil {
-			return fail(SetupError("%v", err))
-		}
-	}
+	tCgroup := time.Since(t0) - tClone
 	if userns {
 		if err := writeIDMaps(ctx, pid); err != nil {
 			return fail(SetupError("%v", err))
@@ -503,7 +517,8 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 		b.State[StateInitStart] = strconv.FormatUint(st, 10)
 	}
 	n.writeRecord(b)
-	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network)
+	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network,
+		"clone", tClone, "cgroup", tCgroup, "setup", time.Since(t0)-tClone)
 	return &Started{
 		Control: ctl.parent,
 		Wait:    cmd.Wait,
