@@ -102,10 +102,17 @@ func errno(err error) string {
 func probe() {
 	fmt.Printf("uid=%d euid=%d gid=%d egid=%d\n", os.Getuid(), os.Geteuid(), os.Getgid(), os.Getegid())
 	fmt.Printf("kill0=%s\n", errno(syscall.Kill(1, 0)))
-	// SIGCONT is harmless if it is delivered; SIGKILL would be the real
-	// test but must fail all the same.
-	fmt.Printf("killcont=%s\n", errno(syscall.Kill(1, syscall.SIGCONT)))
+	// SIGKILL and SIGTERM would end the box if they got through: they
+	// must fail. SIGCONT is allowed within a session by the kernel
+	// whatever the uids; it does nothing to a running process.
 	fmt.Printf("killkill=%s\n", errno(syscall.Kill(1, syscall.SIGKILL)))
+	fmt.Printf("killterm=%s\n", errno(syscall.Kill(1, syscall.SIGTERM)))
+	fmt.Printf("killhup=%s\n", errno(syscall.Kill(1, syscall.SIGHUP)))
+	fmt.Printf("killusr1=%s\n", errno(syscall.Kill(1, syscall.SIGUSR1)))
+	fmt.Printf("killstop=%s\n", errno(syscall.Kill(1, syscall.SIGSTOP)))
+	fmt.Printf("killcont=%s\n", errno(syscall.Kill(1, syscall.SIGCONT)))
+	sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0)
+	fmt.Printf("sid=%d pid=%d\n", sid, os.Getpid())
 	runtime.LockOSThread()
 	err := syscall.PtraceAttach(1)
 	fmt.Printf("ptrace=%s\n", errno(err))

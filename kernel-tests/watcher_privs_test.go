@@ -1,0 +1,245 @@
+package kerneltests
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+)
+
+// privScript prints what the agent sees, in sections, then waits for the
+// test (file $2/go) so that the test can inspect it from outside:
+//   - fds: `ls -l /proc/self/fd` (ls's own, inherited from the agent);
+//   - init: /proc/1/status, the watcher as the box sees it;
+//   - probe: the standin probe ($1), trying to signal and ptrace PID 1
+//     and to read its environ and fds.
+const privScript = `
+echo "==fds=="; busybox ls -l /proc/self/fd
+echo "==init=="; busybox cat /proc/1/status 2>&1
+echo "==probe=="; "$1" probe
+echo "==end=="
+while [ ! -e "$2/go" ]; do busybox sleep 0.02; done
+`
+
+const secretValue = "dw-secret-7f3a91"
+
+// sections splits the agent's output into its ==name== sections.
+func sections(out string) map[string]string {
+	m := map[string]string{}
+	name := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "==") && strings.HasSuffix(line, "==") {
+			name = strings.Trim(line, "=")
+			continue
+		}
+		if name != "" {
+			m[name] += line + "\n"
+		}
+	}
+	return m
+}
+
+// lsFDs parses `ls -l /proc/self/fd`, leaving out the descriptor ls opened
+// to read the folder: the highest one, shown without a target or as
+// /proc/N/fd.
+func lsFDs(out string) (map[int]string, error) {
+	fds := map[int]string{}
+	own, max := -1, -1
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(line, "total") || line == "" {
+			continue
+		}
+		name, target, _ := strings.Cut(line, " -> ")
+		f := strings.Fields(name)
+		if len(f) == 0 {
+			return nil, fmt.Errorf("cannot parse %q", line)
+		}
+		n, err := strconv.Atoi(f[len(f)-1])
+		if err != nil {
+			return nil, fmt.Errorf("cannot parse %q: %w", line, err)
+		}
+		if n > max {
+			max = n
+		}
+		if target == "" || (strings.HasPrefix(target, "/proc/") && strings.HasSuffix(target, "/fd")) {
+			if own >= 0 {
+				return nil, fmt.Errorf("two descriptors look like ls's own: %d and %d", own, n)
+			}
+			own = n
+		}
+		fds[n] = target
+	}
+	if own >= 0 && own == max && own > 2 {
+		delete(fds, own)
+	}
+	return fds, nil
+}
+
+func keyValues(out string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// TestWatcherAgentPrivileges: the agent runs as its uid/gid with no
+// supplementary groups, no capabilities, no_new_privs and fds 0-2 only;
+// the watcher runs as another uid; the agent cannot signal or ptrace PID
+// 1 nor read its environ or fds; the spec's env reaches the agent only.
+func TestWatcherAgentPrivileges(t *testing.T) {
+	bin := watcherBin(t)
+	probe := ktest.StandinPath(t)
+	for _, d := range twoDomains {
+		for _, id := range []uint32{1000, 1234} {
+			t.Run(fmt.Sprintf("%s-uid%d", d.name, id), func(t *testing.T) {
+				marker := newMarker(t)
+				dir := readyDir(t)
+				c := ktest.StartController(t, bin, d.options(false))
+				spec := shellSpec(privScript, marker)
+				spec.Argv = append(spec.Argv, probe, dir)
+				spec.Env = append(spec.Env, "SECRET_TOKEN="+secretValue)
+				spec.UID, spec.GID = id, id+1
+				ready := c.Launch(spec)
+				if !c.WaitStdout("==end==", 10*time.Second) {
+					t.Fatalf("the agent did not finish its report\n%s", c.Diagnostics())
+				}
+				ns := c.BoxNamespace(5 * time.Second)
+				checkAgentFromOutside(t, ns, ready.PID, spec)
+				checkAgentReport(t, c.Stdout(), d.pid1, spec)
+				touch(t, dir+"/go")
+				res := c.Wait(10 * time.Second)
+				expectExit(t, c, res, 0, shared.ReasonExited, true)
+				if strings.Contains(c.WatcherOutput(), secretValue) {
+					t.Errorf("the watcher's own output holds the secret: %q", c.WatcherOutput())
+				}
+			})
+		}
+	}
+}
+
+// checkAgentFromOutside reads the agent's main process and the box's PID 1
+// from the test's /proc.
+func checkAgentFromOutside(t *testing.T, ns string, boxPID int, spec shared.Spec) {
+	t.Helper()
+	var agent ktest.Proc
+	for _, p := range ktest.InNamespace(ns) {
+		if n, err := ktest.NSPid(p.PID); err == nil && n[len(n)-1] == boxPID {
+			agent = p
+		}
+	}
+	if agent.PID == 0 {
+		t.Fatalf("no process with pid %d (from ready) in the box", boxPID)
+	}
+	st, err := ktest.Status(agent.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, gid := strconv.Itoa(int(spec.UID)), strconv.Itoa(int(spec.GID))
+	want := map[string]string{
+		"Uid":        strings.Join([]string{uid, uid, uid, uid}, "\t"),
+		"Gid":        strings.Join([]string{gid, gid, gid, gid}, "\t"),
+		"Groups":     "",
+		"CapInh":     "0000000000000000",
+		"CapPrm":     "0000000000000000",
+		"CapEff":     "0000000000000000",
+		"CapBnd":     "0000000000000000",
+		"CapAmb":     "0000000000000000",
+		"NoNewPrivs": "1",
+	}
+	for k, v := range want {
+		if st[k] != v {
+			t.Errorf("agent (pid %d) %s: %q, want %q", agent.PID, k, st[k], v)
+		}
+	}
+	fds, err := ktest.FDs(agent.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fds) != 3 || fds[0] != "/dev/null" || fds[1] == "" || fds[2] == "" {
+		t.Errorf("agent's open fds (from outside): %v, want exactly 0 (/dev/null), 1 and 2", fds)
+	}
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", agent.PID)); err != nil || !strings.Contains(string(env), "SECRET_TOKEN="+secretValue) {
+		t.Errorf("the spec's env did not reach the agent (%v): %q", err, env)
+	}
+
+	init, err := ktest.BoxInit(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ist, err := ktest.Status(init.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wuid := strings.Fields(ist["Uid"])
+	if len(wuid) == 0 || wuid[0] == uid {
+		t.Errorf("the watcher (box PID 1) runs as uid %q: the agent's uid %s", ist["Uid"], uid)
+	}
+	for _, u := range wuid {
+		if u != strconv.Itoa(shared.DefaultWatcherUID) {
+			t.Errorf("the watcher's Uid is %q, want %d (its default) in every field", ist["Uid"], shared.DefaultWatcherUID)
+			break
+		}
+	}
+	capEff, _ := strconv.ParseUint(ist["CapEff"], 16, 64)
+	const capKill = 1 << 5
+	if capEff&^capKill != 0 {
+		t.Errorf("the watcher keeps CapEff %s, want at most CAP_KILL", ist["CapEff"])
+	}
+	t.Logf("watcher (box PID 1, host pid %d): Uid %q CapEff %s CapPrm %s CapBnd %s NoNewPrivs %s", init.PID, ist["Uid"], ist["CapEff"], ist["CapPrm"], ist["CapBnd"], ist["NoNewPrivs"])
+	for _, f := range []string{"environ", "cmdline"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", init.PID, f))
+		if err != nil {
+			t.Errorf("read the watcher's %s: %v", f, err)
+		} else if strings.Contains(string(b), secretValue) {
+			t.Errorf("the watcher's %s holds the agent's secret", f)
+		}
+	}
+}
+
+// checkAgentReport checks what the agent printed about itself and PID 1.
+func checkAgentReport(t *testing.T, out string, pid1 bool, spec shared.Spec) {
+	t.Helper()
+	sec := sections(out)
+	fds, err := lsFDs(sec["fds"])
+	if err != nil {
+		t.Errorf("agent's ls of /proc/self/fd: %v\n%s", err, sec["fds"])
+	} else if len(fds) != 3 || fds[0] != "/dev/null" {
+		t.Errorf("the agent has fds %v, want exactly 0 (/dev/null), 1 and 2\n%s", fds, sec["fds"])
+	}
+	p := keyValues(sec["probe"])
+	t.Logf("agent's probe of PID 1: %v", p)
+	for _, k := range []string{"kill0", "killkill", "killterm", "killhup", "killusr1", "killstop", "ptrace", "ptraceseize"} {
+		if p[k] != "EPERM" {
+			t.Errorf("agent → PID 1: %s = %q, want EPERM", k, p[k])
+		}
+	}
+	if p["killcont"] != "EPERM" {
+		// The kernel lets SIGCONT through within one session whatever the
+		// uids; it has no effect on a running watcher (the run goes on to
+		// exit 0, checked by the caller), but a separate session for the
+		// agent would refuse it too.
+		t.Logf("note: the agent's SIGCONT to PID 1 returned %s (same session: %s)", p["killcont"], p["sid"])
+	}
+	if !pid1 {
+		// The box's /proc may be the host's here: /proc/1 is then not
+		// the watcher, and what follows would prove nothing.
+		return
+	}
+	init := ktest.ParseStatus(sec["init"])
+	if u := strings.Fields(init["Uid"]); len(u) == 0 || u[0] == strconv.Itoa(int(spec.UID)) {
+		t.Errorf("PID 1 as the agent sees it has Uid %q (the agent's uid is %d)\n%s", init["Uid"], spec.UID, sec["init"])
+	}
+	for _, k := range []string{"environ", "fds", "fd0", "mem"} {
+		if p[k] != "EACCES" && p[k] != "EPERM" {
+			t.Errorf("agent reads PID 1's %s: %q, want EACCES or EPERM", k, p[k])
+		}
+	}
+}
