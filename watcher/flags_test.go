@@ -1,0 +1,44 @@
+package watcher
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    func(*Config) bool
+		wantErr string
+	}{
+		{[]string{"--", "true"}, func(c *Config) bool { return c.Argv[0] == "true" && c.Grace == DefaultGrace && c.User == nil }, ""},
+		{[]string{"true", "--x"}, func(c *Config) bool { return len(c.Argv) == 2 && c.Argv[1] == "--x" }, ""},
+		{[]string{"--deadline", "5s", "--grace=1s", "--", "sleep", "9"}, func(c *Config) bool { return c.Deadline == 5*time.Second && c.Grace == time.Second }, ""},
+		{[]string{"--user", "1000:100", "--", "id"}, func(c *Config) bool { return c.User.UID == 1000 && c.User.GID == 100 }, ""},
+		{[]string{"--watcher-user=7:8", "--", "id"}, func(c *Config) bool { return c.WatcherUser == ID{7, 8} }, ""},
+		{[]string{"--control=stdin"}, func(c *Config) bool { return c.Control == "stdin" }, ""},
+		{[]string{"--control=fd:3"}, func(c *Config) bool { return c.Control == "fd" && c.ControlFD == 3 }, ""},
+		{[]string{"--version"}, func(c *Config) bool { return c.Version }, ""},
+		{[]string{}, nil, "no command"},
+		{[]string{"--bogus", "--", "true"}, nil, "unknown flag --bogus"},
+		{[]string{"--deadline", "soon", "--", "true"}, nil, "not a duration"},
+		{[]string{"--grace=-1s", "--", "true"}, nil, "not a duration"},
+		{[]string{"--user", "1000", "--", "true"}, nil, "not UID:GID"},
+		{[]string{"--user", "0:0", "--", "true"}, nil, "--allow-root"},
+		{[]string{"--control=stdin", "--", "true"}, nil, "spec frame"},
+		{[]string{"--control=tcp"}, nil, "neither stdin nor fd:N"},
+		{[]string{"--deadline"}, nil, "needs a value"},
+	} {
+		c, err := parseFlags(tc.args)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parseFlags(%q) error = %v, want one containing %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !tc.want(c) {
+			t.Errorf("parseFlags(%q) = %+v, %v", tc.args, c, err)
+		}
+	}
+}
