@@ -23,6 +23,7 @@ echo procs=$(ls /proc | grep -c '^[0-9]')
 echo hostsleep=$(cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^sleep$')
 w=""; for p in / /etc /usr /root /var /home /dev /sys /proc/sys; do if (echo x > $p/.dwtest-w) 2>/dev/null; then w="$w $p"; fi; done; echo wrote=$w
 (echo x > /tmp/ok) 2>/dev/null && echo tmp=ok
+(echo 0 > /proc/sys/kernel/sysrq) 2>/dev/null && echo wrote-sysctl=yes
 echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')
 echo hostname=$(hostname)
 echo uid=$(id -u)
@@ -55,7 +56,7 @@ func TestNativeIsolation(t *testing.T) {
 	}
 	got := lines(r.Stdout)
 	want := map[string]string{
-		"ppid": "1", "hostsleep": "0", "wrote": "", "tmp": "ok", "ifaces": "lo", "hostname": b.Name,
+		"ppid": "1", "hostsleep": "0", "wrote": "", "wrote-sysctl": "", "tmp": "ok", "ifaces": "lo", "hostname": b.Name,
 		"uid": "0", "rwmount": "ok", "hello": "from-host", "fds": "0 1 2 3", // ls's own directory is the 3
 	}
 	for k, v := range want {

@@ -42,7 +42,7 @@ func TestNsinitPlan(t *testing.T) {
 		steps = append(steps, s)
 	}
 	want := []string{
-		"mount /proc", "mount /dev",
+		"mount /proc", "rebind-ro /proc/sys", "rebind-ro /proc/sysrq-trigger", "mount /dev",
 		"file /dev/null", "bind /dev/null <- /dev/null",
 		"file /dev/zero", "bind /dev/zero <- /dev/zero",
 		"file /dev/full", "bind /dev/full <- /dev/full",

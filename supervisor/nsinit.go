@@ -40,7 +40,7 @@ const (
 // fsOp is one step of the box's file-system setup, applied in order
 // below the new root before pivot_root.
 type fsOp struct {
-	Op       string // bind | mount | mkdir | file | symlink | readonly
+	Op       string // bind | mount | mkdir | file | symlink | readonly | rebind-ro
 	Source   string // bind: host path; mount: file system type; symlink: link text
 	Target   string // absolute path inside the box
 	Flags    uintptr
@@ -100,6 +100,9 @@ func nsinitPlan(b *Box, root, watcher string, userns bool) (nsinitConfig, error)
 	)
 	ops := []fsOp{
 		{Op: "mount", Source: "proc", Target: "/proc", Flags: nosuid | nodev | noexec},
+		// Kernel-wide knobs stay read-only even for an agent allowed uid 0.
+		{Op: "rebind-ro", Target: "/proc/sys"},
+		{Op: "rebind-ro", Target: "/proc/sysrq-trigger"},
 		{Op: "mount", Source: "tmpfs", Target: "/dev", Flags: nosuid | noexec, Data: "mode=0755,size=1m"},
 	}
 	for _, d := range hostDevices {
@@ -210,6 +213,11 @@ func reexecNsinit(c nsinitConfig) error {
 	unix.Close(p[1])
 	if err := unix.Dup2(p[0], nsinitReexecFD); err != nil {
 		return os.NewSyscallError("dup2 settings pipe", err)
+	}
+	// The status descriptor must survive this exec (EOF on it means the
+	// watcher runs); stage 2 sets close-on-exec again.
+	if _, err := unix.FcntlInt(nsinitSettingsFD, unix.F_SETFD, 0); err != nil {
+		return os.NewSyscallError("fcntl(F_SETFD)", err)
 	}
 	if err := unix.Setresuid(0, 0, 0); err != nil {
 		return fmt.Errorf("become root in the user namespace: %w (is the uid map written?)", os.NewSyscallError("setresuid", err))
@@ -353,6 +361,18 @@ func applyOp(op fsOp, tree int) error {
 			return fmt.Errorf("bind %s on %s: %w", op.Source, op.Target, os.NewSyscallError("move_mount", err))
 		}
 		unix.Close(tree)
+	case "rebind-ro":
+		if _, err := os.Lstat(t); errors.Is(err, os.ErrNotExist) {
+			return nil // this kernel has no such file
+		}
+		fd, err := cloneTree(t, true)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, t, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("make %s read-only: %w", op.Target, os.NewSyscallError("move_mount", err))
+		}
 	case "readonly":
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 		if err := unix.MountSetattr(unix.AT_FDCWD, t, 0, &attr); err != nil {
