@@ -228,3 +228,33 @@ func TestNativeLaunchTimings(t *testing.T) {
 	}
 	t.Logf("p50: create %v, started %v, ready %v, exit %v; remove %v", pct(create, .5), pct(start, .5), pct(ready, .5), pct(exit, .5), pct(remove, .5))
 }
+
+// Probe reports the runtime; List finds a box by its instance label
+// (running while its cgroup holds processes) until Remove.
+func TestNativeProbeAndList(t *testing.T) {
+	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	info, err := rt.Probe(t.Context())
+	if err != nil || !info.Present || info.Runtime != "native" || info.Rootless {
+		t.Fatalf("probe as root: %+v, %v", info, err)
+	}
+	t.Logf("probe: %+v", info)
+	b := newBox(t, bins)
+	b.Labels[shared.LabelInstance] = "ktest-list-" + b.Name
+	st, rd := startBox(t, rt, b, agentSpec("/bin/sh", "-c", "echo up; exec sleep 100"))
+	readUntil(t, rd, "up")
+	ls, err := rt.List(t.Context(), b.Labels[shared.LabelInstance])
+	if err != nil || len(ls) != 1 || ls[0].Name != b.Name || !ls[0].Running || ls[0].Labels[shared.LabelManaged] != "true" {
+		t.Fatalf("list while running: %+v, %v", ls, err)
+	}
+	if other, _ := rt.List(t.Context(), "another-instance"); len(other) != 0 {
+		t.Errorf("another instance lists %+v", other)
+	}
+	if err := rt.Remove(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	st.Control.Close()
+	st.Wait()
+	if ls, err := rt.List(t.Context(), b.Labels[shared.LabelInstance]); err != nil || len(ls) != 0 {
+		t.Fatalf("list after remove: %+v, %v", ls, err)
+	}
+}
