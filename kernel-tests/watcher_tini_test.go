@@ -93,7 +93,7 @@ func TestWatcherPlainMatchesTini(t *testing.T) {
 			})
 		}
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1} {
-			t.Run(dname+"/forward-"+sig.String(), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/forward-signal-%d", dname, int(sig)), func(t *testing.T) {
 				codes := [2]int{}
 				for i, init := range []string{tini, bin} {
 					// A shell would wait for its foreground child before it
