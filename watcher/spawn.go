@@ -50,6 +50,9 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 // bounding set are per-thread attributes the child inherits at clone,
 // and the rest of the watcher keeps its own.
 func spawn(a *agent) (int, error) {
+	if !a.DropCaps {
+		return syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
+	}
 	type result struct {
 		pid int
 		err error

@@ -54,8 +54,6 @@ func newWatcher(cfg *Config) *watcher {
 
 // run is the PID-1 loop. It returns the watcher's exit status.
 func (w *watcher) run() int {
-	// Before the agent exists, so that no SIGCHLD is missed.
-	signal.Notify(w.sigs)
 	markCloexec()
 
 	var a *agent
@@ -85,6 +83,10 @@ func (w *watcher) run() int {
 		return w.setupFailed(execStatus(err), sprintf("start %s: %v", a.Argv[0], err))
 	}
 	w.started = time.Now()
+	// SIGCHLD's default is to ignore it, and a child that exited before
+	// this line is still a zombie for the reap below: nothing is lost.
+	signal.Notify(w.sigs, syscall.SIGCHLD)
+	go notifyForwarded(w.sigs)
 	if os.Geteuid() == 0 && (w.cfg.Control != "" || w.cfg.User != nil) {
 		if err := dropSelf(w.cfg.WatcherUser); err != nil {
 			killAll(syscall.SIGKILL)
@@ -133,6 +135,22 @@ func (w *watcher) run() int {
 		}
 	}
 	return w.finish()
+}
+
+// notifyForwarded asks for every signal the watcher forwards. The Go
+// runtime enables each signal with a round trip to a thread of its own
+// (about 15 µs apiece, a millisecond for all of them), so this runs
+// while the agent starts rather than before. Until it is done, a TERM,
+// INT or HUP ends the watcher and with it the whole box: the box still
+// stops, only without the agent's grace.
+func notifyForwarded(c chan<- os.Signal) {
+	for s := syscall.Signal(1); s <= 64; s++ {
+		switch s {
+		case syscall.SIGCHLD, syscall.SIGURG, syscall.SIGKILL, syscall.SIGSTOP:
+			continue
+		}
+		signal.Notify(c, s)
+	}
 }
 
 func after(d time.Duration) <-chan time.Time {
