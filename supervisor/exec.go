@@ -266,6 +266,7 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	l.emit(Event{Event: EventJournaled})
 	log.Info("journaled", "dir", l.j.Dir())
+	crashpoint(CrashAfterJournal)
 
 	if s := l.pendingSignal(); s != nil {
 		return l.finish(signalStatus(s), nil)
@@ -280,6 +281,7 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	l.emit(Event{Event: EventCreated})
 	log.Info("created")
+	crashpoint(CrashAfterCreate)
 	if s := l.pendingSignal(); s != nil {
 		return l.finish(signalStatus(s), nil)
 	}
@@ -297,6 +299,7 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	l.emit(Event{Event: EventStarted})
 	log.Info("started")
+	crashpoint(CrashAfterStart)
 	return l.finish(l.attend(st, log), st)
 }
 
@@ -520,6 +523,7 @@ func (l *launch) finish(code int, st *Started) int {
 	if err := l.journal(StateRemoving); err != nil {
 		l.say("%v", err)
 	}
+	crashpoint(CrashRemoving)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
