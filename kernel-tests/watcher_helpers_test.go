@@ -180,3 +180,8 @@ func touch(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
