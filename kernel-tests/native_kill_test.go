@@ -214,6 +214,15 @@ func TestNativeUnprivileged(t *testing.T) {
 	if n := got["procs"]; n == "" || len(n) > 1 {
 		t.Errorf("the box sees %s processes; want only its own few", n)
 	}
+
+	// --image: a busybox tree as the root.
+	rootfs := ktest.BusyboxRootfs(t)
+	cmd = ktest.AsUser(ktest.RootlessUser, bins.Supervisor, "exec", "--runtime", "native", "--journal", journal, "--watcher", bins.Watcher, "--image", rootfs,
+		"--", "/bin/sh", "-c", "echo user=$(id -un); test -e /usr/local/go || echo host=hidden")
+	out, err = cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "user=agent") || !strings.Contains(string(out), "host=hidden") {
+		t.Fatalf("busybox rootfs as %s: %v: %s", ktest.RootlessUser, err, out)
+	}
 }
 
 var _ = fmt.Sprint
