@@ -33,9 +33,13 @@ type Globals struct {
 type CLI struct {
 	Globals
 
-	Exec    ExecCmd    `cmd:"" help:"Run one agent command in a fresh box and exit with its status."`
-	Ls      LsCmd      `cmd:"" help:"List this instance's boxes (journal and runtime)."`
-	Version VersionCmd `cmd:"" help:"Print the version."`
+	Exec ExecCmd `cmd:"" help:"Run one agent command in a fresh box and exit with its status."`
+	Ls   LsCmd   `cmd:"" help:"List this instance's boxes (journal and runtime)."`
+
+	Reconcile       ReconcileCmd `cmd:"" help:"Remove this instance's leftovers that it can prove it owns; report the rest (exit 247)."`
+	ProveDeathwatch ProveCmd     `cmd:"" name:"prove-deathwatch" help:"Kill a stand-in controller and measure how fast its box dies and is removed."`
+	Doctor          DoctorCmd    `cmd:"" help:"Report runtimes, rootless/rootful, cgroups, the watcher, the staging probe and the proof."`
+	Version         VersionCmd   `cmd:"" help:"Print the version."`
 }
 
 // ExecCmd is `supervisor exec`.

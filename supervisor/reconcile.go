@@ -1,0 +1,341 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// Reconcile outcomes.
+const (
+	ReconcileRemoved = "removed" // the box matched a journal entry, its owner is proven gone: removed and closed
+	ReconcileClosed  = "closed"  // the journal entry's box was already gone: closed
+	ReconcileBlocked = "blocked" // ownership not proven: left alone and reported
+)
+
+// ReconcileOptions is `supervisor reconcile` as plain data.
+type ReconcileOptions struct {
+	Instance   string
+	JournalDir string
+	// Runtimes to look at; empty: every registered runtime. An engine
+	// whose CLI is not installed is skipped unless the journal names it.
+	Runtimes []string
+	Env      []string // for engine CLIs; nil: the process's own
+	Log      *slog.Logger
+}
+
+// ReconcileItem is one box or journal entry and what reconcile did.
+type ReconcileItem struct {
+	Outcome  string `json:"outcome"`
+	Box      string `json:"box,omitempty"`
+	Runtime  string `json:"runtime"`
+	LaunchID string `json:"launch_id,omitempty"`
+	Reason   string `json:"reason"`
+}
+
+// ReconcileReport is the result; Blocked not empty means exit BLOCKED.
+type ReconcileReport struct {
+	Instance string          `json:"instance"`
+	Removed  []ReconcileItem `json:"removed"`
+	Closed   []ReconcileItem `json:"closed"`
+	Blocked  []ReconcileItem `json:"blocked"`
+	Warnings []string        `json:"warnings,omitempty"`
+}
+
+func (r *ReconcileReport) add(it ReconcileItem) {
+	switch it.Outcome {
+	case ReconcileRemoved:
+		r.Removed = append(r.Removed, it)
+	case ReconcileClosed:
+		r.Closed = append(r.Closed, it)
+	default:
+		it.Outcome = ReconcileBlocked
+		r.Blocked = append(r.Blocked, it)
+	}
+}
+
+// ExitCode is 0, or shared.ExitBlocked when anything was left unproven.
+func (r *ReconcileReport) ExitCode() int {
+	if len(r.Blocked) > 0 {
+		return shared.ExitBlocked
+	}
+	return 0
+}
+
+// boxProof decides whether a listed box may be removed on the strength
+// of entry (nil: the journal has none for it). It returns "" when every
+// label matches and the owner is proven gone, else why not. Pure: the
+// owner proof is passed in.
+func boxProof(instance, runtime string, b Listed, entry *JournalEntry, ownerGone bool, ownerWhy string) string {
+	lb := b.Labels
+	switch {
+	case lb[shared.LabelInstance] != instance:
+		return fmt.Sprintf("labelled for instance %q, not %q", lb[shared.LabelInstance], instance)
+	case lb[shared.LabelManaged] != "true":
+		return "no " + shared.LabelManaged + "=true label"
+	case lb[shared.LabelLaunchID] == "" || lb[shared.LabelNonce] == "":
+		return "no launch id or nonce label"
+	case entry == nil:
+		return fmt.Sprintf("no journal entry for launch %s", lb[shared.LabelLaunchID])
+	case entry.Instance != instance:
+		return fmt.Sprintf("the journal entry is for instance %q", entry.Instance)
+	case entry.Runtime != runtime:
+		return fmt.Sprintf("the journal entry is for runtime %s, the box is in %s", entry.Runtime, runtime)
+	case entry.Box != b.Name:
+		return fmt.Sprintf("the journal entry names box %s", entry.Box)
+	case entry.Nonce == "" || lb[shared.LabelNonce] != entry.Nonce:
+		return "nonce mismatch: the box's nonce label is not the journaled one"
+	case !ownerGone:
+		return ownerWhy + "; its box is not reconcile's to remove"
+	}
+	return ""
+}
+
+// Reconcile removes this instance's leftovers that it can prove it owns,
+// closes journal entries whose box is gone, and reports the rest.
+func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rep := &ReconcileReport{Instance: o.Instance, Removed: []ReconcileItem{}, Closed: []ReconcileItem{}, Blocked: []ReconcileItem{}}
+	j, err := OpenJournal(o.JournalDir, o.Instance)
+	if err != nil {
+		return nil, err
+	}
+	entries, bad, err := j.List()
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bad {
+		rep.Warnings = append(rep.Warnings, b.Error())
+	}
+	byLaunch := map[string]*JournalEntry{}
+	inJournal := map[string]bool{}
+	for _, e := range entries {
+		byLaunch[e.LaunchID] = e
+		if e.Open() {
+			inJournal[e.Runtime] = true
+		}
+	}
+
+	names := o.Runtimes
+	if len(names) == 0 {
+		names = RuntimeNames()
+	}
+	for rt := range inJournal {
+		if !contains(names, rt) && registered(rt) {
+			names = append(names, rt)
+		}
+	}
+	sort.Strings(names)
+
+	cfg := RuntimeConfig{Log: log, Env: o.Env}
+	rts := map[string]Runtime{}
+	unreachable := map[string]string{} // runtime → why it cannot be listed
+	listed := map[string][]Listed{}
+	for _, name := range names {
+		if !registered(name) {
+			unreachable[name] = "not a runtime this supervisor knows"
+			continue
+		}
+		if engineRuntimes[name] {
+			if _, err := exec.LookPath(name); err != nil {
+				unreachable[name] = name + " is not installed"
+				continue
+			}
+		}
+		rt, err := NewRuntime(name, cfg)
+		if err != nil {
+			unreachable[name] = err.Error()
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ls, err := rt.List(lctx, o.Instance)
+		cancel()
+		if err != nil {
+			unreachable[name] = err.Error()
+			continue
+		}
+		rts[name] = rt
+		listed[name] = ls
+	}
+	for name, why := range unreachable {
+		if inJournal[name] {
+			continue // reported per entry below
+		}
+		if contains(o.Runtimes, name) {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %s", name, why))
+		}
+	}
+
+	// Boxes the runtimes list with this instance's label.
+	seen := map[string]bool{} // launch ids whose box was listed
+	for _, name := range names {
+		for _, b := range listed[name] {
+			entry := byLaunch[b.Labels[shared.LabelLaunchID]]
+			it := ReconcileItem{Box: b.Name, Runtime: name, LaunchID: b.Labels[shared.LabelLaunchID]}
+			gone, ownerWhy := false, ""
+			if entry != nil {
+				gone, ownerWhy = entry.Owner.Proof()
+			}
+			if why := boxProof(o.Instance, name, b, entry, gone, ownerWhy); why != "" {
+				if entry != nil && entry.Box == b.Name && entry.Runtime == name {
+					seen[entry.LaunchID] = true
+				}
+				it.Reason = why
+				rep.add(it)
+				log.Warn("reconcile: blocked", "box", b.Name, "runtime", name, "why", why)
+				continue
+			}
+			seen[entry.LaunchID] = true
+			it.Outcome, it.Reason = removeProven(ctx, j, rts[name], entry, ownerWhy)
+			rep.add(it)
+		}
+	}
+
+	// Open entries whose box no runtime listed.
+	for _, e := range entries {
+		if !e.Open() || seen[e.LaunchID] {
+			continue
+		}
+		it := ReconcileItem{Box: e.Box, Runtime: e.Runtime, LaunchID: e.LaunchID}
+		if why, ok := unreachable[e.Runtime]; ok {
+			it.Reason = fmt.Sprintf("cannot see %s boxes (%s); the journal entry (%s) stays open", e.Runtime, why, e.State)
+			rep.add(it)
+			continue
+		}
+		gone, ownerWhy := e.Owner.Proof()
+		if !gone {
+			it.Reason = ownerWhy + "; its launch is in progress (" + e.State + ")"
+			rep.add(it)
+			continue
+		}
+		reason := "box gone; " + ownerWhy
+		if e.Runtime == "native" {
+			// A native box's remains (an empty cgroup) have no label to
+			// list; Remove works from the journaled state and is a no-op
+			// when nothing is left.
+			if err := rts[e.Runtime].Remove(ctx, boxFromEntry(e)); err != nil {
+				it.Reason = fmt.Sprintf("remove native remains: %v; the journal entry stays open", err)
+				rep.add(it)
+				continue
+			}
+		}
+		e.State, e.Error = StateRemoved, ""
+		if err := j.Put(e); err != nil {
+			it.Reason = fmt.Sprintf("close journal entry: %v", err)
+			rep.add(it)
+			continue
+		}
+		it.Outcome, it.Reason = ReconcileClosed, reason
+		rep.add(it)
+	}
+	return rep, nil
+}
+
+// removeProven removes a box whose ownership is proven: removal intent
+// journaled first, then the removal, then the entry closed.
+func removeProven(ctx context.Context, j *Journal, rt Runtime, e *JournalEntry, ownerWhy string) (outcome, reason string) {
+	e.State = StateRemoving
+	if err := j.Put(e); err != nil {
+		return ReconcileBlocked, fmt.Sprintf("journal the removal intent: %v; nothing removed", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := rt.Remove(rctx, boxFromEntry(e)); err != nil {
+		e.Error = err.Error()
+		j.Put(e)
+		return ReconcileBlocked, fmt.Sprintf("remove failed: %v; the journal entry stays open", err)
+	}
+	e.State, e.Error = StateRemoved, ""
+	if err := j.Put(e); err != nil {
+		return ReconcileRemoved, fmt.Sprintf("labels and nonce match, %s; removed, but closing the entry failed: %v", ownerWhy, err)
+	}
+	return ReconcileRemoved, "labels and nonce match the journal, " + ownerWhy
+}
+
+// boxFromEntry is the Box a runtime's Remove needs, from the journal.
+func boxFromEntry(e *JournalEntry) *Box {
+	st := map[string]string{}
+	for k, v := range e.RuntimeState {
+		st[k] = v
+	}
+	return &Box{Name: e.Box, LaunchID: e.LaunchID, Nonce: e.Nonce, Labels: e.Labels, Image: e.Image, State: st}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ReconcileCmd is `supervisor reconcile`.
+type ReconcileCmd struct {
+	Runtime []string `help:"Runtimes to look at (repeatable; default: docker, podman and native, those installed)." enum:"docker,podman,native" sep:"none" placeholder:"NAME"`
+	JSON    bool     `help:"Print JSON: removed, closed and blocked, each with its reason." name:"json"`
+}
+
+// Help is the long help of reconcile.
+func (ReconcileCmd) Help() string {
+	return `Run by a controller at start-up, resume or restart. For this --instance it lists the
+boxes that carry its label (docker, podman) or its record (native), and removes a box
+only when its labels and nonce match a journal entry AND the supervisor that owned it is
+proven gone (its pid is dead, or alive with another start time). Journal entries whose
+box is already gone are closed. A box it cannot prove it owns (no journal entry, nonce
+mismatch, owner still alive) is never touched: it is reported, and the exit status is
+247 (blocked). Running it twice changes nothing the second time.
+
+Exit status: 0 all clean; 247 something is blocked; 240 usage; 244 the journal cannot be read.`
+}
+
+// Run is `supervisor reconcile`.
+func (r *ReconcileCmd) Run(g *Globals, c *cmdContext) error {
+	if !ValidName(g.Instance) {
+		return UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
+	}
+	rep, err := Reconcile(context.Background(), ReconcileOptions{
+		Instance: g.Instance, JournalDir: g.journalDir(), Runtimes: r.Runtime, Env: c.env, Log: g.logger(c.stderr),
+	})
+	if err != nil {
+		return err
+	}
+	if r.JSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		writeReconcileTable(c.stdout, rep)
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(c.stderr, "supervisor: reconcile: %s\n", w)
+	}
+	c.code = rep.ExitCode()
+	return nil
+}
+
+func writeReconcileTable(w io.Writer, rep *ReconcileReport) {
+	all := append(append(append([]ReconcileItem{}, rep.Removed...), rep.Closed...), rep.Blocked...)
+	if len(all) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "OUTCOME\tBOX\tRUNTIME\tREASON")
+		for _, it := range all {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.Outcome, it.Box, it.Runtime, it.Reason)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "reconcile %s: %d removed, %d closed, %d blocked\n", rep.Instance, len(rep.Removed), len(rep.Closed), len(rep.Blocked))
+}
