@@ -31,12 +31,23 @@ func reexecAsInit(cfg *Config) int {
 		}
 		files[cfg.ControlFD] = uintptr(cfg.ControlFD)
 	}
+	// The inner watcher treats the end of this pipe as the death of its
+	// parent: Pdeathsig alone would not do, because the kernel clears it
+	// when the inner watcher changes its credentials.
+	parentR, parentW, err := os.Pipe()
+	if err != nil {
+		logf("create the parent pipe: %v", err)
+		return shared.ExitSetupFailed
+	}
+	defer parentW.Close()
+	parentFD := len(files)
+	files = append(files, parentR.Fd())
 	attr := &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL},
 	}
-	argv := append([]string{"watcher"}, os.Args[1:]...)
+	argv := append([]string{"watcher", "--parent-fd=" + itoa(parentFD)}, os.Args[1:]...)
 	pid, err := syscall.ForkExec("/proc/self/exe", argv, attr)
 	if err != nil && os.Geteuid() != 0 && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
 		// Unprivileged: a user namespace makes the PID namespace possible.
@@ -47,6 +58,7 @@ func reexecAsInit(cfg *Config) int {
 		attr.Sys.GidMappingsEnableSetgroups = false
 		pid, err = syscall.ForkExec("/proc/self/exe", argv, attr)
 	}
+	parentR.Close()
 	if err != nil {
 		logf("not PID 1 and cannot create a PID namespace (%v): refusing to start the agent without a kill domain; run the watcher as PID 1 (docker --init-path, unshare --pid --fork) or with CAP_SYS_ADMIN", err)
 		return shared.ExitRefused

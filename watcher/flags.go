@@ -27,8 +27,11 @@ type Config struct {
 	User        *ID // plain mode: the agent's identity; nil keeps the caller's
 	WatcherUser ID
 	AllowRoot   bool
-	Version     bool
-	Help        bool
+	// ParentFD is the read end of a pipe whose write end the outer
+	// watcher holds (see domain.go); 0 when the watcher was not re-run.
+	ParentFD int
+	Version  bool
+	Help     bool
 }
 
 // ID is a uid:gid pair.
@@ -86,6 +89,13 @@ func parseFlags(args []string) (*Config, error) {
 			c.Help = true
 		case "allow-root":
 			c.AllowRoot = true
+		case "parent-fd": // set by the outer watcher only; not in the usage
+			var v string
+			if v, err = value(); err == nil {
+				if c.ParentFD, err = strconv.Atoi(v); err != nil || c.ParentFD < 3 {
+					err = fmt.Errorf("flag --parent-fd: %q is not a descriptor above 2", v)
+				}
+			}
 		case "control":
 			var v string
 			if v, err = value(); err == nil {

@@ -30,6 +30,8 @@ type watcher struct {
 	out    *shared.Writer
 	frames chan frameEvent
 	relay  sync.WaitGroup
+
+	parentGone chan struct{} // the outer watcher died (see domain.go)
 	// The agent's stdio as the watcher holds it until the agent starts.
 	childEnds []*os.File
 
@@ -55,6 +57,10 @@ func newWatcher(cfg *Config) *watcher {
 // run is the PID-1 loop. It returns the watcher's exit status.
 func (w *watcher) run() int {
 	markCloexec()
+	if w.cfg.ParentFD > 0 {
+		w.parentGone = make(chan struct{})
+		go watchParent(w.cfg.ParentFD, w.parentGone)
+	}
 
 	var a *agent
 	var deadline, heartbeat time.Duration
@@ -123,6 +129,9 @@ func (w *watcher) run() int {
 				hb.Reset(heartbeat)
 			}
 			w.handleFrame(ev)
+		case <-w.parentGone:
+			w.parentGone = nil
+			w.lost("the outer watcher, outside this PID namespace, died")
 		case <-deadlineC:
 			deadlineC = nil
 			w.beginEnd(shared.ReasonDeadline, shared.ExitDeadline, w.grace)
@@ -135,6 +144,19 @@ func (w *watcher) run() int {
 		}
 	}
 	return w.finish()
+}
+
+// watchParent closes gone when the outer watcher's end of the pipe
+// closes, that is when the outer watcher dies.
+func watchParent(fd int, gone chan<- struct{}) {
+	f := os.NewFile(uintptr(fd), "parent")
+	var b [1]byte
+	for {
+		if _, err := f.Read(b[:]); err != nil {
+			close(gone)
+			return
+		}
+	}
 }
 
 // notifyForwarded asks for every signal the watcher forwards. The Go
