@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 )
@@ -122,5 +123,69 @@ func TestNativeMemoryLimit(t *testing.T) {
 				t.Logf("memory.oom_control: %s", strings.ReplaceAll(oom, "\n", ", "))
 			}
 		})
+	}
+}
+
+// An unprivileged supervisor with a delegated cgroup (DEATHWATCH_CGROUP_PARENT)
+// gets limits too: root hands dwtest a folder below each controller.
+func TestNativeUnprivilegedDelegatedCgroup(t *testing.T) {
+	requireUnprivilegedUserns(t)
+	bins := ktest.Build(t)
+	uid, _ := strconv.Atoi(lookupUID(t, ktest.RootlessUser))
+	parent := "/dw-deleg-" + boxName(t)
+	var dirs []string
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		// v2: the delegated folder with memory and pids enabled for its children.
+		d := "/sys/fs/cgroup" + parent
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory +pids"), 0)
+		os.WriteFile(d+"/cgroup.subtree_control", []byte("+memory +pids"), 0)
+		for _, f := range []string{"", "/cgroup.procs", "/cgroup.subtree_control", "/cgroup.threads"} {
+			os.Chown(d+f, uid, uid)
+		}
+		dirs = append(dirs, d)
+	} else {
+		for _, c := range []string{"memory", "pids", "freezer"} {
+			d := filepath.Join("/sys/fs/cgroup", c) + parent
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, uid, uid) })
+			dirs = append(dirs, d)
+		}
+	}
+	t.Cleanup(func() {
+		for _, d := range dirs {
+			if err := os.Remove(d); err != nil {
+				t.Errorf("remove the delegated cgroup: %v (a box cgroup left below it?)", err)
+			}
+		}
+	})
+	journal := sharedTempDir(t)
+	script := `i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); echo $i; done`
+	cmd := ktest.AsUser(ktest.RootlessUser, "env", supervisor.EnvCgroupParent+"="+parent, bins.Supervisor, "exec", "--runtime", "native",
+		"--journal", journal, "--watcher", bins.Watcher, "--pids-limit", "40", "--memory", "128m", "--", "/bin/sh", "-c", script)
+	out, err := cmd.CombinedOutput()
+	fields := strings.Fields(string(out))
+	n := 0
+	for _, f := range fields {
+		if v, err := strconv.Atoi(f); err == nil {
+			n = v
+		}
+	}
+	t.Logf("as %s with cgroup %s: %d sleeps started (limit 40), %v; output tail %q", ktest.RootlessUser, parent, n, err, strings.Join(fields[max(0, len(fields)-6):], " "))
+	if n == 0 || n >= 40 || !strings.Contains(string(out), "fork") {
+		t.Fatalf("%d sleeps started; want fewer than the limit 40 and a failed fork: %s", n, out)
+	}
+	for _, d := range dirs {
+		if es, _ := os.ReadDir(d); len(es) > 0 {
+			for _, e := range es {
+				if e.IsDir() {
+					t.Errorf("box cgroup %s/%s left behind", d, e.Name())
+				}
+			}
+		}
 	}
 }

@@ -84,9 +84,14 @@ func NewNative(log *slog.Logger, opts NativeOptions) *Native {
 
 var _ Runtime = (*Native)(nil)
 
+// EnvCgroupParent names a cgroup (below every v1 controller, or in the
+// v2 tree) where the native runtime creates box cgroups: a folder
+// delegated to an unprivileged supervisor gives its boxes limits too.
+const EnvCgroupParent = "DEATHWATCH_CGROUP_PARENT"
+
 func init() {
 	RegisterRuntime("native", func(cfg RuntimeConfig) (Runtime, error) {
-		return NewNative(cfg.Log, NativeOptions{Stderr: cfg.Stderr}), nil
+		return NewNative(cfg.Log, NativeOptions{Stderr: cfg.Stderr, CgroupParent: os.Getenv(EnvCgroupParent)}), nil
 	})
 }
 
