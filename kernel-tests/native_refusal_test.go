@@ -52,12 +52,18 @@ func TestNativeRefusals(t *testing.T) {
 	}
 	noProc := t.TempDir()
 	os.Mkdir(filepath.Join(noProc, "dev"), 0o755)
+	tmpLink := t.TempDir()
+	for _, d := range []string{"proc", "dev"} {
+		os.Mkdir(filepath.Join(tmpLink, d), 0o755)
+	}
+	os.Symlink("/etc", filepath.Join(tmpLink, "tmp"))
 	for _, c := range []struct {
 		name, image, want string
 	}{
 		{"missing", "/nonexistent-rootfs", "bad rootfs /nonexistent-rootfs: no such file"},
 		{"file", "/etc/passwd", "bad rootfs /etc/passwd: not a folder"},
 		{"no-proc", noProc, "no /proc folder"},
+		{"tmp-symlink", tmpLink, "no /tmp folder"},
 	} {
 		t.Run("rootfs-"+c.name, func(t *testing.T) {
 			refusal(t, exec.Command(bins.Supervisor, execArgs("--image", c.image)...), shared.ExitImage, c.want)
@@ -65,6 +71,18 @@ func TestNativeRefusals(t *testing.T) {
 	}
 	t.Run("mount-target-missing", func(t *testing.T) {
 		refusal(t, exec.Command(bins.Supervisor, execArgs("--mount", t.TempDir()+":/no/such/dir")...), shared.ExitUsage, "does not exist in the box's read-only root")
+	})
+	t.Run("mount-target-through-symlink", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.Symlink("/usr", filepath.Join(dir, "link")); err != nil {
+			t.Fatal(err)
+		}
+		rootfs := t.TempDir()
+		for _, d := range []string{"proc", "dev", "tmp"} {
+			os.Mkdir(filepath.Join(rootfs, d), 0o755)
+		}
+		os.Symlink("/usr", filepath.Join(rootfs, "link"))
+		refusal(t, exec.Command(bins.Supervisor, execArgs("--image", rootfs, "--mount", dir+":/link/x")...), shared.ExitUsage, "passes through the symlink /link -> /usr")
 	})
 	t.Run("cgroup-not-writable", func(t *testing.T) {
 		requireUnprivilegedUserns(t)

@@ -231,8 +231,9 @@ func nativeRoot(image string) (string, error) {
 		return "", ImageError("bad rootfs %s: not a folder (pass an unpacked image tree)", image)
 	}
 	for _, d := range []string{"proc", "dev", "tmp"} {
-		if st, err := os.Stat(filepath.Join(dir, d)); err != nil || !st.IsDir() {
-			return "", ImageError("bad rootfs %s: no /%s folder (an unpacked image has /proc, /dev and /tmp to mount on)", image, d)
+		// Lstat: a symlink would point the box's own mounts elsewhere.
+		if st, err := os.Lstat(filepath.Join(dir, d)); err != nil || !st.IsDir() {
+			return "", ImageError("bad rootfs %s: no /%s folder (an unpacked image has /proc, /dev and /tmp to mount on, as folders)", image, d)
 		}
 	}
 	return dir, nil
@@ -263,6 +264,21 @@ func checkWorkdir(b *Box, root string) error {
 // not create: one missing from the read-only root and not below /tmp or
 // another mount.
 func checkMountTargets(b *Box, root string) error {
+	for _, m := range b.Mounts {
+		// A symlink on the way would take the mount out of the box.
+		p := root
+		for _, c := range strings.Split(strings.TrimPrefix(m.Target, "/"), "/") {
+			p = filepath.Join(p, c)
+			st, err := os.Lstat(p)
+			if err != nil {
+				break
+			}
+			if st.Mode()&os.ModeSymlink != 0 {
+				dest, _ := os.Readlink(p)
+				return UsageError("mount target %s passes through the symlink %s -> %s; name the real path", m.Target, strings.TrimPrefix(p, strings.TrimSuffix(root, "/")), dest)
+			}
+		}
+	}
 	for i, m := range b.Mounts {
 		if under(m.Target, "/tmp") {
 			continue
