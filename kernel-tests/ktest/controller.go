@@ -150,7 +150,17 @@ func StartController(t testing.TB, bin string, o Options) *Controller {
 			c.closeWrite = toStandin.Close
 		} else {
 			readSide, c.out = host, host
-			c.closeWrite = func() error { return syscall.Shutdown(int(host.Fd()), syscall.SHUT_WR) }
+			c.closeWrite = func() error {
+				rc, err := host.SyscallConn()
+				if err != nil {
+					return err
+				}
+				var serr error
+				if err := rc.Control(func(fd uintptr) { serr = syscall.Shutdown(int(fd), syscall.SHUT_WR) }); err != nil {
+					return err
+				}
+				return serr
+			}
 		}
 	case ControlStdin:
 		inR, inW, err := os.Pipe()
@@ -223,7 +233,9 @@ func (c *Controller) notify() {
 }
 
 func (c *Controller) readLoop(f *os.File) {
-	defer f.Close()
+	if f != c.out {
+		defer f.Close() // else cleanup closes it: it is the write side too
+	}
 	r := shared.NewReader(bufio.NewReaderSize(f, 64<<10))
 	for {
 		fr, err := r.Next()
