@@ -1,0 +1,646 @@
+package kerneltests
+
+// The crash-window matrix: for Docker, rootful Podman, rootless Podman
+// and native, SIGKILL the supervisor at every lifecycle point, run
+// `supervisor reconcile`, and check that nothing of the launch is left
+// (no box, no agent process, no open journal entry) while every decoy
+// is untouched: this instance's label with a wrong nonce, this
+// instance's label with no journal entry, another instance's box, an
+// unlabelled box, and a box whose owner is alive.
+//
+// The supervisor stops itself at a point when DEATHWATCH_TEST_PAUSE_AT
+// names it (supervisor/crashpoint.go); the test waits for the stopped
+// state and kills it there. "running" needs no crash point: the test
+// kills it once the agent said it is armed.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+// cwPoints are the kill points, in lifecycle order.
+var cwPoints = []string{
+	supervisor.CrashAfterJournal, // after the journal intent, before create
+	supervisor.CrashAfterCreate,  // after create, before start
+	supervisor.CrashAfterStart,   // after start, before ready
+	"running",                    // the agent runs
+	supervisor.CrashRemoving,     // during removal (intent journaled)
+}
+
+// cwAgent forks a setsid'd and a TERM-ignoring descendant, says it is
+// armed, and sleeps; $0 carries a marker so the test can find it.
+const cwAgent = `setsid sleep 600 & (trap '' TERM; exec sleep 600) & echo armed; exec sleep 600`
+
+// cwRig is one runtime as the crash-window tests drive it.
+type cwRig struct {
+	t        *testing.T
+	name     string // docker | podman | podman-rootless | native
+	runtime  string // docker | podman | native
+	user     string // "" = root
+	uid, gid int
+	image    string
+	bin      ktest.Binaries
+	instance string
+	other    string // another instance, for decoys
+	dir      string
+}
+
+func cwRigs(t *testing.T) []*cwRig {
+	ktest.RequireRoot(t)
+	bin := ktest.Build(t)
+	u, err := user.Lookup(ktest.RootlessUser)
+	if err != nil {
+		t.Fatalf("look up %s: %v (run kernel-tests/provision.sh)", ktest.RootlessUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return []*cwRig{
+		{name: "docker", runtime: "docker", image: ktest.DockerImage(t, "docker"), bin: bin},
+		{name: "podman", runtime: "podman", image: ktest.DockerImage(t, "podman"), bin: bin},
+		{name: "podman-rootless", runtime: "podman", user: ktest.RootlessUser, uid: uid, gid: gid, image: ktest.PodmanRootlessImage(t, ktest.RootlessUser), bin: bin},
+		{name: "native", runtime: "native", bin: bin},
+	}
+}
+
+func (r *cwRig) setup(t *testing.T) {
+	r.t = t
+	r.instance = fmt.Sprintf("cw-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	r.other = r.instance + "-other"
+	dir, err := os.MkdirTemp("", "dw-cw-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r.user != "" {
+		if err := os.Chown(dir, r.uid, r.gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.dir = dir
+	t.Cleanup(func() { os.RemoveAll(dir) })
+}
+
+func (r *cwRig) journalDir() string { return filepath.Join(r.dir, "journal") }
+
+// command runs name as the rig's user with env added to a minimal environment.
+func (r *cwRig) command(env []string, name string, args ...string) *exec.Cmd {
+	base := []string{"PATH=" + os.Getenv("PATH")}
+	if r.user == "" {
+		cmd := exec.Command(name, args...)
+		cmd.Env = append(append(base, "HOME=/root"), env...)
+		return cmd
+	}
+	u, _ := user.Lookup(r.user)
+	rd, _ := ktest.RuntimeDir(r.user)
+	cmd := exec.Command("setpriv", append([]string{"--reuid", u.Uid, "--regid", u.Gid, "--init-groups", "--", name}, args...)...)
+	cmd.Env = append(append(base, "HOME="+u.HomeDir, "USER="+r.user, "XDG_RUNTIME_DIR="+rd), env...)
+	cmd.Dir = "/"
+	return cmd
+}
+
+func (r *cwRig) engine(args ...string) *exec.Cmd { return r.command(nil, r.runtime, args...) }
+
+// exec is `supervisor exec` for instance with an events file.
+func (r *cwRig) exec(env []string, instance, events string, args ...string) *exec.Cmd {
+	argv := []string{"--instance", instance, "--journal", r.journalDir(), "exec", "--runtime", r.runtime, "--events", events}
+	if r.image != "" {
+		argv = append(argv, "--image", r.image)
+	}
+	if r.user == "" && r.runtime != "native" {
+		argv = append(argv, "--allow-rootful")
+	}
+	return r.command(env, r.bin.Supervisor, append(argv, args...)...)
+}
+
+// reconcile runs `supervisor reconcile --json` for instance.
+func (r *cwRig) reconcile(instance string) (int, supervisor.ReconcileReport, string) {
+	r.t.Helper()
+	cmd := r.command(nil, r.bin.Supervisor, "--instance", instance, "--journal", r.journalDir(), "reconcile", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatalf("reconcile: %v", err)
+	}
+	var rep supervisor.ReconcileReport
+	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
+		r.t.Fatalf("reconcile --json (exit %d): %v\nstdout: %s\nstderr: %s", code, jerr, stdout.String(), stderr.String())
+	}
+	return code, rep, stderr.String()
+}
+
+// boxes lists the boxes that carry instance's label (native: records).
+func (r *cwRig) boxes(instance string) []string {
+	r.t.Helper()
+	if r.runtime == "native" {
+		ls, err := supervisor.NewNative(nil, supervisor.NativeOptions{}).List(context.Background(), instance)
+		if err != nil {
+			r.t.Fatalf("native list: %v", err)
+		}
+		var out []string
+		for _, b := range ls {
+			out = append(out, b.Name)
+		}
+		return out
+	}
+	out, err := r.engine("ps", "--all", "--filter", "label="+shared.LabelInstance+"="+instance, "--format", "{{.Names}}").Output()
+	if err != nil {
+		r.t.Fatalf("%s ps: %v", r.name, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// exists reports whether box is there: the engine knows it, or (native)
+// its record or any of its cgroup folders is left.
+func (r *cwRig) exists(box string) bool {
+	if r.runtime == "native" {
+		if _, err := os.Stat(filepath.Join("/run/deathwatch/native", box+".json")); err == nil {
+			return true
+		}
+		return len(cwCgroupDirs(box)) > 0
+	}
+	return r.engine("container", "inspect", "--format", "{{.Id}}", box).Run() == nil
+}
+
+func cwCgroupDirs(box string) []string {
+	a, _ := filepath.Glob("/sys/fs/cgroup/*/deathwatch/" + box)
+	b, _ := filepath.Glob("/sys/fs/cgroup/deathwatch/" + box)
+	return append(a, b...)
+}
+
+func (r *cwRig) entries(instance string) []*supervisor.JournalEntry {
+	r.t.Helper()
+	j, err := supervisor.OpenJournal(r.journalDir(), instance)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	es, bad, err := j.List()
+	if err != nil || len(bad) != 0 {
+		r.t.Fatalf("journal: %v %v", err, bad)
+	}
+	return es
+}
+
+// boxProcs is every process of a running box as the host sees it: its
+// PID 1 (docker/podman: State.Pid; native: the journaled init pid),
+// everything below it, and everything in its PID namespace.
+func (r *cwRig) boxProcs(box string, entry *supervisor.JournalEntry) []ktest.Proc {
+	pid := 0
+	if r.runtime == "native" {
+		if entry != nil {
+			pid, _ = strconv.Atoi(entry.RuntimeState[supervisor.StateInitPID])
+		}
+	} else if out, err := r.engine("container", "inspect", "--format", "{{.State.Pid}}", box).Output(); err == nil {
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(out)))
+	}
+	if pid <= 0 {
+		return nil
+	}
+	st, err := ktest.ReadStat(pid)
+	if err != nil {
+		return nil
+	}
+	ps := append([]ktest.Proc{{PID: pid, Start: st.Start}}, ktest.Descendants(pid)...)
+	if ns, err := ktest.PIDNamespace(pid); err == nil {
+		own, _ := ktest.PIDNamespace(os.Getpid())
+		if ns != own {
+			seen := map[int]bool{}
+			for _, p := range ps {
+				seen[p.PID] = true
+			}
+			for _, p := range ktest.InNamespace(ns) {
+				if !seen[p.PID] {
+					ps = append(ps, p)
+				}
+			}
+		}
+	}
+	return ps
+}
+
+// cwRun is one supervisor exec the test drives.
+type cwRun struct {
+	cmd    *exec.Cmd
+	events string
+	mu     sync.Mutex
+	out    bytes.Buffer
+	done   chan struct{}
+}
+
+func (c *cwRun) stdout() string { c.mu.Lock(); defer c.mu.Unlock(); return c.out.String() }
+
+type cwLocked struct{ c *cwRun }
+
+func (w cwLocked) Write(p []byte) (int, error) { w.c.mu.Lock(); defer w.c.mu.Unlock(); return w.c.out.Write(p) }
+
+func (r *cwRig) start(instance string, env []string, args ...string) *cwRun {
+	r.t.Helper()
+	ev := filepath.Join(r.dir, fmt.Sprintf("events-%d.jsonl", time.Now().UnixNano()))
+	f, err := os.OpenFile(ev, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	f.Close()
+	if r.user != "" {
+		os.Chown(ev, r.uid, r.gid)
+	}
+	c := &cwRun{events: ev, done: make(chan struct{})}
+	c.cmd = r.exec(env, instance, ev, args...)
+	c.cmd.Stdout, c.cmd.Stderr = cwLocked{c}, cwLocked{c}
+	if err := c.cmd.Start(); err != nil {
+		r.t.Fatalf("start supervisor exec: %v", err)
+	}
+	go func() { c.cmd.Wait(); close(c.done) }()
+	return c
+}
+
+func (c *cwRun) event(name string) *supervisor.Event {
+	b, _ := os.ReadFile(c.events)
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var ev supervisor.Event
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == name {
+			return &ev
+		}
+	}
+	return nil
+}
+
+// waitFor polls cond every 2ms until it holds, the run ends, or timeout.
+func (c *cwRun) waitFor(timeout time.Duration, cond func() bool) bool {
+	end := time.Now().Add(timeout)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		select {
+		case <-c.done:
+			return cond()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+func (c *cwRun) stopped() bool {
+	st, err := ktest.ReadStat(c.cmd.Process.Pid)
+	return err == nil && st.State == 'T'
+}
+
+func (c *cwRun) kill() {
+	c.cmd.Process.Kill()
+	<-c.done
+}
+
+// cwDecoys are the boxes reconcile must never touch.
+type cwDecoys struct {
+	nonce, noEntry, other, plain string // boxes (plain: engines only)
+	alive                            *cwRun
+	aliveBox                         string
+	aliveLaunch, nonceLaunch         string
+}
+
+// deadOwner is the owner record of a process that has exited.
+func deadOwner(t *testing.T) supervisor.Owner {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := supervisor.ProcStartTime(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := supervisor.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: supervisor.BootID()}
+	cmd.Process.Kill()
+	cmd.Wait()
+	return o
+}
+
+// putEntry writes a journal entry as the rig's user would own it.
+func (r *cwRig) putEntry(instance string, e *supervisor.JournalEntry) {
+	r.t.Helper()
+	j, err := supervisor.OpenJournal(r.journalDir(), instance)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := j.Put(e); err != nil {
+		r.t.Fatal(err)
+	}
+	if r.user != "" {
+		filepath.Walk(r.journalDir(), func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, r.uid, r.gid) })
+	}
+}
+
+// makeBox creates a box with labels (engines: `create`, never started;
+// native: a record like the runtime's own, no processes).
+func (r *cwRig) makeBox(name string, labels map[string]string) {
+	r.t.Helper()
+	if r.runtime == "native" {
+		rec, _ := json.Marshal(map[string]any{"name": name, "labels": labels, "state": map[string]string{}})
+		if err := os.MkdirAll("/run/deathwatch/native", 0o700); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("/run/deathwatch/native", name+".json"), rec, 0o600); err != nil {
+			r.t.Fatal(err)
+		}
+		return
+	}
+	args := []string{"create", "--name", name, "--network", "none"}
+	for k, v := range labels {
+		args = append(args, "--label", k+"="+v)
+	}
+	args = append(args, "--entrypoint", "/bin/sleep", r.image, "600")
+	if out, err := r.engine(args...).CombinedOutput(); err != nil {
+		r.t.Fatalf("create decoy %s: %v\n%s", name, err, out)
+	}
+}
+
+func (r *cwRig) dropBox(name string) {
+	if r.runtime == "native" {
+		os.Remove(filepath.Join("/run/deathwatch/native", name+".json"))
+		return
+	}
+	args := []string{"rm", "-f", name}
+	if r.runtime == "podman" {
+		args = []string{"rm", "-f", "-t", "0", name}
+	}
+	r.engine(args...).Run()
+}
+
+func cwLabels(instance, launch, nonce string) map[string]string {
+	return map[string]string{shared.LabelManaged: "true", shared.LabelInstance: instance, shared.LabelLaunchID: launch, shared.LabelNonce: nonce}
+}
+
+func (r *cwRig) decoys() *cwDecoys {
+	t := r.t
+	d := &cwDecoys{}
+	tag := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	now := time.Now().UTC()
+
+	// This instance's label, a journal entry with a dead owner, but the
+	// box's nonce is not the journaled one.
+	d.nonceLaunch = "decoy-nonce-" + tag
+	d.nonce = "dwdecoy-nonce-" + tag
+	r.putEntry(r.instance, &supervisor.JournalEntry{LaunchID: d.nonceLaunch, Instance: r.instance, Box: d.nonce,
+		Runtime: r.runtime, Nonce: "the-journaled-nonce", Labels: cwLabels(r.instance, d.nonceLaunch, "the-journaled-nonce"),
+		Owner: deadOwner(t), State: supervisor.StateStarted, Created: now})
+	r.makeBox(d.nonce, cwLabels(r.instance, d.nonceLaunch, "another-nonce"))
+
+	// This instance's label, no journal entry at all.
+	d.noEntry = "dwdecoy-noentry-" + tag
+	r.makeBox(d.noEntry, cwLabels(r.instance, "decoy-noentry-"+tag, "some-nonce"))
+
+	// Another instance's box, with a journal entry of its own and a dead
+	// owner: reconcile of that instance would remove it, ours must not.
+	otherLaunch := "decoy-other-" + tag
+	d.other = "dwdecoy-other-" + tag
+	r.putEntry(r.other, &supervisor.JournalEntry{LaunchID: otherLaunch, Instance: r.other, Box: d.other,
+		Runtime: r.runtime, Nonce: "n-other", Labels: cwLabels(r.other, otherLaunch, "n-other"),
+		Owner: deadOwner(t), State: supervisor.StateStarted, Created: now})
+	r.makeBox(d.other, cwLabels(r.other, otherLaunch, "n-other"))
+
+	// An unlabelled box (engines only: a native box is its record).
+	if r.runtime != "native" {
+		d.plain = "dwdecoy-plain-" + tag
+		r.makeBox(d.plain, map[string]string{})
+	}
+
+	// A real box of this instance whose supervisor is alive.
+	d.alive = r.start(r.instance, nil, "--", "sleep", "600")
+	if !d.alive.waitFor(60*time.Second, func() bool { return d.alive.event(supervisor.EventReady) != nil }) {
+		t.Fatalf("the live-owner decoy never became ready:\n%s", d.alive.stdout())
+	}
+	ev := d.alive.event(supervisor.EventReady)
+	d.aliveBox, d.aliveLaunch = ev.Box, ev.LaunchID
+
+	t.Cleanup(func() {
+		if d.alive != nil {
+			select {
+			case <-d.alive.done:
+			default:
+				d.alive.kill()
+			}
+			r.dropBox(d.aliveBox)
+		}
+		for _, b := range []string{d.nonce, d.noEntry, d.other, d.plain} {
+			if b != "" {
+				r.dropBox(b)
+			}
+		}
+	})
+	return d
+}
+
+// check fails the test when a decoy was touched.
+func (r *cwRig) checkDecoys(d *cwDecoys, after string) {
+	r.t.Helper()
+	for _, b := range []string{d.nonce, d.noEntry, d.other, d.plain, d.aliveBox} {
+		if b != "" && !r.exists(b) {
+			r.t.Errorf("%s: decoy box %s was removed", after, b)
+		}
+	}
+	select {
+	case <-d.alive.done:
+		r.t.Errorf("%s: the live-owner decoy's supervisor ended:\n%s", after, d.alive.stdout())
+	default:
+	}
+	if !strings.Contains(strings.Join(r.boxes(r.other), " "), d.other) {
+		r.t.Errorf("%s: another instance's box %s is no longer listed", after, d.other)
+	}
+}
+
+// cwCell is one cell of the matrix.
+type cwCell struct {
+	outcome string // removed | closed | blocked | leaked (and why)
+	procs   int    // agent processes at the kill
+}
+
+func TestCrashWindowMatrix(t *testing.T) {
+	rigs := cwRigs(t)
+	matrix := map[string]map[string]cwCell{}
+	var mu sync.Mutex
+	t0 := time.Now()
+	for _, proto := range rigs {
+		t.Run(proto.name, func(t *testing.T) {
+			r := *proto
+			r.setup(t)
+			d := r.decoys()
+			row := map[string]cwCell{}
+			mu.Lock()
+			matrix[r.name] = row
+			mu.Unlock()
+			for _, point := range cwPoints {
+				cell := r.crashAt(point, d)
+				mu.Lock()
+				row[point] = cell
+				mu.Unlock()
+			}
+			// The live-owner decoy still runs; end it the ordinary way.
+			d.alive.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-d.alive.done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("the live-owner decoy did not end on SIGTERM")
+			}
+			if r.exists(d.aliveBox) {
+				t.Errorf("the live-owner decoy's box %s is still there after its supervisor ended", d.aliveBox)
+			}
+		})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "crash-window matrix (runtime × kill point → what reconcile did; agent processes at the kill), %v:\n", time.Since(t0).Round(time.Second))
+	fmt.Fprintf(&b, "%-16s", "")
+	for _, p := range cwPoints {
+		fmt.Fprintf(&b, " %-22s", p)
+	}
+	b.WriteString("\n")
+	for _, r := range rigs {
+		fmt.Fprintf(&b, "%-16s", r.name)
+		for _, p := range cwPoints {
+			c, ok := matrix[r.name][p]
+			s := "not run"
+			if ok {
+				s = fmt.Sprintf("%s (%d procs)", c.outcome, c.procs)
+			}
+			fmt.Fprintf(&b, " %-22s", s)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("decoys (wrong nonce, no journal entry, other instance, unlabelled, live owner): untouched unless an error above says otherwise\n")
+	t.Log(b.String())
+}
+
+// crashAt kills one supervisor at point, reconciles, and checks.
+func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
+	t := r.t
+	var env []string
+	args := []string{"--", "sh", "-c", cwAgent}
+	if point != "running" {
+		env = []string{supervisor.CrashPointEnv + "=" + point}
+	}
+	if point == supervisor.CrashRemoving {
+		args = []string{"--", "sh", "-c", "echo armed"}
+	}
+	run := r.start(r.instance, env, args...)
+	reached := false
+	if point == "running" {
+		reached = run.waitFor(60*time.Second, func() bool { return strings.Contains(run.stdout(), "armed") })
+	} else {
+		reached = run.waitFor(60*time.Second, run.stopped)
+	}
+	if !reached {
+		run.kill()
+		t.Fatalf("%s: the supervisor never reached %s:\n%s", r.name, point, run.stdout())
+	}
+	ev := run.event(supervisor.EventJournaled)
+	if ev == nil {
+		run.kill()
+		t.Fatalf("%s/%s: no journaled event", r.name, point)
+	}
+	box, launch := ev.Box, ev.LaunchID
+	var entry *supervisor.JournalEntry
+	for _, e := range r.entries(r.instance) {
+		if e.LaunchID == launch {
+			entry = e
+		}
+	}
+	procs := r.boxProcs(box, entry)
+	if point == "running" && len(procs) < 4 {
+		t.Errorf("%s/%s: only %d box processes seen before the kill: %s", r.name, point, len(procs), ktest.Describe(procs))
+	}
+	run.kill()
+
+	code, rep, stderr := r.reconcile(r.instance)
+	cell := cwCell{procs: len(procs), outcome: "unreported"}
+	find := func(items []supervisor.ReconcileItem) *supervisor.ReconcileItem {
+		for i := range items {
+			if items[i].LaunchID == launch {
+				return &items[i]
+			}
+		}
+		return nil
+	}
+	switch {
+	case find(rep.Removed) != nil:
+		cell.outcome = "removed"
+	case find(rep.Closed) != nil:
+		cell.outcome = "closed"
+	case find(rep.Blocked) != nil:
+		cell.outcome = "blocked"
+		t.Errorf("%s/%s: reconcile blocked our own launch: %s", r.name, point, find(rep.Blocked).Reason)
+	default:
+		t.Errorf("%s/%s: reconcile did not report launch %s: %+v", r.name, point, launch, rep)
+	}
+	// The decoys are blocked, so the status is BLOCKED: exactly them.
+	if code != shared.ExitBlocked {
+		t.Errorf("%s/%s: reconcile exit %d, want %d (decoys are blocked)\n%s", r.name, point, code, shared.ExitBlocked, stderr)
+	}
+	blocked := map[string]string{}
+	for _, it := range rep.Blocked {
+		blocked[it.Box] = it.Reason
+	}
+	for _, b := range []string{d.nonce, d.noEntry, d.aliveBox} {
+		if _, ok := blocked[b]; !ok {
+			t.Errorf("%s/%s: decoy %s not reported blocked: %+v", r.name, point, b, rep.Blocked)
+		}
+	}
+	if len(rep.Blocked) != 3 {
+		t.Errorf("%s/%s: %d blocked, want the 3 decoys of this instance: %+v", r.name, point, len(rep.Blocked), rep.Blocked)
+	}
+
+	// Nothing of the launch is left.
+	var leaks []string
+	if _, left := ktest.WaitDead(procs, time.Now(), 5*time.Second); len(left) > 0 {
+		leaks = append(leaks, "processes "+ktest.Describe(left))
+	}
+	if r.exists(box) {
+		leaks = append(leaks, "box "+box)
+	}
+	for _, e := range r.entries(r.instance) {
+		if e.Open() && e.LaunchID != d.aliveLaunch && e.LaunchID != d.nonceLaunch {
+			leaks = append(leaks, fmt.Sprintf("open journal entry %s (%s)", e.LaunchID, e.State))
+		}
+	}
+	for _, b := range r.boxes(r.instance) {
+		if b != d.nonce && b != d.noEntry && b != d.aliveBox {
+			leaks = append(leaks, "listed box "+b)
+		}
+	}
+	if len(leaks) > 0 {
+		cell.outcome = "LEAKED"
+		t.Errorf("%s/%s: left behind after reconcile: %s", r.name, point, strings.Join(leaks, "; "))
+		r.dropBox(box)
+	}
+	r.checkDecoys(d, r.name+"/"+point)
+
+	// Idempotent: a second run changes nothing.
+	code2, rep2, _ := r.reconcile(r.instance)
+	if code2 != code || len(rep2.Removed) != 0 || len(rep2.Closed) != 0 || len(rep2.Blocked) != len(rep.Blocked) {
+		t.Errorf("%s/%s: a second reconcile changed something: exit %d, %+v", r.name, point, code2, rep2)
+	}
+	t.Logf("%s/%s: %d box processes at the kill; reconcile: %s", r.name, point, len(procs), cell.outcome)
+	return cell
+}
+
