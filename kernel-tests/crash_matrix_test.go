@@ -253,7 +253,11 @@ func (c *cwRun) stdout() string { c.mu.Lock(); defer c.mu.Unlock(); return c.out
 
 type cwLocked struct{ c *cwRun }
 
-func (w cwLocked) Write(p []byte) (int, error) { w.c.mu.Lock(); defer w.c.mu.Unlock(); return w.c.out.Write(p) }
+func (w cwLocked) Write(p []byte) (int, error) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.c.out.Write(p)
+}
 
 func (r *cwRig) start(instance string, env []string, args ...string) *cwRun {
 	r.t.Helper()
@@ -317,9 +321,9 @@ func (c *cwRun) kill() {
 // cwDecoys are the boxes reconcile must never touch.
 type cwDecoys struct {
 	nonce, noEntry, other, plain string // boxes (plain: engines only)
-	alive                            *cwRun
-	aliveBox                         string
-	aliveLaunch, nonceLaunch         string
+	alive                        *cwRun
+	aliveBox                     string
+	aliveLaunch, nonceLaunch     string
 }
 
 // deadOwner is the owner record of a process that has exited.
@@ -643,4 +647,3 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 	t.Logf("%s/%s: %d box processes at the kill; reconcile: %s", r.name, point, len(procs), cell.outcome)
 	return cell
 }
-

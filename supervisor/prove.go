@@ -4,4 +4,6 @@ package supervisor
 type ProveCmd struct{}
 
 // Run is `supervisor prove-deathwatch`.
-func (p *ProveCmd) Run(g *Globals, c *cmdContext) error { return UsageError("prove-deathwatch: not yet") }
+func (p *ProveCmd) Run(g *Globals, c *cmdContext) error {
+	return UsageError("prove-deathwatch: not yet")
+}
