@@ -1,0 +1,84 @@
+package supervisor
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The v2 code path against a folder that stands in for the unified
+// mount: the controllers are enabled down the path and the limits
+// written where the kernel would read them. (The real hierarchy is
+// exercised by kernel-tests/TestNativeCgroupV2.)
+func TestCgroupV2Files(t *testing.T) {
+	root := t.TempDir()
+	box := filepath.Join(root, "deathwatch", "dw-1")
+	if err := os.MkdirAll(box, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{
+		filepath.Join(root, "cgroup.subtree_control"),
+		filepath.Join(root, "deathwatch", "cgroup.subtree_control"),
+		filepath.Join(box, "memory.max"), filepath.Join(box, "memory.swap.max"), filepath.Join(box, "pids.max"),
+	} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := boxCgroupSpec(2, root, "", "dw-1", 64<<20, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := newBoxCgroup(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	for f, want := range map[string]string{
+		filepath.Join(root, "cgroup.subtree_control"):               "+memory +pids",
+		filepath.Join(root, "deathwatch", "cgroup.subtree_control"): "+memory +pids",
+		filepath.Join(box, "memory.max"):                            "67108864",
+		filepath.Join(box, "memory.swap.max"):                       "0",
+		filepath.Join(box, "pids.max"):                              "100",
+	} {
+		if got := read(f); got != want {
+			t.Errorf("%s = %q, want %q", strings.TrimPrefix(f, root), got, want)
+		}
+	}
+	if got := cg.Paths(); len(got) != 1 || got[0] != box {
+		t.Errorf("paths %v, want [%s]", got, box)
+	}
+	// Loading it back from the journaled state finds the same folder.
+	back, ok, err := cgroupSpecFromState(s.state())
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if l, err := loadBoxCgroup(back); err != nil || l == nil || l.Paths()[0] != box {
+		t.Fatalf("load: %v %v", l, err)
+	}
+	// Gone is not an error, and loads as nothing.
+	os.RemoveAll(filepath.Join(root, "deathwatch"))
+	if l, err := loadBoxCgroup(back); err != nil || l != nil {
+		t.Fatalf("load of a removed cgroup: %v %v", l, err)
+	}
+}
+
+func TestCheckCgroupWritable(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root writes anywhere: the refusal needs an unprivileged user (kernel-tests/TestNativeRefusals covers it as dwtest)")
+	}
+	root := t.TempDir()
+	os.Chmod(root, 0o555)
+	defer os.Chmod(root, 0o755)
+	err := checkCgroupWritable(cgroupSpec{Version: 2, Root: root, Group: "/deathwatch/x"})
+	if err == nil || !strings.Contains(err.Error(), "cgroup not writable") {
+		t.Fatalf("err %v", err)
+	}
+}
