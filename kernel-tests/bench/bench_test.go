@@ -1,0 +1,293 @@
+// Package bench holds deathwatch's benchmarks: figures measured side by
+// side with anchors (tini, catatonit, dumb-init, bubblewrap, bare engine
+// runs) in the same run, printed as a table and as ratios. Nothing here
+// asserts a timing: a target that is missed is reported, not failed.
+//
+// The benchmarks run only under `make bench` (DEATHWATCH_BENCH=1), as
+// root. Under that variable a missing prerequisite fails the run; a
+// measurement that cannot be made fails it too. The table is printed at
+// the end of the run and written as JSON to bin/bench.json (or to
+// DEATHWATCH_BENCH_JSON).
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+)
+
+// benchEnv is the variable `make bench` sets.
+const benchEnv = "DEATHWATCH_BENCH"
+
+// requireBench skips outside `make bench` and fails when not root.
+func requireBench(t *testing.T) {
+	t.Helper()
+	if os.Getenv(benchEnv) == "" {
+		t.Skipf("benchmarks run only under `make bench` (%s=1, as root)", benchEnv)
+	}
+	ktest.RequireRoot(t)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if os.Getenv(benchEnv) != "" && len(report.sections) > 0 {
+		fmt.Print("\n" + report.table())
+		if err := report.writeJSON(); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+// Target is one goal checked against a measured value: met when the
+// value is at most Limit.
+type Target struct {
+	What  string  `json:"what"`
+	Value float64 `json:"value"`
+	Limit float64 `json:"limit"`
+	Unit  string  `json:"unit"`
+	Met   bool    `json:"met"`
+}
+
+func (g Target) String() string {
+	verdict := "met"
+	if !g.Met {
+		verdict = "NOT MET"
+	}
+	return fmt.Sprintf("%s: %s (target ≤ %s): %s", g.What, fmtNum(g.Value, g.Unit), fmtNum(g.Limit, g.Unit), verdict)
+}
+
+func fmtNum(v float64, unit string) string {
+	switch unit {
+	case "x":
+		return fmt.Sprintf("%.2fx", v)
+	case "ms":
+		return fmt.Sprintf("%.2f ms", v)
+	case "MiB":
+		return fmt.Sprintf("%.2f MiB", v)
+	}
+	return fmt.Sprintf("%g %s", v, unit)
+}
+
+// Section is one benchmark's part of the report.
+type Section struct {
+	Title       string         `json:"title"`
+	Notes       []string       `json:"notes,omitempty"`
+	Header      []string       `json:"header,omitempty"`
+	Rows        [][]string     `json:"rows,omitempty"`
+	Targets     []Target       `json:"targets,omitempty"`
+	NotMeasured []string       `json:"not_measured,omitempty"`
+	Data        map[string]any `json:"data,omitempty"`
+	t           *testing.T     // the test that measures it
+	mu          *sync.Mutex    // guards the fields above
+}
+
+type reportT struct {
+	mu       sync.Mutex
+	sections []*Section
+}
+
+var report reportT
+
+// newSection adds a section to the report, in run order.
+func newSection(t *testing.T, title string, header ...string) *Section {
+	report.mu.Lock()
+	defer report.mu.Unlock()
+	s := &Section{Title: title, Header: header, Data: map[string]any{}, t: t, mu: &sync.Mutex{}}
+	report.sections = append(report.sections, s)
+	return s
+}
+
+// Row adds one table row.
+func (s *Section) Row(cells ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Rows = append(s.Rows, cells)
+}
+
+// Note adds a line of explanation below the table.
+func (s *Section) Note(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Notes = append(s.Notes, fmt.Sprintf(format, args...))
+}
+
+// Target records a goal and whether the value meets it.
+func (s *Section) Target(what string, value, limit float64, unit string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Targets = append(s.Targets, Target{What: what, Value: round3(value), Limit: limit, Unit: unit, Met: value <= limit})
+}
+
+// Skip records a part that could not be measured, and why.
+func (s *Section) Skip(what, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.NotMeasured = append(s.NotMeasured, what+": not measured: "+why)
+}
+
+// Set stores machine-readable figures under key.
+func (s *Section) Set(key string, v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Data[key] = v
+}
+
+// Log prints the section through its test (visible with -v as it ends).
+func (s *Section) Log() {
+	s.t.Helper()
+	s.t.Logf("\n%s", s.text())
+}
+
+func (s *Section) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "== %s ==\n", s.Title)
+	if len(s.Rows) > 0 {
+		tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
+		if len(s.Header) > 0 {
+			fmt.Fprintln(tw, strings.Join(s.Header, "\t"))
+		}
+		for _, r := range s.Rows {
+			fmt.Fprintln(tw, strings.Join(r, "\t"))
+		}
+		tw.Flush()
+	}
+	for _, g := range s.Targets {
+		fmt.Fprintf(&b, "  %s\n", g)
+	}
+	for _, n := range s.NotMeasured {
+		fmt.Fprintf(&b, "  %s\n", n)
+	}
+	for _, n := range s.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	return b.String()
+}
+
+func (r *reportT) table() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "deathwatch benchmarks, %s (%s)\n", time.Now().UTC().Format(time.RFC3339), machine())
+	for _, s := range r.sections {
+		b.WriteString("\n" + s.text())
+	}
+	var missed []string
+	for _, s := range r.sections {
+		for _, g := range s.Targets {
+			if !g.Met {
+				missed = append(missed, g.What)
+			}
+		}
+	}
+	if len(missed) > 0 {
+		fmt.Fprintf(&b, "\ntargets not met (informational): %s\n", strings.Join(missed, "; "))
+	} else {
+		b.WriteString("\nall targets measured here are met\n")
+	}
+	return b.String()
+}
+
+func (r *reportT) writeJSON() error {
+	path := os.Getenv("DEATHWATCH_BENCH_JSON")
+	if path == "" {
+		path = filepath.Join(ktest.RepoRoot(), "bin", "bench.json")
+	}
+	r.mu.Lock()
+	doc := struct {
+		Time     string     `json:"time"`
+		Machine  string     `json:"machine"`
+		Sections []*Section `json:"sections"`
+	}{time.Now().UTC().Format(time.RFC3339), machine(), r.sections}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	r.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("encode the report: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
+	fmt.Printf("bench: figures written to %s\n", path)
+	return nil
+}
+
+// machine describes where the figures come from.
+func machine() string {
+	var kernel string
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	load := "?"
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			load = f[0]
+		}
+	}
+	return fmt.Sprintf("Linux %s, %d CPUs, load %s", kernel, runtime.NumCPU(), load)
+}
+
+// Stats summarises durations.
+type Stats struct {
+	N    int     `json:"n"`
+	P50  float64 `json:"p50_ms"`
+	P95  float64 `json:"p95_ms"`
+	P99  float64 `json:"p99_ms"`
+	Max  float64 `json:"max_ms"`
+	Min  float64 `json:"min_ms"`
+	Mean float64 `json:"mean_ms"`
+}
+
+func summarize(ds []time.Duration) Stats {
+	if len(ds) == 0 {
+		return Stats{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	return Stats{
+		N: len(s), P50: ms(pct(s, .50)), P95: ms(pct(s, .95)), P99: ms(pct(s, .99)),
+		Max: ms(s[len(s)-1]), Min: ms(s[0]), Mean: ms(sum / time.Duration(len(s))),
+	}
+}
+
+// pct is the nearest-rank percentile of sorted durations.
+func pct(sorted []time.Duration, p float64) time.Duration {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// fms formats milliseconds for the table.
+func fms(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.2f ms", v)
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
+
+func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }

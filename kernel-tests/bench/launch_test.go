@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+)
+
+// Inits under test beside the watcher (Debian packages; provision.sh
+// installs them).
+const (
+	tiniStatic = "/usr/bin/tini-static"
+	trueBin    = "/bin/true"
+)
+
+// runsFromEnv reads a run count override (for a quick try of the
+// harness), or returns def.
+func runsFromEnv(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// candidate is one command timed in a round-robin.
+type candidate struct {
+	name  string
+	role  string // init | anchor | probe
+	argv  []string
+	wall  []time.Duration
+	cpu   []time.Duration // user+sys of the whole tree (wait4 counts reaped descendants)
+	stats Stats
+}
+
+// runOnce runs argv to completion and returns its wall and CPU time.
+func runOnce(argv []string, env []string) (time.Duration, time.Duration, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	t0 := time.Now()
+	err := cmd.Run()
+	wall := time.Since(t0)
+	if err != nil {
+		return 0, 0, err
+	}
+	return wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+}
+
+// roundRobin times every candidate n times, interleaved (A B C A B C
+// ...), the starting candidate rotating each round, after warm rounds
+// that are not counted. Interleaving spreads whatever else the machine
+// does over all candidates alike.
+func roundRobin(t *testing.T, cs []*candidate, env []string, warm, n int) {
+	t.Helper()
+	for r := -warm; r < n; r++ {
+		for i := range cs {
+			c := cs[(i+max(r, 0))%len(cs)]
+			wall, cpu, err := runOnce(c.argv, env)
+			if err != nil {
+				cmd := exec.Command(c.argv[0], c.argv[1:]...)
+				cmd.Env = env
+				out, _ := cmd.CombinedOutput()
+				t.Fatalf("%s (%q): %v\n%s", c.name, c.argv, err, out)
+			}
+			if r >= 0 {
+				c.wall = append(c.wall, wall)
+				c.cpu = append(c.cpu, cpu)
+			}
+		}
+	}
+	for _, c := range cs {
+		c.stats = summarize(c.wall)
+	}
+}
+
+var (
+	goinitOnce sync.Once
+	goinitPath string
+	goinitErr  error
+)
+
+// goinitBin builds the goinit probes the way the Makefile builds the
+// watcher.
+func goinitBin(t *testing.T) string {
+	t.Helper()
+	goinitOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "deathwatch-bench-")
+		if err != nil {
+			goinitErr = err
+			return
+		}
+		goinitPath = filepath.Join(dir, "goinit")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", goinitPath, "./kernel-tests/bench/goinit")
+		cmd.Dir = ktest.RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			goinitErr = fmt.Errorf("go build ./kernel-tests/bench/goinit: %w\n%s", err, out)
+		}
+	})
+	if goinitErr != nil {
+		t.Fatalf("build the goinit probes: %v", goinitErr)
+	}
+	return goinitPath
+}
+
+// TestBenchLaunch: launch overhead of each init over a bare /bin/true,
+// all as PID 1 of a fresh PID namespace.
+func TestBenchLaunch(t *testing.T) {
+	requireBench(t)
+	unshare := ktest.RequireCmd(t, "unshare")
+	catatonit := ktest.RequireCmd(t, "catatonit")
+	dumbInit := ktest.RequireCmd(t, "dumb-init")
+	ktest.RequireCmd(t, tiniStatic)
+	w := ktest.Build(t).Watcher
+	g := goinitBin(t)
+	n := runsFromEnv("DEATHWATCH_BENCH_LAUNCH_RUNS", 300)
+
+	in := func(argv ...string) []string { return append([]string{unshare, "--pid", "--fork"}, argv...) }
+	cs := []*candidate{
+		{name: "bare /bin/true", role: "anchor", argv: in(trueBin)},
+		{name: "tini-static", role: "init", argv: in(tiniStatic, "--", trueBin)},
+		{name: "catatonit", role: "init", argv: in(catatonit, "--", trueBin)},
+		{name: "dumb-init", role: "init", argv: in(dumbInit, trueBin)},
+		{name: "watcher", role: "init", argv: in(w, "--", trueBin)},
+		{name: "goinit exit", role: "probe", argv: in(g, "exit")},
+		{name: "goinit fork", role: "probe", argv: in(g, "fork", trueBin)},
+		{name: "goinit notify-chld", role: "probe", argv: in(g, "notify-chld", trueBin)},
+		{name: "goinit notify-all", role: "probe", argv: in(g, "notify-all", trueBin)},
+		{name: "goinit notify-async", role: "probe", argv: in(g, "notify-async", trueBin)},
+	}
+	roundRobin(t, cs, ktest.WatcherEnv(), 10, n)
+
+	s := newSection(t, fmt.Sprintf("launch: `unshare --pid --fork INIT -- /bin/true`, %d runs each, interleaved", n),
+		"candidate", "role", "p50", "p95", "over bare (p50)", "cpu p50", "cpu over bare")
+	bare := cs[0]
+	bareCPU := summarize(bare.cpu)
+	over := map[string]float64{}
+	for _, c := range cs {
+		cpu := summarize(c.cpu)
+		o, co := c.stats.P50-bare.stats.P50, cpu.P50-bareCPU.P50
+		over[c.name] = o
+		ov, cov := "—", "—"
+		if c != bare {
+			ov, cov = fmt.Sprintf("%+.2f ms", o), fmt.Sprintf("%+.2f ms", co)
+		}
+		s.Row(c.name, c.role, fms(c.stats.P50), fms(c.stats.P95), ov, fms(cpu.P50), cov)
+		s.Set(c.name, map[string]any{"role": c.role, "argv": c.argv, "wall": c.stats, "cpu": cpu, "overhead_p50_ms": round3(o)})
+	}
+	tini := over["tini-static"]
+	if tini <= 0 {
+		t.Fatalf("tini-static's overhead over a bare /bin/true is %.3f ms: too small to compare against", tini)
+	}
+	s.Target("watcher overhead / tini overhead (p50)", over["watcher"]/tini, 1.5, "x")
+	s.Set("watcher_over_tini", round3(over["watcher"]/tini))
+	s.Note("overhead = p50 of the init minus p50 of bare /bin/true under the same unshare; cpu = user+sys of the whole tree")
+	s.Note("goinit probes (kernel-tests/bench/goinit): exit = an empty static Go binary; fork = + ForkExec/wait4; notify-chld = + signal.Notify(SIGCHLD); notify-all = + signal.Notify() of every signal, as the watcher does; notify-async = SIGCHLD first, the rest in a goroutine")
+	s.Note("signal.Notify() of every signal costs notify-all − notify-chld = %+.2f ms here: os/signal enables each signal with a synchronous round trip to the runtime's signal-mask thread (ensureSigM: enableSigChan ← sig, ← maskUpdatedChan), ~65 futex wake/wait pairs between two threads",
+		over["goinit notify-all"]-over["goinit notify-chld"])
+	s.Log()
+}
+
+// quietRun runs a command and returns its combined output on failure.
+func quietRun(argv ...string) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%v: %w\n%s", argv, err, out.String())
+	}
+	return nil
+}

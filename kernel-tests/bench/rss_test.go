@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+)
+
+// memory is what /proc/PID/status says of one process, in KiB.
+type memory struct {
+	RSS, Anon, File, Shmem int64
+	Threads                int64
+}
+
+func readMemory(pid int) (memory, error) {
+	st, err := ktest.Status(pid)
+	if err != nil {
+		return memory{}, fmt.Errorf("read /proc/%d/status: %w", pid, err)
+	}
+	kib := func(field string) int64 {
+		n, _ := strconv.ParseInt(strings.TrimSuffix(st[field], " kB"), 10, 64)
+		return n
+	}
+	m := memory{RSS: kib("VmRSS"), Anon: kib("RssAnon"), File: kib("RssFile"), Shmem: kib("RssShmem"), Threads: kib("Threads")}
+	if m.RSS == 0 {
+		return memory{}, fmt.Errorf("/proc/%d/status has no VmRSS (a kernel thread or a zombie?)", pid)
+	}
+	return m, nil
+}
+
+// idleDelay is how long an init runs before its memory is read.
+const idleDelay = 300 * time.Millisecond
+
+// plainRSS starts `unshare --pid --fork ARGV` (ARGV an init running a
+// sleep), reads the init's memory after idleDelay, and kills the box.
+func plainRSS(t *testing.T, argv []string) memory {
+	t.Helper()
+	cmd := exec.Command("unshare", append([]string{"--pid", "--fork"}, argv...)...)
+	cmd.Env = ktest.WatcherEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", argv, err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	var init int
+	if !ktest.WaitFor(5*time.Second, func() bool {
+		for _, p := range ktest.Descendants(cmd.Process.Pid) {
+			if st, err := ktest.ReadStat(p.PID); err == nil && st.PPID == cmd.Process.Pid {
+				init = p.PID
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("%v: no init below unshare after 5s", argv)
+	}
+	time.Sleep(idleDelay)
+	m, err := readMemory(init)
+	if err != nil {
+		t.Fatalf("%v: %v", argv, err)
+	}
+	// The init's exit ends the namespace and its sleep; SIGKILL from the
+	// parent namespace always reaches a namespace's PID 1.
+	_ = syscall.Kill(init, syscall.SIGKILL)
+	return m
+}
+
+// controlRSS runs the watcher in control mode (--control=fd:3, PID 1)
+// with a spec running sleep and reads its memory after idleDelay.
+func controlRSS(t *testing.T, w string) memory {
+	t.Helper()
+	c := ktest.StartController(t, w, ktest.Options{Control: ktest.ControlFD, PID1: true})
+	c.Launch(shared.Spec{
+		Argv: []string{"/bin/busybox", "sleep", "5"}, Env: []string{"PATH=/usr/bin:/bin"},
+		UID: shared.DefaultAgentUID, GID: shared.DefaultAgentGID, Grace: time.Second,
+	})
+	ns := c.BoxNamespace(5 * time.Second)
+	init, err := ktest.BoxInit(ns)
+	if err != nil {
+		t.Fatalf("control mode: %v\n%s", err, c.Diagnostics())
+	}
+	time.Sleep(idleDelay)
+	m, err := readMemory(init.PID)
+	if err != nil {
+		t.Fatalf("control mode: %v", err)
+	}
+	_ = c.CloseWrite() // EOF: the watcher kills the box and exits
+	c.Wait(10 * time.Second)
+	return m
+}
+
+// TestBenchIdleRSS: resident memory of each init as PID 1 with one
+// sleeping child.
+func TestBenchIdleRSS(t *testing.T) {
+	requireBench(t)
+	ktest.RequireCmd(t, "unshare")
+	catatonit := ktest.RequireCmd(t, "catatonit")
+	dumbInit := ktest.RequireCmd(t, "dumb-init")
+	ktest.RequireCmd(t, tiniStatic)
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Fatalf("/bin/busybox: %v (install busybox-static; kernel-tests/provision.sh does)", err)
+	}
+	w := ktest.Build(t).Watcher
+	const trials = 5
+	type init struct {
+		name string
+		argv []string // nil: control mode
+		mem  []memory
+	}
+	inits := []*init{
+		{name: "tini-static", argv: []string{tiniStatic, "--", "/bin/sleep", "5"}},
+		{name: "catatonit", argv: []string{catatonit, "--", "/bin/sleep", "5"}},
+		{name: "dumb-init", argv: []string{dumbInit, "/bin/sleep", "5"}},
+		{name: "watcher (plain)", argv: []string{w, "--", "/bin/sleep", "5"}},
+		{name: "watcher (--control=fd:3)"},
+	}
+	for i := 0; i < trials; i++ {
+		for _, in := range inits {
+			if in.argv == nil {
+				in.mem = append(in.mem, controlRSS(t, w))
+			} else {
+				in.mem = append(in.mem, plainRSS(t, in.argv))
+			}
+		}
+	}
+	s := newSection(t, fmt.Sprintf("idle memory as PID 1 with a sleeping child, read after %s (median of %d)", idleDelay, trials),
+		"init", "VmRSS", "RssAnon", "RssFile", "threads")
+	med := func(ms []memory, f func(memory) int64) int64 {
+		v := make([]int64, len(ms))
+		for i, m := range ms {
+			v[i] = f(m)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	kib := func(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/1024) }
+	for _, in := range inits {
+		rss := med(in.mem, func(m memory) int64 { return m.RSS })
+		anon := med(in.mem, func(m memory) int64 { return m.Anon })
+		file := med(in.mem, func(m memory) int64 { return m.File })
+		thr := med(in.mem, func(m memory) int64 { return m.Threads })
+		s.Row(in.name, kib(rss), kib(anon), kib(file), strconv.FormatInt(thr, 10))
+		s.Set(in.name, map[string]any{"vmrss_kib": rss, "rss_anon_kib": anon, "rss_file_kib": file, "threads": thr, "trials": in.mem})
+		if strings.HasPrefix(in.name, "watcher") {
+			s.Target("idle VmRSS, "+in.name, float64(rss)/1024, 2.5, "MiB")
+		}
+	}
+	s.Log()
+}
