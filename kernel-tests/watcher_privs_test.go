@@ -112,7 +112,7 @@ func TestWatcherAgentPrivileges(t *testing.T) {
 					t.Fatalf("the agent did not finish its report\n%s", c.Diagnostics())
 				}
 				ns := c.BoxNamespace(5 * time.Second)
-				checkAgentFromOutside(t, ns, ready.PID, spec)
+				checkAgentFromOutside(t, ns, ready.PID, spec, secretValue)
 				checkAgentReport(t, c.Stdout(), d.pid1, spec)
 				touch(t, dir+"/go")
 				res := c.Wait(10 * time.Second)
@@ -127,7 +127,7 @@ func TestWatcherAgentPrivileges(t *testing.T) {
 
 // checkAgentFromOutside reads the agent's main process and the box's PID 1
 // from the test's /proc.
-func checkAgentFromOutside(t *testing.T, ns string, boxPID int, spec shared.Spec) {
+func checkAgentFromOutside(t *testing.T, ns string, boxPID int, spec shared.Spec, secret string) {
 	t.Helper()
 	var agent ktest.Proc
 	for _, p := range ktest.InNamespace(ns) {
@@ -166,7 +166,7 @@ func checkAgentFromOutside(t *testing.T, ns string, boxPID int, spec shared.Spec
 	if len(fds) != 3 || fds[0] != "/dev/null" || fds[1] == "" || fds[2] == "" {
 		t.Errorf("agent's open fds (from outside): %v, want exactly 0 (/dev/null), 1 and 2", fds)
 	}
-	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", agent.PID)); err != nil || !strings.Contains(string(env), "SECRET_TOKEN="+secretValue) {
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", agent.PID)); secret != "" && (err != nil || !strings.Contains(string(env), "SECRET_TOKEN="+secret)) {
 		t.Errorf("the spec's env did not reach the agent (%v): %q", err, env)
 	}
 
@@ -174,7 +174,13 @@ func checkAgentFromOutside(t *testing.T, ns string, boxPID int, spec shared.Spec
 	if err != nil {
 		t.Fatal(err)
 	}
-	ist, err := ktest.Status(init.PID)
+	// The watcher drops its own privileges just after it starts the
+	// agent: give it a moment.
+	var ist map[string]string
+	ktest.WaitFor(2*time.Second, func() bool {
+		ist, err = ktest.Status(init.PID)
+		return err == nil && !strings.HasPrefix(ist["Uid"], "0\t")
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,10 +201,13 @@ func checkAgentFromOutside(t *testing.T, ns string, boxPID int, spec shared.Spec
 	}
 	t.Logf("watcher (box PID 1, host pid %d): Uid %q CapEff %s CapPrm %s CapBnd %s NoNewPrivs %s", init.PID, ist["Uid"], ist["CapEff"], ist["CapPrm"], ist["CapBnd"], ist["NoNewPrivs"])
 	for _, f := range []string{"environ", "cmdline"} {
+		if secret == "" {
+			break
+		}
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", init.PID, f))
 		if err != nil {
 			t.Errorf("read the watcher's %s: %v", f, err)
-		} else if strings.Contains(string(b), secretValue) {
+		} else if strings.Contains(string(b), secret) {
 			t.Errorf("the watcher's %s holds the agent's secret", f)
 		}
 	}
@@ -242,4 +251,80 @@ func checkAgentReport(t *testing.T, out string, pid1 bool, spec shared.Spec) {
 			t.Errorf("agent reads PID 1's %s: %q, want EACCES or EPERM", k, p[k])
 		}
 	}
+}
+
+// TestWatcherPlainUser: plain mode with --user runs the agent with the
+// same restrictions as control mode; --user 0:0 is refused without
+// --allow-root.
+func TestWatcherPlainUser(t *testing.T) {
+	bin := watcherBin(t)
+	for _, pid1 := range []bool{true, false} {
+		name := "ownns"
+		if pid1 {
+			name = "pid1"
+		}
+		t.Run(name, func(t *testing.T) {
+			marker := newMarker(t)
+			dir := readyDir(t)
+			cmd := plainCmd(bin, pid1, []string{"--user", "1234:1235"}, bbox, "sh", "-c", `while [ ! -e "$1/go" ]; do busybox sleep 0.02; done; exit 5`, marker, dir)
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			var agent []ktest.Proc
+			ok := ktest.WaitFor(5*time.Second, func() bool {
+				agent = nil
+				for _, p := range ktest.WithMarker(marker) {
+					if a := ktest.Cmdline(p.PID); len(a) > 1 && a[0] == bbox {
+						agent = append(agent, p)
+					}
+				}
+				return len(agent) == 1
+			})
+			if !ok {
+				t.Fatalf("no single agent process with marker %s: %s", marker, ktest.Describe(agent))
+			}
+			ns, err := ktest.PIDNamespace(agent[0].PID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := ktest.NSPid(agent[0].PID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := shared.Spec{UID: 1234, GID: 1235}
+			checkAgentFromOutside(t, ns, n[len(n)-1], spec, "")
+			touch(t, dir+"/go")
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the watcher did not exit")
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 5 {
+				t.Errorf("exit status %d, want 5\n%s", code, out.String())
+			}
+		})
+	}
+	t.Run("root-refused", func(t *testing.T) {
+		dir := readyDir(t)
+		code, out, err := ktest.ExitStatus(plainCmd(bin, true, []string{"--user", "0:0"}, bbox, "touch", dir+"/agent-ran"), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("--user 0:0: exit %d, %q", code, out)
+		if code != shared.ExitRefused && code != shared.ExitUsage {
+			t.Errorf("exit status %d, want %d (refused) or %d (usage)", code, shared.ExitRefused, shared.ExitUsage)
+		}
+		if fileExists(dir + "/agent-ran") {
+			t.Errorf("the agent ran as root without --allow-root")
+		}
+		code, out, err = ktest.ExitStatus(plainCmd(bin, true, []string{"--user", "0:0", "--allow-root"}, bbox, "touch", dir+"/agent-ran"), 10*time.Second)
+		if err != nil || code != 0 || !fileExists(dir+"/agent-ran") {
+			t.Errorf("--user 0:0 --allow-root: exit %d (%v), agent ran: %v; %q", code, err, fileExists(dir+"/agent-ran"), out)
+		}
+	})
 }
