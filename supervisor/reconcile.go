@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -118,6 +120,7 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 	for _, b := range bad {
 		rep.Warnings = append(rep.Warnings, b.Error())
 	}
+	pruneJournalTemps(j.Dir(), staleTemp)
 	byLaunch := map[string]*JournalEntry{}
 	inJournal := map[string]bool{}
 	for _, e := range entries {
@@ -240,6 +243,21 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 		rep.add(it)
 	}
 	return rep, nil
+}
+
+// staleTemp is the age past which a journal temp file is a leftover
+// of a killed write (a write takes milliseconds).
+const staleTemp = 10 * time.Minute
+
+// pruneJournalTemps removes the temp files that killed writes left in
+// the journal directory (".NAME.json.tmp-*" older than age).
+func pruneJournalTemps(dir string, age time.Duration) {
+	tmps, _ := filepath.Glob(filepath.Join(dir, ".*.json.tmp-*"))
+	for _, p := range tmps {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > age {
+			os.Remove(p)
+		}
+	}
 }
 
 // removeProven removes a box whose ownership is proven: removal intent

@@ -1,0 +1,260 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// memRuntime is an in-memory runtime for reconcile's unit tests.
+type memRuntime struct {
+	mu      sync.Mutex
+	boxes   map[string]Listed
+	removed []string
+	listErr error
+}
+
+func (m *memRuntime) Name() string { return "memrt" }
+func (m *memRuntime) Probe(context.Context) (Info, error) {
+	return Info{Runtime: "memrt", Present: true}, nil
+}
+func (m *memRuntime) Create(context.Context, *Box) error            { return nil }
+func (m *memRuntime) Start(context.Context, *Box) (*Started, error) { return nil, errors.New("no") }
+func (m *memRuntime) Remove(_ context.Context, b *Box) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.boxes, b.Name)
+	m.removed = append(m.removed, b.Name)
+	return nil
+}
+func (m *memRuntime) List(_ context.Context, instance string) ([]Listed, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.listErr != nil {
+		return nil, m.listErr
+	}
+	var out []Listed
+	for _, b := range m.boxes {
+		if b.Labels[shared.LabelInstance] == instance {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+var theMem = &memRuntime{boxes: map[string]Listed{}}
+
+func init() {
+	RegisterRuntime("memrt", func(RuntimeConfig) (Runtime, error) { return theMem, nil })
+}
+
+func labelsFor(instance, launch, nonce string) map[string]string {
+	return map[string]string{shared.LabelManaged: "true", shared.LabelInstance: instance, shared.LabelLaunchID: launch, shared.LabelNonce: nonce}
+}
+
+// deadOwnerRecord is the owner record of a process that has exited.
+func deadOwnerRecord(t *testing.T) Owner {
+	t.Helper()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ProcStartTime(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Owner{PID: cmd.Process.Pid, StartTime: st, BootID: BootID()}
+	cmd.Process.Kill()
+	cmd.Wait()
+	return o
+}
+
+func TestBoxProof(t *testing.T) {
+	e := &JournalEntry{LaunchID: "L1", Instance: "i", Box: "dw-L1", Runtime: "docker", Nonce: "n1"}
+	box := Listed{Name: "dw-L1", Labels: labelsFor("i", "L1", "n1")}
+	with := func(f func(l map[string]string)) Listed {
+		b := Listed{Name: box.Name, Labels: map[string]string{}}
+		for k, v := range box.Labels {
+			b.Labels[k] = v
+		}
+		f(b.Labels)
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		b    Listed
+		e    *JournalEntry
+		rt   string
+		gone bool
+		want string // "" = may remove; else a piece of the reason
+	}{
+		{"proven", box, e, "docker", true, ""},
+		{"owner alive", box, e, "docker", false, "alive"},
+		{"no entry", box, nil, "docker", true, "no journal entry"},
+		{"wrong nonce", with(func(l map[string]string) { l[shared.LabelNonce] = "n2" }), e, "docker", true, "nonce mismatch"},
+		{"no nonce", with(func(l map[string]string) { delete(l, shared.LabelNonce) }), e, "docker", true, "no launch id or nonce"},
+		{"other instance", with(func(l map[string]string) { l[shared.LabelInstance] = "j" }), e, "docker", true, "instance"},
+		{"unmanaged", with(func(l map[string]string) { delete(l, shared.LabelManaged) }), e, "docker", true, "managed"},
+		{"other runtime", box, e, "podman", true, "runtime"},
+		{"other name", Listed{Name: "dw-other", Labels: box.Labels}, e, "docker", true, "names box"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := boxProof("i", tc.rt, tc.b, tc.e, tc.gone, "owner pid 1 is alive")
+			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("boxProof = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOwnerProof(t *testing.T) {
+	me, err := SelfOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gone, why := me.Proof(); gone {
+		t.Errorf("self: gone (%s)", why)
+	}
+	if gone, _ := deadOwnerRecord(t).Proof(); !gone {
+		t.Errorf("dead process: not gone")
+	}
+	reused := me
+	reused.StartTime++
+	if gone, why := reused.Proof(); !gone || !strings.Contains(why, "belongs to a process started") {
+		t.Errorf("pid reuse: gone=%v %q", gone, why)
+	}
+	reboot := me
+	reboot.BootID = "another-boot"
+	if gone, _ := reboot.Proof(); !gone {
+		t.Errorf("other boot: not gone")
+	}
+	if gone, _ := (Owner{}).Proof(); gone {
+		t.Errorf("no pid: gone")
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	dir := t.TempDir()
+	j, err := OpenJournal(dir, "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, _ := SelfOwner()
+	dead := deadOwnerRecord(t)
+	now := time.Now().UTC()
+	put := func(launch, nonce, state string, o Owner) {
+		if err := j.Put(&JournalEntry{LaunchID: launch, Instance: "i", Box: "dw-" + launch, Runtime: "memrt", Nonce: nonce,
+			Labels: labelsFor("i", launch, nonce), Owner: o, State: state, Created: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	box := func(name, instance, launch, nonce string) {
+		theMem.boxes[name] = Listed{Name: name, Labels: labelsFor(instance, launch, nonce), Running: true}
+	}
+	theMem.boxes = map[string]Listed{}
+	theMem.removed = nil
+	put("gone", "n", StateStarted, dead) // box there, owner dead → removed
+	box("dw-gone", "i", "gone", "n")
+	put("closed", "n", StateCreated, dead) // no box, owner dead → closed
+	put("busy", "n", StateStarted, me)     // box there, owner alive → blocked
+	box("dw-busy", "i", "busy", "n")
+	put("intent", "n", StateIntent, me) // no box yet, owner alive → blocked (in progress)
+	put("nonce", "right", StateStarted, dead)
+	box("dw-nonce", "i", "nonce", "wrong") // nonce mismatch → blocked
+	box("dw-stray", "i", "stray", "n")     // no entry → blocked
+	box("dw-other", "k", "other", "n")     // another instance: not even listed
+	put("done", "n", StateRemoved, dead)   // closed already: nothing
+
+	stale := filepath.Join(j.Dir(), ".x.json.tmp-1")
+	os.WriteFile(stale, []byte("{"), 0o600)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(stale, old, old)
+
+	rep, err := Reconcile(context.Background(), ReconcileOptions{Instance: "i", JournalDir: dir, Runtimes: []string{"memrt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(items []ReconcileItem) string {
+		var s []string
+		for _, it := range items {
+			s = append(s, it.LaunchID)
+		}
+		return strings.Join(s, ",")
+	}
+	if got := ids(rep.Removed); got != "gone" {
+		t.Errorf("removed %q, want gone", got)
+	}
+	if got := ids(rep.Closed); got != "closed" {
+		t.Errorf("closed %q, want closed", got)
+	}
+	blocked := map[string]bool{}
+	for _, it := range rep.Blocked {
+		blocked[it.LaunchID] = true
+		if it.Reason == "" {
+			t.Errorf("blocked %s without a reason", it.LaunchID)
+		}
+	}
+	for _, want := range []string{"busy", "intent", "nonce", "stray"} {
+		if !blocked[want] {
+			t.Errorf("%s not blocked: %+v", want, rep.Blocked)
+		}
+	}
+	if len(rep.Blocked) != 4 || rep.ExitCode() != shared.ExitBlocked {
+		t.Errorf("blocked %+v, exit %d", rep.Blocked, rep.ExitCode())
+	}
+	if strings.Join(theMem.removed, ",") != "dw-gone" {
+		t.Errorf("runtime removed %v, want only dw-gone", theMem.removed)
+	}
+	for _, want := range []struct{ id, state string }{{"gone", StateRemoved}, {"closed", StateRemoved}, {"busy", StateStarted}, {"nonce", StateStarted}, {"intent", StateIntent}} {
+		e, err := j.Get(want.id)
+		if err != nil || e.State != want.state {
+			t.Errorf("entry %s: %v state %v, want %s", want.id, err, e, want.state)
+		}
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("stale temp file not pruned")
+	}
+
+	// Idempotent.
+	rep2, err := Reconcile(context.Background(), ReconcileOptions{Instance: "i", JournalDir: dir, Runtimes: []string{"memrt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep2.Removed)+len(rep2.Closed) != 0 || len(rep2.Blocked) != 4 {
+		t.Errorf("second run: %+v", rep2)
+	}
+
+	// A runtime that cannot list: its open entries are blocked, never closed.
+	theMem.listErr = errors.New("engine down")
+	defer func() { theMem.listErr = nil }()
+	put("unseen", "n", StateStarted, dead)
+	rep3, _ := Reconcile(context.Background(), ReconcileOptions{Instance: "i", JournalDir: dir, Runtimes: []string{"memrt"}})
+	found := false
+	for _, it := range rep3.Blocked {
+		if it.LaunchID == "unseen" && strings.Contains(it.Reason, "engine down") {
+			found = true
+		}
+	}
+	if !found || len(rep3.Closed) != 0 {
+		t.Errorf("unlistable runtime: %+v", rep3)
+	}
+}
+
+func TestReconcileCLI(t *testing.T) {
+	dir := t.TempDir()
+	theMem.boxes = map[string]Listed{}
+	var out, errb strings.Builder
+	c := &cmdContext{stdout: &out, stderr: &errb, getenv: func(string) (string, bool) { return "", false }}
+	code := run([]string{"--instance", "cli", "--journal", dir, "reconcile", "--json", "--runtime", "native"}, c)
+	if code != 0 || !strings.Contains(out.String(), `"removed": []`) {
+		t.Errorf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+}
