@@ -268,6 +268,21 @@ func agentPids(token string) []int {
 	return pids
 }
 
+// allDead reports whether every pid is gone or a zombie.
+func allDead(pids []int) bool {
+	for _, p := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'Z' {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
 func percentile(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
@@ -291,25 +306,40 @@ func TestSupervisorSIGKILL(t *testing.T) {
 				t.Fatal(err)
 			}
 			box := r.waitEvent(supervisor.EventReady, 30*time.Second).Box
-			for len(agentPids(token)) < 3 {
+			var pids []int
+			for t0 := time.Now(); len(pids) < 3; pids = agentPids(token) {
+				if time.Since(t0) > 10*time.Second {
+					t.Fatalf("trial %d: agent processes %v, want 3", i, pids)
+				}
 				time.Sleep(time.Millisecond)
 			}
+			// Two watchers: the agent's pids (dead = gone or zombie) polled
+			// tightly, the box polled through the engine CLI.
 			t0 := time.Now()
+			deadc, removedc := make(chan time.Duration, 1), make(chan time.Duration, 1)
+			go func() {
+				for !allDead(pids) {
+					if time.Since(t0) > 30*time.Second {
+						deadc <- -1
+						return
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+				deadc <- time.Since(t0)
+			}()
+			go func() {
+				for r.exists(box) {
+					if time.Since(t0) > 30*time.Second {
+						removedc <- -1
+						return
+					}
+				}
+				removedc <- time.Since(t0)
+			}()
 			cmd.Process.Kill()
-			var tDead, tRemoved time.Duration
-			for tDead == 0 || tRemoved == 0 {
-				if tDead == 0 && len(agentPids(token)) == 0 {
-					tDead = time.Since(t0)
-				}
-				if tRemoved == 0 && !r.exists(box) {
-					tRemoved = time.Since(t0)
-				}
-				if time.Since(t0) > 30*time.Second {
-					t.Fatalf("trial %d: after 30s agent pids %v, box exists %v", i, agentPids(token), r.exists(box))
-				}
-				if tDead == 0 {
-					time.Sleep(200 * time.Microsecond)
-				}
+			tDead, tRemoved := <-deadc, <-removedc
+			if tDead < 0 || tRemoved < 0 {
+				t.Fatalf("trial %d: after 30s agent pids %v, box exists %v", i, agentPids(token), r.exists(box))
 			}
 			cmd.Wait()
 			t.Logf("trial %d: SIGKILL → agent processes dead %v, box removed %v", i, tDead.Round(10*time.Microsecond), tRemoved.Round(time.Millisecond))
@@ -385,18 +415,19 @@ func TestSupervisorSignals(t *testing.T) {
 func TestSupervisorSecrets(t *testing.T) {
 	forEngine(t, func(t *testing.T, r *engineRig) {
 		secret := fmt.Sprintf("dw-secret-%x", time.Now().UnixNano())
-		cmd := r.supervisor([]string{"DW_SECRET=" + secret}, "--env", "DW_SECRET", "--", "sh", "-c", "printenv DW_SECRET; sleep 1000")
+		cmd := r.supervisor([]string{"DW_SECRET=" + secret}, "--env", "DW_SECRET", "--", "sh", "-c", `echo "$DW_SECRET"; sleep 1000`)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		box := r.waitEvent(supervisor.EventReady, 30*time.Second).Box
-		for !strings.Contains(out.String(), secret) {
-			if cmd.ProcessState != nil {
-				t.Fatalf("supervisor ended: %s", errb.String())
+		for t0 := time.Now(); !strings.Contains(out.String(), secret); time.Sleep(5 * time.Millisecond) {
+			if time.Since(t0) > 20*time.Second {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("the agent did not print the secret; stdout %q stderr %q", out.String(), errb.String())
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
 		sup := cmd.Process.Pid
 		// Host argv and environments (the supervisor's own environment
@@ -412,7 +443,7 @@ func TestSupervisorSecrets(t *testing.T) {
 			}
 			if b, _ := os.ReadFile(filepath.Join(filepath.Dir(m), "environ")); bytes.Contains(b, []byte(secret)) {
 				agent, _ := os.ReadFile(m)
-				if strings.HasPrefix(string(agent), "sh\x00-c\x00printenv") || strings.HasPrefix(string(agent), "sleep\x001000") {
+				if strings.HasPrefix(string(agent), "sh\x00-c\x00echo") || strings.HasPrefix(string(agent), "sleep\x001000") {
 					continue // the agent itself
 				}
 				t.Errorf("secret in the environment of pid %d (%q)", pid, agent)

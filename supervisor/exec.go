@@ -91,7 +91,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	spec := o.Spec()
 	if err := spec.Validate(); err != nil {
 		if strings.Contains(err.Error(), "(root) is refused") {
-			return fail(RefusedError("%v (--user)", err), shared.ExitRefused)
+			return fail(RefusedError("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID), shared.ExitRefused)
 		}
 		return fail(UsageError("%v", err), shared.ExitUsage)
 	}
