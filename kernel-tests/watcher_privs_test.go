@@ -328,3 +328,33 @@ func TestWatcherPlainUser(t *testing.T) {
 		}
 	})
 }
+
+// TestWatcherLsFDsParse checks the parser of the agent's fd listing.
+func TestWatcherLsFDsParse(t *testing.T) {
+	cases := []struct {
+		out  string
+		want map[int]string
+		bad  bool
+	}{
+		{"total 0\nlr-x------ 1 1000 1001 64 Nov 30 05:20 0 -> /dev/null\nl-wx------ 1 1000 1001 64 Nov 30 05:20 1 -> pipe:[1]\nl-wx------ 1 1000 1001 64 Nov 30 05:20 2 -> pipe:[2]\nlr-x------ 1 1000 1001 64 Nov 30 05:20 3\n",
+			map[int]string{0: "/dev/null", 1: "pipe:[1]", 2: "pipe:[2]"}, false},
+		{"lr-x------ 1 u g 64 Nov 30 05:20 0 -> /dev/null\nlr-x------ 1 u g 64 Nov 30 05:20 3 -> /proc/77/fd\n",
+			map[int]string{0: "/dev/null"}, false},
+		// A leaked descriptor stays in the result, ls's own (the highest,
+		// without a target) does not.
+		{"lr-x------ 1 u g 64 Nov 30 05:20 0 -> /dev/null\nlrwx------ 1 u g 64 Nov 30 05:20 5 -> socket:[9]\nlr-x------ 1 u g 64 Nov 30 05:20 6\n",
+			map[int]string{0: "/dev/null", 5: "socket:[9]"}, false},
+		{"lr-x------ 1 u g 64 Nov 30 05:20 3\nlr-x------ 1 u g 64 Nov 30 05:20 4\n", nil, true},
+		{"garbage\n", nil, true},
+	}
+	for i, c := range cases {
+		got, err := lsFDs(c.out)
+		if (err != nil) != c.bad {
+			t.Errorf("case %d: err = %v, want error %v", i, err, c.bad)
+			continue
+		}
+		if !c.bad && fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("case %d: got %v, want %v", i, got, c.want)
+		}
+	}
+}
