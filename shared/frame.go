@@ -3,7 +3,6 @@ package shared
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 )
@@ -42,7 +41,7 @@ func (t FrameType) String() string {
 	if n, ok := frameNames[t]; ok {
 		return n
 	}
-	return fmt.Sprintf("unknown(0x%02x)", byte(t))
+	return "unknown(" + hex8(byte(t)) + ")"
 }
 
 // Known reports whether t is a frame type of this protocol version.
@@ -103,22 +102,22 @@ func (r *Reader) Next() (Frame, error) {
 			return Frame{}, io.EOF
 		}
 		if err == io.ErrUnexpectedEOF {
-			return Frame{}, &ProtocolError{Reason: fmt.Sprintf("truncated header (%d of %d bytes)", n, HeaderSize)}
+			return Frame{}, &ProtocolError{Reason: "truncated header (" + itoa(n) + " of " + itoa(HeaderSize) + " bytes)"}
 		}
 		return Frame{}, err
 	}
 	t := FrameType(r.hdr[0])
 	size := binary.BigEndian.Uint32(r.hdr[1:])
 	if !t.Known() {
-		return Frame{}, &ProtocolError{Reason: fmt.Sprintf("unknown frame type 0x%02x", byte(t))}
+		return Frame{}, &ProtocolError{Reason: "unknown frame type " + hex8(byte(t))}
 	}
 	if size > MaxPayload {
-		return Frame{}, &ProtocolError{Reason: fmt.Sprintf("%s frame of %d bytes exceeds the %d-byte limit", t, size, MaxPayload)}
+		return Frame{}, &ProtocolError{Reason: t.String() + " frame of " + utoa(uint64(size)) + " bytes exceeds the " + itoa(MaxPayload) + "-byte limit"}
 	}
 	payload := make([]byte, size)
 	if n, err := io.ReadFull(r.r, payload); err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return Frame{}, &ProtocolError{Reason: fmt.Sprintf("truncated %s frame (%d of %d bytes)", t, n, size)}
+			return Frame{}, &ProtocolError{Reason: "truncated " + t.String() + " frame (" + itoa(n) + " of " + utoa(uint64(size)) + " bytes)"}
 		}
 		return Frame{}, err
 	}
@@ -139,7 +138,7 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 // Send writes one frame.
 func (w *Writer) Send(t FrameType, payload []byte) error {
 	if len(payload) > MaxPayload {
-		return fmt.Errorf("send %s frame: %d bytes exceeds the %d-byte limit", t, len(payload), MaxPayload)
+		return errors.New("send " + t.String() + " frame: " + itoa(len(payload)) + " bytes exceeds the " + itoa(MaxPayload) + "-byte limit")
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

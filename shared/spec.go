@@ -1,8 +1,9 @@
 package shared
 
 import (
-	"fmt"
+	"errors"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -52,38 +53,37 @@ type Spec struct {
 
 // Validate names the first bad field.
 func (s *Spec) Validate() error {
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("spec: %s: %s", field, fmt.Sprintf(format, args...))
-	}
+	bad := func(field, why string) error { return errors.New("spec: " + field + ": " + why) }
+	nth := func(field string, i int) string { return field + "[" + itoa(i) + "]" }
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return bad("argv", "empty: name a command to run")
 	}
 	if len(s.Argv) > MaxArgs {
-		return bad("argv", "%d arguments exceed the limit of %d", len(s.Argv), MaxArgs)
+		return bad("argv", itoa(len(s.Argv))+" arguments exceed the limit of "+itoa(MaxArgs))
 	}
 	for i, a := range s.Argv {
 		if err := checkString(a); err != "" {
-			return bad(fmt.Sprintf("argv[%d]", i), "%s", err)
+			return bad(nth("argv", i), err)
 		}
 	}
 	if len(s.Env) > MaxEnv {
-		return bad("env", "%d variables exceed the limit of %d", len(s.Env), MaxEnv)
+		return bad("env", itoa(len(s.Env))+" variables exceed the limit of "+itoa(MaxEnv))
 	}
 	for i, kv := range s.Env {
 		name, _, ok := strings.Cut(kv, "=")
 		switch {
 		case !ok:
-			return bad(fmt.Sprintf("env[%d]", i), "not NAME=value")
+			return bad(nth("env", i), "not NAME=value")
 		case name == "":
-			return bad(fmt.Sprintf("env[%d]", i), "empty name")
+			return bad(nth("env", i), "empty name")
 		}
 		if err := checkString(kv); err != "" {
-			return bad("env "+name, "%s", err)
+			return bad("env "+name, err)
 		}
 	}
 	if s.Workdir != "" {
 		if err := checkPath(s.Workdir); err != "" {
-			return bad("workdir", "%s", err)
+			return bad("workdir", err)
 		}
 	}
 	if s.UID == 0 && !s.AllowRoot {
@@ -94,21 +94,21 @@ func (s *Spec) Validate() error {
 	}
 	for field, d := range map[string]time.Duration{"deadline": s.Deadline, "grace": s.Grace, "heartbeat": s.Heartbeat} {
 		if d < 0 {
-			return bad(field, "negative duration %s", d)
+			return bad(field, "negative duration "+d.String())
 		}
 	}
 	if len(s.Links) > MaxLinks {
-		return bad("links", "%d links exceed the limit of %d", len(s.Links), MaxLinks)
+		return bad("links", itoa(len(s.Links))+" links exceed the limit of "+itoa(MaxLinks))
 	}
 	for i, l := range s.Links {
 		if err := checkPath(l.Target); err != "" {
-			return bad(fmt.Sprintf("links[%d].target", i), "%s", err)
+			return bad(nth("links", i)+".target", err)
 		}
 		if l.Target == "/" {
-			return bad(fmt.Sprintf("links[%d].target", i), "cannot replace /")
+			return bad(nth("links", i)+".target", "cannot replace /")
 		}
 		if err := checkPath(l.Source); err != "" {
-			return bad(fmt.Sprintf("links[%d].source", i), "%s", err)
+			return bad(nth("links", i)+".source", err)
 		}
 	}
 	return nil
@@ -116,7 +116,7 @@ func (s *Spec) Validate() error {
 
 func checkString(s string) string {
 	if len(s) > MaxStringLen {
-		return fmt.Sprintf("%d bytes exceed the limit of %d", len(s), MaxStringLen)
+		return itoa(len(s)) + " bytes exceed the limit of " + itoa(MaxStringLen)
 	}
 	if strings.IndexByte(s, 0) >= 0 {
 		return "contains a NUL byte"
@@ -129,10 +129,10 @@ func checkPath(p string) string {
 		return e
 	}
 	if !path.IsAbs(p) {
-		return fmt.Sprintf("%q is not an absolute path", p)
+		return strconv.Quote(p) + " is not an absolute path"
 	}
 	if path.Clean(p) != p {
-		return fmt.Sprintf("%q is not clean (want %q)", p, path.Clean(p))
+		return strconv.Quote(p) + " is not clean (want " + strconv.Quote(path.Clean(p)) + ")"
 	}
 	return ""
 }
@@ -175,7 +175,7 @@ func ParseSpec(b []byte) (Spec, error) {
 	s.Heartbeat = time.Duration(d.i64("heartbeat"))
 	n := d.u64("links")
 	if d.err == nil && n > uint64(len(d.b))/2 {
-		d.fail("links", fmt.Sprintf("count %d exceeds the bytes left", n))
+		d.fail("links", "count "+utoa(n)+" exceeds the bytes left")
 	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		s.Links = append(s.Links, Link{Target: d.str("links.target"), Source: d.str("links.source")})

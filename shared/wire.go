@@ -2,7 +2,6 @@ package shared
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 )
 
@@ -40,7 +39,7 @@ type dec struct {
 
 func (d *dec) fail(field, why string) {
 	if d.err == nil {
-		d.err = &ProtocolError{Reason: fmt.Sprintf("%s: field %s: %s", d.what, field, why)}
+		d.err = &ProtocolError{Reason: d.what + ": field " + field + ": " + why}
 	}
 }
 
@@ -104,7 +103,7 @@ func (d *dec) str(field string) string {
 		return ""
 	}
 	if n > uint64(len(d.b)) {
-		d.fail(field, fmt.Sprintf("length %d exceeds the %d bytes left", n, len(d.b)))
+		d.fail(field, "length "+utoa(n)+" exceeds the "+itoa(len(d.b))+" bytes left")
 		return ""
 	}
 	s := string(d.b[:n])
@@ -119,7 +118,7 @@ func (d *dec) strs(field string) []string {
 	}
 	// Every string takes at least one byte, which bounds the count.
 	if n > uint64(len(d.b)) {
-		d.fail(field, fmt.Sprintf("count %d exceeds the %d bytes left", n, len(d.b)))
+		d.fail(field, "count "+utoa(n)+" exceeds the "+itoa(len(d.b))+" bytes left")
 		return nil
 	}
 	out := make([]string, 0, n)
@@ -131,7 +130,7 @@ func (d *dec) strs(field string) []string {
 
 func (d *dec) done() error {
 	if d.err == nil && len(d.b) != 0 {
-		d.err = &ProtocolError{Reason: fmt.Sprintf("%s: %d trailing bytes", d.what, len(d.b))}
+		d.err = &ProtocolError{Reason: d.what + ": " + itoa(len(d.b)) + " trailing bytes"}
 	}
 	return d.err
 }

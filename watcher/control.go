@@ -22,7 +22,7 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 	} else {
 		f := os.NewFile(uintptr(w.cfg.ControlFD), "control")
 		if f == nil {
-			logf("--control=fd:%d: no such descriptor", w.cfg.ControlFD)
+			logf("--control=fd:" + itoa(w.cfg.ControlFD) + ": no such descriptor")
 			return nil, shared.ExitUsage
 		}
 		syscall.CloseOnExec(w.cfg.ControlFD)
@@ -38,7 +38,7 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 	}
 	h, err := shared.ParseHello(hello)
 	if err == nil && h.Version != shared.ProtocolVersion {
-		err = &shared.ProtocolError{Reason: sprintf("hello: protocol version %d, this watcher speaks %d", h.Version, shared.ProtocolVersion)}
+		err = &shared.ProtocolError{Reason: "hello: protocol version " + itoa(int(h.Version)) + ", this watcher speaks " + itoa(shared.ProtocolVersion)}
 	}
 	if err != nil {
 		return nil, w.lostBeforeStart(err)
@@ -66,7 +66,7 @@ func (w *watcher) expect(t shared.FrameType) ([]byte, error) {
 		case ev.f.Type == shared.FramePing:
 			_ = w.out.Send(shared.FramePong, ev.f.Payload)
 		case ev.f.Type != t:
-			return nil, &shared.ProtocolError{Reason: sprintf("expected a %s frame, got %s", t, ev.f.Type)}
+			return nil, &shared.ProtocolError{Reason: "expected a " + t.String() + " frame, got " + ev.f.Type.String()}
 		default:
 			return ev.f.Payload, nil
 		}
@@ -76,7 +76,7 @@ func (w *watcher) expect(t shared.FrameType) ([]byte, error) {
 
 func (w *watcher) lostBeforeStart(err error) int {
 	msg := streamError(err)
-	logf("liveness lost before the agent started: %s", msg)
+	logf("liveness lost before the agent started: " + msg)
 	rec := shared.Exit{Reason: shared.ReasonLivenessLost, Code: shared.ExitLivenessLost, Message: msg}
 	waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
 	return shared.ExitLivenessLost
@@ -104,14 +104,14 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		// A box without /dev/null: an empty pipe reads as EOF too.
 		var wr *os.File
 		if stdin, wr, err = os.Pipe(); err != nil {
-			return nil, w.setupFailed(shared.ExitSetupFailed, sprintf("agent stdin: %v", err))
+			return nil, w.setupFailed(shared.ExitSetupFailed, "agent stdin: "+err.Error())
 		}
 		wr.Close()
 	}
 	outR, outW, err1 := os.Pipe()
 	errR, errW, err2 := os.Pipe()
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, w.setupFailed(shared.ExitSetupFailed, sprintf("agent output pipes: %v", err))
+		return nil, w.setupFailed(shared.ExitSetupFailed, "agent output pipes: "+err.Error())
 	}
 	w.childEnds = []*os.File{stdin, outW, errW}
 	w.relay.Add(2)
@@ -123,7 +123,7 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		dir = "/"
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, w.setupFailed(shared.ExitSetupFailed, sprintf("spec: workdir: %s is not a directory in the box", dir))
+		return nil, w.setupFailed(shared.ExitSetupFailed, "spec: workdir: "+dir+" is not a directory in the box")
 	}
 	return &agent{
 		Argv:     spec.Argv,
@@ -190,7 +190,7 @@ func (w *watcher) handleFrame(ev frameEvent) {
 	case shared.FrameResize:
 		_, err = shared.ParseResize(f.Payload)
 	default:
-		err = &shared.ProtocolError{Reason: sprintf("unexpected %s frame while the agent runs", f.Type)}
+		err = &shared.ProtocolError{Reason: "unexpected " + f.Type.String() + " frame while the agent runs"}
 	}
 	if err != nil {
 		w.lost(err.Error())
@@ -203,15 +203,13 @@ func makeLink(l shared.Link) error {
 		return nil
 	}
 	if err := os.MkdirAll(path.Dir(l.Target), 0o755); err != nil {
-		return sprintfErr("link %s: %v", l.Target, err)
+		return errors.New("link " + l.Target + ": " + err.Error())
 	}
 	if err := os.Symlink(l.Source, l.Target); err != nil {
-		return sprintfErr("link %s -> %s: %v", l.Target, l.Source, err)
+		return errors.New("link " + l.Target + " -> " + l.Source + ": " + err.Error())
 	}
 	return nil
 }
-
-func sprintfErr(format string, args ...any) error { return errors.New(sprintf(format, args...)) }
 
 func closeRangeCloexec(first uint) error {
 	return unix.CloseRange(first, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)

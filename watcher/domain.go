@@ -36,7 +36,7 @@ func reexecAsInit(cfg *Config) int {
 	// when the inner watcher changes its credentials.
 	parentR, parentW, err := os.Pipe()
 	if err != nil {
-		logf("create the parent pipe: %v", err)
+		logf("create the parent pipe: " + err.Error())
 		return shared.ExitSetupFailed
 	}
 	defer parentW.Close()
@@ -60,7 +60,7 @@ func reexecAsInit(cfg *Config) int {
 	}
 	parentR.Close()
 	if err != nil {
-		logf("not PID 1 and cannot create a PID namespace (%v): refusing to start the agent without a kill domain; run the watcher as PID 1 (docker --init-path, unshare --pid --fork) or with CAP_SYS_ADMIN", err)
+		logf("not PID 1 and cannot create a PID namespace (" + err.Error() + "): refusing to start the agent without a kill domain; run the watcher as PID 1 (docker --init-path, unshare --pid --fork) or with CAP_SYS_ADMIN")
 		return shared.ExitRefused
 	}
 	for s := range sigs {

@@ -9,7 +9,6 @@ package watcher
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -76,7 +75,7 @@ func parseFlags(args []string) (*Config, error) {
 				return val, nil
 			}
 			if i+1 >= len(args) {
-				return "", fmt.Errorf("flag --%s needs a value", name)
+				return "", errors.New("flag --" + name + " needs a value")
 			}
 			i++
 			return args[i], nil
@@ -93,7 +92,7 @@ func parseFlags(args []string) (*Config, error) {
 			var v string
 			if v, err = value(); err == nil {
 				if c.ParentFD, err = strconv.Atoi(v); err != nil || c.ParentFD < 3 {
-					err = fmt.Errorf("flag --parent-fd: %q is not a descriptor above 2", v)
+					err = errors.New("flag --parent-fd: " + strconv.Quote(v) + " is not a descriptor above 2")
 				}
 			}
 		case "control":
@@ -109,7 +108,7 @@ func parseFlags(args []string) (*Config, error) {
 					err = errors.New("negative")
 				}
 				if err != nil {
-					err = fmt.Errorf("flag --%s: %q is not a duration like 30s or 5m", name, v)
+					err = errors.New("flag --" + name + ": " + strconv.Quote(v) + " is not a duration like 30s or 5m")
 				}
 			}
 			if name == "deadline" {
@@ -122,7 +121,7 @@ func parseFlags(args []string) (*Config, error) {
 			var id ID
 			if v, err = value(); err == nil {
 				if id, err = parseID(v); err != nil {
-					err = fmt.Errorf("flag --%s: %w", name, err)
+					err = errors.New("flag --" + name + ": " + err.Error())
 				}
 			}
 			if name == "user" {
@@ -131,7 +130,7 @@ func parseFlags(args []string) (*Config, error) {
 				c.WatcherUser = id
 			}
 		default:
-			err = fmt.Errorf("unknown flag %s (see watcher --help)", a)
+			err = errors.New("unknown flag " + a + " (see watcher --help)")
 		}
 		if err != nil {
 			return nil, err
@@ -166,12 +165,12 @@ func (c *Config) setControl(v string) error {
 	case strings.HasPrefix(v, "fd:"):
 		n, err := strconv.Atoi(v[3:])
 		if err != nil || n < 0 {
-			return fmt.Errorf("flag --control: %q is not fd:N", v)
+			return errors.New("flag --control: " + strconv.Quote(v) + " is not fd:N")
 		}
 		c.Control, c.ControlFD = "fd", n
 		return nil
 	}
-	return fmt.Errorf("flag --control: %q is neither stdin nor fd:N", v)
+	return errors.New("flag --control: " + strconv.Quote(v) + " is neither stdin nor fd:N")
 }
 
 func parseID(s string) (ID, error) {
@@ -179,7 +178,7 @@ func parseID(s string) (ID, error) {
 	uid, err1 := strconv.ParseUint(u, 10, 32)
 	gid, err2 := strconv.ParseUint(g, 10, 32)
 	if !ok || err1 != nil || err2 != nil {
-		return ID{}, fmt.Errorf("%q is not UID:GID (numbers, like 1000:1000)", s)
+		return ID{}, errors.New(strconv.Quote(s) + " is not UID:GID (numbers, like 1000:1000)")
 	}
 	return ID{uint32(uid), uint32(gid)}, nil
 }

@@ -11,7 +11,7 @@ import (
 func Main(args []string) int {
 	cfg, err := parseFlags(args)
 	if err != nil {
-		logf("%v", err)
+		logf(err.Error())
 		return shared.ExitUsage
 	}
 	switch {
@@ -29,6 +29,6 @@ func Main(args []string) int {
 }
 
 // logf writes one line to the watcher's own stderr; never into frames.
-func logf(format string, args ...any) {
-	os.Stderr.WriteString("watcher: " + strings.TrimSuffix(sprintf(format, args...), "\n") + "\n")
+func logf(msg string) {
+	os.Stderr.WriteString("watcher: " + strings.TrimSuffix(msg, "\n") + "\n")
 }

@@ -86,7 +86,7 @@ func (w *watcher) run() int {
 	}
 	w.closeChildEnds(a)
 	if err != nil {
-		return w.setupFailed(execStatus(err), sprintf("start %s: %v", a.Argv[0], err))
+		return w.setupFailed(execStatus(err), "start "+a.Argv[0]+": "+err.Error())
 	}
 	w.started = time.Now()
 	// SIGCHLD's default is to ignore it, and a child that exited before
@@ -97,7 +97,7 @@ func (w *watcher) run() int {
 		if err := dropSelf(w.cfg.WatcherUser); err != nil {
 			killAll(syscall.SIGKILL)
 			w.drain()
-			return w.setupFailed(shared.ExitSetupFailed, sprintf("drop the watcher's privileges: %v", err))
+			return w.setupFailed(shared.ExitSetupFailed, "drop the watcher's privileges: "+err.Error())
 		}
 	}
 	if w.out != nil {
@@ -136,7 +136,7 @@ func (w *watcher) run() int {
 			deadlineC = nil
 			w.beginEnd(shared.ReasonDeadline, shared.ExitDeadline, w.grace)
 		case <-heartbeatC:
-			w.lost(sprintf("no frame from the host for %s (heartbeat timeout)", heartbeat))
+			w.lost("no frame from the host for " + heartbeat.String() + " (heartbeat timeout)")
 		case <-w.graceC:
 			w.graceC = nil
 			w.killed = true
@@ -207,7 +207,7 @@ func (w *watcher) beginEnd(reason shared.Reason, code int, grace time.Duration) 
 // lost is a liveness loss: everything dies at once.
 func (w *watcher) lost(why string) {
 	if !w.ending || w.reason != shared.ReasonLivenessLost {
-		logf("liveness lost: %s; killing the box", why)
+		logf("liveness lost: " + why + "; killing the box")
 	}
 	if !w.ending {
 		w.message = why
@@ -251,7 +251,7 @@ func (w *watcher) finish() int {
 
 // setupFailed ends a box whose agent never ran.
 func (w *watcher) setupFailed(code int, msg string) int {
-	logf("%s", msg)
+	logf(msg)
 	if w.out != nil {
 		rec := shared.Exit{Reason: shared.ReasonSetupFailed, Code: code, Message: msg}
 		waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)

@@ -1,0 +1,13 @@
+package shared
+
+import "strconv"
+
+// Messages are built without fmt: the watcher links this package, and
+// fmt with its reflection is a tenth of the PID-1 binary.
+
+func itoa(n int) string    { return strconv.Itoa(n) }
+func utoa(n uint64) string { return strconv.FormatUint(n, 10) }
+func hex8(b byte) string {
+	const digits = "0123456789abcdef"
+	return "0x" + string([]byte{digits[b>>4], digits[b&15]})
+}
