@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -83,6 +82,18 @@ func agentSpec(argv ...string) shared.Spec {
 // it. during, if set, runs once the agent is ready.
 func runBox(t *testing.T, rt supervisor.Runtime, b *supervisor.Box, spec shared.Spec, during func(ready shared.Ready)) boxRun {
 	t.Helper()
+	r, err := runBoxEOF(t, rt, b, spec, during)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return r
+}
+
+// runBoxEOF is runBox for a box whose stream may end without an exit
+// record (its PID 1 died): it returns that as an error after the box
+// init was reaped.
+func runBoxEOF(t *testing.T, rt supervisor.Runtime, b *supervisor.Box, spec shared.Spec, during func(ready shared.Ready)) (boxRun, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
@@ -122,7 +133,11 @@ func runBox(t *testing.T, rt supervisor.Runtime, b *supervisor.Box, spec shared.
 	for {
 		f, err := rd.Next()
 		if err != nil {
-			t.Fatalf("read frame: %v (stdout %q, stderr %q)", err, stdout.String(), stderr.String())
+			r.Total = time.Since(t0)
+			r.Stdout, r.Stderr = stdout.String(), stderr.String()
+			st.Control.Close()
+			werr := st.Wait()
+			return r, fmt.Errorf("read frame: %v (box init: %v; stdout %q, stderr %q)", err, werr, stdout.String(), stderr.String())
 		}
 		switch f.Type {
 		case shared.FrameReady:
@@ -150,7 +165,7 @@ func runBox(t *testing.T, rt supervisor.Runtime, b *supervisor.Box, spec shared.
 					t.Errorf("box init: %v, exit frame code %d", err, r.Exit.Code)
 				}
 			}
-			return r
+			return r, nil
 		}
 	}
 }
@@ -263,6 +278,3 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	i := int(p*float64(len(s)-1) + 0.5)
 	return s[i]
 }
-
-var _ = io.EOF
-var _ = fmt.Sprintf
