@@ -1,0 +1,372 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+// rig is one runtime as `supervisor exec` drives it.
+type rig struct {
+	name     string // docker | podman | native
+	image    string // docker/podman
+	bins     ktest.Binaries
+	instance string
+	journal  string
+	probeErr error // why supervisor exec does not work here (not measured)
+}
+
+// execArgs is `supervisor --instance I --journal J exec --runtime R ...
+// extra -- argv`.
+func (r *rig) execArgs(extra []string, argv ...string) []string {
+	a := []string{r.bins.Supervisor, "--instance", r.instance, "--journal", r.journal, "exec", "--runtime", r.name, "--watcher", r.bins.Watcher}
+	if r.name != "native" {
+		a = append(a, "--allow-rootful", "--image", r.image)
+	}
+	a = append(a, extra...)
+	return append(append(a, "--"), argv...)
+}
+
+// engineBare is the engine's own `run --rm -i IMAGE true`.
+func (r *rig) engineBare(network bool) []string {
+	a := []string{r.name, "run"}
+	if r.name == "podman" {
+		a = append(a, "--runtime", "runc")
+	}
+	a = append(a, "--rm", "-i")
+	if !network {
+		a = append(a, "--network", "none")
+	}
+	return append(a, r.image, "true")
+}
+
+// rigs makes the three runtimes and checks that supervisor exec works
+// on each; a runtime where it does not is reported as not measured.
+func rigs(t *testing.T) []*rig {
+	t.Helper()
+	bins := ktest.Build(t)
+	if _, err := os.Stat(bins.Supervisor); err != nil {
+		t.Fatalf("the supervisor binary was not built: %v", err)
+	}
+	ktest.RequireCmd(t, "bwrap")
+	var rs []*rig
+	for _, name := range []string{"docker", "podman", "native"} {
+		r := &rig{name: name, bins: bins, instance: fmt.Sprintf("bench-%d", os.Getpid()), journal: t.TempDir()}
+		if name != "native" {
+			if out, err := exec.Command(name, "info").CombinedOutput(); err != nil {
+				t.Fatalf("%s is not usable (%v: %s); run kernel-tests/provision.sh (make bench does)", name, err, strings.TrimSpace(string(out)))
+			}
+			r.image = ktest.DockerImage(t, name)
+		} else {
+			nativeJournals = append(nativeJournals, r.journal)
+		}
+		cmd := exec.Command(r.execArgs(nil, "true")[0], r.execArgs(nil, "true")[1:]...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			r.probeErr = fmt.Errorf("`supervisor exec --runtime %s -- true` failed: %v: %s", name, err, strings.TrimSpace(string(out)))
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// TestBenchSupervisorLaunch: supervisor exec against the bare engine run
+// and against bwrap, interleaved.
+func TestBenchSupervisorLaunch(t *testing.T) {
+	requireBench(t)
+	bwrap := ktest.RequireCmd(t, "bwrap")
+	s := newSection(t, "supervisor exec launch vs the bare runtime, interleaved", "runtime", "candidate", "runs", "p50", "p95", "ratio (p50)")
+	env := append(os.Environ(), "HOME=/root")
+	for _, r := range rigs(t) {
+		if r.probeErr != nil {
+			s.Skip("supervisor exec --runtime "+r.name, r.probeErr.Error())
+			continue
+		}
+		var cs []*candidate
+		var n int
+		var limit float64
+		if r.name == "native" {
+			n, limit = runsFromEnv("DEATHWATCH_BENCH_NATIVE_RUNS", 100), 1.5
+			cs = []*candidate{
+				{name: "supervisor exec --runtime native -- /bin/true", argv: r.execArgs(nil, "/bin/true")},
+				{name: "bwrap --unshare-all --die-with-parent --ro-bind / / /bin/true", argv: []string{bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "/bin/true"}},
+			}
+		} else {
+			n, limit = runsFromEnv("DEATHWATCH_BENCH_ENGINE_RUNS", 20), 1.10
+			cs = []*candidate{
+				{name: "supervisor exec --runtime " + r.name + " -- true", argv: r.execArgs(nil, "true")},
+				{name: strings.Join(r.engineBare(false)[:len(r.engineBare(false))-2], " ") + " IMAGE true", argv: r.engineBare(false)},
+				{name: strings.Join(r.engineBare(true)[:len(r.engineBare(true))-2], " ") + " IMAGE true", argv: r.engineBare(true)},
+			}
+		}
+		roundRobin(t, cs, env, 2, n)
+		base := cs[1].stats.P50
+		for i, c := range cs {
+			ratio := "—"
+			if i != 1 {
+				ratio = fmt.Sprintf("%.2f", c.stats.P50/base)
+			}
+			s.Row(r.name, c.name, fmt.Sprint(c.stats.N), fms(c.stats.P50), fms(c.stats.P95), ratio)
+			s.Set(r.name+": "+c.name, map[string]any{"argv": c.argv, "wall": c.stats})
+		}
+		s.Target(fmt.Sprintf("%s: supervisor exec / %s (p50)", r.name, cs[1].name), cs[0].stats.P50/base, limit, "x")
+	}
+	s.Note("the supervisor's boxes have no network by default, so its like-for-like engine anchor is `run --network none`; the default-network run is shown for reference; podman runs with --runtime runc (crun refuses cgroup v1 here)")
+	s.Log()
+	cleanupNative(t)
+}
+
+// killResult is one SIGKILL-of-the-supervisor trial.
+type killResult struct {
+	dead    time.Duration // last agent process dead
+	removed time.Duration // the engine no longer knows the box (0 for native)
+}
+
+// readyBox waits for the ready event in the events file and returns the
+// box name.
+func readyBox(path string, timeout time.Duration) (string, error) {
+	var box string
+	ok := ktest.WaitFor(timeout, func() bool {
+		b, _ := os.ReadFile(path)
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			var ev supervisor.Event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == supervisor.EventReady {
+				box = ev.Box
+				return true
+			}
+		}
+		return false
+	})
+	if !ok {
+		b, _ := os.ReadFile(path)
+		return "", fmt.Errorf("no ready event in %s within %s:\n%s", path, timeout, b)
+	}
+	return box, nil
+}
+
+// dockerAPI asks dockerd over its socket: no CLI start-up in the poll loop.
+var dockerAPI = &http.Client{Transport: &http.Transport{
+	DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", "/var/run/docker.sock")
+	},
+}}
+
+// boxGone reports whether the engine no longer has box.
+func (r *rig) boxGone(box string) (bool, error) {
+	if r.name == "docker" {
+		resp, err := dockerAPI.Get("http://docker/containers/" + box + "/json")
+		if err != nil {
+			return false, fmt.Errorf("docker API: %w", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusNotFound, nil
+	}
+	err := exec.Command("podman", "container", "exists", box).Run()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
+		return true, nil
+	}
+	return false, err
+}
+
+// killTrial starts the tree in a box, SIGKILLs the supervisor and times
+// the agent's death and (docker, podman) the box's removal.
+func (r *rig) killTrial(t *testing.T, marker string) killResult {
+	t.Helper()
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	extra := []string{"--events", events}
+	if r.name == "native" {
+		extra = append(extra, "--pids-limit", "100")
+	}
+	argv := r.execArgs(extra, "/bin/busybox", "sh", "-c", treeScript, marker)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "HOME=/root")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", argv, err)
+	}
+	defer cmd.Wait()
+	rd := bufio.NewReader(out)
+	if line, err := rd.ReadString('\n'); err != nil || line != "started\n" {
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s: the agent did not start: %q %v", r.name, line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, rd) }()
+	var box string
+	if r.name != "native" {
+		if box, err = readyBox(events, 30*time.Second); err != nil {
+			_ = cmd.Process.Kill()
+			t.Fatalf("%s: %v", r.name, err)
+		}
+	}
+	self, err := ktest.PIDNamespace(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns string
+	if !ktest.WaitFor(5*time.Second, func() bool {
+		for _, p := range ktest.WithMarker(marker) {
+			// The supervisor's own argv holds the marker too.
+			if l, err := ktest.PIDNamespace(p.PID); err == nil && l != self {
+				ns = l
+				return true
+			}
+		}
+		return false
+	}) {
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s: no agent process with marker %s", r.name, marker)
+	}
+	procs, err := stillBox(ns, treeProcs+1, 5*time.Second)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s: %v", r.name, err)
+	}
+	init, err := ktest.BoxInit(ns)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s: %v", r.name, err)
+	}
+	var t0 time.Time
+	d := timeDeath(t, procs, init.PID, func() time.Time {
+		t0 = time.Now()
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatalf("SIGKILL the supervisor: %v", err)
+		}
+		return t0
+	})
+	res := killResult{dead: d.agent}
+	if r.name == "native" {
+		return res
+	}
+	for {
+		gone, err := r.boxGone(box)
+		if err != nil {
+			t.Fatalf("%s: is box %s gone: %v", r.name, box, err)
+		}
+		if gone {
+			res.removed = time.Since(t0)
+			return res
+		}
+		if time.Since(t0) > 30*time.Second {
+			t.Fatalf("%s: box %s still exists 30s after SIGKILL of the supervisor", r.name, box)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestBenchSupervisorKill: SIGKILL of the supervisor → the agent tree
+// dead, and → the box removed by the engine.
+func TestBenchSupervisorKill(t *testing.T) {
+	requireBench(t)
+	s := newSection(t, "supervisor SIGKILL → agent tree dead (pidfd) and → box removed (engine no longer knows it), interleaved",
+		"runtime", "what", "trials", "p50", "p95", "p99", "max")
+	trials := runsFromEnv("DEATHWATCH_BENCH_KILL_TRIALS", 20)
+	var live []*rig
+	for _, r := range rigs(t) {
+		if r.probeErr != nil {
+			s.Skip("supervisor SIGKILL, "+r.name, r.probeErr.Error())
+			continue
+		}
+		live = append(live, r)
+	}
+	dead := map[string][]time.Duration{}
+	removed := map[string][]time.Duration{}
+	for i := 0; i < trials; i++ {
+		for _, r := range live {
+			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%d-%d", r.name, os.Getpid(), i))
+			dead[r.name] = append(dead[r.name], res.dead)
+			if r.name != "native" {
+				removed[r.name] = append(removed[r.name], res.removed)
+			}
+		}
+	}
+	removeLimit := map[string]float64{"docker": 150, "podman": 400}
+	for _, r := range live {
+		st := summarize(dead[r.name])
+		s.Row(r.name, "last agent process dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max))
+		s.Set(r.name+": dead", st)
+		s.Target(r.name+": SIGKILL → last agent process dead, p99", st.P99, 10, "ms")
+		if r.name == "native" {
+			continue
+		}
+		rm := summarize(removed[r.name])
+		s.Row(r.name, "box removed", fmt.Sprint(rm.N), fms(rm.P50), fms(rm.P95), fms(rm.P99), fms(rm.Max))
+		s.Set(r.name+": removed", rm)
+		s.Target(r.name+": SIGKILL → box removed, p95", rm.P95, removeLimit[r.name], "ms")
+	}
+	s.Note("agent tree: the death benchmark's (setsid'd double fork, TERM-ignoring process, main shell, three sleeps) as uid 1000; removal polled every 1 ms through dockerd's API socket (docker) and with `podman container exists` (podman; each poll is a CLI start, ~40 ms: removal times are upper bounds to that resolution); issue anchors: 91 ms docker, 253 ms podman p50")
+	s.Log()
+	for _, r := range live {
+		leftovers(t, r)
+	}
+	cleanupNative(t)
+}
+
+// leftovers fails the run on a box of this run that is still there.
+func leftovers(t *testing.T, r *rig) {
+	t.Helper()
+	if r.name == "native" {
+		return
+	}
+	out, err := exec.Command(r.name, "ps", "--all", "--filter", "label="+shared.LabelInstance+"="+r.instance, "--format", "{{.Names}}").Output()
+	if err != nil {
+		t.Errorf("%s ps: %v", r.name, err)
+		return
+	}
+	for _, b := range strings.Fields(string(out)) {
+		t.Errorf("%s: box %s left behind", r.name, b)
+		_ = exec.Command(r.name, "rm", "-f", b).Run()
+	}
+}
+
+// cleanupNative removes what killed native supervisors left (their
+// cgroups), the way reconcile does, from every journal of this run.
+func cleanupNative(t *testing.T) {
+	t.Helper()
+	instance := fmt.Sprintf("bench-%d", os.Getpid())
+	rt := supervisor.NewNative(nil, supervisor.NativeOptions{})
+	for _, dir := range nativeJournals {
+		j, err := supervisor.OpenJournal(dir, instance)
+		if err != nil {
+			t.Errorf("open journal %s: %v", dir, err)
+			continue
+		}
+		es, _, err := j.List()
+		if err != nil {
+			t.Errorf("list journal %s: %v", dir, err)
+			continue
+		}
+		for _, e := range es {
+			if !e.Open() {
+				continue
+			}
+			if err := rt.Remove(context.Background(), &supervisor.Box{Name: e.Box, State: e.RuntimeState}); err != nil {
+				t.Errorf("remove native box %s: %v", e.Box, err)
+			}
+		}
+	}
+	nativeJournals = nil
+}
+
+// nativeJournals are the journals of the native rigs of this run.
+var nativeJournals []string
