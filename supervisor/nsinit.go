@@ -154,10 +154,8 @@ func nsinitPlan(b *Box, root, watcher string, userns bool) (nsinitConfig, error)
 		LoopbackUp: network == "none",
 		Exec:       boxWatcherPath,
 		Argv:       []string{"watcher", fmt.Sprintf("--control=fd:%d", nsinitControlFD)},
-		// One P: the watcher needs few OS threads, so an agent that uses
-		// up the pids limit is less likely to starve PID 1 of a thread.
-		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GOMAXPROCS=1"},
-		Reexec: userns,
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Reexec:     userns,
 	}, nil
 }
 
