@@ -56,6 +56,11 @@ func infoArgs(kind string) []string {
 	return []string{"info", "--format", "{{.ServerVersion}}|{{json .SecurityOptions}}"}
 }
 
+// podmanVersionArgs asks local Podman for its version.
+func podmanVersionArgs() []string {
+	return []string{"version", "--format", "{{.Client.Version}}"}
+}
+
 // parseInfo reads infoArgs' output.
 func parseInfo(kind, out string) (version string, rootless bool, err error) {
 	v, rest, ok := strings.Cut(strings.TrimSpace(out), "|")
@@ -312,6 +317,22 @@ func isNoSuch(err error) bool {
 
 func (e *Engine) Probe(ctx context.Context) (Info, error) {
 	info := Info{Runtime: e.Kind}
+	if e.Kind == "podman" && !e.podmanRemote() {
+		// Local Podman has no daemon: it is rootless exactly when it runs
+		// as a user other than root, and `podman version` answers in a
+		// tenth of the time of `podman info` (measured: 30 ms vs 300-400 ms).
+		out, err := e.run(ctx, podmanVersionArgs())
+		if err != nil {
+			if exitCode(err, 0) == shared.ExitEngine {
+				info.Detail = err.Error()
+				return info, err
+			}
+			info.Detail = fmt.Sprintf("podman does not work: %v", err)
+			return info, EngineError("%s", info.Detail)
+		}
+		info.Present, info.Version, info.Rootless = true, strings.TrimSpace(string(out)), os.Geteuid() != 0
+		return info, nil
+	}
 	out, err := e.run(ctx, infoArgs(e.Kind))
 	if err != nil {
 		if exitCode(err, 0) == shared.ExitEngine {
@@ -448,4 +469,19 @@ func (e *Engine) List(ctx context.Context, instance string) ([]Listed, error) {
 		return nil, fmt.Errorf("list %s boxes: %w", e.Kind, err)
 	}
 	return parseList(e.Kind, out)
+}
+
+// podmanRemote reports whether podman talks to a remote service (then
+// only `podman info` knows whether that service is rootless).
+func (e *Engine) podmanRemote() bool {
+	env := e.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "CONTAINER_HOST=") && kv != "CONTAINER_HOST=" {
+			return true
+		}
+	}
+	return false
 }

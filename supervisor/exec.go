@@ -106,14 +106,6 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		return fail(err, shared.ExitEngine)
 	}
 	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
-	if ic, ok := rt.(ImageChecker); ok {
-		if o.Image == "" {
-			return fail(UsageError("--image is required for --runtime %s", rt.Name()), shared.ExitUsage)
-		}
-		if err := ic.CheckImage(ctx, o.Image); err != nil {
-			return fail(err, shared.ExitImage)
-		}
-	}
 	owner, err := SelfOwner()
 	if err != nil {
 		return fail(SetupError("%v", err), shared.ExitSetupFailed)
@@ -173,6 +165,18 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 		if err != nil {
 			return nil, Info{}, err
 		}
+		// The image check runs beside the probe (two engine round trips
+		// in the time of one); its verdict counts only once the engine
+		// is known to be usable.
+		imageErr := make(chan error, 1)
+		if ic, ok := rt.(ImageChecker); ok {
+			if o.Image == "" {
+				return nil, Info{}, UsageError("--image is required for --runtime %s", name)
+			}
+			go func() { imageErr <- ic.CheckImage(ctx, o.Image) }()
+		} else {
+			imageErr <- nil
+		}
 		info, err := rt.Probe(ctx)
 		if err != nil {
 			return nil, info, withCode(exitCode(err, shared.ExitEngine), err)
@@ -186,6 +190,9 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 		}
 		if engineRuntimes[name] && !info.Rootless && !o.AllowRootful {
 			return nil, info, RefusedError("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
+		}
+		if err := <-imageErr; err != nil {
+			return nil, info, withCode(exitCode(err, shared.ExitImage), err)
 		}
 		return rt, info, nil
 	}

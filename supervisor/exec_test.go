@@ -91,10 +91,15 @@ func journalEntries(t *testing.T, dir string) []*JournalEntry {
 	return es
 }
 
+// verbs is each call's first argument; the probe and the image check
+// run side by side, so the first two are sorted.
 func verbs(calls [][]string) []string {
 	var v []string
 	for _, c := range calls {
 		v = append(v, c[1])
+	}
+	if len(v) >= 2 {
+		slices.Sort(v[:2])
 	}
 	return v
 }
@@ -123,7 +128,7 @@ func TestExecExitStatus(t *testing.T) {
 			if !slices.Equal(r.eventNames(), tc.events) {
 				t.Errorf("events %v, want %v", r.eventNames(), tc.events)
 			}
-			if got := verbs(fe.calls()); !slices.Equal(got, []string{"info", "image", "create", "start", "rm"}) {
+			if got := verbs(fe.calls()); !slices.Equal(got, []string{"image", "info", "create", "start", "rm"}) {
 				t.Errorf("engine calls %v", got)
 			}
 			if b := fe.boxes(); len(b) != 0 {
@@ -151,16 +156,38 @@ func TestExecExitStatus(t *testing.T) {
 	}
 }
 
-func TestExecPodmanRootless(t *testing.T) {
-	fe := newFakeEngine(t, fakeScenario{Agent: "exit:3", Rootless: true})
-	r := runExec(t, fe, nil, "--runtime", "podman", "--image", "img", "--", "true")
-	if r.code != 3 {
-		t.Fatalf("exit status %d; stderr %s", r.code, r.stderr)
-	}
-	calls := fe.calls()
-	rm := calls[len(calls)-1]
-	if !slices.Equal(rm, []string{"podman", "rm", "--force", "--time", "0", "--", r.events[0].Box}) {
-		t.Errorf("remove call %v", rm)
+func TestExecPodman(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		remote bool
+		args   []string
+		probe  string
+	}{
+		// Local podman: rootless exactly when not root; `podman version`
+		// is enough (--allow-rootful: the unit tests may run as root).
+		{"local", false, []string{"--allow-rootful"}, "version"},
+		// A remote service: only `podman info` knows.
+		{"remote rootless", true, nil, "info"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := newFakeEngine(t, fakeScenario{Agent: "exit:3", Rootless: true})
+			if tc.remote {
+				t.Setenv("CONTAINER_HOST", "unix:///run/podman/podman.sock")
+			}
+			args := append(append([]string{"--runtime", "podman", "--image", "img"}, tc.args...), "--", "true")
+			r := runExec(t, fe, nil, args...)
+			if r.code != 3 {
+				t.Fatalf("exit status %d; stderr %s", r.code, r.stderr)
+			}
+			calls := fe.calls()
+			if v := verbs(calls); !slices.Contains(v[:2], tc.probe) {
+				t.Errorf("probe calls %v, want %s", v[:2], tc.probe)
+			}
+			rm := calls[len(calls)-1]
+			if !slices.Equal(rm, []string{"podman", "rm", "--force", "--time", "0", "--", r.events[0].Box}) {
+				t.Errorf("remove call %v", rm)
+			}
+		})
 	}
 }
 
@@ -213,7 +240,7 @@ func TestExecCreateFails(t *testing.T) {
 	if r.code != shared.ExitSetupFailed {
 		t.Fatalf("exit status %d; stderr %q", r.code, r.stderr)
 	}
-	if got := verbs(fe.calls()); !slices.Equal(got, []string{"info", "image", "create", "rm"}) {
+	if got := verbs(fe.calls()); !slices.Equal(got, []string{"image", "info", "create", "rm"}) {
 		t.Errorf("engine calls %v", got)
 	}
 	es := journalEntries(t, r.journal)

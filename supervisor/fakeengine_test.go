@@ -85,6 +85,13 @@ func fakeMain(kind string, args []string) int {
 			fmt.Println(`20.10.24|["name=seccomp,profile=default"]`)
 		}
 		return 0
+	case args[0] == "version":
+		if sc.InfoFail != "" {
+			fmt.Fprintln(os.Stderr, sc.InfoFail)
+			return 1
+		}
+		fmt.Println("4.3.1")
+		return 0
 	case args[0] == "image" && args[1] == "inspect":
 		if sc.NoImage {
 			fmt.Fprintf(os.Stderr, "Error: No such image: %s\n", last)
