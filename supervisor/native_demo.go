@@ -181,8 +181,9 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	ctl.Wait()
 	say("   SIGKILL controller -> agent tree dead after %v", res.TreeDead.Round(10*time.Microsecond))
 
-	// 3. A later cleanup (what reconcile does at controller start-up):
-	// open journal entries whose owner is dead are removed.
+	// 3. A later cleanup: reconcile, as a restarted controller runs it,
+	// removes what the killed controller left (its box's empty cgroup
+	// and record) and closes its journal entry.
 	j, err := OpenJournal(o.Journal, demoInstance)
 	if err != nil {
 		return res, err
@@ -191,28 +192,21 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	if err != nil {
 		return res, err
 	}
-	rt := NewNative(o.Log, NativeOptions{})
 	for _, e := range entries {
-		if !e.Open() || e.Owner.Alive() {
-			continue
-		}
-		b := &Box{Name: e.Box, Labels: e.Labels, State: e.RuntimeState}
-		if spec, ok, _ := cgroupSpecFromState(e.RuntimeState); ok {
+		if spec, ok, _ := cgroupSpecFromState(e.RuntimeState); ok && e.Open() {
 			if cg, _ := loadBoxCgroup(spec); cg != nil {
 				ps, _ := cg.Procs()
-				res.Cgroup = cg.Paths()
-				say("   its cgroup %s holds %d processes", spec.Group, len(ps))
+				res.Cgroup = append(res.Cgroup, cg.Paths()...)
+				say("   its cgroup %s holds %d processes; the journal entry is open", spec.Group, len(ps))
 			}
 		}
-		if err := rt.Remove(ctx, b); err != nil {
-			return res, err
-		}
-		e.State = StateRemoved
-		e.Updated = time.Now().UTC()
-		if err := j.Put(e); err != nil {
-			return res, err
-		}
-		say("   cleanup: removed box %s (cgroup and record) and closed its journal entry", e.Box)
+	}
+	rep, err := Reconcile(ctx, ReconcileOptions{Instance: demoInstance, JournalDir: o.Journal, Runtimes: []string{"native"}, Log: o.Log})
+	if err != nil {
+		return res, err
+	}
+	for _, it := range append(append(rep.Removed, rep.Closed...), rep.Blocked...) {
+		say("   reconcile: %s %s (%s)", it.Outcome, it.Box, it.Reason)
 	}
 
 	// 4. Nothing is left.
