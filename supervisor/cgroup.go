@@ -158,9 +158,9 @@ func newBoxCgroup(s cgroupSpec) (boxCgroup, error) {
 	}
 	switch s.Version {
 	case 1:
-		return newCgroupV1(s)
+		return newBoxCgroupV1(s)
 	case 2:
-		return newCgroupV2(s)
+		return newBoxCgroupV2(s)
 	}
 	return nil, fmt.Errorf("cgroup version %d is not supported", s.Version)
 }
@@ -170,7 +170,7 @@ func newBoxCgroup(s cgroupSpec) (boxCgroup, error) {
 func loadBoxCgroup(s cgroupSpec) (boxCgroup, error) {
 	switch s.Version {
 	case 1:
-		c := &cgroupV1{spec: s}
+		c := &boxCgroupV1{spec: s}
 		if len(c.existing()) == 0 {
 			return nil, nil
 		}
@@ -192,7 +192,7 @@ func loadBoxCgroup(s cgroupSpec) (boxCgroup, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load cgroup %s: %w", p, err)
 		}
-		return &cgroupV2{spec: s, m: m}, nil
+		return &boxCgroupV2{spec: s, m: m}, nil
 	}
 	return nil, fmt.Errorf("cgroup version %d is not supported", s.Version)
 }
@@ -261,14 +261,14 @@ func killAndDelete(c boxCgroup, timeout time.Duration) error {
 	return nil
 }
 
-// cgroupV1 is a box cgroup on the v1 hierarchies memory, pids, freezer.
-type cgroupV1 struct {
+// boxCgroupV1 is a box cgroup on the v1 hierarchies memory, pids, freezer.
+type boxCgroupV1 struct {
 	spec cgroupSpec
 	cg   cgroup1.Cgroup
 }
 
 // hierarchy limits cgroup1 to the controllers a box needs.
-func (c *cgroupV1) hierarchy() ([]cgroup1.Subsystem, error) {
+func (c *boxCgroupV1) hierarchy() ([]cgroup1.Subsystem, error) {
 	return []cgroup1.Subsystem{
 		cgroup1.NewMemory(c.spec.Root, cgroup1.OptionalSwap()),
 		cgroup1.NewPids(c.spec.Root),
@@ -276,11 +276,11 @@ func (c *cgroupV1) hierarchy() ([]cgroup1.Subsystem, error) {
 	}, nil
 }
 
-func (c *cgroupV1) dir(n cgroup1.Name) string {
+func (c *boxCgroupV1) dir(n cgroup1.Name) string {
 	return filepath.Join(c.spec.Root, string(n), c.spec.Group)
 }
 
-func (c *cgroupV1) existing() []string {
+func (c *boxCgroupV1) existing() []string {
 	var out []string
 	for _, n := range v1Controllers {
 		if _, err := os.Stat(c.dir(n)); err == nil {
@@ -290,8 +290,8 @@ func (c *cgroupV1) existing() []string {
 	return out
 }
 
-func newCgroupV1(s cgroupSpec) (*cgroupV1, error) {
-	c := &cgroupV1{spec: s}
+func newBoxCgroupV1(s cgroupSpec) (*boxCgroupV1, error) {
+	c := &boxCgroupV1{spec: s}
 	_, err := os.Stat(filepath.Join(s.Root, "memory", "memory.memsw.limit_in_bytes"))
 	swap := err == nil
 	cg, err := cgroup1.New(cgroup1.StaticPath(s.Group), s.resourcesV1(swap), cgroup1.WithHierarchy(c.hierarchy))
@@ -306,14 +306,14 @@ func newCgroupV1(s cgroupSpec) (*cgroupV1, error) {
 	return c, nil
 }
 
-func (c *cgroupV1) AddProc(pid int) error {
+func (c *boxCgroupV1) AddProc(pid int) error {
 	if err := c.cg.AddProc(uint64(pid)); err != nil {
 		return fmt.Errorf("move pid %d into cgroup %s: %w", pid, c.spec.Group, err)
 	}
 	return nil
 }
 
-func (c *cgroupV1) Procs() ([]int, error) {
+func (c *boxCgroupV1) Procs() ([]int, error) {
 	seen := map[int]bool{}
 	var out []int
 	for _, n := range v1Controllers {
@@ -337,7 +337,7 @@ func (c *cgroupV1) Procs() ([]int, error) {
 // Kill freezes the box so that nothing forks between listing and
 // killing, sends SIGKILL to every process and thaws it so that the
 // kills land.
-func (c *cgroupV1) Kill() error {
+func (c *boxCgroupV1) Kill() error {
 	state := filepath.Join(c.dir(cgroup1.Freezer), "freezer.state")
 	frozen := setFreezer(state, "FROZEN", 100*time.Millisecond) == nil
 	ps, err := c.cg.Processes(cgroup1.Freezer, true)
@@ -379,7 +379,7 @@ func setFreezer(file, want string, timeout time.Duration) error {
 	}
 }
 
-func (c *cgroupV1) Delete() error {
+func (c *boxCgroupV1) Delete() error {
 	var errs []error
 	for _, d := range c.existing() {
 		if err := removeCgroupDir(d); err != nil {
@@ -389,7 +389,7 @@ func (c *cgroupV1) Delete() error {
 	return errors.Join(errs...)
 }
 
-func (c *cgroupV1) Paths() []string {
+func (c *boxCgroupV1) Paths() []string {
 	var out []string
 	for _, n := range v1Controllers {
 		out = append(out, c.dir(n))
@@ -397,30 +397,30 @@ func (c *cgroupV1) Paths() []string {
 	return out
 }
 
-// cgroupV2 is a box cgroup on the unified hierarchy.
-type cgroupV2 struct {
+// boxCgroupV2 is a box cgroup on the unified hierarchy.
+type boxCgroupV2 struct {
 	spec cgroupSpec
 	m    *cgroup2.Manager
 }
 
-func newCgroupV2(s cgroupSpec) (*cgroupV2, error) {
+func newBoxCgroupV2(s cgroupSpec) (*boxCgroupV2, error) {
 	m, err := cgroup2.NewManager(s.Root, s.Group, s.resourcesV2())
 	if err != nil {
 		return nil, fmt.Errorf("create cgroup v2 %s: %w", filepath.Join(s.Root, s.Group), err)
 	}
-	return &cgroupV2{spec: s, m: m}, nil
+	return &boxCgroupV2{spec: s, m: m}, nil
 }
 
-func (c *cgroupV2) dir() string { return filepath.Join(c.spec.Root, c.spec.Group) }
+func (c *boxCgroupV2) dir() string { return filepath.Join(c.spec.Root, c.spec.Group) }
 
-func (c *cgroupV2) AddProc(pid int) error {
+func (c *boxCgroupV2) AddProc(pid int) error {
 	if err := c.m.AddProc(uint64(pid)); err != nil {
 		return fmt.Errorf("move pid %d into cgroup %s: %w", pid, c.dir(), err)
 	}
 	return nil
 }
 
-func (c *cgroupV2) Procs() ([]int, error) {
+func (c *boxCgroupV2) Procs() ([]int, error) {
 	ps, err := c.m.Procs(true)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -435,7 +435,7 @@ func (c *cgroupV2) Procs() ([]int, error) {
 	return out, nil
 }
 
-func (c *cgroupV2) Kill() error {
+func (c *boxCgroupV2) Kill() error {
 	// cgroup.kill (Linux 5.14+) kills the whole subtree at once.
 	err := os.WriteFile(filepath.Join(c.dir(), "cgroup.kill"), []byte("1"), 0)
 	if err == nil {
@@ -444,14 +444,14 @@ func (c *cgroupV2) Kill() error {
 	return c.m.Kill() // falls back to freeze, kill, thaw
 }
 
-func (c *cgroupV2) Delete() error {
+func (c *boxCgroupV2) Delete() error {
 	if _, err := os.Stat(c.dir()); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	return removeCgroupDir(c.dir())
 }
 
-func (c *cgroupV2) Paths() []string { return []string{c.dir()} }
+func (c *boxCgroupV2) Paths() []string { return []string{c.dir()} }
 
 // removeCgroupDir removes one cgroup folder and any (empty) children,
 // deepest first; a folder that is already gone is fine. rmdir of a
