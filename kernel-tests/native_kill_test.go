@@ -146,9 +146,17 @@ func TestNativeSupervisorKilled(t *testing.T) {
 		if i == 0 {
 			t.Logf("trial 1: the cgroup was empty %v after the box processes died", time.Since(emptied))
 		}
-		// A later cleanup (what reconcile does) removes it.
+		// A later cleanup removes it: reconcile, from the journal entry.
+		rep, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: "ktest-kill", JournalDir: journal, Runtimes: []string{"native"}})
+		if err != nil || len(rep.Removed)+len(rep.Closed) != 1 || len(rep.Blocked) != 0 {
+			t.Fatalf("reconcile: %+v, %v", rep, err)
+		}
+		if e := openEntry(t, journal); e.Open() {
+			t.Errorf("journal entry %s still open after reconcile", e.LaunchID)
+		}
+		// Idempotent: a second Remove finds nothing and is fine.
 		if err := rt.Remove(context.Background(), b); err != nil {
-			t.Fatalf("remove from the journal entry: %v", err)
+			t.Fatalf("remove again: %v", err)
 		}
 		for _, d := range dirs {
 			if _, err := os.Stat(d); !os.IsNotExist(err) {
@@ -156,7 +164,7 @@ func TestNativeSupervisorKilled(t *testing.T) {
 			}
 		}
 		if i == 0 {
-			t.Logf("trial 1: %d box processes dead %v after SIGKILL; cgroup %v empty, then removed", n, took, dirs)
+			t.Logf("trial 1: %d box processes dead %v after SIGKILL; cgroup %v empty, then removed by reconcile (%+v)", n, took, dirs, append(rep.Removed, rep.Closed...))
 		}
 	}
 	t.Logf("SIGKILL supervisor -> every box process dead, %d trials: p50 %v, p95 %v, max %v",
