@@ -1,9 +1,759 @@
 package supervisor
 
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// Proof paths.
+const (
+	PathSIGKILL   = "sigkill"   // the stand-in controller is SIGKILLed: the watcher sees EOF
+	PathHeartbeat = "heartbeat" // the stand-in is frozen (SIGSTOP): the watcher hears nothing for --heartbeat
+	PathDeadline  = "deadline"  // the stand-in is frozen and the agent ignores TERM: the in-box deadline ends it
+)
+
+// ProvePaths are all paths, in the order they run.
+var ProvePaths = []string{PathSIGKILL, PathHeartbeat, PathDeadline}
+
+// Bounds are what prove-deathwatch holds a runtime to.
+type Bounds struct {
+	// Dead: from the trigger (SIGKILL; for heartbeat and deadline, on
+	// top of the heartbeat, or of deadline + grace) until every process
+	// of the box is dead.
+	Dead time.Duration
+	// Removed: from the trigger until the box is gone (docker/podman:
+	// the engine's auto-remove; native: the cgroup and record removed by
+	// the reconcile that prove runs once the processes are dead).
+	Removed time.Duration
+}
+
+// DefaultBounds are the stated bounds per runtime: several times what
+// was measured on a 2-core VM (docker 20.10, podman 4.3, Linux 6.18),
+// so that a pass means the mechanism works, not that the host was idle.
+//
+//	native   dead 100ms  removed 1s
+//	docker   dead 250ms  removed 2s
+//	podman   dead 250ms  removed 3s  (rootless too)
+func DefaultBounds(runtime string) Bounds {
+	switch runtime {
+	case "native":
+		return Bounds{Dead: 100 * time.Millisecond, Removed: time.Second}
+	case "docker":
+		return Bounds{Dead: 250 * time.Millisecond, Removed: 2 * time.Second}
+	default:
+		return Bounds{Dead: 250 * time.Millisecond, Removed: 3 * time.Second}
+	}
+}
+
+// ProveOptions is `supervisor prove-deathwatch` as plain data.
+type ProveOptions struct {
+	Self       string // the supervisor binary that runs as the stand-in controller
+	Instance   string // the stand-ins' instance (boxes and journal)
+	JournalDir string
+	Runtime    string
+	Image      string
+	Trials     int
+	Paths      []string
+	Bounds     Bounds
+	Heartbeat  time.Duration // heartbeat path
+	Deadline   time.Duration // deadline path
+	Grace      time.Duration // deadline path
+
+	AllowRootful   bool
+	Watcher        string
+	WatcherInImage string
+	Env            []string // the stand-in's environment; nil: os.Environ()
+	Log            *slog.Logger
+}
+
+// ProveRow is one path × measure.
+type ProveRow struct {
+	Path     string        `json:"path"`
+	Measure  string        `json:"measure"` // agent-dead | box-removed
+	Bound    time.Duration `json:"bound_ns"`
+	BoundStr string        `json:"bound"`
+	N        int           `json:"trials"`
+	P50      time.Duration `json:"p50_ns"`
+	P95      time.Duration `json:"p95_ns"`
+	Max      time.Duration `json:"max_ns"`
+	Pass     bool          `json:"pass"`
+	Failures []string      `json:"failures,omitempty"`
+
+	samples []time.Duration
+}
+
+// ProveReport is the result of prove-deathwatch.
+type ProveReport struct {
+	Runtime string     `json:"runtime"`
+	Image   string     `json:"image,omitempty"`
+	Trials  int        `json:"trials"`
+	Rows    []ProveRow `json:"rows"`
+	Pass    bool       `json:"pass"`
+	// Error is why the proof could not run at all (the stand-in did not
+	// start: no engine, no image, ...); Code is its exit status then.
+	Error string `json:"error,omitempty"`
+	Code  int    `json:"-"`
+}
+
+// proveAgent forks a setsid'd and a TERM-ignoring descendant, says it
+// is armed, and sleeps. For the deadline path every process ignores TERM.
+const (
+	proveAgent         = `setsid sleep 3600 & (trap '' TERM; exec sleep 3600) & echo armed; exec sleep 3600`
+	proveAgentDeadline = `trap '' TERM; setsid sleep 3600 & (trap '' TERM; exec sleep 3600) & echo armed; exec sleep 3600`
+)
+
+// standinArgs is the stand-in controller's argv (without the binary):
+// a plain `supervisor exec` of the agent for path.
+func standinArgs(o *ProveOptions, path string) []string {
+	a := []string{"--instance", o.Instance, "--journal", o.JournalDir, "--log-level", "warn",
+		"exec", "--runtime", o.Runtime, "--events", "fd:3"}
+	if o.Image != "" {
+		a = append(a, "--image", o.Image)
+	}
+	if o.AllowRootful {
+		a = append(a, "--allow-rootful")
+	}
+	if o.WatcherInImage != "" {
+		a = append(a, "--watcher-in-image", o.WatcherInImage)
+	} else if o.Watcher != "" {
+		a = append(a, "--watcher", o.Watcher)
+	}
+	agent := proveAgent
+	switch path {
+	case PathHeartbeat:
+		a = append(a, "--heartbeat", o.Heartbeat.String())
+	case PathDeadline:
+		a = append(a, "--deadline", o.Deadline.String(), "--grace", o.Grace.String())
+		agent = proveAgentDeadline
+	}
+	return append(a, "--", "sh", "-c", agent)
+}
+
+// deadBound is the agent-dead bound of a path.
+func (o *ProveOptions) deadBound(path string) (time.Duration, string) {
+	switch path {
+	case PathHeartbeat:
+		return o.Heartbeat + o.Bounds.Dead, fmt.Sprintf("%v+%v", o.Heartbeat, o.Bounds.Dead)
+	case PathDeadline:
+		return o.Deadline + o.Grace + o.Bounds.Dead, fmt.Sprintf("%v+%v+%v", o.Deadline, o.Grace, o.Bounds.Dead)
+	}
+	return o.Bounds.Dead, o.Bounds.Dead.String()
+}
+
+// removedBound is the box-removed bound of a path (on top of the dead bound's base).
+func (o *ProveOptions) removedBound(path string) (time.Duration, string) {
+	switch path {
+	case PathHeartbeat:
+		return o.Heartbeat + o.Bounds.Removed, fmt.Sprintf("%v+%v", o.Heartbeat, o.Bounds.Removed)
+	case PathDeadline:
+		return o.Deadline + o.Grace + o.Bounds.Removed, fmt.Sprintf("%v+%v+%v", o.Deadline, o.Grace, o.Bounds.Removed)
+	}
+	return o.Bounds.Removed, o.Bounds.Removed.String()
+}
+
+// Prove runs the proof. An error is returned only for bad options; a
+// proof that cannot run is a report with Error and Code set.
+func Prove(ctx context.Context, o ProveOptions) *ProveReport {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	rep := &ProveReport{Runtime: o.Runtime, Image: o.Image, Trials: o.Trials, Pass: true}
+	for _, path := range o.Paths {
+		b, bs := o.deadBound(path)
+		dead := ProveRow{Path: path, Measure: "agent-dead", Bound: b, BoundStr: bs, Pass: true}
+		b, bs = o.removedBound(path)
+		removed := ProveRow{Path: path, Measure: "box-removed", Bound: b, BoundStr: bs, Pass: true}
+		for i := 0; i < o.Trials; i++ {
+			tr, err := proveTrial(ctx, &o, path)
+			if err != nil {
+				rep.Pass = false
+				rep.Error = fmt.Sprintf("%s trial %d: %v", path, i+1, err)
+				rep.Code = exitCode(err, shared.ExitSetupFailed)
+				dead.finish()
+				removed.finish()
+				rep.Rows = append(rep.Rows, dead, removed)
+				return rep
+			}
+			dead.record(i, tr.dead, tr.deadLeft)
+			removed.record(i, tr.removed, tr.removedLeft)
+			o.Log.Info("prove trial", "path", path, "trial", i+1, "procs", tr.procs, "dead", tr.dead, "removed", tr.removed)
+		}
+		dead.finish()
+		removed.finish()
+		rep.Pass = rep.Pass && dead.Pass && removed.Pass
+		rep.Rows = append(rep.Rows, dead, removed)
+	}
+	return rep
+}
+
+func (r *ProveRow) record(i int, d time.Duration, left string) {
+	r.N++
+	r.samples = append(r.samples, d)
+	if left != "" {
+		r.Pass = false
+		r.Failures = append(r.Failures, fmt.Sprintf("trial %d: left behind: %s", i+1, left))
+	} else if d > r.Bound {
+		r.Pass = false
+		r.Failures = append(r.Failures, fmt.Sprintf("trial %d: %v exceeds the bound %s", i+1, d.Round(time.Microsecond), r.BoundStr))
+	}
+}
+
+func (r *ProveRow) finish() {
+	if len(r.samples) == 0 {
+		r.Pass = false
+		return
+	}
+	r.P50, r.P95, r.Max = percentileOf(r.samples, .50), percentileOf(r.samples, .95), percentileOf(r.samples, 1)
+}
+
+// percentileOf is the nearest-rank percentile p (0..1) of ds.
+func percentileOf(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
+	i := int(float64(len(s)-1)*p + 0.5)
+	return s[i]
+}
+
+// trialResult is one trial's measurements.
+type trialResult struct {
+	procs                 int
+	dead, removed         time.Duration
+	deadLeft, removedLeft string // what was still there at the bound's end
+}
+
+// standin is one running stand-in controller.
+type standin struct {
+	cmd    *exec.Cmd
+	done   chan struct{}
+	mu     sync.Mutex
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	events []Event
+	change chan struct{}
+}
+
+type standinWriter struct {
+	s   *standin
+	buf *bytes.Buffer
+}
+
+func (w standinWriter) Write(p []byte) (int, error) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	w.s.notify()
+	if w.buf.Len() < 1<<20 {
+		w.buf.Write(p)
+	}
+	return len(p), nil
+}
+
+func (s *standin) notify() {
+	close(s.change)
+	s.change = make(chan struct{})
+}
+
+func startStandin(o *ProveOptions, path string) (*standin, error) {
+	evR, evW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("events pipe: %w", err)
+	}
+	s := &standin{done: make(chan struct{}), change: make(chan struct{})}
+	s.cmd = exec.Command(o.Self, standinArgs(o, path)...)
+	s.cmd.Env = o.Env
+	s.cmd.Stdout = standinWriter{s, &s.stdout}
+	s.cmd.Stderr = standinWriter{s, &s.stderr}
+	s.cmd.ExtraFiles = []*os.File{evW} // fd 3
+	if err := s.cmd.Start(); err != nil {
+		evR.Close()
+		evW.Close()
+		return nil, fmt.Errorf("start the stand-in controller %s: %w", o.Self, err)
+	}
+	evW.Close()
+	go func() {
+		sc := bufio.NewScanner(evR)
+		for sc.Scan() {
+			var ev Event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				s.mu.Lock()
+				s.events = append(s.events, ev)
+				s.notify()
+				s.mu.Unlock()
+			}
+		}
+		evR.Close()
+	}()
+	go func() {
+		s.cmd.Wait()
+		s.mu.Lock()
+		close(s.done)
+		s.notify()
+		s.mu.Unlock()
+	}()
+	return s, nil
+}
+
+func (s *standin) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitArmed waits for the ready event and the agent's "armed" line.
+func (s *standin) waitArmed(timeout time.Duration) (Event, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		var ready *Event
+		for i := range s.events {
+			if s.events[i].Event == EventReady {
+				ready = &s.events[i]
+			}
+		}
+		armed := strings.Contains(s.stdout.String(), "armed")
+		ch := s.change
+		s.mu.Unlock()
+		if ready != nil && armed {
+			return *ready, nil
+		}
+		if s.exited() {
+			return Event{}, s.failure("the stand-in controller ended before its agent was ready")
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return Event{}, s.failure(fmt.Sprintf("no ready agent within %v", timeout))
+		}
+	}
+}
+
+// failure is an error that carries the stand-in's status and last line.
+func (s *standin) failure(what string) error {
+	s.kill()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := ""
+	for _, l := range strings.Split(strings.TrimSpace(s.stderr.String()), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			last = l
+		}
+	}
+	code := shared.ExitSetupFailed
+	if s.cmd.ProcessState != nil && s.cmd.ProcessState.ExitCode() > 0 {
+		code = s.cmd.ProcessState.ExitCode()
+	}
+	if last != "" {
+		what += ": " + last
+	}
+	return codef(code, "%s", what)
+}
+
+func (s *standin) kill() {
+	if s.cmd.Process != nil && !s.exited() {
+		s.cmd.Process.Signal(syscall.SIGCONT)
+		s.cmd.Process.Kill()
+	}
+	<-s.done
+}
+
+// proveTrial runs one stand-in through one path and measures it.
+func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult, error) {
+	rt, err := NewRuntime(o.Runtime, RuntimeConfig{Log: o.Log, Env: o.Env})
+	if err != nil {
+		return nil, err
+	}
+	s, err := startStandin(o, path)
+	if err != nil {
+		return nil, err
+	}
+	defer s.kill()
+	ready, err := s.waitArmed(60 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	procs, err := boxProcesses(ctx, rt, o, ready)
+	if err != nil {
+		return nil, s.failure(err.Error())
+	}
+	res := &trialResult{procs: len(procs)}
+
+	var trigger time.Time
+	switch path {
+	case PathSIGKILL:
+		trigger = time.Now()
+		s.cmd.Process.Kill()
+	case PathHeartbeat:
+		trigger = time.Now()
+		s.cmd.Process.Signal(syscall.SIGSTOP)
+	case PathDeadline:
+		// The deadline runs from the agent's start; the ready event is
+		// stamped just after it. Freeze the stand-in so that only the
+		// watcher's own deadline can end the box.
+		trigger = ready.Time
+		s.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+	deadBound, _ := o.deadBound(path)
+	removedBound, _ := o.removedBound(path)
+
+	// The box's removal is watched alongside (engines remove it
+	// themselves once the watcher exits).
+	type removal struct {
+		at   time.Time
+		left string
+	}
+	var removedCh chan removal
+	eng, isEngine := rt.(*Engine)
+	if isEngine {
+		removedCh = make(chan removal, 1)
+		go func() {
+			end := trigger.Add(removedBound + 2*time.Second)
+			for time.Now().Before(end) {
+				_, err := eng.run(ctx, inspectArgs(eng.Kind, ready.Box))
+				if isNoSuch(err) {
+					removedCh <- removal{at: time.Now()}
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			removedCh <- removal{at: time.Now(), left: "box " + ready.Box}
+		}()
+	}
+
+	at, left := waitProcsDead(procs, trigger.Add(deadBound+2*time.Second))
+	res.dead = at.Sub(trigger)
+	if len(left) > 0 {
+		res.deadLeft = fmt.Sprintf("%d processes of the box still alive (%v)", len(left), left)
+		for _, p := range left {
+			syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+
+	// The stand-in's remains: its journal entry (engines) or the whole
+	// box (native, which no daemon removes) go through reconcile once
+	// the stand-in is gone, as a restarted controller would do it.
+	if isEngine {
+		r := <-removedCh
+		res.removed = r.at.Sub(trigger)
+		res.removedLeft = r.left
+	}
+	s.kill()
+	rep, rerr := Reconcile(ctx, ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, Env: o.Env, Log: o.Log})
+	if !isEngine {
+		res.removed = time.Since(trigger)
+	}
+	if rerr != nil {
+		res.removedLeft = joinNonEmpty(res.removedLeft, "reconcile: "+rerr.Error())
+	} else {
+		for _, it := range rep.Blocked {
+			if it.LaunchID == ready.LaunchID {
+				res.removedLeft = joinNonEmpty(res.removedLeft, "reconcile blocked: "+it.Reason)
+			}
+		}
+		if isEngine {
+			for _, it := range rep.Removed {
+				if it.LaunchID == ready.LaunchID {
+					res.removedLeft = joinNonEmpty(res.removedLeft, "the engine did not remove box "+it.Box+" (reconcile did)")
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+func joinNonEmpty(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// proc is a process, with its start time against pid reuse.
+type proc struct {
+	pid   int
+	start uint64
+}
+
+func (p proc) String() string { return strconv.Itoa(p.pid) }
+
+// boxProcesses lists the box's processes as the host sees them: its
+// PID 1 (docker/podman: the engine's State.Pid; native: the journaled
+// init pid), everything below it, and everything else in its PID
+// namespace where /proc lets us see that.
+func boxProcesses(ctx context.Context, rt Runtime, o *ProveOptions, ready Event) ([]proc, error) {
+	pid := 0
+	switch r := rt.(type) {
+	case *Engine:
+		out, err := r.run(ctx, inspectPidArgs(ready.Box))
+		if err != nil {
+			return nil, fmt.Errorf("find the box's PID 1: %w", err)
+		}
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(out)))
+	default:
+		j, err := OpenJournal(o.JournalDir, o.Instance)
+		if err != nil {
+			return nil, err
+		}
+		e, err := j.Get(ready.LaunchID)
+		if err != nil {
+			return nil, err
+		}
+		pid, _ = strconv.Atoi(e.RuntimeState[StateInitPID])
+	}
+	if pid <= 0 {
+		return nil, fmt.Errorf("the box %s has no PID 1 on the host", ready.Box)
+	}
+	return processTree(pid), nil
+}
+
+// inspectPidArgs prints the host pid of the box's PID 1.
+func inspectPidArgs(name string) []string {
+	return []string{"container", "inspect", "--format", "{{.State.Pid}}", "--", name}
+}
+
+// processTree is pid, its descendants, and the other processes in its
+// PID namespace (when it has one of its own).
+func processTree(pid int) []proc {
+	type stat struct{ ppid int }
+	children := map[int][]int{}
+	starts := map[int]uint64{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, start, err := procPPidStart(p)
+		if err != nil {
+			continue
+		}
+		children[ppid] = append(children[ppid], p)
+		starts[p] = start
+	}
+	seen := map[int]bool{pid: true}
+	out := []proc{{pid, starts[pid]}}
+	for q := []int{pid}; len(q) > 0; q = q[1:] {
+		for _, c := range children[q[0]] {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, proc{c, starts[c]})
+				q = append(q, c)
+			}
+		}
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	own, _ := os.Readlink("/proc/self/ns/pid")
+	if err == nil && ns != own {
+		for p, st := range starts {
+			if seen[p] {
+				continue
+			}
+			if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); err == nil && l == ns {
+				out = append(out, proc{p, st})
+			}
+		}
+	}
+	return out
+}
+
+// procPPidStart reads the parent pid and start time of pid.
+func procPPidStart(pid int) (ppid int, start uint64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, errors.New("bad stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, 0, errors.New("bad stat")
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return ppid, start, err
+}
+
+// procAlive: the same process (pid and start time) exists and is not a zombie.
+func procAlive(p proc) bool {
+	st, err := ProcStartTime(p.pid)
+	return err == nil && st == p.start && !procZombie(p.pid)
+}
+
+// waitProcsDead polls every 200µs until none of ps is alive or until;
+// it returns when that was and what is still alive.
+func waitProcsDead(ps []proc, until time.Time) (time.Time, []proc) {
+	left := append([]proc(nil), ps...)
+	for {
+		keep := left[:0]
+		for _, p := range left {
+			if procAlive(p) {
+				keep = append(keep, p)
+			}
+		}
+		left = keep
+		now := time.Now()
+		if len(left) == 0 || now.After(until) {
+			return now, left
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// WriteProveTable prints the report as a table.
+func WriteProveTable(w io.Writer, rep *ProveReport) {
+	fmt.Fprintf(w, "prove-deathwatch: runtime %s", rep.Runtime)
+	if rep.Image != "" {
+		fmt.Fprintf(w, ", image %s", rep.Image)
+	}
+	fmt.Fprintf(w, ", %d trials per path\n", rep.Trials)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tMEASURE\tBOUND\tP50\tP95\tMAX\tN\tRESULT")
+	for _, r := range rep.Rows {
+		res := "pass"
+		if !r.Pass {
+			res = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Path, r.Measure, r.BoundStr, fmtDur(r.P50), fmtDur(r.P95), fmtDur(r.Max), r.N, res)
+	}
+	tw.Flush()
+	for _, r := range rep.Rows {
+		for _, f := range r.Failures {
+			fmt.Fprintf(w, "  %s %s: %s\n", r.Path, r.Measure, f)
+		}
+	}
+	if rep.Error != "" {
+		fmt.Fprintf(w, "could not run: %s\n", rep.Error)
+	}
+	verdict := "pass: every box died and was removed within its bound"
+	if !rep.Pass {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "verdict: %s\n", verdict)
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < 10*time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	default:
+		return d.Round(time.Millisecond).String()
+	}
+}
+
 // ProveCmd is `supervisor prove-deathwatch`.
-type ProveCmd struct{}
+type ProveCmd struct {
+	Runtime        string        `help:"Runtime to prove: docker, podman or native." enum:"docker,podman,native" default:"native" env:"DEATHWATCH_RUNTIME"`
+	Image          string        `help:"Image (docker/podman) or rootfs directory (native; default: the host's root read-only)." env:"DEATHWATCH_IMAGE"`
+	Trials         int           `help:"Trials per path." default:"10"`
+	Path           []string      `help:"Paths to prove (repeatable): sigkill, heartbeat, deadline." enum:"sigkill,heartbeat,deadline" default:"sigkill,heartbeat,deadline"`
+	Bound          time.Duration `help:"Bound from the trigger to the last agent process dead (0: the runtime's default — native 100ms, docker and podman 250ms); heartbeat and deadline add their own delay." default:"0s"`
+	RemoveBound    time.Duration `help:"Bound from the trigger to the box removed (0: the runtime's default — native 1s, docker 2s, podman 3s)." default:"0s"`
+	Heartbeat      time.Duration `help:"The heartbeat of the heartbeat path." default:"300ms"`
+	Deadline       time.Duration `help:"The deadline of the deadline path." default:"1s"`
+	Grace          time.Duration `help:"The TERM-to-KILL grace of the deadline path." default:"500ms"`
+	AllowRootful   bool          `help:"Accept a rootful engine (passed to the stand-in's exec)."`
+	Watcher        string        `help:"Host watcher binary for the stand-in's exec." placeholder:"PATH"`
+	WatcherInImage string        `help:"Use the watcher baked into the image at PATH." placeholder:"PATH"`
+	JSON           bool          `help:"Print JSON." name:"json"`
+}
+
+// Help is the long help of prove-deathwatch.
+func (ProveCmd) Help() string {
+	return `Proves the death-watch on this host: a stand-in controller (a child "supervisor exec"
+running an agent with a setsid'd and a TERM-ignoring descendant) is started, and once
+its agent is ready:
+  sigkill    the stand-in is SIGKILLed; measured until every process of the box is dead
+             and until the box is removed;
+  heartbeat  the stand-in is frozen (SIGSTOP) with --heartbeat; the watcher must notice
+             the silence and kill the box;
+  deadline   the stand-in is frozen, every agent process ignores TERM; the in-box
+             deadline must end it within deadline + grace.
+The box's processes are seen from the host: its PID 1 (docker/podman inspect State.Pid,
+native: the journaled init pid), its descendants and its PID namespace. The stand-ins
+use the instance INSTANCE.prove; what they leave goes through reconcile after each trial.
+
+Exit status: 0 every trial within its bound and nothing left; 243 a trial exceeded its
+bound or left something behind; the stand-in's status (241 engine, 242 image, ...) when
+it could not run at all.`
+}
+
+func (p *ProveCmd) options(g *Globals, c *cmdContext) (*ProveOptions, error) {
+	if !ValidName(g.Instance) || len(g.Instance) > 120 {
+		return nil, UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
+	}
+	if p.Trials < 1 {
+		return nil, UsageError("--trials must be at least 1")
+	}
+	if p.Heartbeat < 30*time.Millisecond || p.Deadline <= 0 || p.Grace < 0 || p.Bound < 0 || p.RemoveBound < 0 {
+		return nil, UsageError("--heartbeat (at least 30ms), --deadline (positive), --grace, --bound and --remove-bound (not negative)")
+	}
+	b := DefaultBounds(p.Runtime)
+	if p.Bound > 0 {
+		b.Dead = p.Bound
+	}
+	if p.RemoveBound > 0 {
+		b.Removed = p.RemoveBound
+	}
+	self := c.self
+	if self == "" {
+		return nil, SetupError("cannot find the supervisor's own binary to run the stand-in")
+	}
+	env := c.env
+	if env == nil {
+		env = os.Environ()
+	}
+	return &ProveOptions{
+		Self: self, Instance: g.Instance + ".prove", JournalDir: g.journalDir(), Runtime: p.Runtime, Image: p.Image,
+		Trials: p.Trials, Paths: p.Path, Bounds: b, Heartbeat: p.Heartbeat, Deadline: p.Deadline, Grace: p.Grace,
+		AllowRootful: p.AllowRootful, Watcher: p.Watcher, WatcherInImage: p.WatcherInImage, Env: env, Log: g.logger(c.stderr),
+	}, nil
+}
 
 // Run is `supervisor prove-deathwatch`.
 func (p *ProveCmd) Run(g *Globals, c *cmdContext) error {
-	return UsageError("prove-deathwatch: not yet")
+	o, err := p.options(g, c)
+	if err != nil {
+		return err
+	}
+	rep := Prove(context.Background(), *o)
+	if p.JSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		WriteProveTable(c.stdout, rep)
+	}
+	switch {
+	case rep.Error != "":
+		fmt.Fprintf(c.stderr, "supervisor: prove-deathwatch could not run: %s\n", rep.Error)
+		c.code = rep.Code
+	case !rep.Pass:
+		c.code = shared.ExitRefused
+	}
+	return nil
 }
