@@ -569,3 +569,46 @@ func TestSupervisorLaunchTime(t *testing.T) {
 		r.assertClean()
 	})
 }
+
+// What the box is made of: the bind mount read-only, the workdir, no
+// network but lo, no capabilities for the agent, and the limits — or,
+// where the engine would silently ignore limits (rootless on cgroup v1),
+// a refusal.
+func TestSupervisorBoxSettings(t *testing.T) {
+	forEngine(t, func(t *testing.T, r *engineRig) {
+		src, err := os.MkdirTemp("", "dw-kt-mount-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(src)
+		os.Chmod(src, 0o755)
+		os.WriteFile(filepath.Join(src, "f"), []byte("from-host\n"), 0o644)
+		agent := `pwd; cat f; (touch x 2>/dev/null && echo writable) || echo readonly; ls /sys/class/net; grep CapEff /proc/self/status; id -u`
+		args := []string{"--mount", src + ":/data:ro", "--workdir", "/data", "--network", "none"}
+		limits := []string{"--memory", "64m", "--pids-limit", "50"}
+		_, v2 := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+		if r.user != "" && v2 != nil {
+			res := runCmd(r.supervisor(nil, append(append(slices.Clone(args), limits...), "--", "true")...))
+			t.Logf("limits on rootless cgroup v1: exit %d: %s", res.code, strings.TrimSpace(res.stderr))
+			if res.code != shared.ExitRefused || !strings.Contains(res.stderr, "cgroup v1") {
+				t.Errorf("limits on rootless cgroup v1: exit %d, stderr %q; want a refusal", res.code, res.stderr)
+			}
+		} else {
+			args = append(args, limits...)
+			if v2 != nil {
+				agent += "; cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/memory/memory.limit_in_bytes"
+			} else {
+				agent += "; cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/memory.max"
+			}
+		}
+		res := runCmd(r.supervisor(nil, append(args, "--", "sh", "-c", agent)...))
+		want := "/data\nfrom-host\nreadonly\nlo\nCapEff:\t0000000000000000\n1000\n"
+		if slices.Contains(args, "--memory") {
+			want += "50\n67108864\n"
+		}
+		if res.code != 0 || res.stdout != want {
+			t.Errorf("exit %d stdout %q, want %q; stderr %s", res.code, res.stdout, want, res.stderr)
+		}
+		r.assertClean()
+	})
+}

@@ -27,6 +27,8 @@ type Engine struct {
 	Env    []string
 	Stderr io.Writer
 	Log    *slog.Logger
+
+	rootless bool // what Probe found
 }
 
 func init() {
@@ -331,6 +333,7 @@ func (e *Engine) Probe(ctx context.Context) (Info, error) {
 			return info, EngineError("%s", info.Detail)
 		}
 		info.Present, info.Version, info.Rootless = true, strings.TrimSpace(string(out)), os.Geteuid() != 0
+		e.rootless = info.Rootless
 		return info, nil
 	}
 	out, err := e.run(ctx, infoArgs(e.Kind))
@@ -348,6 +351,7 @@ func (e *Engine) Probe(ctx context.Context) (Info, error) {
 		return info, EngineError("%s", info.Detail)
 	}
 	info.Present, info.Version, info.Rootless = true, v, rootless
+	e.rootless = rootless
 	return info, nil
 }
 
@@ -484,4 +488,21 @@ func (e *Engine) podmanRemote() bool {
 		}
 	}
 	return false
+}
+
+// CheckLimits refuses limits the engine would silently ignore: a
+// rootless engine on cgroup v1 has no cgroup of its own to write them
+// to (Podman prints "Resource limits are not supported and ignored on
+// cgroups V1 rootless systems" and runs the box without them).
+func (e *Engine) CheckLimits(memory, pids int64) error {
+	if (memory > 0 || pids > 0) && e.rootless && !hostCgroupUnified() {
+		return RefusedError("rootless %s on cgroup v1 cannot enforce --memory or --pids-limit (it would ignore them); use a cgroup v2 host, a rootful engine with --allow-rootful, or drop the limits", e.Kind)
+	}
+	return nil
+}
+
+// cgroupV2 reports whether this host runs the unified hierarchy only.
+func hostCgroupUnified() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil
 }

@@ -126,3 +126,22 @@ func TestIsNoSuch(t *testing.T) {
 		t.Error("cliError text")
 	}
 }
+
+func TestCheckLimits(t *testing.T) {
+	for _, tc := range []struct {
+		rootless     bool
+		memory, pids int64
+		refusedOnV1  bool
+	}{
+		{false, 64 << 20, 50, false},
+		{true, 0, 0, false},
+		{true, 64 << 20, 0, true},
+		{true, 0, 50, true},
+	} {
+		err := (&Engine{Kind: "podman", rootless: tc.rootless}).CheckLimits(tc.memory, tc.pids)
+		want := tc.refusedOnV1 && !hostCgroupUnified()
+		if (err != nil) != want || (err != nil && exitCode(err, 0) != 243) {
+			t.Errorf("%+v: %v (cgroup v2 host: %v)", tc, err, hostCgroupUnified())
+		}
+	}
+}

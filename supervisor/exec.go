@@ -106,6 +106,11 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		return fail(err, shared.ExitEngine)
 	}
 	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
+	if lc, ok := rt.(LimitsChecker); ok {
+		if err := lc.CheckLimits(o.Memory, o.PidsLimit); err != nil {
+			return fail(err, shared.ExitRefused)
+		}
+	}
 	owner, err := SelfOwner()
 	if err != nil {
 		return fail(SetupError("%v", err), shared.ExitSetupFailed)
@@ -169,11 +174,18 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 		// in the time of one); its verdict counts only once the engine
 		// is known to be usable.
 		imageErr := make(chan error, 1)
+		ictx, cancel := context.WithCancel(ctx)
+		defer func() {
+			// Leave no engine call running behind us.
+			cancel()
+			<-imageErr
+		}()
 		if ic, ok := rt.(ImageChecker); ok {
 			if o.Image == "" {
+				imageErr <- nil
 				return nil, Info{}, UsageError("--image is required for --runtime %s", name)
 			}
-			go func() { imageErr <- ic.CheckImage(ctx, o.Image) }()
+			go func() { imageErr <- ic.CheckImage(ictx, o.Image) }()
 		} else {
 			imageErr <- nil
 		}
@@ -192,8 +204,10 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 			return nil, info, RefusedError("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
 		}
 		if err := <-imageErr; err != nil {
+			imageErr <- nil
 			return nil, info, withCode(exitCode(err, shared.ExitImage), err)
 		}
+		imageErr <- nil
 		return rt, info, nil
 	}
 	if o.Runtime != "auto" && o.Runtime != "" {

@@ -82,3 +82,11 @@ func registered(name string) bool {
 	_, ok := registry[name]
 	return ok
 }
+
+// LimitsChecker is implemented by runtimes that can tell, before
+// anything is created, that they could not enforce the memory or pids
+// limit asked for. A limit that would be silently ignored is refused
+// (shared.ExitRefused).
+type LimitsChecker interface {
+	CheckLimits(memory, pids int64) error
+}
