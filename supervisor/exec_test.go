@@ -408,3 +408,71 @@ func TestExecSupervisorSIGKILL(t *testing.T) {
 		t.Errorf("journal %+v", es)
 	}
 }
+
+// ls shows the journal's open entries with the engine's view of them,
+// and boxes of the instance that the journal does not know.
+func TestLs(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{Agent: "sleep", NoRemove: true})
+	jdir := filepath.Join(fe.dir, "journal")
+	cmd := exec.Command(fe.super, append([]string{"--journal", jdir, "exec", "--watcher", filepath.Join(fe.bin, "watcher")}, append(docker, "--", "sleep", "100")...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, fe, "running")
+	cmd.Process.Kill()
+	cmd.Wait()
+	// A box with the instance label that no journal entry knows.
+	os.WriteFile(filepath.Join(fe.dir, "boxes-docker", "stray"), []byte(`{"io.deathwatch.instance":"default"}`), 0o600)
+	var out, errb syncBuf
+	code := run([]string{"--journal", jdir, "ls", "--json"}, &cmdContext{stdout: &out, stderr: &errb, getenv: os.LookupEnv})
+	if code != 0 {
+		t.Fatalf("ls: %d %s", code, errb.String())
+	}
+	var rows []LsRow
+	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil {
+		t.Fatalf("ls --json: %v\n%s", err, out.String())
+	}
+	if len(rows) != 2 {
+		t.Fatalf("rows %+v", rows)
+	}
+	byJournal := map[string]LsRow{}
+	for _, r := range rows {
+		byJournal[r.Journal] = r
+	}
+	if r := byJournal[StateStarted]; r.Owner != "gone" || r.BoxState != "running" || r.Runtime != "docker" {
+		t.Errorf("killed launch: %+v", r)
+	}
+	if r := byJournal["none"]; r.Box != "stray" || r.BoxState != "running" {
+		t.Errorf("stray box: %+v", r)
+	}
+	out = syncBuf{}
+	if code := run([]string{"--journal", jdir, "ls"}, &cmdContext{stdout: &out, stderr: &errb, getenv: os.LookupEnv}); code != 0 || !strings.Contains(out.String(), "BOX") || !strings.Contains(out.String(), "stray") {
+		t.Errorf("ls table: %d %q", code, out.String())
+	}
+}
+
+// --events fd:N writes to an inherited descriptor.
+func TestEventsFD(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ev, err := OpenEvents(fmt.Sprintf("fd:%d", w.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Emit(Event{Event: EventJournaled, Box: "b"})
+	ev.Close()
+	b := make([]byte, 4096)
+	n, _ := r.Read(b)
+	var got Event
+	if err := json.Unmarshal(b[:n], &got); err != nil || got.Event != EventJournaled || got.Box != "b" || got.Time.IsZero() {
+		t.Errorf("event %q: %v", b[:n], err)
+	}
+	for _, bad := range []string{"fd:x", "fd:-1", "fd:999"} {
+		if _, err := OpenEvents(bad); exitCode(err, 0) != shared.ExitUsage {
+			t.Errorf("OpenEvents(%q): %v", bad, err)
+		}
+	}
+}

@@ -55,7 +55,7 @@ func fakeMain(kind string, args []string) int {
 	if b, err := os.ReadFile(filepath.Join(dir, "scenario.json")); err == nil {
 		json.Unmarshal(b, &sc)
 	}
-	boxes := filepath.Join(dir, "boxes")
+	boxes := filepath.Join(dir, "boxes-"+kind) // each engine its own store
 	os.MkdirAll(boxes, 0o700)
 	last := ""
 	if len(args) > 0 {
@@ -293,10 +293,12 @@ func (fe *fakeEngine) calls() [][]string {
 
 // boxes lists the boxes that exist.
 func (fe *fakeEngine) boxes() []string {
-	des, _ := os.ReadDir(filepath.Join(fe.dir, "boxes"))
 	var n []string
-	for _, d := range des {
-		n = append(n, d.Name())
+	for _, kind := range []string{"docker", "podman"} {
+		des, _ := os.ReadDir(filepath.Join(fe.dir, "boxes-"+kind))
+		for _, d := range des {
+			n = append(n, d.Name())
+		}
 	}
 	return n
 }
