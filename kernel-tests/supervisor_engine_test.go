@@ -8,6 +8,8 @@ package kerneltests
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -611,4 +613,71 @@ func TestSupervisorBoxSettings(t *testing.T) {
 		}
 		r.assertClean()
 	})
+}
+
+// The engine's attach carries binary frames: 4 MiB of random bytes
+// from the agent come out of the supervisor's stdout byte for byte.
+func TestSupervisorBinaryOutput(t *testing.T) {
+	forEngine(t, func(t *testing.T, r *engineRig) {
+		agent := `head -c 4194304 /dev/urandom > /tmp/o; sha256sum < /tmp/o >&2; cat /tmp/o`
+		res := runCmd(r.supervisor(nil, "--", "sh", "-c", agent))
+		if res.code != 0 {
+			t.Fatalf("exit %d: %s", res.code, res.stderr)
+		}
+		sum := sha256Hex([]byte(res.stdout))
+		if len(res.stdout) != 4<<20 || !strings.Contains(res.stderr, sum) {
+			t.Errorf("stdout: %d bytes, sha256 %s; the agent reported %q", len(res.stdout), sum, res.stderr)
+		}
+		t.Logf("4 MiB relayed in %v", res.took.Round(time.Millisecond))
+		r.assertClean()
+	})
+}
+
+// A frozen supervisor (SIGSTOP) stops sending pings: with --heartbeat the
+// watcher kills the box within the heartbeat, and auto-remove removes it.
+func TestSupervisorHeartbeat(t *testing.T) {
+	forEngine(t, func(t *testing.T, r *engineRig) {
+		const hb = 600 * time.Millisecond
+		token := fmt.Sprintf("%d", 800000+os.Getpid()%100000)
+		cmd := r.supervisor(nil, "--heartbeat", hb.String(), "--", "sh", "-c", "sleep "+token)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}()
+		box := r.waitEvent(supervisor.EventReady, 30*time.Second).Box
+		var pids []int
+		for t0 := time.Now(); len(pids) == 0; pids = agentPids("sleep\x00" + token) {
+			if time.Since(t0) > 10*time.Second {
+				t.Fatal("agent not seen")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(2 * hb) // pings keep it alive meanwhile
+		if allDead(pids) {
+			t.Fatalf("agent died while the supervisor was pinging")
+		}
+		cmd.Process.Signal(syscall.SIGSTOP)
+		t0 := time.Now()
+		for !allDead(pids) {
+			if time.Since(t0) > 10*hb {
+				t.Fatalf("agent alive %v after SIGSTOP (heartbeat %v)", time.Since(t0), hb)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		dead := time.Since(t0)
+		for r.exists(box) {
+			if time.Since(t0) > 30*time.Second {
+				t.Fatalf("box %s not removed", box)
+			}
+		}
+		t.Logf("SIGSTOP → agent dead %v (heartbeat %v), box removed %v", dead.Round(time.Millisecond), hb, time.Since(t0).Round(time.Millisecond))
+	})
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
