@@ -31,6 +31,7 @@ echo fds=$(ls /proc/self/fd | tr '\n' ' ')
 (echo x > /tmp/w/from-box) 2>/dev/null && echo rwmount=ok
 (echo x > /tmp/ro/from-box) 2>/dev/null && echo romount=written
 cat /tmp/ro/hello
+echo pwd=$(pwd)
 `
 
 func TestNativeIsolation(t *testing.T) {
@@ -49,6 +50,7 @@ func TestNativeIsolation(t *testing.T) {
 	// keep it from writing, not file permissions.
 	spec := agentSpec("/bin/sh", "-c", probeScript)
 	spec.UID, spec.GID, spec.AllowRoot = 0, 0, true
+	b.Workdir, spec.Workdir = "/tmp/w", "/tmp/w"
 	r := runBox(t, rt, b, spec, nil)
 	t.Logf("start %v, ready %v, exit %v\n%s%s", r.Started, r.ReadyAt, r.Total, r.Stdout, r.Stderr)
 	if r.Exit.Code != 0 {
@@ -57,7 +59,7 @@ func TestNativeIsolation(t *testing.T) {
 	got := lines(r.Stdout)
 	want := map[string]string{
 		"ppid": "1", "hostsleep": "0", "wrote": "", "wrote-sysctl": "", "tmp": "ok", "ifaces": "lo", "hostname": b.Name,
-		"uid": "0", "rwmount": "ok", "hello": "from-host", "fds": "0 1 2 3", // ls's own directory is the 3
+		"uid": "0", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "fds": "0 1 2 3", // ls's own directory is the 3
 	}
 	for k, v := range want {
 		if strings.TrimSpace(got[k]) != v {

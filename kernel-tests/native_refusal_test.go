@@ -72,6 +72,10 @@ func TestNativeRefusals(t *testing.T) {
 	t.Run("mount-target-missing", func(t *testing.T) {
 		refusal(t, exec.Command(bins.Supervisor, execArgs("--mount", t.TempDir()+":/no/such/dir")...), shared.ExitUsage, "does not exist in the box's read-only root")
 	})
+	t.Run("workdir-missing", func(t *testing.T) {
+		refusal(t, exec.Command(bins.Supervisor, execArgs("--workdir", "/tmp/not-there")...), shared.ExitUsage, "workdir /tmp/not-there is below the box's fresh /tmp")
+		refusal(t, exec.Command(bins.Supervisor, execArgs("--workdir", "/no/such/dir")...), shared.ExitUsage, "workdir /no/such/dir does not exist")
+	})
 	t.Run("mount-target-through-symlink", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.Symlink("/usr", filepath.Join(dir, "link")); err != nil {

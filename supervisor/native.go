@@ -240,19 +240,20 @@ func nativeRoot(image string) (string, error) {
 }
 
 // checkWorkdir refuses a workdir the agent could not enter: one that
-// is neither a mount, below /tmp, nor present in the root.
+// is neither /tmp, a mount (or below one), nor present in the root
+// (below /tmp is a fresh, empty tmpfs).
 func checkWorkdir(b *Box, root string) error {
 	w := b.Workdir
-	if w == "" || w == "/" {
-		return nil
-	}
-	if w == "/tmp" || strings.HasPrefix(w, "/tmp/") {
+	if w == "" || w == "/" || w == "/tmp" {
 		return nil
 	}
 	for _, m := range b.Mounts {
 		if w == m.Target || strings.HasPrefix(w, m.Target+"/") {
 			return nil
 		}
+	}
+	if under(w, "/tmp") {
+		return UsageError("workdir %s is below the box's fresh /tmp, where nothing exists yet; mount it (--mount SRC:%s) or use /tmp", w, w)
 	}
 	if st, err := os.Stat(filepath.Join(root, w)); err != nil || !st.IsDir() {
 		return UsageError("workdir %s does not exist in the box's read-only root; mount it (--mount SRC:%s) or pick a folder that exists", w, w)
