@@ -14,6 +14,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"deathwatch/shared"
 )
 
 // NsinitArg is the hidden first argument that turns the supervisor
@@ -162,11 +164,15 @@ func nsinitPlan(b *Box, root, watcher string, userns bool) (nsinitConfig, error)
 // NsinitMain is the init stage (see NsinitArg). It returns only on
 // failure, after writing one line about it to the settings descriptor.
 func NsinitMain() int {
+	if _, err := unix.FcntlInt(nsinitSettingsFD, unix.F_GETFD, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "supervisor: %s is the native runtime's internal init stage; it is not run by hand\n", NsinitArg)
+		return shared.ExitUsage
+	}
 	status := os.NewFile(nsinitSettingsFD, "settings")
 	unix.CloseOnExec(nsinitSettingsFD)
 	fail := func(err error) int {
 		fmt.Fprintf(status, "%v", err)
-		return 1
+		return shared.ExitSetupFailed
 	}
 	var in io.Reader = status
 	stage2 := len(os.Args) > 2 && os.Args[2] == "2"
@@ -176,7 +182,7 @@ func NsinitMain() int {
 	var c nsinitConfig
 	if err := json.NewDecoder(in).Decode(&c); err != nil {
 		if errors.Is(err, io.EOF) {
-			return 1 // the supervisor went away before sending settings
+			return shared.ExitSetupFailed // the supervisor went away before sending settings
 		}
 		return fail(fmt.Errorf("read box settings: %w", err))
 	}
