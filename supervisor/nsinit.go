@@ -164,7 +164,8 @@ func nsinitPlan(b *Box, root, watcher string, userns bool) (nsinitConfig, error)
 // NsinitMain is the init stage (see NsinitArg). It returns only on
 // failure, after writing one line about it to the settings descriptor.
 func NsinitMain() int {
-	if _, err := unix.FcntlInt(nsinitSettingsFD, unix.F_GETFD, 0); err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(nsinitSettingsFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		fmt.Fprintf(os.Stderr, "supervisor: %s is the native runtime's internal init stage; it is not run by hand\n", NsinitArg)
 		return shared.ExitUsage
 	}
