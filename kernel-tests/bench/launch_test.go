@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -161,8 +162,114 @@ func TestBenchLaunch(t *testing.T) {
 	s.Set("watcher_over_tini", round3(over["watcher"]/tini))
 	s.Note("overhead = p50 of the init minus p50 of bare /bin/true under the same unshare; cpu = user+sys of the whole tree")
 	s.Note("goinit probes (kernel-tests/bench/goinit): exit = an empty static Go binary; fork = + ForkExec/wait4; notify-chld = + signal.Notify(SIGCHLD); notify-all = + signal.Notify() of every signal, as the watcher does; notify-async = SIGCHLD first, the rest in a goroutine")
-	s.Note("signal.Notify() of every signal costs notify-all − notify-chld = %+.2f ms here: os/signal enables each signal with a synchronous round trip to the runtime's signal-mask thread (ensureSigM: enableSigChan ← sig, ← maskUpdatedChan), ~65 futex wake/wait pairs between two threads",
-		over["goinit notify-all"]-over["goinit notify-chld"])
+	s.Log()
+	launchTimelines(t, cs)
+}
+
+// launchTimelines runs every candidate again, interleaved, while the
+// kernel's process events connector timestamps each fork, exec and exit:
+// where each init spends its time before the agent starts and after it
+// exits.
+func launchTimelines(t *testing.T, cs []*candidate) {
+	t.Helper()
+	n := runsFromEnv("DEATHWATCH_BENCH_TIMELINE_RUNS", 150)
+	s := newSection(t, fmt.Sprintf("launch timeline from the kernel's process events (cn_proc), %d runs each, interleaved, p50", n),
+		"candidate", "init exec→agent fork", "agent fork→exec", "agent exec→exit", "agent exit→init gone", "init exec→gone", "threads before agent/all")
+	p, err := openProcEvents()
+	if err != nil {
+		s.Skip("launch timeline", err.Error())
+		s.Log()
+		return
+	}
+	defer p.close()
+	type acc struct {
+		startup, spawn, agent, exit, total []time.Duration
+		before, threads                    []int
+		lost                               int
+	}
+	accs := make([]acc, len(cs))
+	env := ktest.WatcherEnv()
+	for r := -3; r < n; r++ {
+		for i := range cs {
+			k := (i + max(r, 0)) % len(cs)
+			c := cs[k]
+			p.reset()
+			cmd := exec.Command(c.argv[0], c.argv[1:]...)
+			cmd.Env = env
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			evs, ok := p.waitExit(cmd.Process.Pid, 2*time.Second)
+			if overflowed := p.reset(); !ok || overflowed {
+				accs[k].lost++
+				continue
+			}
+			if r < 0 {
+				continue
+			}
+			bare := c.name == "bare /bin/true" || c.name == "goinit exit"
+			tl, err := timeline(evs, cmd.Process.Pid, !bare)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			a := &accs[k]
+			a.total = append(a.total, tl.initExit-tl.initExec)
+			a.threads = append(a.threads, tl.threads)
+			if !bare {
+				a.startup = append(a.startup, tl.agentFork-tl.initExec)
+				a.spawn = append(a.spawn, tl.agentExec-tl.agentFork)
+				a.agent = append(a.agent, tl.agentExit-tl.agentExec)
+				a.exit = append(a.exit, tl.initExit-tl.agentExit)
+				a.before = append(a.before, tl.threadsBefore)
+			}
+		}
+	}
+	cell := func(ds []time.Duration) string {
+		if len(ds) == 0 {
+			return "—"
+		}
+		return fms(summarize(ds).P50)
+	}
+	medInt := func(v []int) int {
+		if len(v) == 0 {
+			return 0
+		}
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	for k, c := range cs {
+		a := accs[k]
+		threads := fmt.Sprintf("%d/%d", medInt(a.before), medInt(a.threads))
+		if len(a.before) == 0 {
+			threads = fmt.Sprintf("—/%d", medInt(a.threads))
+		}
+		s.Row(c.name, cell(a.startup), cell(a.spawn), cell(a.agent), cell(a.exit), cell(a.total), threads)
+		s.Set(c.name, map[string]any{
+			"init_exec_to_agent_fork": summarize(a.startup), "agent_fork_to_exec": summarize(a.spawn),
+			"agent_exec_to_exit": summarize(a.agent), "agent_exit_to_init_gone": summarize(a.exit),
+			"init_exec_to_gone": summarize(a.total), "threads_before_agent_p50": medInt(a.before), "threads_p50": medInt(a.threads),
+			"runs_lost_to_connector_overflow": a.lost,
+		})
+	}
+	p50 := func(name string, f func(acc) []time.Duration) float64 {
+		for k, c := range cs {
+			if c.name == name {
+				return summarize(f(accs[k])).P50
+			}
+		}
+		return 0
+	}
+	startup := func(a acc) []time.Duration { return a.startup }
+	agentRun := func(a acc) []time.Duration { return a.agent }
+	exitPath := func(a acc) []time.Duration { return a.exit }
+	s.Note("watcher − tini, p50: start-up %+.2f ms, agent run %+.2f ms (the same /bin/true, slowed by the init's work on the other CPU), agent exit → init gone %+.2f ms",
+		p50("watcher", startup)-p50("tini-static", startup), p50("watcher", agentRun)-p50("tini-static", agentRun), p50("watcher", exitPath)-p50("tini-static", exitPath))
+	s.Note("Go runtime start-up (goinit fork − tini start-up) %+.2f ms; signal.Notify() of every signal before the fork (goinit notify-all − notify-chld start-up) %+.2f ms: os/signal enables each signal with a synchronous round trip to the runtime's signal-mask thread (runtime.sigenable: enableSigChan ← sig; ← maskUpdatedChan, served by ensureSigM's locked thread)",
+		p50("goinit fork", startup)-p50("tini-static", startup), p50("goinit notify-all", startup)-p50("goinit notify-chld", startup))
+	s.Note("exit path: a Go init that blocks in wait4 (goinit fork) needs %+.2f ms more than tini from the agent's exit to its own; one woken by SIGCHLD through os/signal (goinit notify-chld) %+.2f ms",
+		p50("goinit fork", exitPath)-p50("tini-static", exitPath), p50("goinit notify-chld", exitPath)-p50("tini-static", exitPath))
+	s.Note("kernel timestamps (CLOCK_MONOTONIC) of unshare's child (the init) and its first child (the agent); for bare /bin/true and goinit exit the init is the command itself; an init is gone when its last thread has exited; threads = clone(CLONE_THREAD) calls by the init")
 	s.Log()
 }
 
