@@ -1,0 +1,104 @@
+package kerneltests
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+// proveRun runs `supervisor prove-deathwatch --json ARGS` as the rig's
+// user and returns its exit status and report.
+func (r *cwRig) prove(args ...string) (int, supervisor.ProveReport, string) {
+	r.t.Helper()
+	argv := []string{"--instance", r.instance, "--journal", r.journalDir(), "prove-deathwatch", "--json", "--runtime", r.runtime}
+	if r.image != "" {
+		argv = append(argv, "--image", r.image)
+	}
+	if r.user == "" && r.runtime != "native" {
+		argv = append(argv, "--allow-rootful")
+	}
+	cmd := r.command(nil, r.bin.Supervisor, append(argv, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatalf("prove-deathwatch: %v", err)
+	}
+	var rep supervisor.ProveReport
+	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
+		r.t.Fatalf("prove-deathwatch --json (exit %d): %v\nstdout: %s\nstderr: %s", code, jerr, stdout.String(), stderr.String())
+	}
+	return code, rep, stderr.String()
+}
+
+func proveTable(rep supervisor.ProveReport) string {
+	var b strings.Builder
+	supervisor.WriteProveTable(&b, &rep)
+	return b.String()
+}
+
+// prove-deathwatch on every runtime, 10 trials per path: it passes, and
+// afterwards nothing of the stand-ins is left (no box, no open journal
+// entry).
+func TestProveDeathwatch(t *testing.T) {
+	for _, proto := range cwRigs(t) {
+		t.Run(proto.name, func(t *testing.T) {
+			r := *proto
+			r.setup(t)
+			t0 := time.Now()
+			code, rep, stderr := r.prove("--trials", "10")
+			t.Logf("%s (%v):\n%s", r.name, time.Since(t0).Round(time.Second), proveTable(rep))
+			if code != 0 || !rep.Pass {
+				t.Errorf("exit %d, pass %v\n%s", code, rep.Pass, stderr)
+			}
+			if len(rep.Rows) != 6 {
+				t.Errorf("%d rows, want 6 (3 paths × dead/removed)", len(rep.Rows))
+			}
+			for _, row := range rep.Rows {
+				if row.N != 10 || row.Max > row.Bound || row.P50 > row.P95 || row.P95 > row.Max {
+					t.Errorf("row %+v", row)
+				}
+			}
+			if b := r.boxes(r.instance + ".prove"); len(b) != 0 {
+				t.Errorf("boxes left: %v", b)
+			}
+			for _, e := range r.entries(r.instance + ".prove") {
+				if e.Open() {
+					t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
+				}
+			}
+		})
+	}
+}
+
+// A bound nothing can meet fails the proof with exit 243, and a missing
+// image is the stand-in's own status (242), both with a report.
+func TestProveDeathwatchFails(t *testing.T) {
+	rigs := cwRigs(t)
+	r := *rigs[0] // docker
+	r.setup(t)
+	code, rep, _ := r.prove("--trials", "1", "--path", "sigkill", "--bound", "1ns")
+	if code != shared.ExitRefused || rep.Pass {
+		t.Errorf("impossible bound: exit %d, pass %v\n%s", code, rep.Pass, proveTable(rep))
+	}
+	if len(rep.Rows) == 0 || len(rep.Rows[0].Failures) == 0 || !strings.Contains(rep.Rows[0].Failures[0], "exceeds the bound") {
+		t.Errorf("impossible bound: no failure named: %+v", rep.Rows)
+	}
+	r.image = "deathwatch-test:no-such-image"
+	code, rep, stderr := r.prove("--trials", "1", "--path", "sigkill")
+	if code != shared.ExitImage || rep.Pass || rep.Error == "" {
+		t.Errorf("missing image: exit %d, report %+v\n%s", code, rep, stderr)
+	}
+	if b := r.boxes(r.instance + ".prove"); len(b) != 0 {
+		t.Errorf("boxes left: %v", b)
+	}
+}
