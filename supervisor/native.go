@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -541,12 +542,22 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 	n.writeRecord(b)
 	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network,
 		"clone", tClone, "cgroup", tCgroup, "setup", time.Since(t0)-tClone)
+	var reaped atomic.Bool
 	return &Started{
 		Control: ctl.parent,
-		Wait:    cmd.Wait,
+		Wait: func() error {
+			err := cmd.Wait()
+			reaped.Store(true)
+			return err
+		},
 		Kill: func() {
 			// The watcher is PID 1 of the box: the kernel ends the whole
-			// PID namespace with it. The cgroup kill covers the rest.
+			// PID namespace with it, and PID 1 is reaped only once every
+			// other process of the namespace is gone. Before that, the
+			// cgroup kill covers the rest.
+			if reaped.Load() {
+				return
+			}
 			cmd.Process.Signal(syscall.SIGKILL)
 			if cg != nil {
 				cg.Kill()
