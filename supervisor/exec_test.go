@@ -458,7 +458,14 @@ func TestEventsFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	ev, err := OpenEvents(fmt.Sprintf("fd:%d", w.Fd()))
+	// A descriptor of its own: Events closes it, and w must not close
+	// the same number again later.
+	fd, err := syscall.Dup(int(w.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	ev, err := OpenEvents(fmt.Sprintf("fd:%d", fd))
 	if err != nil {
 		t.Fatal(err)
 	}
