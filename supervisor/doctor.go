@@ -1,7 +1,480 @@
 package supervisor
 
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/containerd/cgroups/v3"
+
+	"deathwatch/shared"
+)
+
+// Postures a controller can ask doctor about.
+const (
+	PostureRequired  = "required"  // a usable runtime, a watcher, and a passing prove-deathwatch
+	PosturePreferred = "preferred" // a usable runtime
+)
+
+// DoctorRuntime is one runtime as doctor found it.
+type DoctorRuntime struct {
+	Name    string `json:"name"`
+	Present bool   `json:"present"`
+	Usable  bool   `json:"usable"`
+	Version string `json:"version,omitempty"`
+	Mode    string `json:"mode,omitempty"` // rootless | rootful
+	Status  string `json:"status"`         // usable, or why not
+}
+
+// DoctorWatcher is a watcher doctor looked for.
+type DoctorWatcher struct {
+	Where   string `json:"where"` // host | image
+	Path    string `json:"path,omitempty"`
+	Present bool   `json:"present"`
+	Version string `json:"version,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// DoctorStaging is the staging-directory visibility probe.
+type DoctorStaging struct {
+	Dir    string `json:"dir"`
+	Mode   string `json:"mode"` // bind | copy-in
+	Detail string `json:"detail"`
+}
+
+// DoctorReport is everything doctor found.
+type DoctorReport struct {
+	Runtimes     []DoctorRuntime `json:"runtimes"`
+	Cgroup       string          `json:"cgroup"`
+	Selected     string          `json:"selected,omitempty"`
+	Image        string          `json:"image,omitempty"`
+	HostWatcher  DoctorWatcher   `json:"host_watcher"`
+	ImageWatcher *DoctorWatcher  `json:"image_watcher,omitempty"`
+	Staging      *DoctorStaging  `json:"staging,omitempty"`
+	Proof        *ProveReport    `json:"proof,omitempty"`
+	Posture      string          `json:"posture"`
+	OK           bool            `json:"ok"`
+	Problems     []string        `json:"problems,omitempty"`
+	ProofSkipped bool            `json:"proof_skipped,omitempty"`
+}
+
 // DoctorCmd is `supervisor doctor`.
-type DoctorCmd struct{}
+type DoctorCmd struct {
+	Runtime        string        `help:"Runtime to check in depth (image, staging probe, proof): docker, podman, native, or auto (rootless podman, then docker, then native)." enum:"auto,docker,podman,native" default:"auto" env:"DEATHWATCH_RUNTIME"`
+	Image          string        `help:"The image (docker/podman) or rootfs directory (native) the controller will use." env:"DEATHWATCH_IMAGE"`
+	WatcherInImage string        `help:"Where the image carries a watcher (checked by running it with --version)." default:"/usr/local/bin/watcher" placeholder:"PATH"`
+	Watcher        string        `help:"Host watcher binary (default: next to the supervisor, then PATH)." placeholder:"PATH"`
+	Staging        string        `help:"Staging directory to probe (default: a fresh one under the temp folder)." placeholder:"DIR"`
+	AllowRootful   bool          `help:"Accept a rootful engine."`
+	Posture        string        `help:"required: a usable runtime, a watcher and a passing prove-deathwatch; preferred: a usable runtime." enum:"required,preferred" default:"required"`
+	Trials         int           `help:"prove-deathwatch trials per path." default:"3"`
+	SkipProof      bool          `help:"Do not run prove-deathwatch (the required posture is then not met)."`
+	Timeout        time.Duration `help:"Bound on each probe box." default:"60s"`
+	JSON           bool          `help:"Print JSON." name:"json"`
+}
+
+// Help is the long help of doctor.
+func (DoctorCmd) Help() string {
+	return `One command a controller runs before it dispatches anything. It reports which runtimes
+are present and usable (docker, podman, native, sbx) with their versions, rootless or
+rootful (a rootful engine is refused unless --allow-rootful), the cgroup version, the
+host watcher and whether the image carries one (and which version), whether a staging
+directory is visible from inside a box (a nonce file read from inside decides bind vs
+copy-in: by proof, never by the engine's name), and the prove-deathwatch result.
+
+Exit status: 0 the posture is met; 243 it is not (the problems are listed).`
+}
 
 // Run is `supervisor doctor`.
-func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error { return UsageError("doctor: not yet") }
+func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error {
+	if !ValidName(g.Instance) || len(g.Instance) > 120 {
+		return UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
+	}
+	if d.Trials < 1 {
+		return UsageError("--trials must be at least 1")
+	}
+	env := c.env
+	if env == nil {
+		env = os.Environ()
+	}
+	log := g.logger(c.stderr)
+	rep := Doctor(context.Background(), d, g, c.self, env, log)
+	if d.JSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		WriteDoctorTable(c.stdout, rep)
+	}
+	if !rep.OK {
+		c.code = shared.ExitRefused
+	}
+	return nil
+}
+
+// Doctor gathers the report.
+func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []string, log *slog.Logger) *DoctorReport {
+	rep := &DoctorReport{Posture: d.Posture, Image: d.Image}
+	problem := func(format string, args ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...)) }
+
+	// Runtimes.
+	usable := map[string]bool{}
+	for _, name := range []string{"docker", "podman", "native"} {
+		dr := probeRuntime(ctx, name, d.AllowRootful, env, log)
+		usable[name] = dr.Usable
+		rep.Runtimes = append(rep.Runtimes, dr)
+	}
+	sbx := DoctorRuntime{Name: "sbx", Status: "not installed"}
+	if p, err := exec.LookPath("sbx"); err == nil {
+		sbx.Present = true
+		sbx.Status = "installed at " + p + ", but this supervisor has no sbx runtime yet"
+	}
+	rep.Runtimes = append(rep.Runtimes, sbx)
+
+	rep.Cgroup = cgroupMode()
+
+	// The runtime to check in depth.
+	switch {
+	case d.Runtime != "auto":
+		rep.Selected = d.Runtime
+		if !usable[d.Runtime] {
+			problem("runtime %s is not usable: %s", d.Runtime, runtimeStatus(rep, d.Runtime))
+		}
+	default:
+		for _, name := range autoOrder {
+			if usable[name] {
+				rep.Selected = name
+				break
+			}
+		}
+		if rep.Selected == "" {
+			problem("no usable runtime (%s)", strings.Join(statuses(rep), "; "))
+		}
+	}
+
+	// Watchers.
+	rep.HostWatcher = DoctorWatcher{Where: "host"}
+	if p, err := findWatcher(d.Watcher, self); err != nil {
+		rep.HostWatcher.Detail = err.Error()
+	} else {
+		rep.HostWatcher.Path, rep.HostWatcher.Present = p, true
+		rep.HostWatcher.Version, rep.HostWatcher.Detail = watcherVersion(ctx, exec.CommandContext(ctx, p, "--version"))
+	}
+	if rep.Selected != "" && usable[rep.Selected] {
+		rep.ImageWatcher = imageWatcher(ctx, rep.Selected, d, env)
+	}
+	hasWatcher := rep.HostWatcher.Present || (rep.ImageWatcher != nil && rep.ImageWatcher.Present)
+	if !hasWatcher {
+		problem("no watcher: neither on the host (%s) nor in the image", rep.HostWatcher.Detail)
+	}
+	if rep.ImageWatcher != nil && rep.ImageWatcher.Present && rep.HostWatcher.Present && rep.ImageWatcher.Version != rep.HostWatcher.Version {
+		rep.ImageWatcher.Detail = joinNonEmpty(rep.ImageWatcher.Detail, "differs from the host's watcher ("+rep.HostWatcher.Version+")")
+	}
+
+	ok := rep.Selected != "" && usable[rep.Selected] && hasWatcher
+	// The staging probe and the proof need a box.
+	if ok {
+		watcherInImage := ""
+		if !rep.HostWatcher.Present {
+			watcherInImage = d.WatcherInImage
+		}
+		rep.Staging = stagingProbe(ctx, rep.Selected, d, g, rep.HostWatcher.Path, watcherInImage, env, log)
+		if d.SkipProof {
+			rep.ProofSkipped = true
+			if d.Posture == PostureRequired {
+				problem("prove-deathwatch was skipped (--skip-proof); the required posture needs it")
+			}
+		} else {
+			b := DefaultBounds(rep.Selected)
+			pr := Prove(ctx, ProveOptions{
+				Self: self, Instance: g.Instance + ".prove", JournalDir: g.journalDir(), Runtime: rep.Selected, Image: d.Image,
+				Trials: d.Trials, Paths: ProvePaths, Bounds: b, Heartbeat: 300 * time.Millisecond, Deadline: time.Second, Grace: 500 * time.Millisecond,
+				AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, Env: env, Log: log,
+			})
+			rep.Proof = pr
+			if !pr.Pass && d.Posture == PostureRequired {
+				why := pr.Error
+				if why == "" {
+					why = "a trial exceeded its bound or left something behind"
+				}
+				problem("prove-deathwatch failed on %s: %s", rep.Selected, why)
+			}
+		}
+	}
+	switch d.Posture {
+	case PosturePreferred:
+		rep.OK = rep.Selected != "" && usable[rep.Selected]
+	default:
+		rep.OK = len(rep.Problems) == 0
+	}
+	return rep
+}
+
+func probeRuntime(ctx context.Context, name string, allowRootful bool, env []string, log *slog.Logger) DoctorRuntime {
+	dr := DoctorRuntime{Name: name}
+	if engineRuntimes[name] {
+		if _, err := exec.LookPath(name); err != nil {
+			dr.Status = "not installed"
+			return dr
+		}
+	}
+	rt, err := NewRuntime(name, RuntimeConfig{Log: log, Env: env})
+	if err != nil {
+		dr.Status = err.Error()
+		return dr
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	info, err := rt.Probe(pctx)
+	dr.Present, dr.Version = info.Present || info.Version != "", info.Version
+	if info.Present || info.Version != "" {
+		dr.Mode = "rootful"
+		if info.Rootless {
+			dr.Mode = "rootless"
+		}
+		if name == "native" {
+			dr.Mode = "root"
+			if info.Rootless {
+				dr.Mode = "unprivileged"
+			}
+		}
+	}
+	switch {
+	case err != nil:
+		dr.Status = err.Error()
+	case !info.Present:
+		dr.Status = info.Detail
+		if dr.Status == "" {
+			dr.Status = "not available"
+		}
+	case engineRuntimes[name] && !info.Rootless && !allowRootful:
+		dr.Status = "refused: rootful (a box escape is root on the host); pass --allow-rootful to accept it"
+	default:
+		dr.Usable = true
+		dr.Status = "usable"
+		if info.Detail != "" {
+			dr.Status += " (" + info.Detail + ")"
+		}
+		if engineRuntimes[name] && !info.Rootless {
+			dr.Status += " (rootful, allowed by --allow-rootful)"
+		}
+	}
+	return dr
+}
+
+func runtimeStatus(rep *DoctorReport, name string) string {
+	for _, r := range rep.Runtimes {
+		if r.Name == name {
+			return r.Status
+		}
+	}
+	return "unknown runtime"
+}
+
+func statuses(rep *DoctorReport) []string {
+	var s []string
+	for _, r := range rep.Runtimes {
+		s = append(s, r.Name+": "+r.Status)
+	}
+	return s
+}
+
+// cgroupMode names the host's cgroup layout.
+func cgroupMode() string {
+	switch cgroups.Mode() {
+	case cgroups.Unified:
+		return "v2 (unified)"
+	case cgroups.Hybrid:
+		return "v1 (hybrid: v1 controllers, v2 mounted at /sys/fs/cgroup/unified)"
+	case cgroups.Legacy:
+		return "v1 (legacy)"
+	}
+	return "none mounted at /sys/fs/cgroup"
+}
+
+// watcherVersion runs cmd (a watcher with --version) and returns the
+// version line, or why it could not.
+func watcherVersion(ctx context.Context, cmd *exec.Cmd) (version, detail string) {
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		msg := firstLine(errb.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", msg
+	}
+	v := firstLine(out.String())
+	return strings.TrimPrefix(v, "watcher "), ""
+}
+
+// imageWatcherArgs runs the image's watcher with --version in a
+// throwaway box: no network, no privileges, removed at once.
+func imageWatcherArgs(image, path string) []string {
+	return []string{"run", "--rm", "--pull", "never", "--network", "none", "--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges", "--entrypoint", path, "--", image, "--version"}
+}
+
+func imageWatcher(ctx context.Context, runtime string, d *DoctorCmd, env []string) *DoctorWatcher {
+	w := &DoctorWatcher{Where: "image", Path: d.WatcherInImage}
+	if d.Image == "" {
+		w.Detail = "no --image given"
+		if runtime == "native" {
+			w.Detail = "no --image given: the native box runs the host's watcher"
+		}
+		return w
+	}
+	cctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	var cmd *exec.Cmd
+	if runtime == "native" {
+		p := filepath.Join(d.Image, d.WatcherInImage)
+		if _, err := os.Stat(p); err != nil {
+			w.Detail = fmt.Sprintf("no watcher at %s in the rootfs (the native box bind-mounts the host's)", d.WatcherInImage)
+			return w
+		}
+		cmd = exec.CommandContext(cctx, p, "--version")
+	} else {
+		cmd = exec.CommandContext(cctx, runtime, imageWatcherArgs(d.Image, d.WatcherInImage)...)
+		cmd.Env = env
+	}
+	v, detail := watcherVersion(cctx, cmd)
+	if v == "" || !strings.Contains(v, "protocol") {
+		w.Detail = fmt.Sprintf("no watcher at %s in %s (exec bind-mounts the host's): %s", d.WatcherInImage, d.Image, detail)
+		return w
+	}
+	w.Present, w.Version = true, v
+	return w
+}
+
+// stagingProbe decides bind vs copy-in by proof: a nonce file in the
+// staging directory, bind-mounted read-only into a real box, must read
+// back the same from inside.
+func stagingProbe(ctx context.Context, runtime string, d *DoctorCmd, g *Globals, watcher, watcherInImage string, env []string, log *slog.Logger) *DoctorStaging {
+	st := &DoctorStaging{Mode: "copy-in"}
+	dir := d.Staging
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "deathwatch-staging-")
+		if err != nil {
+			st.Detail = fmt.Sprintf("cannot make a staging directory: %v", err)
+			return st
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		st.Detail = err.Error()
+		return st
+	}
+	st.Dir = abs
+	// Readable by the agent's uid, which is not ours.
+	os.Chmod(abs, 0o755)
+	nonce := randHex(16)
+	name := ".deathwatch-probe-" + nonce
+	p := filepath.Join(abs, name)
+	if err := os.WriteFile(p, []byte(nonce+"\n"), 0o644); err != nil {
+		st.Detail = fmt.Sprintf("cannot write the probe file: %v", err)
+		return st
+	}
+	defer os.Remove(p)
+
+	var out, errb bytes.Buffer
+	cctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	code := Exec(cctx, &ExecOptions{
+		Instance: g.Instance + ".doctor", JournalDir: g.journalDir(), Runtime: runtime, Image: d.Image,
+		NamePrefix: "dw-probe", Network: "none", Grace: time.Second, Deadline: d.Timeout / 2,
+		Mounts:       []Mount{{Source: abs, Target: "/tmp/dw-staging", ReadOnly: true}},
+		AllowRootful: d.AllowRootful, WatcherPath: watcher, WatcherInImage: watcherInImage,
+		UID: 1000, GID: 1000, Argv: []string{"cat", "/tmp/dw-staging/" + name},
+	}, &ExecIO{Stdout: &out, Stderr: &errb, Log: log, Env: env, Signals: make(chan os.Signal)})
+	got := strings.TrimSpace(out.String())
+	switch {
+	case code == 0 && got == nonce:
+		st.Mode = "bind"
+		st.Detail = "the nonce file was read back from inside the box: the box sees the controller's files"
+	case code == 0:
+		st.Detail = "the box read another file at the same path: not the controller's file system"
+	default:
+		last := firstLine(lastLine(errb.String()))
+		st.Detail = fmt.Sprintf("the nonce file could not be read from inside the box (exit %d: %s)", code, last)
+	}
+	return st
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// WriteDoctorTable prints the report for a person.
+func WriteDoctorTable(w io.Writer, rep *DoctorReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUNTIME\tPRESENT\tVERSION\tMODE\tSTATUS")
+	for _, r := range rep.Runtimes {
+		present := "no"
+		if r.Present {
+			present = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, present, dash(r.Version), dash(r.Mode), r.Status)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\ncgroup:           %s\n", rep.Cgroup)
+	fmt.Fprintf(w, "selected runtime: %s\n", dash(rep.Selected))
+	hw := rep.HostWatcher
+	if hw.Present {
+		fmt.Fprintf(w, "host watcher:     %s (%s)\n", hw.Path, dash(hw.Version))
+	} else {
+		fmt.Fprintf(w, "host watcher:     none (%s)\n", hw.Detail)
+	}
+	if iw := rep.ImageWatcher; iw != nil {
+		if iw.Present {
+			fmt.Fprintf(w, "image watcher:    %s in %s (%s)", iw.Path, rep.Image, iw.Version)
+			if iw.Detail != "" {
+				fmt.Fprintf(w, "; %s", iw.Detail)
+			}
+			fmt.Fprintln(w)
+		} else {
+			fmt.Fprintf(w, "image watcher:    none (%s)\n", iw.Detail)
+		}
+	}
+	if st := rep.Staging; st != nil {
+		fmt.Fprintf(w, "staging:          %s → %s (%s)\n", dash(st.Dir), st.Mode, st.Detail)
+	}
+	switch {
+	case rep.Proof != nil:
+		fmt.Fprintln(w)
+		WriteProveTable(w, rep.Proof)
+	case rep.ProofSkipped:
+		fmt.Fprintf(w, "prove-deathwatch: skipped\n")
+	}
+	fmt.Fprintln(w)
+	if rep.OK {
+		fmt.Fprintf(w, "posture %s: met\n", rep.Posture)
+	} else {
+		fmt.Fprintf(w, "posture %s: NOT met\n", rep.Posture)
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(w, "  - %s\n", p)
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
