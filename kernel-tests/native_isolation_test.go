@@ -25,6 +25,7 @@ w=""; for p in / /etc /usr /root /var /home /dev /sys /proc/sys; do if (echo x >
 (echo x > /tmp/ok) 2>/dev/null && echo tmp=ok
 (echo 0 > /proc/sys/kernel/sysrq) 2>/dev/null && echo wrote-sysctl=yes
 echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')
+echo sysnet=$(ls /sys/class/net | tr '\n' ' ')
 echo hostname=$(hostname)
 echo uid=$(id -u)
 echo fds=$(ls /proc/self/fd | tr '\n' ' ')
@@ -58,7 +59,7 @@ func TestNativeIsolation(t *testing.T) {
 	}
 	got := lines(r.Stdout)
 	want := map[string]string{
-		"ppid": "1", "hostsleep": "0", "wrote": "", "wrote-sysctl": "", "tmp": "ok", "ifaces": "lo", "hostname": b.Name,
+		"ppid": "1", "hostsleep": "0", "wrote": "", "wrote-sysctl": "", "tmp": "ok", "ifaces": "lo", "sysnet": "lo", "hostname": b.Name,
 		"uid": "0", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "fds": "0 1 2 3", // ls's own directory is the 3
 	}
 	for k, v := range want {
@@ -258,5 +259,25 @@ func TestNativeProbeAndList(t *testing.T) {
 	st.Wait()
 	if ls, err := rt.List(t.Context(), b.Labels[shared.LabelInstance]); err != nil || len(ls) != 0 {
 		t.Fatalf("list after remove: %+v, %v", ls, err)
+	}
+}
+
+// A rootfs without /sys still runs (the fresh sysfs is optional).
+func TestNativeRootfsWithoutSys(t *testing.T) {
+	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	src := ktest.BusyboxRootfs(t)
+	root := t.TempDir()
+	for _, d := range []string{"proc", "dev", "tmp"} {
+		os.Mkdir(filepath.Join(root, d), 0o755)
+	}
+	os.Mkdir(filepath.Join(root, "bin"), 0o755)
+	b := newBox(t, bins)
+	b.Image = root
+	b.Mounts = []supervisor.Mount{{Source: filepath.Join(src, "bin"), Target: "/bin", ReadOnly: true}}
+	spec := agentSpec("/bin/sh", "-c", "test -e /sys && echo sys=yes || echo sys=no")
+	spec.Env = []string{"PATH=/bin"}
+	r := runBox(t, rt, b, spec, nil)
+	if r.Exit.Code != 0 || lines(r.Stdout)["sys"] != "no" {
+		t.Fatalf("exit %+v stdout %q stderr %q", r.Exit, r.Stdout, r.Stderr)
 	}
 }

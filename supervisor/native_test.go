@@ -40,7 +40,7 @@ func TestNsinitPlan(t *testing.T) {
 		steps = append(steps, s)
 	}
 	want := []string{
-		"mount /proc", "rebind-ro /proc/sys", "rebind-ro /proc/sysrq-trigger", "mount /dev",
+		"mount /sys", "mount /proc", "rebind-ro /proc/sys", "rebind-ro /proc/sysrq-trigger", "mount /dev",
 		"file /dev/null", "bind /dev/null <- /dev/null",
 		"file /dev/zero", "bind /dev/zero <- /dev/zero",
 		"file /dev/full", "bind /dev/full <- /dev/full",
@@ -95,6 +95,11 @@ func TestNsinitPlanNetworkHost(t *testing.T) {
 	}
 	if c.LoopbackUp || !c.Reexec || len(c.Hostname) != 63 {
 		t.Errorf("lo %v reexec %v hostname %d bytes", c.LoopbackUp, c.Reexec, len(c.Hostname))
+	}
+	for _, op := range c.Ops {
+		if op.Target == "/sys" {
+			t.Errorf("network host mounts a fresh /sys (%+v); it keeps the host's, read-only", op)
+		}
 	}
 }
 

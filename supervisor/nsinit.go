@@ -50,6 +50,7 @@ type fsOp struct {
 	ReadOnly bool // bind: recursive read-only
 	Mode     uint32
 	Mkdir    bool // bind: create the mount point (and parents) when missing
+	Optional bool // mount: skip when the root has no such mount point
 }
 
 // nsinitConfig is everything the init stage does, worked out by the
@@ -106,6 +107,11 @@ func nsinitPlan(b *Box, root, watcher string, userns bool) (nsinitConfig, error)
 		{Op: "rebind-ro", Target: "/proc/sys"},
 		{Op: "rebind-ro", Target: "/proc/sysrq-trigger"},
 		{Op: "mount", Source: "tmpfs", Target: "/dev", Flags: nosuid | noexec, Data: "mode=0755,size=1m"},
+	}
+	if network == "none" {
+		// The box's own network namespace in /sys (only lo), read-only,
+		// instead of the host's devices.
+		ops = append([]fsOp{{Op: "mount", Source: "sysfs", Target: "/sys", Flags: unix.MS_RDONLY | nosuid | nodev | noexec, Optional: true}}, ops...)
 	}
 	for _, d := range hostDevices {
 		ops = append(ops,
@@ -340,6 +346,9 @@ func applyOp(op fsOp, tree int) error {
 	t := filepath.Join(staging, op.Target)
 	switch op.Op {
 	case "mount":
+		if _, err := os.Lstat(t); op.Optional && errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		if err := unix.Mount(op.Source, t, op.Source, op.Flags, op.Data); err != nil {
 			return fmt.Errorf("mount %s on %s: %w", op.Source, op.Target, os.NewSyscallError("mount", err))
 		}
