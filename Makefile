@@ -34,8 +34,8 @@ FUZZ_TARGETS   := FuzzReader FuzzSpec
 
 # Kernel tests share the engines, the cgroup tree and the 2 cores: one
 # package at a time (-p 1), never from the test cache (-count=1: a cached
-# pass says nothing about this machine). kernel-tests/bench runs only under
-# make bench.
+# pass says nothing about this machine), verbose (the tests print measured
+# timings with t.Logf). kernel-tests/bench runs only under make bench.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v '/kernel-tests')
 KERNEL_PKGS = $(shell $(GO) list ./kernel-tests/... | grep -v '/kernel-tests/bench')
 
@@ -67,7 +67,7 @@ unit:
 	$(GO) test -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
 
 kernel:
-	$(GO) test -count=1 -p 1 -timeout $(KERNEL_TIMEOUT) $(KERNEL_PKGS)
+	$(GO) test -count=1 -p 1 -v -timeout $(KERNEL_TIMEOUT) $(KERNEL_PKGS)
 
 # A short, fixed fuzz run of the framing and spec decoders (the seed
 # corpus in shared/testdata/fuzz runs in `unit` as ordinary tests too).
