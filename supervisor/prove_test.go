@@ -1,0 +1,104 @@
+package supervisor
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStandinArgs(t *testing.T) {
+	o := &ProveOptions{Instance: "i.prove", JournalDir: "/j", Runtime: "docker", Image: "img", AllowRootful: true,
+		Watcher: "/w", Heartbeat: 300 * time.Millisecond, Deadline: time.Second, Grace: 500 * time.Millisecond}
+	base := []string{"--instance", "i.prove", "--journal", "/j", "--log-level", "warn", "exec", "--runtime", "docker", "--events", "fd:3",
+		"--image", "img", "--allow-rootful", "--watcher", "/w"}
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{PathSIGKILL, append(append([]string{}, base...), "--", "sh", "-c", proveAgent)},
+		{PathHeartbeat, append(append([]string{}, base...), "--heartbeat", "300ms", "--", "sh", "-c", proveAgent)},
+		{PathDeadline, append(append([]string{}, base...), "--deadline", "1s", "--grace", "500ms", "--", "sh", "-c", proveAgentDeadline)},
+	} {
+		if got := standinArgs(o, tc.path); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.path, got, tc.want)
+		}
+	}
+	n := &ProveOptions{Instance: "i", JournalDir: "/j", Runtime: "native", WatcherInImage: "/usr/local/bin/watcher", Watcher: "/w"}
+	got := strings.Join(standinArgs(n, PathSIGKILL), " ")
+	if strings.Contains(got, "--image") || strings.Contains(got, "--allow-rootful") || strings.Contains(got, "--watcher /w") || !strings.Contains(got, "--watcher-in-image /usr/local/bin/watcher") {
+		t.Errorf("native: %s", got)
+	}
+}
+
+func TestProveBounds(t *testing.T) {
+	o := &ProveOptions{Bounds: Bounds{Dead: 250 * time.Millisecond, Removed: 2 * time.Second}, Heartbeat: 300 * time.Millisecond, Deadline: time.Second, Grace: 500 * time.Millisecond}
+	for _, tc := range []struct {
+		path          string
+		dead, removed time.Duration
+	}{
+		{PathSIGKILL, 250 * time.Millisecond, 2 * time.Second},
+		{PathHeartbeat, 550 * time.Millisecond, 2300 * time.Millisecond},
+		{PathDeadline, 1750 * time.Millisecond, 3500 * time.Millisecond},
+	} {
+		if d, _ := o.deadBound(tc.path); d != tc.dead {
+			t.Errorf("%s dead bound %v, want %v", tc.path, d, tc.dead)
+		}
+		if d, _ := o.removedBound(tc.path); d != tc.removed {
+			t.Errorf("%s removed bound %v, want %v", tc.path, d, tc.removed)
+		}
+	}
+	for _, rt := range []string{"native", "docker", "podman"} {
+		if b := DefaultBounds(rt); b.Dead <= 0 || b.Removed < b.Dead {
+			t.Errorf("%s default bounds %+v", rt, b)
+		}
+	}
+}
+
+func TestProveRow(t *testing.T) {
+	r := ProveRow{Bound: 10 * time.Millisecond, BoundStr: "10ms", Pass: true}
+	for i, d := range []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10} {
+		r.record(i, d*time.Millisecond, "")
+	}
+	r.finish()
+	if !r.Pass || r.P50 != 6*time.Millisecond || r.P95 != 10*time.Millisecond || r.Max != 10*time.Millisecond || r.N != 10 {
+		t.Errorf("row %+v", r)
+	}
+	r.record(10, 11*time.Millisecond, "")
+	if r.Pass || !strings.Contains(r.Failures[0], "exceeds the bound 10ms") {
+		t.Errorf("over the bound: %+v", r)
+	}
+	l := ProveRow{Bound: time.Second, Pass: true}
+	l.record(0, time.Millisecond, "box dw-x")
+	if l.Pass || !strings.Contains(l.Failures[0], "left behind: box dw-x") {
+		t.Errorf("left behind: %+v", l)
+	}
+	var e ProveRow
+	e.Pass = true
+	e.finish()
+	if e.Pass {
+		t.Errorf("a row without samples passes")
+	}
+}
+
+func TestImageWatcherArgs(t *testing.T) {
+	want := []string{"run", "--rm", "--pull", "never", "--network", "none", "--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges", "--entrypoint", "/usr/local/bin/watcher", "--", "img:1", "--version"}
+	if got := imageWatcherArgs("img:1", "/usr/local/bin/watcher"); !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q", got)
+	}
+	if got := inspectPidArgs("dw-1"); !reflect.DeepEqual(got, []string{"container", "inspect", "--format", "{{.State.Pid}}", "--", "dw-1"}) {
+		t.Errorf("inspectPidArgs %q", got)
+	}
+}
+
+func TestCrashpointIsInert(t *testing.T) {
+	// Without the variable a crash point is a no-op (the test would stop
+	// itself otherwise).
+	saved := crashPointAt
+	defer func() { crashPointAt = saved }()
+	crashPointAt = ""
+	crashpoint(CrashAfterJournal)
+	crashPointAt = "elsewhere"
+	crashpoint(CrashAfterJournal)
+}
