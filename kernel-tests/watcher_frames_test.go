@@ -45,12 +45,7 @@ while :; do busybox sleep 0.05; done`, newMarker(t)))
 			if c.Stderr() != "to-stderr\n" {
 				t.Errorf("stderr relayed %q, want %q", c.Stderr(), "to-stderr\n")
 			}
-			var biggest int
-			for _, f := range c.Frames() {
-				if f.Type == shared.FrameStdout && len(f.Payload) > biggest {
-					biggest = len(f.Payload)
-				}
-			}
+			biggest := c.Data().Largest
 			t.Logf("largest stdout frame: %d bytes", biggest)
 			if biggest > shared.MaxChunk {
 				t.Errorf("a stdout frame of %d bytes exceeds MaxChunk %d", biggest, shared.MaxChunk)

@@ -66,8 +66,9 @@ type Controller struct {
 	w          *shared.Writer
 
 	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every change
-	frames   []shared.Frame
+	changed  chan struct{}  // closed and replaced on every change
+	frames   []shared.Frame // all control frames; data frames up to maxKept
+	data     DataStats
 	readErr  error
 	readDone bool
 	stdout   bytes.Buffer // the agent's, from stdout frames
@@ -79,7 +80,21 @@ type Controller struct {
 	waitErr  error
 	pingStop chan struct{}
 	pingDone chan struct{}
+	paused   chan struct{} // non-nil while reading is paused
 }
+
+// maxKept is how much agent output a Controller keeps.
+const maxKept = 8 << 20
+
+// DataStats counts the stdout and stderr frames received.
+type DataStats struct {
+	Frames  int
+	Bytes   int64
+	Largest int // payload bytes of the largest data frame
+}
+
+// Data returns the counts of output frames so far.
+func (c *Controller) Data() DataStats { c.mu.Lock(); defer c.mu.Unlock(); return c.data }
 
 // lockedWriter appends to a Controller buffer under its lock.
 type lockedWriter struct {
@@ -238,6 +253,12 @@ func (c *Controller) readLoop(f *os.File) {
 	}
 	r := shared.NewReader(bufio.NewReaderSize(f, 64<<10))
 	for {
+		c.mu.Lock()
+		gate := c.paused
+		c.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
 		fr, err := r.Next()
 		c.mu.Lock()
 		if err != nil {
@@ -246,12 +267,23 @@ func (c *Controller) readLoop(f *os.File) {
 			c.mu.Unlock()
 			return
 		}
-		c.frames = append(c.frames, fr)
 		switch fr.Type {
-		case shared.FrameStdout:
-			c.stdout.Write(fr.Payload)
-		case shared.FrameStderr:
-			c.stderr.Write(fr.Payload)
+		case shared.FrameStdout, shared.FrameStderr:
+			// A flooding agent must not flood the test's memory: keep
+			// the first maxKept bytes of output, count the rest.
+			c.data.Frames++
+			c.data.Bytes += int64(len(fr.Payload))
+			c.data.Largest = max(c.data.Largest, len(fr.Payload))
+			if c.data.Bytes <= maxKept {
+				c.frames = append(c.frames, fr)
+				if fr.Type == shared.FrameStdout {
+					c.stdout.Write(fr.Payload)
+				} else {
+					c.stderr.Write(fr.Payload)
+				}
+			}
+		default:
+			c.frames = append(c.frames, fr)
 		}
 		c.notify()
 		c.mu.Unlock()
@@ -375,6 +407,28 @@ func (c *Controller) Frames() []shared.Frame {
 // Exited reports whether the watcher process has exited.
 func (c *Controller) Exited() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.exited }
 
+// PauseReading stops reading the box→host direction (a controller whose
+// reader is stuck while the rest of it, pings included, goes on): the
+// watcher's writes fill the stream and block. At most one more frame is
+// read after the call.
+func (c *Controller) PauseReading() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.paused == nil {
+		c.paused = make(chan struct{})
+	}
+}
+
+// ResumeReading undoes PauseReading.
+func (c *Controller) ResumeReading() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.paused != nil {
+		close(c.paused)
+		c.paused = nil
+	}
+}
+
 // CloseWrite ends the host→box direction the orderly way: the watcher
 // reads EOF.
 func (c *Controller) CloseWrite() error { return c.closeWrite() }
@@ -493,14 +547,27 @@ func (c *Controller) Diagnostics() string {
 	defer c.mu.Unlock()
 	var types []string
 	for _, f := range c.frames {
+		if n := len(types); n > 0 && strings.HasPrefix(types[n-1], f.Type.String()) {
+			name, count, _ := strings.Cut(types[n-1], "×")
+			k := 1
+			fmt.Sscan(count, &k)
+			types[n-1] = fmt.Sprintf("%s×%d", name, k+1)
+			continue
+		}
 		types = append(types, f.Type.String())
 	}
 	state := "running"
 	if c.exited {
 		state = c.state.String()
 	}
-	return fmt.Sprintf("watcher %q: %s; frames [%s]; read end: %v\nwatcher stderr:\n%s\nagent stdout:\n%s\nagent stderr:\n%s",
-		strings.Join(c.Watcher.Args, " "), state, strings.Join(types, " "), c.readErr, c.werr.String(), c.stdout.String(), c.stderr.String())
+	clip := func(s string) string {
+		if len(s) > 4096 {
+			return s[:2048] + fmt.Sprintf("\n[... %d bytes ...]\n", len(s)-4096) + s[len(s)-2048:]
+		}
+		return s
+	}
+	return fmt.Sprintf("watcher %q: %s; frames [%s] (%d output frames, %d bytes); read end: %v\nwatcher stderr:\n%s\nagent stdout:\n%s\nagent stderr:\n%s",
+		strings.Join(c.Watcher.Args, " "), state, strings.Join(types, " "), c.data.Frames, c.data.Bytes, c.readErr, clip(c.werr.String()), clip(c.stdout.String()), clip(c.stderr.String()))
 }
 
 // BoxNamespace returns the PID namespace the watcher made or lives in:
@@ -542,6 +609,7 @@ func BoxInit(ns string) (Proc, error) {
 }
 
 func (c *Controller) cleanup() {
+	c.ResumeReading()
 	c.StopPings()
 	if c.Standin != nil && c.Standin.Process != nil {
 		_ = c.Standin.Process.Signal(syscall.SIGCONT)
