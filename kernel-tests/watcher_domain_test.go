@@ -105,3 +105,41 @@ func TestWatcherOuterSIGKILL(t *testing.T) {
 		})
 	}
 }
+
+// TestWatcherCommandLine: --version, and usage errors exit 240 without
+// starting anything.
+func TestWatcherCommandLine(t *testing.T) {
+	bin := watcherBin(t)
+	code, out, err := ktest.ExitStatus(exec.Command(bin, "--version"), 5*time.Second)
+	if err != nil || code != 0 || !strings.Contains(out, shared.Version) {
+		t.Errorf("watcher --version: exit %d (%v), output %q; want 0 and %q", code, err, out, shared.Version)
+	}
+	for _, args := range [][]string{
+		{},
+		{"--no-such-flag", "--", "/bin/true"},
+		{"--control=tcp:1"},
+		{"--control=fd:x"},
+		{"--deadline", "soon", "--", "/bin/true"},
+		{"--grace=-1s", "--", "/bin/true"},
+		{"--user", "nobody", "--", "/bin/true"},
+		{"--control=stdin", "--", "/bin/true"},
+	} {
+		dir := readyDir(t)
+		cmd := exec.Command(bin, args...)
+		for i, a := range cmd.Args {
+			if a == "/bin/true" {
+				cmd.Args[i] = bbox
+				cmd.Args = append(cmd.Args[:i+1], "touch", dir+"/ran")
+				break
+			}
+		}
+		code, out, err := ktest.ExitStatus(cmd, 5*time.Second)
+		t.Logf("watcher %s: exit %d, %q", strings.Join(args, " "), code, out)
+		if err != nil || code != shared.ExitUsage {
+			t.Errorf("watcher %s: exit %d (%v), want %d (usage)", strings.Join(args, " "), code, err, shared.ExitUsage)
+		}
+		if fileExists(dir + "/ran") {
+			t.Errorf("watcher %s started the command despite the usage error", strings.Join(args, " "))
+		}
+	}
+}
