@@ -44,7 +44,7 @@ type CLI struct {
 
 // ExecCmd is `supervisor exec`.
 type ExecCmd struct {
-	Runtime        string        `help:"Runtime that makes the box: docker, podman, native, or auto (rootless podman, then docker, then native)." enum:"docker,podman,native,auto" default:"auto" env:"DEATHWATCH_RUNTIME"`
+	Runtime        string        `help:"Runtime that makes the box: docker, podman, native, or auto (a rootless podman or docker, else native, else a rootful engine with --allow-rootful)." enum:"docker,podman,native,auto" default:"auto" env:"DEATHWATCH_RUNTIME"`
 	Image          string        `help:"Image to run (docker/podman: never pulled; native: rootfs directory)." env:"DEATHWATCH_IMAGE"`
 	Name           string        `help:"Prefix of the box name; the launch id follows it." default:"dw" placeholder:"PREFIX"`
 	Label          []string      `help:"Extra label KEY=VALUE on the box (repeatable; io.deathwatch.* is reserved)." sep:"none" placeholder:"KEY=VALUE"`

@@ -61,8 +61,9 @@ type ExecIO struct {
 // one is refused unless --allow-rootful.
 var engineRuntimes = map[string]bool{"docker": true, "podman": true}
 
-// autoOrder is the order --runtime auto tries: a rootless engine first,
-// then a rootful one when allowed, then the daemonless native runtime.
+// autoOrder is the order --runtime auto probes in: a rootless engine
+// is taken first, then the daemonless native runtime, then a rootful
+// engine when --allow-rootful accepts one.
 var autoOrder = []string{"podman", "docker", "native"}
 
 // Spec is the launch spec the options ask for.
@@ -165,7 +166,8 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 }
 
 func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtime, Info, error) {
-	try := func(name string) (Runtime, Info, error) {
+	// try probes one runtime; refuseRootful applies --allow-rootful.
+	try := func(name string, refuseRootful bool) (Runtime, Info, error) {
 		rt, err := NewRuntime(name, cfg)
 		if err != nil {
 			return nil, Info{}, err
@@ -200,7 +202,7 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 			}
 			return nil, info, EngineError("%s", d)
 		}
-		if engineRuntimes[name] && !info.Rootless && !o.AllowRootful {
+		if refuseRootful && engineRuntimes[name] && !info.Rootless && !o.AllowRootful {
 			return nil, info, RefusedError("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
 		}
 		if err := <-imageErr; err != nil {
@@ -211,18 +213,34 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 		return rt, info, nil
 	}
 	if o.Runtime != "auto" && o.Runtime != "" {
-		return try(o.Runtime)
+		return try(o.Runtime, true)
 	}
+	// auto: a rootless engine, else the daemonless native runtime, else
+	// a rootful engine when --allow-rootful accepts one.
 	var why []string
+	type found struct {
+		rt   Runtime
+		info Info
+	}
+	var rootful []found
 	for _, name := range autoOrder {
 		if !registered(name) {
 			continue
 		}
-		rt, info, err := try(name)
-		if err == nil {
+		rt, info, err := try(name, false)
+		switch {
+		case err != nil:
+			why = append(why, err.Error())
+		case !engineRuntimes[name] || info.Rootless:
 			return rt, info, nil
+		case o.AllowRootful:
+			rootful = append(rootful, found{rt, info})
+		default:
+			why = append(why, name+" is rootful (pass --allow-rootful to accept it)")
 		}
-		why = append(why, err.Error())
+	}
+	if len(rootful) > 0 {
+		return rootful[0].rt, rootful[0].info, nil
 	}
 	return nil, Info{}, EngineError("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
 }

@@ -483,3 +483,16 @@ func TestEventsFD(t *testing.T) {
 		}
 	}
 }
+
+// auto takes a rootless engine first: here docker (the fake reports
+// rootless), while podman run as root is rootful.
+func TestExecAutoPicksRootless(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs a rootful local podman: run as root")
+	}
+	fe := newFakeEngine(t, fakeScenario{Agent: "exit:5", Rootless: true})
+	r := runExec(t, fe, nil, "--runtime", "auto", "--image", "img", "--", "true")
+	if r.code != 5 || len(r.events) == 0 || r.events[0].Runtime != "docker" {
+		t.Fatalf("exit %d, events %+v; stderr %s", r.code, r.events, r.stderr)
+	}
+}
