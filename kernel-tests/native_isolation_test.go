@@ -33,6 +33,7 @@ echo fds=$(ls /proc/self/fd | tr '\n' ' ')
 (echo x > /tmp/ro/from-box) 2>/dev/null && echo romount=written
 cat /tmp/ro/hello
 echo pwd=$(pwd)
+echo cgroups=$(cut -d: -f3 /proc/self/cgroup | sort -u | tr '\n' ' ')
 `
 
 func TestNativeIsolation(t *testing.T) {
@@ -60,7 +61,7 @@ func TestNativeIsolation(t *testing.T) {
 	got := lines(r.Stdout)
 	want := map[string]string{
 		"ppid": "1", "hostsleep": "0", "wrote": "", "wrote-sysctl": "", "tmp": "ok", "ifaces": "lo", "sysnet": "lo", "hostname": b.Name,
-		"uid": "0", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "fds": "0 1 2 3", // ls's own directory is the 3
+		"uid": "0", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "cgroups": "/", "fds": "0 1 2 3", // ls's own directory is the 3
 	}
 	for k, v := range want {
 		if strings.TrimSpace(got[k]) != v {

@@ -318,6 +318,11 @@ func applyNsinit(c nsinitConfig) error {
 			return fmt.Errorf("join the box cgroup (%s): %w", c.CgroupTasks[i], os.NewSyscallError("write", err))
 		}
 	}
+	// A cgroup namespace rooted at the box's cgroup: the agent sees "/"
+	// in /proc/self/cgroup, not the host's layout.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("new cgroup namespace: %w", os.NewSyscallError("unshare", err))
+	}
 	err = unix.Exec(c.Exec, c.Argv, c.Env)
 	return fmt.Errorf("exec watcher %s in the box: %w", c.Exec, os.NewSyscallError("execve", err))
 }
