@@ -1,0 +1,137 @@
+package kerneltests
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+func (r *cwRig) doctor(args ...string) (int, supervisor.DoctorReport, string) {
+	r.t.Helper()
+	argv := append([]string{"--instance", r.instance, "--journal", r.journalDir(), "doctor", "--json"}, args...)
+	cmd := r.command(nil, r.bin.Supervisor, argv...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatalf("doctor: %v", err)
+	}
+	var rep supervisor.DoctorReport
+	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
+		r.t.Fatalf("doctor --json (exit %d): %v\nstdout: %s\nstderr: %s", code, jerr, stdout.String(), stderr.String())
+	}
+	return code, rep, stderr.String()
+}
+
+func doctorTable(rep supervisor.DoctorReport) string {
+	var b strings.Builder
+	supervisor.WriteDoctorTable(&b, &rep)
+	return b.String()
+}
+
+func runtimeRow(rep supervisor.DoctorReport, name string) supervisor.DoctorRuntime {
+	for _, r := range rep.Runtimes {
+		if r.Name == name {
+			return r
+		}
+	}
+	return supervisor.DoctorRuntime{}
+}
+
+// doctor on every runtime under the required posture: the runtime is
+// usable, the watcher is found (and in the test image, with the host's
+// version), the staging directory is proven bind-visible, the proof
+// passes, exit 0.
+func TestDoctor(t *testing.T) {
+	for _, proto := range cwRigs(t) {
+		t.Run(proto.name, func(t *testing.T) {
+			r := *proto
+			r.setup(t)
+			args := []string{"--runtime", r.runtime, "--trials", "2"}
+			if r.image != "" {
+				args = append(args, "--image", r.image)
+			}
+			if r.user == "" && r.runtime != "native" {
+				args = append(args, "--allow-rootful")
+			}
+			t0 := time.Now()
+			code, rep, stderr := r.doctor(args...)
+			t.Logf("%s (%v):\n%s", r.name, time.Since(t0).Round(time.Second), doctorTable(rep))
+			if code != 0 || !rep.OK || len(rep.Problems) > 0 {
+				t.Errorf("exit %d, ok %v, problems %v\n%s", code, rep.OK, rep.Problems, stderr)
+			}
+			if len(rep.Runtimes) != 4 || rep.Selected != r.runtime || rep.Cgroup == "" {
+				t.Errorf("runtimes %+v, selected %q, cgroup %q", rep.Runtimes, rep.Selected, rep.Cgroup)
+			}
+			row := runtimeRow(rep, r.runtime)
+			if !row.Usable || row.Version == "" {
+				t.Errorf("%s row: %+v", r.runtime, row)
+			}
+			if r.user != "" && row.Mode != "rootless" {
+				t.Errorf("rootless podman reported as %q", row.Mode)
+			}
+			if r.user == "" && r.runtime != "native" && row.Mode != "rootful" {
+				t.Errorf("rootful engine reported as %q", row.Mode)
+			}
+			if !rep.HostWatcher.Present || !strings.Contains(rep.HostWatcher.Version, "protocol") {
+				t.Errorf("host watcher %+v", rep.HostWatcher)
+			}
+			if r.image != "" && (rep.ImageWatcher == nil || !rep.ImageWatcher.Present || rep.ImageWatcher.Version != rep.HostWatcher.Version) {
+				t.Errorf("image watcher %+v (host %s)", rep.ImageWatcher, rep.HostWatcher.Version)
+			}
+			if rep.Staging == nil || rep.Staging.Mode != "bind" {
+				t.Errorf("staging %+v", rep.Staging)
+			}
+			if rep.Proof == nil || !rep.Proof.Pass || len(rep.Proof.Rows) != 6 {
+				t.Errorf("proof %+v", rep.Proof)
+			}
+			for _, inst := range []string{r.instance + ".prove", r.instance + ".doctor"} {
+				if b := r.boxes(inst); len(b) != 0 {
+					t.Errorf("boxes of %s left: %v", inst, b)
+				}
+				for _, e := range r.entries(inst) {
+					if e.Open() {
+						t.Errorf("journal entry %s of %s open (%s)", e.LaunchID, inst, e.State)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A rootful engine without --allow-rootful: reported refused, the
+// required posture is not met (exit 243), nothing was started; the
+// preferred posture with native available is met without a proof.
+func TestDoctorRefusesRootful(t *testing.T) {
+	rigs := cwRigs(t)
+	r := *rigs[0] // docker, as root
+	r.setup(t)
+	code, rep, _ := r.doctor("--runtime", "docker", "--image", r.image)
+	t.Logf("\n%s", doctorTable(rep))
+	if code != shared.ExitRefused || rep.OK {
+		t.Errorf("exit %d, ok %v", code, rep.OK)
+	}
+	row := runtimeRow(rep, "docker")
+	if row.Usable || !strings.Contains(row.Status, "--allow-rootful") {
+		t.Errorf("docker row %+v", row)
+	}
+	if rep.Proof != nil || rep.Staging != nil {
+		t.Errorf("a refused runtime was used: proof %v staging %v", rep.Proof, rep.Staging)
+	}
+	if len(rep.Problems) == 0 || !strings.Contains(strings.Join(rep.Problems, " "), "docker is not usable") {
+		t.Errorf("problems %v", rep.Problems)
+	}
+	code, rep, _ = r.doctor("--posture", "preferred", "--skip-proof")
+	if code != 0 || !rep.OK || rep.Selected != "native" {
+		t.Errorf("preferred: exit %d ok %v selected %q problems %v", code, rep.OK, rep.Selected, rep.Problems)
+	}
+}
