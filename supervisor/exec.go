@@ -470,9 +470,13 @@ wait:
 			lastSig = s
 			if signals == 1 {
 				log.Info("signal: stopping the agent", "signal", s, "grace", l.o.Grace)
-				if err := w.Send(shared.FrameStop, shared.Stop{Grace: l.o.Grace}.Marshal()); err != nil {
-					endNow("stop frame: " + err.Error())
-				}
+				// Off the loop: a stream that does not drain must not keep
+				// the second signal from being handled.
+				go func() {
+					if err := w.Send(shared.FrameStop, shared.Stop{Grace: l.o.Grace}.Marshal()); err != nil {
+						log.Debug("send stop", "err", err)
+					}
+				}()
 				hard = time.After(l.o.Grace + 5*time.Second)
 			} else {
 				endNow("second signal " + s.String())
