@@ -92,6 +92,8 @@ type Section struct {
 	Targets     []Target       `json:"targets,omitempty"`
 	NotMeasured []string       `json:"not_measured,omitempty"`
 	Data        map[string]any `json:"data,omitempty"`
+	Load        string         `json:"load"` // load average when the section began and when it was printed
+	rank        int            // position in the report
 	t           *testing.T     // the test that measures it
 	mu          *sync.Mutex    // guards the fields above
 }
@@ -103,13 +105,39 @@ type reportT struct {
 
 var report reportT
 
-// newSection adds a section to the report, in run order.
-func newSection(t *testing.T, title string, header ...string) *Section {
+// Ranks order the report the same way whatever order the tests ran in.
+const (
+	rankLaunch = 10 * (iota + 1)
+	rankTimeline
+	rankRSS
+	rankSize
+	rankDeath
+	rankSupervisorLaunch
+	rankSupervisorKill
+)
+
+// newSection adds a section to the report at rank. Make it before
+// measuring: it notes the load average then and when Log prints it.
+func newSection(t *testing.T, rank int, title string, header ...string) *Section {
 	report.mu.Lock()
 	defer report.mu.Unlock()
-	s := &Section{Title: title, Header: header, Data: map[string]any{}, t: t, mu: &sync.Mutex{}}
+	s := &Section{Title: title, Header: header, Data: map[string]any{}, Load: loadavg(), rank: rank, t: t, mu: &sync.Mutex{}}
 	report.sections = append(report.sections, s)
+	slices.SortStableFunc(report.sections, func(a, b *Section) int { return a.rank - b.rank })
 	return s
+}
+
+// loadavg is the 1-minute load average: other work on the machine
+// shows in the tails of every figure.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // Row adds one table row.
@@ -147,9 +175,13 @@ func (s *Section) Set(key string, v any) {
 	s.Data[key] = v
 }
 
-// Log prints the section through its test (visible with -v as it ends).
+// Log closes the section and prints it through its test (visible with
+// -v as it ends).
 func (s *Section) Log() {
 	s.t.Helper()
+	s.mu.Lock()
+	s.Load += " → " + loadavg()
+	s.mu.Unlock()
 	s.t.Logf("\n%s", s.text())
 }
 
@@ -157,7 +189,7 @@ func (s *Section) text() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "== %s ==\n", s.Title)
+	fmt.Fprintf(&b, "== %s (load %s) ==\n", s.Title, s.Load)
 	if len(s.Rows) > 0 {
 		tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
 		if len(s.Header) > 0 {
@@ -236,13 +268,7 @@ func machine() string {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		kernel = strings.TrimSpace(string(b))
 	}
-	load := "?"
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			load = f[0]
-		}
-	}
-	return fmt.Sprintf("Linux %s, %d CPUs, load %s", kernel, runtime.NumCPU(), load)
+	return fmt.Sprintf("Linux %s, %d CPUs, load %s", kernel, runtime.NumCPU(), loadavg())
 }
 
 // Stats summarises durations.

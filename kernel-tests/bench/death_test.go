@@ -245,7 +245,9 @@ func TestBenchDeath(t *testing.T) {
 		t.Fatalf("/bin/busybox: %v (install busybox-static; kernel-tests/provision.sh does)", err)
 	}
 	w := ktest.Build(t).Watcher
-	trials := runsFromEnv("DEATHWATCH_BENCH_DEATH_TRIALS", 40)
+	trials := runsFromEnv("DEATHWATCH_BENCH_DEATH_TRIALS", 60)
+	s := newSection(t, rankDeath, fmt.Sprintf("death: controller SIGKILL → agent tree dead (setsid'd double fork + TERM-ignoring process), %d trials each, interleaved, pidfd exit times", trials),
+		"box", "what", "p50", "p95", "p99", "max")
 	var wa, wb, ba, bb []time.Duration
 	for i := 0; i < trials; i++ {
 		marker := fmt.Sprintf("dwbench-death-%d-%d", os.Getpid(), i)
@@ -254,8 +256,6 @@ func TestBenchDeath(t *testing.T) {
 		d = bwrapDeathTrial(t, bwrap, marker+"-b")
 		ba, bb = append(ba, d.agent), append(bb, d.box)
 	}
-	s := newSection(t, fmt.Sprintf("death: controller SIGKILL → agent tree dead (setsid'd double fork + TERM-ignoring process), %d trials each, interleaved, pidfd exit times", trials),
-		"box", "what", "p50", "p95", "p99", "max")
 	row := func(name, what string, ds []time.Duration) Stats {
 		st := summarize(ds)
 		s.Row(name, what, fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max))

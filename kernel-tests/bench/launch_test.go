@@ -136,10 +136,10 @@ func TestBenchLaunch(t *testing.T) {
 		{name: "goinit notify-all", role: "probe", argv: in(g, "notify-all", trueBin)},
 		{name: "goinit notify-async", role: "probe", argv: in(g, "notify-async", trueBin)},
 	}
+	s := newSection(t, rankLaunch, fmt.Sprintf("launch: `unshare --pid --fork INIT -- /bin/true`, %d runs each, interleaved", n),
+		"candidate", "role", "p50", "p95", "over bare (p50)", "cpu p50", "cpu over bare")
 	roundRobin(t, cs, ktest.WatcherEnv(), 10, n)
 
-	s := newSection(t, fmt.Sprintf("launch: `unshare --pid --fork INIT -- /bin/true`, %d runs each, interleaved", n),
-		"candidate", "role", "p50", "p95", "over bare (p50)", "cpu p50", "cpu over bare")
 	bare := cs[0]
 	bareCPU := summarize(bare.cpu)
 	over := map[string]float64{}
@@ -173,7 +173,7 @@ func TestBenchLaunch(t *testing.T) {
 func launchTimelines(t *testing.T, cs []*candidate) {
 	t.Helper()
 	n := runsFromEnv("DEATHWATCH_BENCH_TIMELINE_RUNS", 150)
-	s := newSection(t, fmt.Sprintf("launch timeline from the kernel's process events (cn_proc), %d runs each, interleaved, p50", n),
+	s := newSection(t, rankTimeline, fmt.Sprintf("launch timeline from the kernel's process events (cn_proc), %d runs each, interleaved, p50", n),
 		"candidate", "init exec→agent fork", "agent fork→exec", "agent exec→exit", "agent exit→init gone", "init exec→gone", "threads before agent/all")
 	p, err := openProcEvents()
 	if err != nil {

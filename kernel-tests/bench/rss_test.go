@@ -126,6 +126,8 @@ func TestBenchIdleRSS(t *testing.T) {
 		{name: "watcher (plain)", argv: []string{w, "--", "/bin/sleep", "5"}},
 		{name: "watcher (--control=fd:3)"},
 	}
+	s := newSection(t, rankRSS, fmt.Sprintf("idle memory as PID 1 with a sleeping child, read after %s (median of %d)", idleDelay, trials),
+		"init", "VmRSS", "RssAnon", "RssFile", "threads")
 	for i := 0; i < trials; i++ {
 		for _, in := range inits {
 			if in.argv == nil {
@@ -135,8 +137,6 @@ func TestBenchIdleRSS(t *testing.T) {
 			}
 		}
 	}
-	s := newSection(t, fmt.Sprintf("idle memory as PID 1 with a sleeping child, read after %s (median of %d)", idleDelay, trials),
-		"init", "VmRSS", "RssAnon", "RssFile", "threads")
 	med := func(ms []memory, f func(memory) int64) int64 {
 		v := make([]int64, len(ms))
 		for i, m := range ms {

@@ -89,7 +89,7 @@ func rigs(t *testing.T) []*rig {
 func TestBenchSupervisorLaunch(t *testing.T) {
 	requireBench(t)
 	bwrap := ktest.RequireCmd(t, "bwrap")
-	s := newSection(t, "supervisor exec launch vs the bare runtime, interleaved", "runtime", "candidate", "runs", "p50", "p95", "ratio (p50)")
+	s := newSection(t, rankSupervisorLaunch, "supervisor exec launch vs the bare runtime, interleaved", "runtime", "candidate", "runs", "p50", "p95", "ratio (p50)")
 	env := append(os.Environ(), "HOME=/root")
 	for _, r := range rigs(t) {
 		if r.probeErr != nil {
@@ -278,7 +278,7 @@ func (r *rig) killTrial(t *testing.T, marker string) killResult {
 // dead, and → the box removed by the engine.
 func TestBenchSupervisorKill(t *testing.T) {
 	requireBench(t)
-	s := newSection(t, "supervisor SIGKILL → agent tree dead (pidfd) and → box removed (engine no longer knows it), interleaved",
+	s := newSection(t, rankSupervisorKill, "supervisor SIGKILL → agent tree dead (pidfd) and → box removed (engine no longer knows it), interleaved",
 		"runtime", "what", "trials", "p50", "p95", "p99", "max")
 	trials := runsFromEnv("DEATHWATCH_BENCH_KILL_TRIALS", 20)
 	var live []*rig
