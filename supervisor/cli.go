@@ -75,6 +75,8 @@ func (ExecCmd) Help() string {
 and exits with its status. The box is removed on every path; if the supervisor is
 killed, the watcher sees its control stream end and kills the box.
 
+Flags come first; the agent command and its arguments follow --.
+
 Example:
   supervisor exec --runtime docker --allow-rootful --image IMAGE --env TOKEN -- sh -c 'echo hi'
 
