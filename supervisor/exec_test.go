@@ -496,3 +496,45 @@ func TestExecAutoPicksRootless(t *testing.T) {
 		t.Fatalf("exit %d, events %+v; stderr %s", r.code, r.events, r.stderr)
 	}
 }
+
+// The ways a box can end without the watcher's exit record.
+func TestExecNoExitRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sc   fakeScenario
+		code int
+		want string
+	}{
+		{"stream ends after ready", fakeScenario{Agent: "vanish"}, shared.ExitLivenessLost, "without an exit record"},
+		{"box never starts", fakeScenario{Agent: "exit:0", StartFail: "Error response from daemon: OCI runtime create failed: no such file"}, shared.ExitSetupFailed, "OCI runtime create failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := newFakeEngine(t, tc.sc)
+			r := runExec(t, fe, nil, append(docker, "--", "true")...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d stderr %q, want %d and %q", r.code, r.stderr, tc.code, tc.want)
+			}
+			if len(fe.boxes()) != 0 {
+				t.Errorf("boxes left: %v", fe.boxes())
+			}
+			if es := journalEntries(t, r.journal); es[0].State != StateRemoved || es[0].Exit.Code != tc.code {
+				t.Errorf("journal %+v", es[0])
+			}
+		})
+	}
+}
+
+// rm that meets the engine's own auto-remove waits until the box is gone.
+func TestExecRemoveInProgress(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{Agent: "exit:0", RmInProgress: true})
+	r := runExec(t, fe, nil, append(docker, "--", "true")...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if v := verbs(fe.calls()); !slices.Equal(v[len(v)-2:], []string{"rm", "container"}) {
+		t.Errorf("calls %v: want rm, then container inspect", v)
+	}
+	if es := journalEntries(t, r.journal); es[0].State != StateRemoved {
+		t.Errorf("journal %+v", es[0])
+	}
+}

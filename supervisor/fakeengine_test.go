@@ -29,6 +29,12 @@ type fakeScenario struct {
 	NoImage    bool   `json:"no_image,omitempty"`    // `image inspect` says no such image
 	CreateFail string `json:"create_fail,omitempty"` // stderr of a failing `create`
 	NoRemove   bool   `json:"no_remove,omitempty"`   // boxes are not auto-removed when start ends
+	// RmInProgress: `rm` answers "removal ... already in progress" (the
+	// engine's auto-remove got there first) and the box is gone after.
+	RmInProgress bool `json:"rm_in_progress,omitempty"`
+	// StartFail: `start` prints this and exits 125 before any frame (the
+	// engine could not start the box).
+	StartFail string `json:"start_fail,omitempty"`
 	// Agent: "exit:N" (exits with N), "exec-fail" (127, setup-failed),
 	// "sleep" (until stop → 143, or EOF → 245), "ignore-stop" (until EOF),
 	// "deadline" (exit record with reason deadline).
@@ -121,8 +127,12 @@ func fakeMain(kind string, args []string) int {
 		if _, err := os.Stat(filepath.Join(boxes, name)); err != nil {
 			return noSuch(name)
 		}
+		if sc.StartFail != "" {
+			fmt.Fprintln(os.Stderr, sc.StartFail)
+			return 125
+		}
 		code := fakeWatcher(dir, sc)
-		if !sc.NoRemove {
+		if !sc.NoRemove && !sc.RmInProgress {
 			os.Remove(filepath.Join(boxes, name))
 		}
 		return code
@@ -132,6 +142,10 @@ func fakeMain(kind string, args []string) int {
 			return noSuch(last)
 		}
 		os.Remove(p)
+		if sc.RmInProgress {
+			fmt.Fprintf(os.Stderr, "Error response from daemon: removal of container %s is already in progress\n", last)
+			return 1
+		}
 		return 0
 	case args[0] == "container" && args[1] == "inspect":
 		if _, err := os.Stat(filepath.Join(boxes, last)); err != nil {
@@ -214,6 +228,9 @@ func fakeWatcher(dir string, sc fakeScenario) int {
 			reason = shared.ReasonSignaled
 		}
 		return send(shared.Exit{Reason: reason, Code: n})
+	case sc.Agent == "vanish":
+		// The stream ends with no exit record (the box died under us).
+		return 137
 	case sc.Agent == "deadline":
 		return send(shared.Exit{Reason: shared.ReasonDeadline, Code: shared.ExitDeadline})
 	}
