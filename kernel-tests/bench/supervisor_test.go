@@ -127,6 +127,7 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 	}
 	s.Note("the supervisor's boxes have no network by default, so its like-for-like engine anchor is `run --network none`; the default-network run is shown for reference; podman runs with --runtime runc (crun refuses cgroup v1 here)")
 	s.Log()
+	phases(t, env)
 	cleanupNative(t)
 }
 
@@ -370,3 +371,68 @@ func cleanupNative(t *testing.T) {
 
 // nativeJournals are the journals of the native rigs of this run.
 var nativeJournals []string
+
+// phases runs `supervisor exec -- true` a few more times per runtime
+// with --events and splits its wall time at the lifecycle events: where
+// the supervisor spends what the bare runtime does not.
+func phases(t *testing.T, env []string) {
+	t.Helper()
+	n := runsFromEnv("DEATHWATCH_BENCH_PHASE_RUNS", 10)
+	steps := []string{supervisor.EventJournaled, supervisor.EventCreated, supervisor.EventStarted, supervisor.EventReady, supervisor.EventExited, supervisor.EventRemoved, "process exit"}
+	header := []string{"runtime", "process start→journaled"}
+	for i := 1; i < len(steps); i++ {
+		header = append(header, "→"+steps[i])
+	}
+	s := newSection(t, rankSupervisorLaunch+1, fmt.Sprintf("supervisor exec -- true split at its --events, p50 of %d", n), header...)
+	for _, r := range rigs(t) {
+		if r.probeErr != nil {
+			s.Skip("phases, "+r.name, r.probeErr.Error())
+			continue
+		}
+		gaps := make([][]time.Duration, len(steps))
+		for i := 0; i < n; i++ {
+			events := filepath.Join(t.TempDir(), "events.jsonl")
+			argv := r.execArgs([]string{"--events", events}, "true")
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Env = env
+			t0 := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %v\n%s", argv, err, out)
+			}
+			t1 := time.Now()
+			b, err := os.ReadFile(events)
+			if err != nil {
+				t.Fatalf("read events: %v", err)
+			}
+			at := map[string]time.Time{"process exit": t1}
+			sc := bufio.NewScanner(bytes.NewReader(b))
+			for sc.Scan() {
+				var ev supervisor.Event
+				if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+					t.Fatalf("event %q: %v", sc.Text(), err)
+				}
+				at[ev.Event] = ev.Time
+			}
+			prev := t0
+			for k, step := range steps {
+				when, ok := at[step]
+				if !ok {
+					t.Fatalf("%s: no %s event in %s:\n%s", r.name, step, events, b)
+				}
+				gaps[k] = append(gaps[k], when.Sub(prev))
+				prev = when
+			}
+		}
+		row := []string{r.name}
+		data := map[string]Stats{}
+		for k, step := range steps {
+			st := summarize(gaps[k])
+			data["→"+step] = st
+			row = append(row, fms(st.P50))
+		}
+		s.Row(row...)
+		s.Set(r.name, data)
+	}
+	s.Note("each column is the time from the previous event (the first from starting the supervisor process, the last to its exit); event times are the supervisor's own clock")
+	s.Log()
+}
