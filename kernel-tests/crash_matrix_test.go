@@ -475,6 +475,9 @@ func (r *cwRig) checkDecoys(d *cwDecoys, after string) {
 	}
 }
 
+// cwReps is how often each cell runs.
+const cwReps = 3
+
 // cwCell is one cell of the matrix.
 type cwCell struct {
 	outcome string // removed | closed | blocked | leaked (and why)
@@ -496,7 +499,24 @@ func TestCrashWindowMatrix(t *testing.T) {
 			matrix[r.name] = row
 			mu.Unlock()
 			for _, point := range cwPoints {
-				cell := r.crashAt(point, d)
+				var cell cwCell
+				counts := map[string]int{}
+				var order []string
+				for i := 0; i < cwReps; i++ {
+					c := r.crashAt(point, d)
+					if counts[c.outcome] == 0 {
+						order = append(order, c.outcome)
+					}
+					counts[c.outcome]++
+					if c.procs > cell.procs {
+						cell.procs = c.procs
+					}
+				}
+				var parts []string
+				for _, o := range order {
+					parts = append(parts, fmt.Sprintf("%s×%d", o, counts[o]))
+				}
+				cell.outcome = strings.Join(parts, " ")
 				mu.Lock()
 				row[point] = cell
 				mu.Unlock()
@@ -514,10 +534,10 @@ func TestCrashWindowMatrix(t *testing.T) {
 		})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "crash-window matrix (runtime × kill point → what reconcile did; agent processes at the kill), %v:\n", time.Since(t0).Round(time.Second))
+	fmt.Fprintf(&b, "crash-window matrix (runtime × kill point → what reconcile did to the launch, %d runs per cell; most box processes seen at the kill), %v:\n", cwReps, time.Since(t0).Round(time.Second))
 	fmt.Fprintf(&b, "%-16s", "")
 	for _, p := range cwPoints {
-		fmt.Fprintf(&b, " %-22s", p)
+		fmt.Fprintf(&b, " %-30s", p)
 	}
 	b.WriteString("\n")
 	for _, r := range rigs {
@@ -528,11 +548,11 @@ func TestCrashWindowMatrix(t *testing.T) {
 			if ok {
 				s = fmt.Sprintf("%s (%d procs)", c.outcome, c.procs)
 			}
-			fmt.Fprintf(&b, " %-22s", s)
+			fmt.Fprintf(&b, " %-30s", s)
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("decoys (wrong nonce, no journal entry, other instance, unlabelled, live owner): untouched unless an error above says otherwise\n")
+	b.WriteString("leaked: none unless a cell says LEAKED; decoys (wrong nonce, no journal entry, other instance, unlabelled, live owner) blocked and untouched unless an error above says otherwise\n")
 	t.Log(b.String())
 }
 
@@ -570,7 +590,20 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 			entry = e
 		}
 	}
+	// The supervisor stopped exactly at the point: the journal says so,
+	// and no agent runs before ready.
+	wantState := map[string]string{supervisor.CrashAfterJournal: supervisor.StateIntent, supervisor.CrashAfterCreate: supervisor.StateCreated,
+		supervisor.CrashAfterStart: supervisor.StateStarted, "running": supervisor.StateStarted, supervisor.CrashRemoving: supervisor.StateRemoving}[point]
+	if entry == nil || entry.State != wantState {
+		t.Errorf("%s/%s: journal entry at the kill %+v, want state %s", r.name, point, entry, wantState)
+	}
 	procs := r.boxProcs(box, entry)
+	if point != "running" && len(procs) > 1 {
+		t.Errorf("%s/%s: %d box processes before ready (want at most the watcher): %s", r.name, point, len(procs), ktest.Describe(procs))
+	}
+	// The supervisor's own children (the engine client, the native
+	// init) must not outlive it either.
+	children := ktest.Descendants(run.cmd.Process.Pid)
 	if point == "running" && len(procs) < 4 {
 		t.Errorf("%s/%s: only %d box processes seen before the kill: %s", r.name, point, len(procs), ktest.Describe(procs))
 	}
@@ -586,11 +619,14 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 		}
 		return nil
 	}
+	reason := ""
 	switch {
 	case find(rep.Removed) != nil:
 		cell.outcome = "removed"
+		reason = find(rep.Removed).Reason
 	case find(rep.Closed) != nil:
 		cell.outcome = "closed"
+		reason = find(rep.Closed).Reason
 	case find(rep.Blocked) != nil:
 		cell.outcome = "blocked"
 		t.Errorf("%s/%s: reconcile blocked our own launch: %s", r.name, point, find(rep.Blocked).Reason)
@@ -619,6 +655,9 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 	if _, left := ktest.WaitDead(procs, time.Now(), 5*time.Second); len(left) > 0 {
 		leaks = append(leaks, "processes "+ktest.Describe(left))
 	}
+	if _, left := ktest.WaitDead(children, time.Now(), 10*time.Second); len(left) > 0 {
+		leaks = append(leaks, "the supervisor's children "+ktest.Describe(left))
+	}
 	if r.exists(box) {
 		leaks = append(leaks, "box "+box)
 	}
@@ -644,6 +683,6 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 	if code2 != code || len(rep2.Removed) != 0 || len(rep2.Closed) != 0 || len(rep2.Blocked) != len(rep.Blocked) {
 		t.Errorf("%s/%s: a second reconcile changed something: exit %d, %+v", r.name, point, code2, rep2)
 	}
-	t.Logf("%s/%s: %d box processes at the kill; reconcile: %s", r.name, point, len(procs), cell.outcome)
+	t.Logf("%s/%s: %d box processes and %d supervisor children at the kill; reconcile: %s (%s)", r.name, point, len(procs), len(children), cell.outcome, reason)
 	return cell
 }

@@ -3,7 +3,9 @@ package supervisor
 import (
 	"fmt"
 	"os"
-	"syscall"
+	"runtime"
+
+	"golang.org/x/sys/unix"
 )
 
 // Crash points: the lifecycle calls crashpoint at each of these, so that
@@ -32,5 +34,11 @@ func crashpoint(point string) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "supervisor: %s=%s: stopping for the test\n", CrashPointEnv, point)
-	syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	// Thread-directed: the calling thread takes the stop on its way back
+	// from the syscall, so the lifecycle goes no further. A kill(2) to
+	// the process may be taken by another (idle) thread while this one
+	// runs on for milliseconds — measured: a native box got started.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unix.Tgkill(os.Getpid(), unix.Gettid(), unix.SIGSTOP)
 }
