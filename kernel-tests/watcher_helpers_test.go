@@ -101,13 +101,14 @@ func plainCmd(bin string, pid1 bool, flags []string, argv ...string) *exec.Cmd {
 }
 
 // waitMarkers waits until a process carries each of the markers and
-// returns them all.
+// returns them all (leaving out the short-lived forks of those
+// processes: see ktest.WithMarkerRoots).
 func waitMarkers(t *testing.T, c *ktest.Controller, timeout time.Duration, markers ...string) []ktest.Proc {
 	t.Helper()
 	var all []ktest.Proc
 	for _, m := range markers {
 		var ps []ktest.Proc
-		if !ktest.WaitFor(timeout, func() bool { ps = ktest.WithMarker(m); return len(ps) > 0 }) {
+		if !ktest.WaitFor(timeout, func() bool { ps = ktest.WithMarkerRoots(m); return len(ps) > 0 }) {
 			if c != nil {
 				t.Fatalf("no process with marker %s after %s\n%s", m, timeout, c.Diagnostics())
 			}

@@ -184,6 +184,24 @@ func WithMarker(marker string) []Proc {
 	return out
 }
 
+// WithMarkerRoots is WithMarker without the processes whose parent
+// carries the marker as well: a shell's fork that has not yet exec'd
+// (or a subshell) has its parent's argv, but comes and goes.
+func WithMarkerRoots(marker string) []Proc {
+	all := WithMarker(marker)
+	has := map[int]bool{}
+	for _, p := range all {
+		has[p.PID] = true
+	}
+	var out []Proc
+	for _, p := range all {
+		if st, err := ReadStat(p.PID); err == nil && !has[st.PPID] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Alive reports whether p still runs: it exists with the same start time
 // and is not a zombie.
 func Alive(p Proc) bool {
