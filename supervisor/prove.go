@@ -672,7 +672,7 @@ func fmtDur(d time.Duration) string {
 
 // ProveCmd is `supervisor prove-deathwatch`.
 type ProveCmd struct {
-	Runtime        string        `help:"Runtime to prove: docker, podman or native." enum:"docker,podman,native" default:"native" env:"DEATHWATCH_RUNTIME"`
+	Runtime        string        `help:"Runtime to prove: docker, podman or native." enum:"docker,podman,native" default:"native"`
 	Image          string        `help:"Image (docker/podman) or rootfs directory (native; default: the host's root read-only)." env:"DEATHWATCH_IMAGE"`
 	Trials         int           `help:"Trials per path." default:"10"`
 	Path           []string      `help:"Paths to prove (repeatable): sigkill, heartbeat, deadline." enum:"sigkill,heartbeat,deadline" default:"sigkill,heartbeat,deadline"`
