@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -172,6 +173,11 @@ func TestReconcile(t *testing.T) {
 	box("dw-stray", "i", "stray", "n")     // no entry → blocked
 	box("dw-other", "k", "other", "n")     // another instance: not even listed
 	put("done", "n", StateRemoved, dead)   // closed already: nothing
+	// Closed, but its box turned up later (an engine client killed with
+	// the supervisor mid-create finishes the create after a reconcile
+	// closed the entry): a closed entry still proves ownership.
+	put("late", "n", StateRemoved, dead)
+	box("dw-late", "i", "late", "n")
 
 	stale := filepath.Join(j.Dir(), ".x.json.tmp-1")
 	os.WriteFile(stale, []byte("{"), 0o600)
@@ -189,8 +195,9 @@ func TestReconcile(t *testing.T) {
 		}
 		return strings.Join(s, ",")
 	}
-	if got := ids(rep.Removed); got != "gone" {
-		t.Errorf("removed %q, want gone", got)
+	sort.Slice(rep.Removed, func(a, b int) bool { return rep.Removed[a].LaunchID < rep.Removed[b].LaunchID })
+	if got := ids(rep.Removed); got != "gone,late" {
+		t.Errorf("removed %q, want gone,late", got)
 	}
 	if got := ids(rep.Closed); got != "closed" {
 		t.Errorf("closed %q, want closed", got)
@@ -210,8 +217,9 @@ func TestReconcile(t *testing.T) {
 	if len(rep.Blocked) != 4 || rep.ExitCode() != shared.ExitBlocked {
 		t.Errorf("blocked %+v, exit %d", rep.Blocked, rep.ExitCode())
 	}
-	if strings.Join(theMem.removed, ",") != "dw-gone" {
-		t.Errorf("runtime removed %v, want only dw-gone", theMem.removed)
+	sort.Strings(theMem.removed)
+	if strings.Join(theMem.removed, ",") != "dw-gone,dw-late" {
+		t.Errorf("runtime removed %v, want only dw-gone and dw-late", theMem.removed)
 	}
 	for _, want := range []struct{ id, state string }{{"gone", StateRemoved}, {"closed", StateRemoved}, {"busy", StateStarted}, {"nonce", StateStarted}, {"intent", StateIntent}} {
 		e, err := j.Get(want.id)
