@@ -73,7 +73,8 @@ func rigs(t *testing.T) []*rig {
 			}
 			r.image = ktest.DockerImage(t, name)
 		} else {
-			nativeJournals = append(nativeJournals, r.journal)
+			// Killed supervisors leave their boxes' cgroups for reconcile.
+			t.Cleanup(func() { removeNativeBoxes(t, r) })
 		}
 		cmd := exec.Command(r.execArgs(nil, "true")[0], r.execArgs(nil, "true")[1:]...)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -128,7 +129,6 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 	s.Note("the supervisor's boxes have no network by default, so its like-for-like engine anchor is `run --network none`; the default-network run is shown for reference; podman runs with --runtime runc (crun refuses cgroup v1 here)")
 	s.Log()
 	phases(t, env)
-	cleanupNative(t)
 }
 
 // killResult is one SIGKILL-of-the-supervisor trial.
@@ -320,7 +320,6 @@ func TestBenchSupervisorKill(t *testing.T) {
 	for _, r := range live {
 		leftovers(t, r)
 	}
-	cleanupNative(t)
 }
 
 // leftovers fails the run on a box of this run that is still there.
@@ -340,37 +339,30 @@ func leftovers(t *testing.T, r *rig) {
 	}
 }
 
-// cleanupNative removes what killed native supervisors left (their
-// cgroups), the way reconcile does, from every journal of this run.
-func cleanupNative(t *testing.T) {
+// removeNativeBoxes removes what killed native supervisors left (their
+// cgroups) the way reconcile does, from the rig's journal.
+func removeNativeBoxes(t *testing.T, r *rig) {
 	t.Helper()
-	instance := fmt.Sprintf("bench-%d", os.Getpid())
+	j, err := supervisor.OpenJournal(r.journal, r.instance)
+	if err != nil {
+		t.Errorf("open journal %s: %v", r.journal, err)
+		return
+	}
+	es, _, err := j.List()
+	if err != nil {
+		t.Errorf("list journal %s: %v", r.journal, err)
+		return
+	}
 	rt := supervisor.NewNative(nil, supervisor.NativeOptions{})
-	for _, dir := range nativeJournals {
-		j, err := supervisor.OpenJournal(dir, instance)
-		if err != nil {
-			t.Errorf("open journal %s: %v", dir, err)
+	for _, e := range es {
+		if !e.Open() {
 			continue
 		}
-		es, _, err := j.List()
-		if err != nil {
-			t.Errorf("list journal %s: %v", dir, err)
-			continue
-		}
-		for _, e := range es {
-			if !e.Open() {
-				continue
-			}
-			if err := rt.Remove(context.Background(), &supervisor.Box{Name: e.Box, State: e.RuntimeState}); err != nil {
-				t.Errorf("remove native box %s: %v", e.Box, err)
-			}
+		if err := rt.Remove(context.Background(), &supervisor.Box{Name: e.Box, State: e.RuntimeState}); err != nil {
+			t.Errorf("remove native box %s: %v", e.Box, err)
 		}
 	}
-	nativeJournals = nil
 }
-
-// nativeJournals are the journals of the native rigs of this run.
-var nativeJournals []string
 
 // phases runs `supervisor exec -- true` a few more times per runtime
 // with --events and splits its wall time at the lifecycle events: where
