@@ -8,6 +8,14 @@
 // measurement that cannot be made fails it too. The table is printed at
 // the end of the run and written as JSON to bin/bench.json (or to
 // DEATHWATCH_BENCH_JSON).
+//
+// Run counts can be lowered for a quick try of the harness (the figures
+// are then rough): DEATHWATCH_BENCH_LAUNCH_RUNS (300),
+// DEATHWATCH_BENCH_TIMELINE_RUNS (150), DEATHWATCH_BENCH_DEATH_TRIALS
+// (60), DEATHWATCH_BENCH_ENGINE_RUNS (20), DEATHWATCH_BENCH_NATIVE_RUNS
+// (100), DEATHWATCH_BENCH_PHASE_RUNS (10), DEATHWATCH_BENCH_KILL_TRIALS
+// (20). Other work on the machine shows in every tail: each section
+// prints the load average when it began and ended.
 package bench
 
 import (
