@@ -146,12 +146,13 @@ func timeDeath(t *testing.T, box []ktest.Proc, init int, kill func() time.Time) 
 	return d
 }
 
-// watcherDeathTrial: the watcher as PID 1 (--control=fd:3) behind a
-// stand-in controller holding the only host end of the stream; SIGKILL
-// the stand-in.
-func watcherDeathTrial(t *testing.T, w string, marker string) deathTimes {
+// watcherDeathTrial: the watcher as PID 1 (--control=fd:3, a socket, or
+// --control=stdin, pipes as docker and podman attach them) behind a
+// stand-in controller holding the only host end of the stream towards
+// the watcher; SIGKILL the stand-in.
+func watcherDeathTrial(t *testing.T, w string, marker string, mode ktest.ControlMode) deathTimes {
 	t.Helper()
-	c := ktest.StartController(t, w, ktest.Options{Control: ktest.ControlFD, PID1: true, Standin: true})
+	c := ktest.StartController(t, w, ktest.Options{Control: mode, PID1: true, Standin: true})
 	c.Launch(shared.Spec{
 		Argv: []string{"/bin/busybox", "sh", "-c", treeScript, marker}, Env: []string{"PATH=/usr/bin:/bin"},
 		UID: shared.DefaultAgentUID, GID: shared.DefaultAgentGID, Grace: 5 * time.Second,
@@ -248,11 +249,13 @@ func TestBenchDeath(t *testing.T) {
 	trials := runsFromEnv("DEATHWATCH_BENCH_DEATH_TRIALS", 60)
 	s := newSection(t, rankDeath, fmt.Sprintf("death: controller SIGKILL → agent tree dead (setsid'd double fork + TERM-ignoring process), %d trials each, interleaved, pidfd exit times", trials),
 		"box", "what", "p50", "p95", "p99", "max", "trials > 10 ms")
-	var wa, wb, ba, bb []time.Duration
+	var wa, wb, sa, sb, ba, bb []time.Duration
 	for i := 0; i < trials; i++ {
 		marker := fmt.Sprintf("dwbench-death-%d-%d", os.Getpid(), i)
-		d := watcherDeathTrial(t, w, marker+"-w")
+		d := watcherDeathTrial(t, w, marker+"-w", ktest.ControlFD)
 		wa, wb = append(wa, d.agent), append(wb, d.box)
+		d = watcherDeathTrial(t, w, marker+"-s", ktest.ControlStdin)
+		sa, sb = append(sa, d.agent), append(sb, d.box)
 		d = bwrapDeathTrial(t, bwrap, marker+"-b")
 		ba, bb = append(ba, d.agent), append(bb, d.box)
 	}
@@ -264,11 +267,14 @@ func TestBenchDeath(t *testing.T) {
 	}
 	wst := row("watcher (PID 1, --control=fd:3)", "last agent process dead", wa)
 	row("watcher (PID 1, --control=fd:3)", "box dead (+ watcher)", wb)
+	sst := row("watcher (PID 1, --control=stdin)", "last agent process dead", sa)
+	row("watcher (PID 1, --control=stdin)", "box dead (+ watcher)", sb)
 	bst := row("bwrap --unshare-all --die-with-parent", "last agent process dead", ba)
 	row("bwrap --unshare-all --die-with-parent", "box dead (+ bwrap init)", bb)
-	s.Target("watcher: controller SIGKILL → last agent process dead, p99", wst.P99, 10, "ms")
+	s.Target("watcher --control=fd:3: controller SIGKILL → last agent process dead, p99", wst.P99, 10, "ms")
+	s.Target("watcher --control=stdin: controller SIGKILL → last agent process dead, p99", sst.P99, 10, "ms")
 	s.Set("watcher_over_bwrap_p50", round3(wst.P50/bst.P50))
-	s.Note("the stand-in controller (ktest standin relay) holds the only host end of the watcher's control socket; bwrap's parent is a shell that does not exec it; times run from just before kill(2) to the pidfd of each process turning readable")
+	s.Note("the stand-in controller (ktest standin relay) holds the only host end of the watcher's control socket (fd) or the only write end of its stdin pipe (stdin); bwrap's parent is a shell that does not exec it; times run from just before kill(2) to the pidfd of each process turning readable")
 	s.Note("watcher/bwrap p50 ratio %.2f (bwrap anchor from the brief: p50 1.44 ms, max 2.8 ms)", wst.P50/bst.P50)
 	s.Log()
 }
