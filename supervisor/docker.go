@@ -84,8 +84,12 @@ func parseInfo(kind, out string) (version string, rootless bool, err error) {
 	return v, rootless, nil
 }
 
-// imageInspectArgs checks that an image exists locally.
-func imageInspectArgs(image string) []string {
+// imageCheckArgs checks that an image exists locally. Podman's `image
+// exists` (exit 1: it does not) starts faster than `image inspect`.
+func imageCheckArgs(kind, image string) []string {
+	if kind == "podman" {
+		return []string{"image", "exists", "--", image}
+	}
 	return []string{"image", "inspect", "--format", "{{.Id}}", "--", image}
 }
 
@@ -356,15 +360,17 @@ func (e *Engine) Probe(ctx context.Context) (Info, error) {
 }
 
 func (e *Engine) CheckImage(ctx context.Context, image string) error {
-	_, err := e.run(ctx, imageInspectArgs(image))
+	_, err := e.run(ctx, imageCheckArgs(e.Kind, image))
 	if err == nil {
 		return nil
 	}
 	if exitCode(err, 0) != 0 {
 		return err
 	}
+	var ee *exec.ExitError
+	podmanNo := e.Kind == "podman" && errors.As(err, &ee) && ee.ExitCode() == 1
 	s := strings.ToLower(err.Error())
-	if strings.Contains(s, "no such image") || strings.Contains(s, "image not known") || strings.Contains(s, "no such object") {
+	if podmanNo || strings.Contains(s, "no such image") || strings.Contains(s, "image not known") || strings.Contains(s, "no such object") {
 		return ImageError("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
 	}
 	return EngineError("inspect image %s: %v", image, err)

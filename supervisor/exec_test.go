@@ -538,3 +538,11 @@ func TestExecRemoveInProgress(t *testing.T) {
 		t.Errorf("journal %+v", es[0])
 	}
 }
+
+func TestExecPodmanImageMissing(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{NoImage: true})
+	r := runExec(t, fe, nil, "--runtime", "podman", "--allow-rootful", "--image", "img", "--", "true")
+	if r.code != shared.ExitImage || !strings.Contains(r.stderr, "image img not found in podman") {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+}

@@ -98,6 +98,11 @@ func fakeMain(kind string, args []string) int {
 		}
 		fmt.Println("4.3.1")
 		return 0
+	case args[0] == "image" && args[1] == "exists" && kind == "podman":
+		if sc.NoImage {
+			return 1
+		}
+		return 0
 	case args[0] == "image" && args[1] == "inspect":
 		if sc.NoImage {
 			fmt.Fprintf(os.Stderr, "Error: No such image: %s\n", last)
