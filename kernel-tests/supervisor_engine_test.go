@@ -358,6 +358,23 @@ func TestSupervisorSIGKILL(t *testing.T) {
 				t.Errorf("journal entry %s: state %s, owner alive %v", e.LaunchID, e.State, e.Owner.Alive())
 			}
 		}
+		// ls shows them so: journal open, owner gone, box absent.
+		out, err := r.command(nil, r.bin.Supervisor, "--instance", r.instance, "--journal", r.journalDir(), "ls", "--json").Output()
+		if err != nil {
+			t.Fatalf("supervisor ls: %v", err)
+		}
+		var rows []supervisor.LsRow
+		if err := json.Unmarshal(out, &rows); err != nil {
+			t.Fatalf("ls --json: %v: %s", err, out)
+		}
+		if len(rows) != trials {
+			t.Errorf("ls: %d rows, want %d: %s", len(rows), trials, out)
+		}
+		for _, row := range rows {
+			if row.Journal != supervisor.StateStarted || row.Owner != "gone" || row.BoxState != "absent" || row.Runtime != r.runtime {
+				t.Errorf("ls row %+v", row)
+			}
+		}
 	})
 }
 
