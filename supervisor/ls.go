@@ -41,7 +41,13 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	// What the engines report, for the runtimes that are installed.
+	// What the engines report, for the runtimes that are installed. An
+	// engine that cannot answer is worth a line only when the journal
+	// has boxes on it.
+	used := map[string]bool{}
+	for _, e := range entries {
+		used[e.Runtime] = true
+	}
 	listed := map[string]map[string]Listed{} // runtime → name → box
 	for _, name := range []string{"docker", "podman"} {
 		if _, err := exec.LookPath(name); err != nil {
@@ -53,7 +59,9 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 		}
 		ls, err := rt.List(ctx, g.Instance)
 		if err != nil {
-			fmt.Fprintf(c.stderr, "supervisor: %s: %v\n", name, err)
+			if used[name] {
+				fmt.Fprintf(c.stderr, "supervisor: %v\n", err)
+			}
 			continue
 		}
 		listed[name] = map[string]Listed{}
