@@ -48,6 +48,7 @@ func TestWatcherControllerSIGKILL(t *testing.T) {
 				}
 			}
 			ns := c.BoxNamespace(5 * time.Second)
+			checkOrphanedSetsid(t, ns, marker)
 			box := ktest.InNamespace(ns)
 			if len(box) < len(marked)+1 {
 				t.Fatalf("box namespace holds %d processes, want at least %d", len(box), len(marked)+1)
@@ -119,5 +120,28 @@ func TestWatcherHeartbeatStall(t *testing.T) {
 			expectExit(t, c, res, shared.ExitLivenessLost, shared.ReasonLivenessLost, true)
 			t.Logf("%s", fmtExit(res.Exit))
 		})
+	}
+}
+
+// checkOrphanedSetsid makes sure the tree has the shape the test claims:
+// the $0-setsid process was reparented to the box's PID 1 and leads a
+// session of its own, apart from the agent's.
+func checkOrphanedSetsid(t *testing.T, ns, marker string) {
+	t.Helper()
+	init, err := ktest.BoxInit(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	main, setsid := ktest.WithMarkerRoots(marker), ktest.WithMarkerRoots(marker+"-setsid")
+	if len(main) != 1 || len(setsid) != 1 {
+		t.Fatalf("want one agent and one setsid process, found %s and %s", ktest.Describe(main), ktest.Describe(setsid))
+	}
+	ms, err1 := ktest.ReadStat(main[0].PID)
+	ss, err2 := ktest.ReadStat(setsid[0].PID)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("read stat: %v %v", err1, err2)
+	}
+	if ss.PPID != init.PID || ss.Session == ms.Session {
+		t.Fatalf("the setsid process (ppid %d, session %d) is not an orphan of the box's PID 1 (%d) in a session apart from the agent's (%d)", ss.PPID, ss.Session, init.PID, ms.Session)
 	}
 }

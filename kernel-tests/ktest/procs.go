@@ -23,6 +23,7 @@ func (p Proc) String() string { return strconv.Itoa(p.PID) }
 // Stat is what the tests read from /proc/PID/stat.
 type Stat struct {
 	PID, PPID int
+	Session   int  // session id, in the test's PID namespace
 	State     byte // R, S, D, Z, T, ...
 	Comm      string
 	Start     uint64
@@ -45,8 +46,9 @@ func ReadStat(pid int) (Stat, error) {
 		return Stat{}, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(rest)+2)
 	}
 	ppid, _ := strconv.Atoi(rest[1])
+	sid, _ := strconv.Atoi(rest[3])
 	start, _ := strconv.ParseUint(rest[19], 10, 64)
-	return Stat{PID: pid, PPID: ppid, State: rest[0][0], Comm: string(b[open+1 : end]), Start: start}, nil
+	return Stat{PID: pid, PPID: ppid, Session: sid, State: rest[0][0], Comm: string(b[open+1 : end]), Start: start}, nil
 }
 
 // PIDs lists every process in /proc (the test's PID namespace).
