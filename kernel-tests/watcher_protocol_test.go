@@ -3,6 +3,7 @@ package kerneltests
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +72,18 @@ func TestWatcherProtocolErrors(t *testing.T) {
 				return
 			}
 			expectExit(t, c, res, shared.ExitLivenessLost, shared.ReasonLivenessLost, true)
+			requireOneLogLine(t, c.WatcherOutput())
 		})
+	}
+}
+
+// requireOneLogLine: a protocol or setup error prints one line, prefixed
+// "watcher: ", on the watcher's stderr (and nothing on its stdout).
+func requireOneLogLine(t *testing.T, out string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "watcher: ") {
+		t.Errorf("the watcher's own output is %d lines %q, want one line starting with \"watcher: \"", len(lines), out)
 	}
 }
 
@@ -128,6 +140,7 @@ func TestWatcherSetupErrors(t *testing.T) {
 			if !ok {
 				t.Errorf("exit status %d, want %v\n%s", res.Code, tc.codes, c.Diagnostics())
 			}
+			requireOneLogLine(t, c.WatcherOutput())
 			if tc.reason == "" {
 				return // the contract names no reason for this case
 			}
