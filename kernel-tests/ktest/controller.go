@@ -641,25 +641,41 @@ var (
 
 // StandinPath builds the standin program once per test process into a
 // world-readable folder (an unprivileged agent runs its probe) and
-// returns its path.
+// returns its path. The folder is the same for every run, so runs leave
+// nothing behind; a build lands there by rename, so concurrent test
+// processes do not trip over each other.
 func StandinPath(t testing.TB) string {
 	t.Helper()
 	standinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "deathwatch-standin-")
-		if err == nil {
-			err = os.Chmod(dir, 0o755)
+		dir := filepath.Join(os.TempDir(), "deathwatch-ktest-standin")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			standinErr = err
+			return
 		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			standinErr = err
+			return
+		}
+		tmp, err := os.CreateTemp(dir, "standin-*.tmp")
 		if err != nil {
 			standinErr = err
 			return
 		}
-		standinPath = filepath.Join(dir, "standin")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", standinPath, "./kernel-tests/ktest/standin")
+		tmp.Close()
+		defer os.Remove(tmp.Name())
+		cmd := exec.Command("go", "build", "-trimpath", "-o", tmp.Name(), "./kernel-tests/ktest/standin")
 		cmd.Dir = RepoRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			standinErr = &buildError{pkg: "./kernel-tests/ktest/standin", out: string(out), err: err}
+			return
 		}
+		if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+			standinErr = err
+			return
+		}
+		standinPath = filepath.Join(dir, "standin")
+		standinErr = os.Rename(tmp.Name(), standinPath)
 	})
 	if standinErr != nil {
 		t.Fatalf("build the stand-in controller: %v", standinErr)
@@ -677,7 +693,14 @@ func ExitStatus(cmd *exec.Cmd, timeout time.Duration) (int, string, error) {
 	if err := cmd.Start(); err != nil {
 		return 0, "", err
 	}
-	timer := time.AfterFunc(timeout, func() { _ = cmd.Process.Kill() })
+	// On timeout kill the tree, not only the child: under unshare the
+	// watcher is a grandchild and would live on.
+	timer := time.AfterFunc(timeout, func() {
+		for _, p := range Descendants(cmd.Process.Pid) {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+		_ = cmd.Process.Kill()
+	})
 	err := cmd.Wait()
 	expired := !timer.Stop()
 	var ee *exec.ExitError
