@@ -83,7 +83,7 @@ func TestWatcherOuterSIGKILL(t *testing.T) {
 			}
 			done := make(chan struct{})
 			go func() { _ = cmd.Wait(); close(done) }()
-			t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+			t.Cleanup(func() { killTree(cmd.Process.Pid); <-done })
 			marked := waitMarkers(t, nil, 5*time.Second, marker+"-setsid", marker+"-noterm")
 			ns, err := ktest.PIDNamespace(marked[0].PID)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,4 +186,12 @@ func touch(t *testing.T, path string) {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// killTree SIGKILLs pid and everything below it (test cleanup).
+func killTree(pid int) {
+	for _, p := range ktest.Descendants(pid) {
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
 }

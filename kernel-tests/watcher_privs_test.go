@@ -274,7 +274,7 @@ func TestWatcherPlainUser(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
-			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			t.Cleanup(func() { killTree(cmd.Process.Pid) })
 			var agent []ktest.Proc
 			ok := ktest.WaitFor(5*time.Second, func() bool {
 				agent = nil
