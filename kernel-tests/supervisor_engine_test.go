@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -435,7 +436,7 @@ func TestSupervisorSecrets(t *testing.T) {
 	forEngine(t, func(t *testing.T, r *engineRig) {
 		secret := fmt.Sprintf("dw-secret-%x", time.Now().UnixNano())
 		cmd := r.supervisor([]string{"DW_SECRET=" + secret}, "--env", "DW_SECRET", "--", "sh", "-c", `echo "$DW_SECRET"; sleep 1000`)
-		var out, errb bytes.Buffer
+		var out, errb syncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -697,4 +698,55 @@ func TestSupervisorHeartbeat(t *testing.T) {
 func sha256Hex(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// SIGUSR1 to the supervisor reaches the agent (a signal frame) and
+// stops nothing.
+func TestSupervisorForwardsUSR1(t *testing.T) {
+	forEngine(t, func(t *testing.T, r *engineRig) {
+		cmd := r.supervisor(nil, "--", "sh", "-c", "trap 'echo got-usr1' USR1; echo armed; while :; do sleep 0.05; done")
+		var out syncBuffer
+		cmd.Stdout = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		defer cmd.Process.Kill()
+		r.waitEvent(supervisor.EventReady, 30*time.Second)
+		for t0 := time.Now(); !strings.Contains(out.String(), "armed"); time.Sleep(2 * time.Millisecond) {
+			if time.Since(t0) > 10*time.Second {
+				t.Fatalf("agent not armed: %q", out.String())
+			}
+		}
+		cmd.Process.Signal(syscall.SIGUSR1)
+		for t0 := time.Now(); !strings.Contains(out.String(), "got-usr1"); time.Sleep(2 * time.Millisecond) {
+			if time.Since(t0) > 10*time.Second {
+				t.Fatalf("agent did not get SIGUSR1: %q", out.String())
+			}
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+		r.assertClean()
+	})
+}
+
+// syncBuffer is a bytes.Buffer the exec copier and the test can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

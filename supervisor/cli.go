@@ -75,6 +75,9 @@ func (ExecCmd) Help() string {
 and exits with its status. The box is removed on every path; if the supervisor is
 killed, the watcher sees its control stream end and kills the box.
 
+Signals: the first SIGINT, SIGTERM or SIGHUP stops the agent (TERM, --grace,
+KILL); a second one ends the box at once. SIGUSR1 and SIGUSR2 go to the agent.
+
 Flags come first; the agent command and its arguments follow --.
 
 Example:
@@ -196,7 +199,7 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	sigs := c.signals
 	if sigs == nil {
 		ch := make(chan os.Signal, 4)
-		signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+		signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 		defer signal.Stop(ch)
 		// A closed stdout must not kill the supervisor before it
 		// removes the box: take SIGPIPE as an error return instead.

@@ -51,7 +51,7 @@ type ExecIO struct {
 	Events         *Events
 	// Signals delivers SIGINT, SIGTERM and SIGHUP: the first asks the
 	// watcher to stop the agent (TERM, grace, KILL); the second ends the
-	// box at once.
+	// box at once. SIGUSR1 and SIGUSR2 are passed on to the agent.
 	Signals <-chan os.Signal
 	// Env is the environment for engine CLIs (nil: the process's own).
 	Env []string
@@ -466,6 +466,11 @@ wait:
 		case o = <-res:
 			break wait
 		case s := <-l.x.Signals:
+			if n, ok := forwarded(s); ok {
+				log.Info("forwarding signal to the agent", "signal", s)
+				go w.Send(shared.FrameSignal, shared.Signal{Number: n}.Marshal())
+				continue
+			}
 			signals++
 			lastSig = s
 			if signals == 1 {
@@ -586,6 +591,16 @@ func (l *launch) finish(code int, st *Started) int {
 	l.emit(Event{Event: EventRemoved})
 	l.x.Log.Info("removed", "box", l.box.Name, "took", time.Since(t0))
 	return code
+}
+
+// forwarded reports whether s is passed on to the agent (a signal
+// frame) rather than ending the box.
+func forwarded(s os.Signal) (int, bool) {
+	switch s {
+	case syscall.SIGUSR1, syscall.SIGUSR2:
+		return int(s.(syscall.Signal)), true
+	}
+	return 0, false
 }
 
 func signalStatus(s os.Signal) int {

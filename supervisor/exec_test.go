@@ -274,6 +274,8 @@ func TestExecSignals(t *testing.T) {
 		{"SIGTERM stops", "sleep", []syscall.Signal{syscall.SIGTERM}, 143},
 		{"SIGINT stops", "sleep", []syscall.Signal{syscall.SIGINT}, 143},
 		{"second signal ends at once", "ignore-stop", []syscall.Signal{syscall.SIGINT, syscall.SIGTERM}, 128 + 15},
+		// USR1 goes to the agent and stops nothing; the TERM after it does.
+		{"USR1 forwarded", "sleep", []syscall.Signal{syscall.SIGUSR1, syscall.SIGTERM}, 143},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fe := newFakeEngine(t, fakeScenario{Agent: tc.agent})
@@ -281,10 +283,19 @@ func TestExecSignals(t *testing.T) {
 			done := make(chan execRun)
 			go func() { done <- runExec(t, fe, sigs, append(docker, "--grace", "30s", "--", "sleep", "100")...) }()
 			waitFile(t, fe, "running")
+			stopped := false
 			for _, s := range tc.signals {
 				sigs <- s
-				if s == tc.signals[0] {
+				if n, ok := forwarded(s); ok {
+					waitFile(t, fe, fmt.Sprintf("signal-%d", n))
+					if fe.exists("stop") {
+						t.Fatalf("%v sent stop", s)
+					}
+					continue
+				}
+				if !stopped {
 					waitFile(t, fe, "stop")
+					stopped = true
 				}
 			}
 			var r execRun

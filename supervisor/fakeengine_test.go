@@ -250,6 +250,9 @@ func fakeWatcher(dir string, sc fakeScenario) int {
 		case shared.FramePing:
 			os.WriteFile(filepath.Join(dir, "pinged"), nil, 0o600)
 			w.Send(shared.FramePong, f.Payload)
+		case shared.FrameSignal:
+			sig, _ := shared.ParseSignal(f.Payload)
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("signal-%d", sig.Number)), nil, 0o600)
 		case shared.FrameStop:
 			os.WriteFile(filepath.Join(dir, "stop"), nil, 0o600)
 			if sc.Agent != "ignore-stop" {
