@@ -199,7 +199,7 @@ func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []st
 			b := DefaultBounds(rep.Selected)
 			pr := Prove(ctx, ProveOptions{
 				Self: self, Instance: g.Instance + ".prove", JournalDir: g.journalDir(), Runtime: rep.Selected, Image: d.Image,
-				Trials: d.Trials, Paths: ProvePaths, Bounds: b, Heartbeat: 300 * time.Millisecond, Deadline: time.Second, Grace: 500 * time.Millisecond,
+				Trials: d.Trials, Paths: ProvePaths, Bounds: b, Heartbeat: DefaultProveHeartbeat, Deadline: DefaultProveDeadline, Grace: DefaultProveGrace,
 				AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, Env: env, Log: log,
 			})
 			rep.Proof = pr

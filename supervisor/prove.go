@@ -29,6 +29,16 @@ const (
 	PathDeadline  = "deadline"  // the stand-in is frozen and the agent ignores TERM: the in-box deadline ends it
 )
 
+// The heartbeat and deadline paths' settings when not given (doctor
+// uses these). A heartbeat much below 1s risks killing a healthy box on
+// a loaded host: rootless podman's attach chain was measured delaying
+// pings by more than 300ms.
+const (
+	DefaultProveHeartbeat = time.Second
+	DefaultProveDeadline  = time.Second
+	DefaultProveGrace     = 500 * time.Millisecond
+)
+
 // ProvePaths are all paths, in the order they run.
 var ProvePaths = []string{PathSIGKILL, PathHeartbeat, PathDeadline}
 
@@ -389,16 +399,34 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	if err != nil {
 		return nil, err
 	}
-	defer s.kill()
+	cleaned := false
+	defer func() {
+		s.kill()
+		if !cleaned {
+			// A trial that failed half-way leaves its box to reconcile,
+			// as a restarted controller would.
+			Reconcile(ctx, ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, Env: o.Env, Log: o.Log})
+		}
+	}()
 	ready, err := s.waitArmed(60 * time.Second)
 	if err != nil {
 		return nil, err
 	}
-	procs, err := boxProcesses(ctx, rt, o, ready)
-	if err != nil {
-		return nil, s.failure(err.Error())
+	// The watcher, the agent's main process and its two descendants: the
+	// agent said it forked them, give /proc a moment to show them all.
+	var procs []proc
+	for end := time.Now().Add(2 * time.Second); ; {
+		if procs, err = boxProcesses(ctx, rt, o, ready); err != nil {
+			return nil, s.failure(err.Error())
+		}
+		if len(procs) >= 4 || time.Now().After(end) {
+			break
+		}
+		if s.exited() {
+			return nil, s.failure(fmt.Sprintf("the box %s ended before the trigger", ready.Box))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	// The watcher, the agent's main process and its two descendants.
 	if len(procs) < 4 {
 		return nil, s.failure(fmt.Sprintf("saw only %d processes of box %s from the host (want the watcher, the agent and its 2 descendants); cannot prove anything", len(procs), ready.Box))
 	}
@@ -464,6 +492,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		res.removedLeft = r.left
 	}
 	s.kill()
+	cleaned = true
 	rep, rerr := Reconcile(ctx, ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, Env: o.Env, Log: o.Log})
 	if !isEngine {
 		res.removed = time.Since(trigger)
@@ -678,7 +707,7 @@ type ProveCmd struct {
 	Path           []string      `help:"Paths to prove (repeatable): sigkill, heartbeat, deadline." enum:"sigkill,heartbeat,deadline" default:"sigkill,heartbeat,deadline"`
 	Bound          time.Duration `help:"Bound from the trigger to the last agent process dead (0: the runtime's default, 250ms); heartbeat and deadline add their own delay." default:"0s"`
 	RemoveBound    time.Duration `help:"Bound from the trigger to the box removed (0: the runtime's default — native 1s, docker 2s, podman 3s)." default:"0s"`
-	Heartbeat      time.Duration `help:"The heartbeat of the heartbeat path." default:"300ms"`
+	Heartbeat      time.Duration `help:"The heartbeat of the heartbeat path (pings go every third of it)." default:"1s"`
 	Deadline       time.Duration `help:"The deadline of the deadline path." default:"1s"`
 	Grace          time.Duration `help:"The TERM-to-KILL grace of the deadline path." default:"500ms"`
 	AllowRootful   bool          `help:"Accept a rootful engine (passed to the stand-in's exec)."`
