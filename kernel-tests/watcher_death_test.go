@@ -145,3 +145,27 @@ func checkOrphanedSetsid(t *testing.T, ns, marker string) {
 		t.Fatalf("the setsid process (ppid %d, session %d) is not an orphan of the box's PID 1 (%d) in a session apart from the agent's (%d)", ss.PPID, ss.Session, init.PID, ms.Session)
 	}
 }
+
+// TestWatcherHeartbeatNeverPinged: a controller that never sends a frame
+// after the spec loses the box once the heartbeat passes.
+func TestWatcherHeartbeatNeverPinged(t *testing.T) {
+	bin := watcherBin(t)
+	const heartbeat = 500 * time.Millisecond
+	for _, d := range twoDomains {
+		t.Run(d.name, func(t *testing.T) {
+			marker := newMarker(t)
+			c := ktest.StartController(t, bin, d.options(false))
+			spec := shellSpec(treeScript, marker)
+			spec.Heartbeat = heartbeat
+			c.Launch(spec)
+			readyAt := time.Now()
+			res := c.Wait(heartbeat + 5*time.Second)
+			took := res.At.Sub(readyAt)
+			t.Logf("no frame after the spec: watcher exit %d %s after ready (heartbeat %s); %s", res.Code, took.Round(time.Millisecond), heartbeat, fmtExit(res.Exit))
+			expectExit(t, c, res, shared.ExitLivenessLost, shared.ReasonLivenessLost, true)
+			if took < heartbeat-100*time.Millisecond {
+				t.Errorf("the watcher gave up %s after ready, before the %s heartbeat", took, heartbeat)
+			}
+		})
+	}
+}

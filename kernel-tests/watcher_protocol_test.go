@@ -155,3 +155,33 @@ func TestWatcherSetupErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestWatcherEOFRightAfterSpec: the stream ends right after the spec,
+// while the watcher is still starting the agent. The EOF must not be
+// lost in that gap: the box dies at once and the watcher exits 245.
+func TestWatcherEOFRightAfterSpec(t *testing.T) {
+	bin := watcherBin(t)
+	for _, d := range twoDomains {
+		t.Run(d.name, func(t *testing.T) {
+			marker := newMarker(t)
+			c := ktest.StartController(t, bin, d.options(false))
+			stream := shared.AppendFrame(nil, shared.FrameHello, shared.Hello{Version: shared.ProtocolVersion, Nonce: "n"}.Marshal())
+			stream = shared.AppendFrame(stream, shared.FrameSpec, shellSpec(treeScript, marker).Marshal())
+			sent := time.Now()
+			if err := c.SendRaw(stream); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			res := c.Wait(5 * time.Second)
+			t.Logf("EOF right after the spec: watcher exit %d after %s; %s", res.Code, res.At.Sub(sent).Round(time.Millisecond), fmtExit(res.Exit))
+			expectExit(t, c, res, shared.ExitLivenessLost, shared.ReasonLivenessLost, true)
+			if left := append(ktest.WithMarker(marker), ktest.WithMarker(marker+"-noterm")...); len(left) > 0 {
+				if _, alive := ktest.WaitDead(left, time.Now(), time.Second); len(alive) > 0 {
+					t.Errorf("agent processes outlived the watcher: %s", ktest.Describe(alive))
+				}
+			}
+		})
+	}
+}
