@@ -308,38 +308,47 @@ func (l *launch) run(ctx context.Context) int {
 	crashpoint(CrashAfterJournal)
 
 	if s := l.pendingSignal(); s != nil {
-		return l.finish(signalStatus(s), nil)
+		return l.early(signalStatus(s), "supervisor-signaled", nil)
 	}
 	if err := l.rt.Create(ctx, l.box); err != nil {
 		l.say("%v", err)
-		return l.finish(exitCode(err, shared.ExitSetupFailed), nil)
+		return l.early(exitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 	}
 	if err := l.journal(StateCreated); err != nil {
 		l.say("%v", err)
-		return l.finish(shared.ExitSetupFailed, nil)
+		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), nil)
 	}
 	l.emit(Event{Event: EventCreated})
 	log.Info("created")
 	crashpoint(CrashAfterCreate)
 	if s := l.pendingSignal(); s != nil {
-		return l.finish(signalStatus(s), nil)
+		return l.early(signalStatus(s), "supervisor-signaled", nil)
 	}
 
 	st, err := l.rt.Start(ctx, l.box)
 	if err != nil {
 		l.say("%v", err)
-		return l.finish(exitCode(err, shared.ExitSetupFailed), nil)
+		return l.early(exitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 	}
 	if err := l.journal(StateStarted); err != nil {
 		l.say("%v", err)
 		st.Control.Close()
 		st.Kill()
-		return l.finish(shared.ExitSetupFailed, st)
+		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), st)
 	}
 	l.emit(Event{Event: EventStarted})
 	log.Info("started")
 	crashpoint(CrashAfterStart)
 	return l.finish(l.attend(st, log), st)
+}
+
+// early ends a launch that failed or was interrupted before the
+// control stream took over: the exit is journaled and announced like
+// any other, then the box is removed.
+func (l *launch) early(code int, reason string, st *Started) int {
+	l.entry.Exit = &JournalExit{Code: code, Reason: reason}
+	l.emit(Event{Event: EventExited, Code: ptr(code), Reason: reason})
+	return l.finish(code, st)
 }
 
 // attend speaks the control stream until the box ends, and returns the

@@ -250,6 +250,12 @@ func TestExecCreateFails(t *testing.T) {
 	if !strings.Contains(r.stderr, "already in use") {
 		t.Errorf("stderr %q", r.stderr)
 	}
+	if n := r.eventNames(); !slices.Equal(n, []string{EventJournaled, EventExited, EventRemoved}) || *r.events[1].Code != shared.ExitSetupFailed {
+		t.Errorf("events %v", n)
+	}
+	if es[0].Exit == nil || es[0].Exit.Reason != string(shared.ReasonSetupFailed) {
+		t.Errorf("journal exit %+v", es[0].Exit)
+	}
 }
 
 // waitFile waits until the fake engine wrote name.
