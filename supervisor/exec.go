@@ -1,5 +1,17 @@
 package supervisor
 
+// The lifecycle of `supervisor exec`, every step real:
+//
+//	validate → probe the engine ∥ check the image → journal the intent
+//	→ create → start attached (own process group; the stdin pipe's only
+//	write end is ours) → hello + spec (env only here) → pings → relay
+//	→ exit record → on every path: journal removal intent → remove →
+//	journal the removal.
+//
+// After a SIGKILL of the supervisor the engine client reads EOF, the
+// watcher kills the box, and the engine's auto-remove removes it; the
+// journal entry stays open for reconcile.
+
 import (
 	"context"
 	"crypto/rand"
