@@ -134,8 +134,10 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 	if len(names) == 0 {
 		names = RuntimeNames()
 	}
+	// Every runtime an open entry names, known or not: an entry whose
+	// runtime cannot be listed stays open and blocks.
 	for rt := range inJournal {
-		if !contains(names, rt) && registered(rt) {
+		if !contains(names, rt) {
 			names = append(names, rt)
 		}
 	}

@@ -240,6 +240,21 @@ func TestReconcile(t *testing.T) {
 		t.Errorf("second run: %+v", rep2)
 	}
 
+	// An entry of a runtime this supervisor does not know: blocked.
+	if err := j.Put(&JournalEntry{LaunchID: "alien", Instance: "i", Box: "dw-alien", Runtime: "sbx", Nonce: "n",
+		Owner: dead, State: StateStarted, Created: now}); err != nil {
+		t.Fatal(err)
+	}
+	repA, _ := Reconcile(context.Background(), ReconcileOptions{Instance: "i", JournalDir: dir, Runtimes: []string{"memrt"}})
+	alien := false
+	for _, it := range repA.Blocked {
+		alien = alien || it.LaunchID == "alien" && strings.Contains(it.Reason, "not a runtime")
+	}
+	if !alien || len(repA.Closed) != 0 {
+		t.Errorf("unknown runtime: %+v", repA)
+	}
+	j.Delete("alien")
+
 	// A runtime that cannot list: its open entries are blocked, never closed.
 	theMem.listErr = errors.New("engine down")
 	defer func() { theMem.listErr = nil }()
