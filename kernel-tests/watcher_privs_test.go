@@ -237,6 +237,9 @@ func checkAgentReport(t *testing.T, out string, pid1 bool, spec shared.Spec) {
 		// agent would refuse it too.
 		t.Logf("note: the agent's SIGCONT to PID 1 returned %s (same session: %s)", p["killcont"], p["sid"])
 	}
+	if p["pid"] != p["procself"] {
+		t.Logf("note: the agent's /proc is not its PID namespace's (its pid %s, /proc/self → %s): /proc/1 is not the watcher, and the agent sees processes outside the box", p["pid"], p["procself"])
+	}
 	if !pid1 {
 		// The box's /proc may be the host's here: /proc/1 is then not
 		// the watcher, and what follows would prove nothing.
