@@ -134,10 +134,10 @@ func (s cgroupSpec) resourcesV2() *cgroup2.Resources {
 	return r
 }
 
-// boxCgroup is one box's cgroup, on either version.
+// boxCgroup is one box's cgroup, on either version. The box's init joins
+// it by itself (nsinit: v1 from the exec'ing thread; v2 is born in it
+// through CLONE_INTO_CGROUP).
 type boxCgroup interface {
-	// AddProc moves pid into the cgroup (every controller).
-	AddProc(pid int) error
 	// Procs lists the processes in the cgroup and its children.
 	Procs() ([]int, error)
 	// Kill sends SIGKILL to every process, atomically with respect to
@@ -306,13 +306,6 @@ func newBoxCgroupV1(s cgroupSpec) (*boxCgroupV1, error) {
 	return c, nil
 }
 
-func (c *boxCgroupV1) AddProc(pid int) error {
-	if err := c.cg.AddProc(uint64(pid)); err != nil {
-		return fmt.Errorf("move pid %d into cgroup %s: %w", pid, c.spec.Group, err)
-	}
-	return nil
-}
-
 func (c *boxCgroupV1) Procs() ([]int, error) {
 	seen := map[int]bool{}
 	var out []int
@@ -412,13 +405,6 @@ func newBoxCgroupV2(s cgroupSpec) (*boxCgroupV2, error) {
 }
 
 func (c *boxCgroupV2) dir() string { return filepath.Join(c.spec.Root, c.spec.Group) }
-
-func (c *boxCgroupV2) AddProc(pid int) error {
-	if err := c.m.AddProc(uint64(pid)); err != nil {
-		return fmt.Errorf("move pid %d into cgroup %s: %w", pid, c.dir(), err)
-	}
-	return nil
-}
 
 func (c *boxCgroupV2) Procs() ([]int, error) {
 	ps, err := c.m.Procs(true)
