@@ -508,7 +508,6 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 		set.parent.Close()
 		return nil, err
 	}
-	tCgroup := time.Since(t0) - tClone
 	if userns {
 		if err := writeIDMaps(ctx, pid); err != nil {
 			return fail(SetupError("%v", err))
@@ -541,7 +540,7 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 	}
 	n.writeRecord(b)
 	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network,
-		"clone", tClone, "cgroup", tCgroup, "setup", time.Since(t0)-tClone)
+		"clone", tClone, "setup", time.Since(t0)-tClone)
 	var reaped atomic.Bool
 	return &Started{
 		Control: ctl.parent,
