@@ -30,7 +30,9 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 	}
 	w.out = shared.NewWriter(out)
 	w.frames = make(chan frameEvent, 16)
+	w.pongs = make(chan []byte, 4)
 	go w.readFrames(in)
+	go w.sendPongs()
 
 	hello, err := w.expect(shared.FrameHello)
 	if err != nil {
@@ -64,7 +66,7 @@ func (w *watcher) expect(t shared.FrameType) ([]byte, error) {
 		case ev.err != nil:
 			return nil, ev.err
 		case ev.f.Type == shared.FramePing:
-			_ = w.out.Send(shared.FramePong, ev.f.Payload)
+			w.pong(ev.f.Payload)
 		case ev.f.Type != t:
 			return nil, &shared.ProtocolError{Reason: "expected a " + t.String() + " frame, got " + ev.f.Type.String()}
 		default:
@@ -114,9 +116,7 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		return nil, w.setupFailed(shared.ExitSetupFailed, "agent output pipes: "+err.Error())
 	}
 	w.childEnds = []*os.File{stdin, outW, errW}
-	w.relay.Add(2)
-	go w.relayOutput(outR, shared.FrameStdout)
-	go w.relayOutput(errR, shared.FrameStderr)
+	w.outputs = []*os.File{outR, errR}
 
 	dir := spec.Workdir
 	if dir == "" {
@@ -142,6 +142,30 @@ func (w *watcher) closeChildEnds(*agent) {
 		f.Close()
 	}
 	w.childEnds = nil
+}
+
+// startRelay relays the agent's output once ready is on its way, so
+// that ready comes first.
+func (w *watcher) startRelay() {
+	w.relay.Add(2)
+	go w.relayOutput(w.outputs[0], shared.FrameStdout)
+	go w.relayOutput(w.outputs[1], shared.FrameStderr)
+}
+
+// pong answers a ping without ever blocking the loop: a host that does
+// not read its stream must not stop the deadline or the heartbeat. When
+// the host is that far behind, the pong is dropped.
+func (w *watcher) pong(seq []byte) {
+	select {
+	case w.pongs <- seq:
+	default:
+	}
+}
+
+func (w *watcher) sendPongs() {
+	for seq := range w.pongs {
+		_ = w.out.Send(shared.FramePong, seq)
+	}
 }
 
 func (w *watcher) relayOutput(r *os.File, t shared.FrameType) {
@@ -173,7 +197,7 @@ func (w *watcher) handleFrame(ev frameEvent) {
 	switch f.Type {
 	case shared.FramePing:
 		if _, err = shared.ParseSeq(f.Payload); err == nil {
-			_ = w.out.Send(shared.FramePong, f.Payload)
+			w.pong(f.Payload)
 		}
 	case shared.FrameSignal:
 		var s shared.Signal

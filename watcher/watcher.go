@@ -30,6 +30,10 @@ type watcher struct {
 	out    *shared.Writer
 	frames chan frameEvent
 	relay  sync.WaitGroup
+	// outputs are the read ends of the agent's stdout and stderr.
+	outputs []*os.File
+	// pongs feeds the one goroutine that answers pings (see pong).
+	pongs chan []byte
 
 	parentGone chan struct{} // the outer watcher died (see domain.go)
 	// The agent's stdio as the watcher holds it until the agent starts.
@@ -79,6 +83,11 @@ func (w *watcher) run() int {
 		deadline, heartbeat, w.grace = spec.Deadline, spec.Heartbeat, spec.Grace
 	}
 
+	// The signals a runtime or a shell sends (docker stop, kill, ^C)
+	// are caught before the agent exists; the rest follow in the
+	// background (notifyForwarded).
+	signal.Notify(w.sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
+		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	path, err := lookPath(a.Argv[0], a.Env)
 	if err == nil {
 		a.Path = path
@@ -89,9 +98,6 @@ func (w *watcher) run() int {
 		return w.setupFailed(execStatus(err), "start "+a.Argv[0]+": "+err.Error())
 	}
 	w.started = time.Now()
-	// SIGCHLD's default is to ignore it, and a child that exited before
-	// this line is still a zombie for the reap below: nothing is lost.
-	signal.Notify(w.sigs, syscall.SIGCHLD)
 	go notifyForwarded(w.sigs)
 	if os.Geteuid() == 0 && (w.cfg.Control != "" || w.cfg.User != nil) {
 		if err := dropSelf(w.cfg.WatcherUser); err != nil {
@@ -102,6 +108,7 @@ func (w *watcher) run() int {
 	}
 	if w.out != nil {
 		_ = w.out.Send(shared.FrameReady, shared.Ready{PID: w.mainPid, Started: w.started}.Marshal())
+		w.startRelay()
 	}
 
 	deadlineC := after(deadline)
@@ -159,16 +166,15 @@ func watchParent(fd int, gone chan<- struct{}) {
 	}
 }
 
-// notifyForwarded asks for every signal the watcher forwards. The Go
-// runtime enables each signal with a round trip to a thread of its own
-// (about 15 µs apiece, a millisecond for all of them), so this runs
-// while the agent starts rather than before. Until it is done, a TERM,
-// INT or HUP ends the watcher and with it the whole box: the box still
-// stops, only without the agent's grace.
+// notifyForwarded asks for every other signal the watcher forwards. The
+// Go runtime enables each signal with a round trip to a thread of its
+// own (about 15 µs apiece, a millisecond for all 60), so this runs
+// while the agent starts rather than before it.
 func notifyForwarded(c chan<- os.Signal) {
 	for s := syscall.Signal(1); s <= 64; s++ {
 		switch s {
-		case syscall.SIGCHLD, syscall.SIGURG, syscall.SIGKILL, syscall.SIGSTOP:
+		case syscall.SIGCHLD, syscall.SIGURG, syscall.SIGKILL, syscall.SIGSTOP,
+			syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2:
 			continue
 		}
 		signal.Notify(c, s)
