@@ -60,6 +60,16 @@ type cwRig struct {
 	instance string
 	other    string // another instance, for decoys
 	dir      string
+
+	nativeState string // where the native runtime keeps its records for this user
+}
+
+func rootlessNativeState(t *testing.T) string {
+	rd, err := ktest.RuntimeDir(ktest.RootlessUser)
+	if err != nil {
+		t.Fatalf("unprivileged native: %v", err)
+	}
+	return filepath.Join(rd, "deathwatch", "native")
 }
 
 func cwRigs(t *testing.T) []*cwRig {
@@ -75,7 +85,10 @@ func cwRigs(t *testing.T) []*cwRig {
 		{name: "docker", runtime: "docker", image: ktest.DockerImage(t, "docker"), bin: bin},
 		{name: "podman", runtime: "podman", image: ktest.DockerImage(t, "podman"), bin: bin},
 		{name: "podman-rootless", runtime: "podman", user: ktest.RootlessUser, uid: uid, gid: gid, image: ktest.PodmanRootlessImage(t, ktest.RootlessUser), bin: bin},
-		{name: "native", runtime: "native", bin: bin},
+		{name: "native", runtime: "native", bin: bin, nativeState: "/run/deathwatch/native"},
+		// Unprivileged: a user namespace, no cgroup of its own (the PID
+		// namespace is the kill domain), records below XDG_RUNTIME_DIR.
+		{name: "native-unprivileged", runtime: "native", user: ktest.RootlessUser, uid: uid, gid: gid, bin: bin, nativeState: rootlessNativeState(t)},
 	}
 }
 
@@ -155,7 +168,7 @@ func (r *cwRig) reconcile(instance string) (int, supervisor.ReconcileReport, str
 func (r *cwRig) boxes(instance string) []string {
 	r.t.Helper()
 	if r.runtime == "native" {
-		ls, err := supervisor.NewNative(nil, supervisor.NativeOptions{}).List(context.Background(), instance)
+		ls, err := supervisor.NewNative(nil, supervisor.NativeOptions{StateDir: r.nativeState}).List(context.Background(), instance)
 		if err != nil {
 			r.t.Fatalf("native list: %v", err)
 		}
@@ -176,7 +189,7 @@ func (r *cwRig) boxes(instance string) []string {
 // its record or any of its cgroup folders is left.
 func (r *cwRig) exists(box string) bool {
 	if r.runtime == "native" {
-		if _, err := os.Stat(filepath.Join("/run/deathwatch/native", box+".json")); err == nil {
+		if _, err := os.Stat(filepath.Join(r.nativeState, box+".json")); err == nil {
 			return true
 		}
 		return len(cwCgroupDirs(box)) > 0
@@ -363,11 +376,19 @@ func (r *cwRig) makeBox(name string, labels map[string]string) {
 	r.t.Helper()
 	if r.runtime == "native" {
 		rec, _ := json.Marshal(map[string]any{"name": name, "labels": labels, "state": map[string]string{}})
-		if err := os.MkdirAll("/run/deathwatch/native", 0o700); err != nil {
+		if err := os.MkdirAll(r.nativeState, 0o700); err != nil {
 			r.t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join("/run/deathwatch/native", name+".json"), rec, 0o600); err != nil {
+		p := filepath.Join(r.nativeState, name+".json")
+		if err := os.WriteFile(p, rec, 0o600); err != nil {
 			r.t.Fatal(err)
+		}
+		if r.user != "" {
+			for _, q := range []string{filepath.Dir(filepath.Dir(r.nativeState)), filepath.Dir(r.nativeState), r.nativeState, p} {
+				if err := os.Chown(q, r.uid, r.gid); err != nil {
+					r.t.Fatal(err)
+				}
+			}
 		}
 		return
 	}
@@ -383,7 +404,7 @@ func (r *cwRig) makeBox(name string, labels map[string]string) {
 
 func (r *cwRig) dropBox(name string) {
 	if r.runtime == "native" {
-		os.Remove(filepath.Join("/run/deathwatch/native", name+".json"))
+		os.Remove(filepath.Join(r.nativeState, name+".json"))
 		return
 	}
 	args := []string{"rm", "-f", name}
@@ -535,13 +556,13 @@ func TestCrashWindowMatrix(t *testing.T) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "crash-window matrix (runtime × kill point → what reconcile did to the launch, %d runs per cell; most box processes seen at the kill), %v:\n", cwReps, time.Since(t0).Round(time.Second))
-	fmt.Fprintf(&b, "%-16s", "")
+	fmt.Fprintf(&b, "%-20s", "")
 	for _, p := range cwPoints {
 		fmt.Fprintf(&b, " %-30s", p)
 	}
 	b.WriteString("\n")
 	for _, r := range rigs {
-		fmt.Fprintf(&b, "%-16s", r.name)
+		fmt.Fprintf(&b, "%-20s", r.name)
 		for _, p := range cwPoints {
 			c, ok := matrix[r.name][p]
 			s := "not run"

@@ -76,8 +76,11 @@ func TestDoctor(t *testing.T) {
 			if !row.Usable || row.Version == "" {
 				t.Errorf("%s row: %+v", r.runtime, row)
 			}
-			if r.user != "" && row.Mode != "rootless" {
+			if r.user != "" && r.runtime != "native" && row.Mode != "rootless" {
 				t.Errorf("rootless podman reported as %q", row.Mode)
+			}
+			if r.user != "" && r.runtime == "native" && row.Mode != "unprivileged" {
+				t.Errorf("unprivileged native reported as %q", row.Mode)
 			}
 			if r.user == "" && r.runtime != "native" && row.Mode != "rootful" {
 				t.Errorf("rootful engine reported as %q", row.Mode)
