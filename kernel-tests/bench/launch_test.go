@@ -133,6 +133,7 @@ func TestBenchLaunch(t *testing.T) {
 		{name: "goinit exit", role: "probe", argv: in(g, "exit")},
 		{name: "goinit fork", role: "probe", argv: in(g, "fork", trueBin)},
 		{name: "goinit notify-chld", role: "probe", argv: in(g, "notify-chld", trueBin)},
+		{name: "goinit notify-7", role: "probe", argv: in(g, "notify-7", trueBin)},
 		{name: "goinit notify-all", role: "probe", argv: in(g, "notify-all", trueBin)},
 		{name: "goinit notify-async", role: "probe", argv: in(g, "notify-async", trueBin)},
 	}
@@ -161,7 +162,7 @@ func TestBenchLaunch(t *testing.T) {
 	s.Target("watcher overhead / tini overhead (p50)", over["watcher"]/tini, 1.5, "x")
 	s.Set("watcher_over_tini", round3(over["watcher"]/tini))
 	s.Note("overhead = p50 of the init minus p50 of bare /bin/true under the same unshare; cpu = user+sys of the whole tree")
-	s.Note("goinit probes (kernel-tests/bench/goinit): exit = an empty static Go binary; fork = + ForkExec/wait4; notify-chld = + signal.Notify(SIGCHLD); notify-all = + signal.Notify() of every signal, as the watcher does; notify-async = SIGCHLD first, the rest in a goroutine")
+	s.Note("goinit probes (kernel-tests/bench/goinit): exit = an empty static Go binary; fork = + ForkExec/wait4; notify-chld = + signal.Notify(SIGCHLD); notify-7 = + SIGCHLD, TERM, INT, HUP, QUIT, USR1, USR2; notify-all = + signal.Notify() of every signal; notify-async = SIGCHLD first, the rest in a goroutine (all before the fork)")
 	s.Log()
 	launchTimelines(t, cs)
 }
@@ -265,8 +266,10 @@ func launchTimelines(t *testing.T, cs []*candidate) {
 	exitPath := func(a acc) []time.Duration { return a.exit }
 	s.Note("watcher − tini, p50: start-up %+.2f ms, agent run %+.2f ms (the same /bin/true, slowed by the init's work on the other CPU), agent exit → init gone %+.2f ms",
 		p50("watcher", startup)-p50("tini-static", startup), p50("watcher", agentRun)-p50("tini-static", agentRun), p50("watcher", exitPath)-p50("tini-static", exitPath))
-	s.Note("Go runtime start-up (goinit fork − tini start-up) %+.2f ms; signal.Notify() of every signal before the fork (goinit notify-all − notify-chld start-up) %+.2f ms: os/signal enables each signal with a synchronous round trip to the runtime's signal-mask thread (runtime.sigenable: enableSigChan ← sig; ← maskUpdatedChan, served by ensureSigM's locked thread)",
-		p50("goinit fork", startup)-p50("tini-static", startup), p50("goinit notify-all", startup)-p50("goinit notify-chld", startup))
+	perSig := (p50("goinit notify-all", startup) - p50("goinit notify-chld", startup)) / 60
+	s.Note("Go runtime start-up (goinit fork − tini start-up) %+.2f ms; first signal.Notify (notify-chld − fork) %+.2f ms; each further signal %.1f µs ((notify-all − notify-chld)/60; notify-7 − notify-chld = %+.2f ms): os/signal enables each signal with a synchronous round trip to the runtime's signal-mask thread (runtime.sigenable: enableSigChan ← sig; ← maskUpdatedChan, served by ensureSigM's locked thread), two cross-thread wake-ups per signal",
+		p50("goinit fork", startup)-p50("tini-static", startup), p50("goinit notify-chld", startup)-p50("goinit fork", startup),
+		perSig*1000, p50("goinit notify-7", startup)-p50("goinit notify-chld", startup))
 	s.Note("exit path: a Go init that blocks in wait4 (goinit fork) needs %+.2f ms more than tini from the agent's exit to its own; one woken by SIGCHLD through os/signal (goinit notify-chld) %+.2f ms",
 		p50("goinit fork", exitPath)-p50("tini-static", exitPath), p50("goinit notify-chld", exitPath)-p50("tini-static", exitPath))
 	s.Note("kernel timestamps (CLOCK_MONOTONIC) of unshare's child (the init) and its first child (the agent); for bare /bin/true and goinit exit the init is the command itself; an init is gone when its last thread has exited; threads = clone(CLONE_THREAD) calls by the init")

@@ -5,6 +5,7 @@
 //	goinit exit              a static Go binary that exits at once
 //	goinit fork CMD...       + fork/exec CMD and wait4 for it
 //	goinit notify-chld CMD...  + signal.Notify(SIGCHLD) before the fork
+//	goinit notify-7 CMD...   + SIGCHLD, TERM, INT, HUP, QUIT, USR1, USR2 before the fork
 //	goinit notify-all CMD...   + signal.Notify() of every signal (the watcher's shape)
 //	goinit notify-async CMD... SIGCHLD first, every other signal in a goroutine
 //	                         while the child starts
@@ -25,7 +26,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: goinit exit|fork|notify-chld|notify-all|notify-async [CMD...]")
+		fmt.Fprintln(os.Stderr, "usage: goinit exit|fork|notify-chld|notify-7|notify-all|notify-async [CMD...]")
 		os.Exit(2)
 	}
 	mode, argv := os.Args[1], os.Args[2:]
@@ -42,6 +43,9 @@ func main() {
 		sigs = nil
 	case "notify-chld":
 		signal.Notify(sigs, syscall.SIGCHLD)
+	case "notify-7":
+		signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
+			syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	case "notify-all":
 		signal.Notify(sigs)
 	case "notify-async":
