@@ -150,3 +150,66 @@ func TestNativeExecSignals(t *testing.T) {
 		})
 	}
 }
+
+// A secret passed with --env reaches the agent and nothing else: not
+// the box init's environment or argv, not the journal, not the record.
+func TestNativeExecSecret(t *testing.T) {
+	ktest.RequireRoot(t)
+	bins := ktest.Build(t)
+	journal := sharedTempDir(t)
+	secret := "s3cr3t-" + boxName(t)
+	cmd := nativeExec(bins, journal, "--env", "DW_SECRET", "--", "/bin/sh", "-c", `echo "agent=$DW_SECRET"; echo ready; sleep 100`)
+	cmd.Env = append(os.Environ(), "DW_SECRET="+secret)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait(); assertAllRemoved(t, journal) }()
+	r := bufio.NewReader(out)
+	first, _ := r.ReadString('\n')
+	second, _ := r.ReadString('\n')
+	if first != "agent="+secret+"\n" || second != "ready\n" {
+		t.Fatalf("agent printed %q %q", first, second)
+	}
+	var leaks []string
+	for _, p := range append(ktest.Descendants(cmd.Process.Pid), ktest.Proc{PID: cmd.Process.Pid}) {
+		argv := strings.Join(ktest.Cmdline(p.PID), " ")
+		if strings.Contains(argv, secret) {
+			leaks = append(leaks, "argv of "+argv)
+		}
+		// The box init (the watcher, the supervisor's child) must not hold
+		// it; the agent and its children do, the supervisor got it from us.
+		env, _ := os.ReadFile("/proc/" + p.String() + "/environ")
+		st, _ := ktest.ReadStat(p.PID)
+		if bytes.Contains(env, []byte(secret)) && st.PPID == cmd.Process.Pid {
+			leaks = append(leaks, "environ of the box init "+st.Comm)
+		}
+	}
+	for _, dir := range []string{journal, "/run/deathwatch/native"} {
+		filepathWalk(dir, func(p string, b []byte) {
+			if bytes.Contains(b, []byte(secret)) {
+				leaks = append(leaks, p)
+			}
+		})
+	}
+	if len(leaks) > 0 {
+		t.Errorf("the secret leaked into: %v", leaks)
+	}
+}
+
+func filepathWalk(dir string, f func(string, []byte)) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		p := dir + "/" + e.Name()
+		if e.IsDir() {
+			filepathWalk(p, f)
+			continue
+		}
+		if b, err := os.ReadFile(p); err == nil {
+			f(p, b)
+		}
+	}
+}
