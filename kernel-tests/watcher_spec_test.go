@@ -127,12 +127,13 @@ func TestWatcherFloodFrozenController(t *testing.T) {
 			t.Logf("controller alive: %d output frames (%d MB) in %s, box alive", c.Data().Frames, c.Data().Bytes>>20, flood)
 
 			stopped := c.StopStandin()
+			agents, _ := ktest.WaitDead(marked, stopped, heartbeat+4*time.Second)
 			took, alive := ktest.WaitDead(append(box, marked...), stopped, heartbeat+4*time.Second)
 			if len(alive) > 0 {
 				t.Errorf("frozen controller, flooding agent: %d processes still alive %s after the freeze (heartbeat %s): %s\nwatcher stderr: %s",
 					len(alive), took.Round(time.Millisecond), heartbeat, ktest.Describe(alive), c.WatcherOutput())
 			} else {
-				t.Logf("frozen controller, flooding agent → box dead after %s (heartbeat %s)", took.Round(time.Millisecond), heartbeat)
+				t.Logf("frozen controller, flooding agent → agent processes dead after %s, the watcher too after %s (heartbeat %s)", agents.Round(time.Millisecond), took.Round(time.Millisecond), heartbeat)
 			}
 			if !ktest.WaitFor(3*time.Second, c.Exited) {
 				t.Errorf("the watcher is still running with a controller that does not read\n%s", c.WatcherOutput())
@@ -162,6 +163,7 @@ func TestWatcherDeadlineUnreadController(t *testing.T) {
 			c.StartPings(50 * time.Millisecond)
 			marked := waitMarkers(t, c, 5*time.Second, marker, marker+"-yes")
 			box := ktest.InNamespace(c.BoxNamespace(5 * time.Second))
+			agents, _ := ktest.WaitDead(marked, started, deadline+grace+4*time.Second)
 			took, alive := ktest.WaitDead(append(box, marked...), started, deadline+grace+4*time.Second)
 			c.StopPings()
 			c.ResumeReading()
@@ -169,7 +171,7 @@ func TestWatcherDeadlineUnreadController(t *testing.T) {
 				t.Fatalf("deadline %s + grace %s with a controller that pings but does not read: %d processes still alive %s after the start: %s\nwatcher stderr: %s",
 					deadline, grace, len(alive), took.Round(time.Millisecond), ktest.Describe(alive), c.WatcherOutput())
 			}
-			t.Logf("unread controller, flooding agent: box dead %s after the start (deadline %s, grace %s)", took.Round(time.Millisecond), deadline, grace)
+			t.Logf("unread controller, flooding agent: agent processes dead %s after the start, the watcher too after %s (deadline %s, grace %s)", agents.Round(time.Millisecond), took.Round(time.Millisecond), deadline, grace)
 			res := c.Wait(10 * time.Second)
 			expectExit(t, c, res, shared.ExitDeadline, shared.ReasonDeadline, false)
 		})
@@ -197,13 +199,14 @@ func TestWatcherHeartbeatUnreadController(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 			c.StopPings()
 			hung := time.Now()
+			agents, _ := ktest.WaitDead(marked, hung, heartbeat+4*time.Second)
 			took, alive := ktest.WaitDead(append(box, marked...), hung, heartbeat+4*time.Second)
 			c.ResumeReading()
 			if len(alive) > 0 {
 				t.Fatalf("heartbeat %s, controller hung (no read, then no ping): %d processes still alive %s later: %s\nwatcher stderr: %s",
 					heartbeat, len(alive), took.Round(time.Millisecond), ktest.Describe(alive), c.WatcherOutput())
 			}
-			t.Logf("hung controller, flooding agent: box dead %s after the last ping (heartbeat %s)", took.Round(time.Millisecond), heartbeat)
+			t.Logf("hung controller, flooding agent: agent processes dead %s after the last ping, the watcher too after %s (heartbeat %s)", agents.Round(time.Millisecond), took.Round(time.Millisecond), heartbeat)
 			res := c.Wait(10 * time.Second)
 			expectExit(t, c, res, shared.ExitLivenessLost, shared.ReasonLivenessLost, false)
 		})
