@@ -30,6 +30,9 @@ type Owner struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"start_time"` // clock ticks since boot
 	BootID    string `json:"boot_id"`
+	// PIDNS is the inode of the owner's PID namespace: its pid means
+	// something only to a reader in the same namespace.
+	PIDNS uint64 `json:"pid_ns,omitempty"`
 }
 
 // JournalExit is how the agent ended, as the watcher reported it.

@@ -20,6 +20,11 @@ func (o Owner) Proof() (gone bool, why string) {
 			return true, fmt.Sprintf("owner pid %d ran on another boot (%s)", o.PID, o.BootID)
 		}
 	}
+	if o.PIDNS != 0 {
+		if now := PIDNamespace(); now != 0 && now != o.PIDNS {
+			return false, fmt.Sprintf("owner pid %d lives in another PID namespace (pid:[%d]); run reconcile where the supervisor ran", o.PID, o.PIDNS)
+		}
+	}
 	st, err := ProcStartTime(o.PID)
 	if err != nil {
 		return true, fmt.Sprintf("owner pid %d is dead", o.PID)

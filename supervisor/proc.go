@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ProcStartTime is a process's start time in clock ticks since boot
@@ -49,22 +50,25 @@ func SelfOwner() (Owner, error) {
 	if err != nil {
 		return Owner{}, fmt.Errorf("read own start time: %w", err)
 	}
-	return Owner{PID: os.Getpid(), StartTime: st, BootID: BootID()}, nil
+	return Owner{PID: os.Getpid(), StartTime: st, BootID: BootID(), PIDNS: PIDNamespace()}, nil
 }
 
-// Alive reports whether the owner process still runs: same boot, the
-// pid exists, and it has the recorded start time. A pid that exists
-// with another start time is another process.
+// PIDNamespace is the inode of this process's PID namespace (0 when
+// /proc does not tell).
+func PIDNamespace() uint64 {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// Alive reports whether the owner may still run: it names a pid and
+// Proof cannot show it gone.
 func (o Owner) Alive() bool {
 	if o.PID <= 0 {
 		return false
 	}
-	if o.BootID != "" && o.BootID != BootID() {
-		return false
-	}
-	st, err := ProcStartTime(o.PID)
-	if err != nil {
-		return false
-	}
-	return st == o.StartTime
+	gone, _ := o.Proof()
+	return !gone
 }

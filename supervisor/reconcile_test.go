@@ -281,3 +281,19 @@ func TestReconcileCLI(t *testing.T) {
 		t.Errorf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 }
+
+func TestOwnerProofOtherPIDNamespace(t *testing.T) {
+	me, err := SelfOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if me.PIDNS == 0 {
+		t.Fatal("SelfOwner recorded no PID namespace")
+	}
+	elsewhere := me
+	elsewhere.PIDNS++
+	elsewhere.PID = 1 << 22 // dead here, but that proves nothing about another namespace
+	if gone, why := elsewhere.Proof(); gone || !strings.Contains(why, "another PID namespace") {
+		t.Errorf("owner in another PID namespace: gone=%v (%s), want not provable", gone, why)
+	}
+}
