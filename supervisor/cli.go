@@ -156,8 +156,12 @@ func run(args []string, c *cmdContext) (code int) {
 	kctx, err := p.Parse(args)
 	if err != nil {
 		hint := "supervisor --help"
+		commands := map[string]bool{}
+		for _, n := range p.Model.Children {
+			commands[n.Name] = true
+		}
 		for _, a := range args {
-			if a == "exec" || a == "ls" || a == "version" {
+			if commands[a] {
 				hint = "supervisor " + a + " --help"
 				break
 			}
