@@ -39,6 +39,7 @@ type CLI struct {
 	Reconcile       ReconcileCmd `cmd:"" help:"Remove this instance's leftovers that it can prove it owns; report the rest (exit 247)."`
 	ProveDeathwatch ProveCmd     `cmd:"" name:"prove-deathwatch" help:"Kill a stand-in controller and measure how fast its box dies and is removed."`
 	Doctor          DoctorCmd    `cmd:"" help:"Report runtimes, rootless/rootful, cgroups, the watcher, the staging probe and the proof."`
+	Demo            DemoCmd      `cmd:"" help:"Show the promise on this host: an agent in a native box, then a SIGKILLed controller and how long its box survived."`
 	Version         VersionCmd   `cmd:"" help:"Print the version."`
 }
 

@@ -24,17 +24,17 @@ import (
 type DemoCmd struct {
 	Watcher string `help:"Watcher binary (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
 	Image   string `help:"Rootfs directory for the boxes (default: the host's root, read-only)." placeholder:"DIR"`
-	Journal string `help:"Journal directory for the demo's boxes (default: a temporary folder, removed at the end)." placeholder:"DIR"`
 }
 
-// Run is `supervisor demo`.
+// Run is `supervisor demo`. Its journal is the global --journal when
+// given, else a temporary folder removed at the end.
 func (d *DemoCmd) Run(g *Globals, c *cmdContext) error {
 	w, err := findWatcher(d.Watcher, c.self)
 	if err != nil {
 		return err
 	}
 	return RunDemo(context.Background(), DemoOptions{
-		Supervisor: c.self, Watcher: w, Image: d.Image, Journal: d.Journal, Log: g.logger(c.stderr),
+		Supervisor: c.self, Watcher: w, Image: d.Image, Journal: g.Journal, Log: g.logger(c.stderr),
 	}, c.stdout)
 }
 
