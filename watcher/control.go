@@ -18,14 +18,14 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 	var in io.Reader
 	var out io.Writer
 	if w.cfg.Control == "stdin" {
-		in, out = os.Stdin, os.Stdout
+		in, out = pollable(0, "control-in"), pollable(1, "control-out")
 	} else {
-		f := os.NewFile(uintptr(w.cfg.ControlFD), "control")
-		if f == nil {
+		if _, err := unix.FcntlInt(uintptr(w.cfg.ControlFD), unix.F_GETFD, 0); err != nil {
 			logf("--control=fd:" + itoa(w.cfg.ControlFD) + ": no such descriptor")
 			return nil, shared.ExitUsage
 		}
 		syscall.CloseOnExec(w.cfg.ControlFD)
+		f := pollable(w.cfg.ControlFD, "control")
 		in, out = f, f
 	}
 	w.out = shared.NewWriter(out)
@@ -57,6 +57,14 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 		return nil, w.setupFailed(shared.ExitUsage, err.Error())
 	}
 	return &spec, 0
+}
+
+// pollable opens fd for the runtime's poller, so that a read or a write
+// that waits holds no thread: under a pids limit the agent may leave
+// the watcher no room for one more.
+func pollable(fd int, name string) *os.File {
+	_ = syscall.SetNonblock(fd, true)
+	return os.NewFile(uintptr(fd), name)
 }
 
 // expect waits for the next frame, which must be of type t.

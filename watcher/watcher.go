@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -88,6 +89,7 @@ func (w *watcher) run() int {
 	// background (notifyForwarded).
 	signal.Notify(w.sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
 		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	warmThreads(spareThreads)
 	path, err := lookPath(a.Argv[0], a.Env)
 	if err == nil {
 		a.Path = path
@@ -164,6 +166,34 @@ func watchParent(fd int, gone chan<- struct{}) {
 			return
 		}
 	}
+}
+
+// spareThreads is how many threads the watcher makes before the agent
+// exists. The Go runtime dies when it cannot create a thread it needs
+// (newosproc), and an agent can use up a pids limit that the watcher
+// shares; the runtime never destroys an idle thread, so threads made
+// now are there when the box is full.
+const spareThreads = 4
+
+// warmThreads makes the runtime hold at least n threads: n goroutines
+// each park locked to a thread of its own, then let go.
+func warmThreads(n int) {
+	var parked, done sync.WaitGroup
+	release := make(chan struct{})
+	parked.Add(n)
+	done.Add(n)
+	for i := 0; i < n; i++ {
+		go func() {
+			runtime.LockOSThread()
+			parked.Done()
+			<-release
+			runtime.UnlockOSThread()
+			done.Done()
+		}()
+	}
+	parked.Wait()
+	close(release)
+	done.Wait()
 }
 
 // notifyForwarded asks for every other signal the watcher forwards. The
