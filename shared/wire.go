@@ -69,21 +69,14 @@ func (d *dec) u32(field string) uint32 {
 	return uint32(v)
 }
 
+// i64 undoes binary.AppendVarint's zig-zag over an unsigned varint.
 func (d *dec) i64(field string) int64 {
-	if d.err != nil {
-		return 0
+	ux := d.u64(field)
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
 	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail(field, "bad varint")
-		return 0
-	}
-	if n > 1 && d.b[n-1] == 0 {
-		d.fail(field, "non-canonical varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+	return x
 }
 
 func (d *dec) boolean(field string) bool {
