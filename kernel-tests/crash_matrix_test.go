@@ -75,12 +75,7 @@ func rootlessNativeState(t *testing.T) string {
 func cwRigs(t *testing.T) []*cwRig {
 	ktest.RequireRoot(t)
 	bin := ktest.Build(t)
-	u, err := user.Lookup(ktest.RootlessUser)
-	if err != nil {
-		t.Fatalf("look up %s: %v (run kernel-tests/provision.sh)", ktest.RootlessUser, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	uid, gid := ktest.RootlessIDs(t)
 	return []*cwRig{
 		{name: "docker", runtime: "docker", image: ktest.DockerImage(t, "docker"), bin: bin},
 		{name: "podman", runtime: "podman", image: ktest.DockerImage(t, "podman"), bin: bin},
@@ -147,7 +142,14 @@ func (r *cwRig) exec(env []string, instance, events string, args ...string) *exe
 // reconcile runs `supervisor reconcile --json` for instance.
 func (r *cwRig) reconcile(instance string) (int, supervisor.ReconcileReport, string) {
 	r.t.Helper()
-	cmd := r.command(nil, r.bin.Supervisor, "--instance", instance, "--journal", r.journalDir(), "reconcile", "--json")
+	return supervisorJSON[supervisor.ReconcileReport](r, "--instance", instance, "--journal", r.journalDir(), "reconcile", "--json")
+}
+
+// supervisorJSON runs the supervisor as the rig's user with a --json
+// command and returns its exit status, its decoded report and stderr.
+func supervisorJSON[T any](r *cwRig, argv ...string) (int, T, string) {
+	r.t.Helper()
+	cmd := r.command(nil, r.bin.Supervisor, argv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -155,11 +157,11 @@ func (r *cwRig) reconcile(instance string) (int, supervisor.ReconcileReport, str
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		r.t.Fatalf("reconcile: %v", err)
+		r.t.Fatalf("supervisor %s: %v", strings.Join(argv, " "), err)
 	}
-	var rep supervisor.ReconcileReport
+	var rep T
 	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
-		r.t.Fatalf("reconcile --json (exit %d): %v\nstdout: %s\nstderr: %s", code, jerr, stdout.String(), stderr.String())
+		r.t.Fatalf("supervisor %s (exit %d): %v\nstdout: %s\nstderr: %s", strings.Join(argv, " "), code, jerr, stdout.String(), stderr.String())
 	}
 	return code, rep, stderr.String()
 }

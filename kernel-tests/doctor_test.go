@@ -1,9 +1,6 @@
 package kerneltests
 
 import (
-	"bytes"
-	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,21 +12,7 @@ import (
 func (r *cwRig) doctor(args ...string) (int, supervisor.DoctorReport, string) {
 	r.t.Helper()
 	argv := append([]string{"--instance", r.instance, "--journal", r.journalDir(), "doctor", "--json"}, args...)
-	cmd := r.command(nil, r.bin.Supervisor, argv...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		r.t.Fatalf("doctor: %v", err)
-	}
-	var rep supervisor.DoctorReport
-	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
-		r.t.Fatalf("doctor --json (exit %d): %v\nstdout: %s\nstderr: %s", code, jerr, stdout.String(), stderr.String())
-	}
-	return code, rep, stderr.String()
+	return supervisorJSON[supervisor.DoctorReport](r, argv...)
 }
 
 func doctorTable(rep supervisor.DoctorReport) string {

@@ -1,9 +1,6 @@
 package kerneltests
 
 import (
-	"bytes"
-	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -23,21 +20,7 @@ func (r *cwRig) prove(args ...string) (int, supervisor.ProveReport, string) {
 	if r.user == "" && r.runtime != "native" {
 		argv = append(argv, "--allow-rootful")
 	}
-	cmd := r.command(nil, r.bin.Supervisor, append(argv, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		r.t.Fatalf("prove-deathwatch: %v", err)
-	}
-	var rep supervisor.ProveReport
-	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
-		r.t.Fatalf("prove-deathwatch --json (exit %d): %v\nstdout: %s\nstderr: %s", code, jerr, stdout.String(), stderr.String())
-	}
-	return code, rep, stderr.String()
+	return supervisorJSON[supervisor.ProveReport](r, append(argv, args...)...)
 }
 
 func proveTable(rep supervisor.ProveReport) string {

@@ -46,12 +46,7 @@ type engineRig struct {
 func engineRigs(t *testing.T) []*engineRig {
 	ktest.RequireRoot(t)
 	bin := ktest.Build(t)
-	u, err := user.Lookup(ktest.RootlessUser)
-	if err != nil {
-		t.Fatalf("look up %s: %v (run kernel-tests/provision.sh)", ktest.RootlessUser, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	uid, gid := ktest.RootlessIDs(t)
 	return []*engineRig{
 		{name: "docker", runtime: "docker", image: ktest.DockerImage(t, "docker"), bin: bin},
 		{name: "podman", runtime: "podman", image: ktest.DockerImage(t, "podman"), bin: bin},

@@ -5,8 +5,10 @@ package ktest
 import (
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -35,6 +37,19 @@ func RequireCmd(t testing.TB, name string) string {
 		t.Fatalf("%s is not installed; run kernel-tests/provision.sh (make test does) to install the test prerequisites", name)
 	}
 	return p
+}
+
+// RootlessIDs are the uid and gid of RootlessUser, the unprivileged
+// user provision.sh creates for rootless Podman.
+func RootlessIDs(t testing.TB) (uid, gid int) {
+	t.Helper()
+	u, err := user.Lookup(RootlessUser)
+	if err != nil {
+		t.Fatalf("look up %s: %v (run kernel-tests/provision.sh)", RootlessUser, err)
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	return uid, gid
 }
 
 // Binaries are the static binaries under test.
