@@ -54,3 +54,16 @@ func TestLookPath(t *testing.T) {
 		t.Errorf("execStatus(EACCES) = %d", got)
 	}
 }
+
+func TestPidsCgroupDir(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"9:name=systemd:/\n8:pids:/docker/abc\n0::/docker/abc\n", "/sys/fs/cgroup/pids/docker/abc"},
+		{"0::/docker/abc\n8:pids:/\n", "/sys/fs/cgroup/pids/"},
+		{"0::/user.slice/box\n", "/sys/fs/cgroup/user.slice/box"},
+		{"", ""},
+	} {
+		if got := pidsCgroupDir(tc.in); got != tc.want {
+			t.Errorf("pidsCgroupDir(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

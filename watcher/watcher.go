@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -89,7 +90,9 @@ func (w *watcher) run() int {
 	// background (notifyForwarded).
 	signal.Notify(w.sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
 		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	warmThreads(spareThreads)
+	if pidsLimited() {
+		warmThreads(spareThreads)
+	}
 	path, err := lookPath(a.Argv[0], a.Env)
 	if err == nil {
 		a.Path = path
@@ -174,6 +177,48 @@ func watchParent(fd int, gone chan<- struct{}) {
 // shares; the runtime never destroys an idle thread, so threads made
 // now are there when the box is full.
 const spareThreads = 4
+
+// pidsLimited reports whether the watcher's own pids cgroup may run out
+// (a pids.max other than "max"), or whether it cannot tell. Each thread
+// made for nothing costs launch and exit time, so a box without a limit
+// goes without spares.
+func pidsLimited() bool {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return true
+	}
+	dir := pidsCgroupDir(string(b))
+	if dir == "" {
+		return true
+	}
+	max, err := os.ReadFile(strings.TrimSuffix(dir, "/") + "/pids.max")
+	if err != nil {
+		// A root cgroup has no pids.max and no limit; anything else
+		// unreadable may be limited.
+		_, statErr := os.Stat(dir)
+		return !os.IsNotExist(err) || statErr != nil
+	}
+	return strings.TrimSpace(string(max)) != "max"
+}
+
+// pidsCgroupDir is the folder of the pids cgroup named by the contents
+// of /proc/self/cgroup: "N:pids:/path" on cgroup v1 (also on a hybrid
+// host, whose "0::" line names a v2 tree without controllers), else
+// "0::/path" on v2. "" when neither is there.
+func pidsCgroupDir(procCgroup string) string {
+	dir := ""
+	for _, line := range strings.Split(procCgroup, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		switch {
+		case len(parts) != 3:
+		case parts[1] == "pids":
+			return "/sys/fs/cgroup/pids" + parts[2]
+		case parts[0] == "0" && parts[1] == "":
+			dir = "/sys/fs/cgroup" + parts[2]
+		}
+	}
+	return dir
+}
 
 // warmThreads makes the runtime hold at least n threads: n goroutines
 // each park locked to a thread of its own, then let go.
