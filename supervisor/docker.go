@@ -111,6 +111,7 @@ func createArgs(kind string, b *Box) []string {
 		a = append(a, "--cap-add", c)
 	}
 	a = append(a, "--security-opt", "no-new-privileges")
+	a = append(a, "--env", watcherEnv)
 	keys := make([]string, 0, len(b.Labels))
 	for k := range b.Labels {
 		keys = append(keys, k)
