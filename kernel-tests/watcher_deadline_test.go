@@ -12,9 +12,10 @@ import (
 )
 
 // noTermScript: the main shell respects TERM; $0-noterm ignores it (and
-// says so), so only the KILL after the grace ends it.
+// says so), so only the KILL after the grace ends it. It prints
+// "noterm-armed" once its trap is set: a TERM before that would kill it.
 const noTermScript = `
-busybox sh -c 'trap "echo noterm-ignored-TERM" TERM; while :; do busybox sleep 0.1; done' "$0-noterm" &
+busybox sh -c 'trap "echo noterm-ignored-TERM" TERM; echo noterm-armed; while :; do busybox sleep 0.1; done' "$0-noterm" &
 echo started
 while :; do busybox sleep 0.1; done
 `

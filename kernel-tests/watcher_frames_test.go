@@ -74,6 +74,9 @@ while :; do busybox sleep 0.05; done`, newMarker(t)))
 			spec.Grace = 10 * time.Second // the stop frame's grace applies
 			c.Launch(spec)
 			marked := waitMarkers(t, c, 5*time.Second, marker, marker+"-noterm")
+			if !c.WaitStdout("noterm-armed", 5*time.Second) {
+				t.Fatalf("the TERM-ignoring process did not set its trap\n%s", c.Diagnostics())
+			}
 			const grace = 500 * time.Millisecond
 			sent := time.Now()
 			if err := c.Send(shared.FrameStop, shared.Stop{Grace: grace}.Marshal()); err != nil {
