@@ -87,14 +87,17 @@ func (s *Spec) Validate() error {
 		}
 	}
 	if s.UID == 0 && !s.AllowRoot {
-		return bad("uid", "0 (root) is refused for the agent; allow it explicitly or pick another uid")
+		return &RootRefusedError{Field: "uid"}
 	}
 	if s.GID == 0 && !s.AllowRoot {
-		return bad("gid", "0 (root) is refused for the agent; allow it explicitly or pick another gid")
+		return &RootRefusedError{Field: "gid"}
 	}
-	for field, d := range map[string]time.Duration{"deadline": s.Deadline, "grace": s.Grace, "heartbeat": s.Heartbeat} {
-		if d < 0 {
-			return bad(field, "negative duration "+d.String())
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"deadline", s.Deadline}, {"grace", s.Grace}, {"heartbeat", s.Heartbeat}} {
+		if f.d < 0 {
+			return bad(f.name, "negative duration "+f.d.String())
 		}
 	}
 	if len(s.Links) > MaxLinks {
@@ -112,6 +115,14 @@ func (s *Spec) Validate() error {
 		}
 	}
 	return nil
+}
+
+// RootRefusedError is a spec that would run the agent as root without
+// AllowRoot: a refusal (shared.ExitRefused), not a malformed spec.
+type RootRefusedError struct{ Field string }
+
+func (e *RootRefusedError) Error() string {
+	return "spec: " + e.Field + ": 0 (root) is refused for the agent; allow it explicitly or pick another " + e.Field
 }
 
 func checkString(s string) string {

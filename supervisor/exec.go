@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -103,7 +104,8 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 	spec := o.Spec()
 	if err := spec.Validate(); err != nil {
-		if strings.Contains(err.Error(), "(root) is refused") {
+		var root *shared.RootRefusedError
+		if errors.As(err, &root) {
 			return fail(RefusedError("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID), shared.ExitRefused)
 		}
 		return fail(UsageError("%v", err), shared.ExitUsage)

@@ -54,6 +54,10 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 		return nil, w.lostBeforeStart(err)
 	}
 	if err := spec.Validate(); err != nil {
+		var root *shared.RootRefusedError
+		if errors.As(err, &root) {
+			return nil, w.setupFailed(shared.ExitRefused, err.Error())
+		}
 		return nil, w.setupFailed(shared.ExitUsage, err.Error())
 	}
 	return &spec, 0
@@ -140,6 +144,9 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		Files:    []uintptr{stdin.Fd(), outW.Fd(), errW.Fd()},
 		Cred:     &syscall.Credential{Uid: spec.UID, Gid: spec.GID},
 		DropCaps: true,
+		// A session of its own: nothing the agent does reaches the
+		// watcher's (not even the SIGCONT a session member may send).
+		Setsid: true,
 	}, 0
 }
 

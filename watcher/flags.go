@@ -152,10 +152,13 @@ func parseFlags(args []string) (*Config, error) {
 		return nil, errors.New("no command: use watcher [flags] -- CMD [ARGS...] or watcher --control=stdin")
 	}
 	if c.User != nil && (c.User.UID == 0 || c.User.GID == 0) && !c.AllowRoot {
-		return nil, errors.New("--user 0 runs the agent as root; pass --allow-root to accept that")
+		return nil, errRootRefused
 	}
 	return c, nil
 }
+
+// errRootRefused is a refusal (shared.ExitRefused), not a usage error.
+var errRootRefused = errors.New("--user 0 runs the agent as root; pass --allow-root to accept that")
 
 func (c *Config) setControl(v string) error {
 	switch {

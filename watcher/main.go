@@ -12,6 +12,9 @@ func Main(args []string) int {
 	cfg, err := parseFlags(args)
 	if err != nil {
 		logf(err.Error())
+		if err == errRootRefused {
+			return shared.ExitRefused
+		}
 		return shared.ExitUsage
 	}
 	switch {

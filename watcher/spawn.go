@@ -25,6 +25,7 @@ type agent struct {
 	// bounding and inheritable sets and sets no_new_privs.
 	Cred     *syscall.Credential
 	DropCaps bool
+	Setsid   bool
 }
 
 // spawnAttr builds the ProcAttr for the agent. Pure: tested without root.
@@ -33,7 +34,7 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 		Dir:   a.Dir,
 		Env:   a.Env,
 		Files: a.Files,
-		Sys:   &syscall.SysProcAttr{},
+		Sys:   &syscall.SysProcAttr{Setsid: a.Setsid},
 	}
 	if a.Cred != nil {
 		c := *a.Cred
