@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -111,18 +110,7 @@ func (r *cwRig) journalDir() string { return filepath.Join(r.dir, "journal") }
 
 // command runs name as the rig's user with env added to a minimal environment.
 func (r *cwRig) command(env []string, name string, args ...string) *exec.Cmd {
-	base := []string{"PATH=" + os.Getenv("PATH")}
-	if r.user == "" {
-		cmd := exec.Command(name, args...)
-		cmd.Env = append(append(base, "HOME=/root"), env...)
-		return cmd
-	}
-	u, _ := user.Lookup(r.user)
-	rd, _ := ktest.RuntimeDir(r.user)
-	cmd := exec.Command("setpriv", append([]string{"--reuid", u.Uid, "--regid", u.Gid, "--init-groups", "--", name}, args...)...)
-	cmd.Env = append(append(base, "HOME="+u.HomeDir, "USER="+r.user, "XDG_RUNTIME_DIR="+rd), env...)
-	cmd.Dir = "/"
-	return cmd
+	return ktest.CommandAs(r.user, env, name, args...)
 }
 
 func (r *cwRig) engine(args ...string) *exec.Cmd { return r.command(nil, r.runtime, args...) }

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -96,18 +95,7 @@ func (r *engineRig) supervisor(env []string, args ...string) *exec.Cmd {
 
 // command runs name as the rig's user with env added to a minimal environment.
 func (r *engineRig) command(env []string, name string, args ...string) *exec.Cmd {
-	base := []string{"PATH=" + os.Getenv("PATH")}
-	if r.user == "" {
-		cmd := exec.Command(name, args...)
-		cmd.Env = append(append(base, "HOME=/root"), env...)
-		return cmd
-	}
-	u, _ := user.Lookup(r.user)
-	rd, _ := ktest.RuntimeDir(r.user)
-	cmd := exec.Command("setpriv", append([]string{"--reuid", u.Uid, "--regid", u.Gid, "--init-groups", "--", name}, args...)...)
-	cmd.Env = append(append(base, "HOME="+u.HomeDir, "USER="+r.user, "XDG_RUNTIME_DIR="+rd), env...)
-	cmd.Dir = "/"
-	return cmd
+	return ktest.CommandAs(r.user, env, name, args...)
 }
 
 // engine runs the engine CLI as the rig's user.

@@ -52,6 +52,25 @@ func RootlessIDs(t testing.TB) (uid, gid int) {
 	return uid, gid
 }
 
+// CommandAs runs name as user ("" for root) in a minimal environment
+// (PATH, HOME, and for a user USER and XDG_RUNTIME_DIR) plus env, from
+// /: what a controller running as that user would pass, and nothing of
+// the test's own environment.
+func CommandAs(username string, env []string, name string, args ...string) *exec.Cmd {
+	base := []string{"PATH=" + os.Getenv("PATH")}
+	if username == "" {
+		cmd := exec.Command(name, args...)
+		cmd.Env = append(append(base, "HOME=/root"), env...)
+		return cmd
+	}
+	u, _ := user.Lookup(username)
+	rd, _ := RuntimeDir(username)
+	cmd := exec.Command("setpriv", append([]string{"--reuid", u.Uid, "--regid", u.Gid, "--init-groups", "--", name}, args...)...)
+	cmd.Env = append(append(base, "HOME="+u.HomeDir, "USER="+username, "XDG_RUNTIME_DIR="+rd), env...)
+	cmd.Dir = "/"
+	return cmd
+}
+
 // Binaries are the static binaries under test.
 type Binaries struct {
 	Dir        string
