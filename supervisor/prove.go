@@ -161,24 +161,24 @@ func standinArgs(o *ProveOptions, path string) []string {
 
 // deadBound is the agent-dead bound of a path.
 func (o *ProveOptions) deadBound(path string) (time.Duration, string) {
-	switch path {
-	case PathHeartbeat:
-		return o.Heartbeat + o.Bounds.Dead, fmt.Sprintf("%v+%v", o.Heartbeat, o.Bounds.Dead)
-	case PathDeadline:
-		return o.Deadline + o.Grace + o.Bounds.Dead, fmt.Sprintf("%v+%v+%v", o.Deadline, o.Grace, o.Bounds.Dead)
-	}
-	return o.Bounds.Dead, o.Bounds.Dead.String()
+	return o.pathBound(path, o.Bounds.Dead)
 }
 
-// removedBound is the box-removed bound of a path (on top of the dead bound's base).
+// removedBound is the box-removed bound of a path.
 func (o *ProveOptions) removedBound(path string) (time.Duration, string) {
+	return o.pathBound(path, o.Bounds.Removed)
+}
+
+// pathBound adds what the path waits for on purpose (the heartbeat, or
+// the deadline and its grace) to bound, and says how it was made.
+func (o *ProveOptions) pathBound(path string, bound time.Duration) (time.Duration, string) {
 	switch path {
 	case PathHeartbeat:
-		return o.Heartbeat + o.Bounds.Removed, fmt.Sprintf("%v+%v", o.Heartbeat, o.Bounds.Removed)
+		return o.Heartbeat + bound, fmt.Sprintf("%v+%v", o.Heartbeat, bound)
 	case PathDeadline:
-		return o.Deadline + o.Grace + o.Bounds.Removed, fmt.Sprintf("%v+%v+%v", o.Deadline, o.Grace, o.Bounds.Removed)
+		return o.Deadline + o.Grace + bound, fmt.Sprintf("%v+%v+%v", o.Deadline, o.Grace, bound)
 	}
-	return o.Bounds.Removed, o.Bounds.Removed.String()
+	return bound, bound.String()
 }
 
 // Prove runs the proof. An error is returned only for bad options; a
