@@ -47,6 +47,12 @@ PACKAGES=(docker.io podman runc uidmap busybox-static tini bubblewrap catatonit
 PROBE=deathwatch-provision:probe
 
 step() { printf 'provision: %-22s %s\n' "$1:" "$2"; }
+# Data comes from a tool's stdout only; its stderr (warnings, first-run
+# notices, locale complaints) goes to this log and is shown only when the
+# step fails.
+ERRLOG=$(mktemp /tmp/provision-stderr.XXXXXX)
+trap 'rm -f "$ERRLOG"' EXIT
+errtail() { [ -s "$ERRLOG" ] && printf ' (stderr: %s)' "$(tail -5 "$ERRLOG" | tr '\n' ' ')"; }
 die() {
 	printf 'provision: FAILED: %s\n' "$1" >&2
 	exit 1
@@ -55,6 +61,8 @@ die() {
 [ "$(id -u)" = 0 ] || die "must run as root (it installs packages, starts dockerd and creates the user $DW_USER); run: sudo $0"
 [ -r /etc/debian_version ] || die "this script provisions Debian (12); install the packages listed at its top by hand on other systems"
 export DEBIAN_FRONTEND=noninteractive
+# Tools print their data in the C locale whatever the machine's is.
+export LC_ALL=C
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 # One provisioning at a time (parallel `make test` runs would race to start
 # dockerd).
@@ -127,8 +135,8 @@ for d in $(type -ap docker); do
 	real=$(readlink -f "$d")
 	case " $seen " in *" $real "*) continue ;; esac
 	seen="$seen $real"
-	v=$("$d" version --format '{{.Client.Version}} client, {{.Server.Version}} server, API {{.Server.APIVersion}}' 2>&1) ||
-		die "$d cannot talk to dockerd: $v; remove it from PATH or upgrade dockerd"
+	v=$("$d" version --format '{{.Client.Version}} client, {{.Server.Version}} server, API {{.Server.APIVersion}}' 2>"$ERRLOG") ||
+		die "$d cannot talk to dockerd$(errtail); remove it from PATH or upgrade dockerd"
 	step "docker client" "ok ($d: $v)"
 done
 
@@ -163,12 +171,15 @@ default_ulimits = [\"nofile=$nofile:$nofile\", \"nproc=$nproc:$nproc\"]
 [engine]
 runtime = \"runc\"
 cgroup_manager = \"cgroupfs\"
-events_logger = \"file\""
+events_logger = \"file\"
+
+[network]
+network_backend = \"netavark\""
 r=$(write_if_changed /etc/containers/containers.conf.d/50-deathwatch.conf "$sys_conf")
 step "podman config" "${r:-ok} (/etc/containers/containers.conf.d/50-deathwatch.conf: runc, cgroupfs, nofile=$nofile nproc=$nproc)"
-rt=$(podman info --format '{{.Host.OCIRuntime.Name}} {{.Host.CgroupManager}} {{.Host.EventLogger}}' 2>&1) ||
-	die "podman info failed: $rt"
-[ "$rt" = "runc cgroupfs file" ] || die "podman does not take /etc/containers/containers.conf.d (it reports runtime/cgroups/events: $rt); put the settings of that file into /etc/containers/containers.conf"
+rt=$(podman info --format '{{.Host.OCIRuntime.Name}} {{.Host.CgroupManager}} {{.Host.EventLogger}} {{.Host.NetworkBackend}}' 2>"$ERRLOG") ||
+	die "podman info failed$(errtail)"
+[ "$rt" = "runc cgroupfs file netavark" ] || die "podman does not take /etc/containers/containers.conf.d (it reports runtime/cgroups/events/network: $rt); put the settings of that file into /etc/containers/containers.conf"
 step "podman rootful" "ok ($rt)"
 
 # ------------------------------------------------------------ rootless user
@@ -235,7 +246,10 @@ default_ulimits = [\"nofile=$nofile:$nofile\"]
 [engine]
 runtime = \"runc\"
 cgroup_manager = \"cgroupfs\"
-events_logger = \"file\""
+events_logger = \"file\"
+
+[network]
+network_backend = \"netavark\""
 # Native rootless overlay (kernel >= 5.13) is much faster than vfs for
 # container creation; older kernels get vfs.
 kver=$(uname -r | awk -F. '{printf "%d%03d", $1, $2}')
@@ -259,8 +273,8 @@ if [ -n "$r2" ] || [ -n "$subids_changed" ]; then
 	as_user podman system reset --force >/dev/null 2>&1 || true
 fi
 step "podman rootless cfg" "${r1:-${r2:-ok}} (~$DW_USER/.config/containers: runc, $driver storage)"
-out=$(as_user podman info --format '{{.Host.Security.Rootless}} {{.Host.OCIRuntime.Name}} {{.Store.GraphDriverName}} {{.Store.RunRoot}}' 2>&1) ||
-	die "rootless podman info as $DW_USER failed: $out"
+out=$(as_user podman info --format '{{.Host.Security.Rootless}} {{.Host.OCIRuntime.Name}} {{.Store.GraphDriverName}} {{.Store.RunRoot}}' 2>"$ERRLOG") ||
+	die "rootless podman info as $DW_USER failed$(errtail)"
 [ "$out" = "true runc $driver $DW_RUNDIR/containers" ] || die "rootless podman as $DW_USER reports '$out', expected 'true runc $driver $DW_RUNDIR/containers'"
 step "podman rootless" "ok ($out)"
 
@@ -268,7 +282,7 @@ step "podman rootless" "ok ($out)"
 # One busybox-only probe image per engine, imported from a tarball (there is
 # no registry), and one container run in each.
 probe_dir=$(mktemp -d)
-trap 'rm -rf "$probe_dir"' EXIT
+trap 'rm -rf "$probe_dir" "$ERRLOG"' EXIT
 mkdir -p "$probe_dir/root/bin"
 cp "$(command -v busybox)" "$probe_dir/root/bin/busybox"
 for a in sh true; do ln -s busybox "$probe_dir/root/bin/$a"; done
@@ -281,12 +295,12 @@ probe() { # name, engine argv...
 	shift
 	local t0 t1 out
 	if ! "$@" image inspect "$PROBE" >/dev/null 2>&1; then
-		out=$("$@" import "$probe_dir/probe.tar" "$PROBE" 2>&1) || die "$name: import of a busybox tarball failed: $out"
+		"$@" import "$probe_dir/probe.tar" "$PROBE" >/dev/null 2>"$ERRLOG" || die "$name: import of a busybox tarball failed$(errtail)"
 	fi
 	t0=$(date +%s%N)
-	out=$("$@" run --rm --network none "$PROBE" /bin/sh -c 'echo ok' 2>&1) || die "$name: run of $PROBE failed: $out"
+	out=$("$@" run --rm --network none "$PROBE" /bin/sh -c 'echo ok' 2>"$ERRLOG") || die "$name: run of $PROBE failed$(errtail)"
 	t1=$(date +%s%N)
-	[ "$out" = ok ] || die "$name: run of $PROBE printed '$out' instead of ok (a warning on stderr?)"
+	[ "$out" = ok ] || die "$name: run of $PROBE printed '$out' on stdout instead of ok$(errtail)"
 	step "$name run" "ok ($(((t1 - t0) / 1000000)) ms)"
 }
 probe docker docker
