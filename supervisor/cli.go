@@ -45,7 +45,7 @@ type CLI struct {
 
 // ExecCmd is `supervisor exec`.
 type ExecCmd struct {
-	Runtime        string        `help:"Runtime that makes the box: docker, podman, native, or auto (a rootless podman or docker, else native, else a rootful engine with --allow-rootful)." enum:"docker,podman,native,auto" default:"auto" env:"DEATHWATCH_RUNTIME"`
+	Runtime        string        `help:"Runtime that makes the box: ${runtimes_list}, or auto (${auto_help})." enum:"${runtimes},auto" default:"auto" env:"DEATHWATCH_RUNTIME"`
 	Image          string        `help:"Image to run (docker/podman: never pulled; native: rootfs directory)." env:"DEATHWATCH_IMAGE"`
 	Name           string        `help:"Prefix of the box name; the launch id follows it." default:"dw" placeholder:"PREFIX"`
 	Label          []string      `help:"Extra label KEY=VALUE on the box (repeatable; io.deathwatch.* is reserved)." sep:"none" placeholder:"KEY=VALUE"`
@@ -118,8 +118,8 @@ type kongExit struct{ code int }
 // Main runs the supervisor with args (without the program name) and
 // returns its exit status.
 func Main(args []string) int {
-	if len(args) > 0 && args[0] == NsinitArg { // the native box's init stage (nsinit.go)
-		return NsinitMain()
+	if initMain, ok := InitMode(args); ok { // a runtime's hidden mode (native: the box's init stage)
+		return initMain()
 	}
 	self, _ := os.Executable()
 	return run(args, &cmdContext{stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, self: self})
@@ -132,7 +132,36 @@ func newParser(cli *CLI, c *cmdContext) (*kong.Kong, error) {
 		kong.Writers(c.stdout, c.stderr),
 		kong.Exit(func(code int) { panic(kongExit{code}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		runtimeVars(),
 	)
+}
+
+// runtimeVars are the kong variables that spell the registered
+// runtimes: ${runtimes} (an enum), ${runtimes_list} (for help text),
+// ${auto_help} (what auto picks) and ${auto_order}.
+func runtimeVars() kong.Vars {
+	names := RuntimeNames()
+	list := strings.Join(names, ", ")
+	if len(names) == 0 {
+		list = "none"
+	}
+	return kong.Vars{
+		"runtimes":      strings.Join(names, ","),
+		"runtimes_list": list,
+		"auto_help":     AutoHelp(),
+		"auto_order":    strings.Join(AutoOrder(), ", then "),
+		"default_prove": LocalRuntime(),
+		"remove_bounds": removeBounds(),
+	}
+}
+
+// removeBounds lists the runtimes' default removal bounds for help.
+func removeBounds() string {
+	var parts []string
+	for _, d := range Descriptors() {
+		parts = append(parts, d.Name+" "+d.Bounds.Removed.String())
+	}
+	return strings.Join(parts, ", ")
 }
 
 func run(args []string, c *cmdContext) (code int) {
@@ -219,7 +248,7 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	}
 	c.code = Exec(context.Background(), o, &ExecIO{
 		Stdout: c.stdout, Stderr: c.stderr, Log: g.logger(c.stderr), Events: ev, Signals: sigs,
-		Env: engineEnv(env, e.Env),
+		EngineEnv: engineEnv(env, e.Env),
 	})
 	return nil
 }
@@ -262,7 +291,7 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*ExecOptions, error) {
 	if o.Labels, err = parseLabels(e.Label); err != nil {
 		return nil, err
 	}
-	if o.Env, err = resolveEnv(e.Env, e.EnvFile, c.getenv); err != nil {
+	if o.AgentEnv, err = resolveEnv(e.Env, e.EnvFile, c.getenv); err != nil {
 		return nil, err
 	}
 	if o.Mounts, err = parseMounts(e.Mount); err != nil {
@@ -283,11 +312,18 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*ExecOptions, error) {
 		return nil, UsageError("--watcher-in-image %q: want an absolute path inside the image", e.WatcherInImage)
 	}
 	if e.WatcherInImage == "" {
-		if o.WatcherPath, err = findWatcher(e.Watcher, c.self); err != nil && e.Runtime != "native" {
+		if o.WatcherPath, err = findWatcher(e.Watcher, c.self); err != nil && !hostWatcherOnly(e.Runtime) {
 			return nil, err
 		}
 	}
 	return o, nil
+}
+
+// hostWatcherOnly: the runtime puts the host's watcher into the box
+// itself and reports a missing one when it creates the box.
+func hostWatcherOnly(runtime string) bool {
+	d, _ := Lookup(runtime)
+	return d.HostWatcherOnly
 }
 
 // findWatcher resolves --watcher: the flag, else `watcher` next to the

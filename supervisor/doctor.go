@@ -69,7 +69,7 @@ type DoctorReport struct {
 
 // DoctorCmd is `supervisor doctor`.
 type DoctorCmd struct {
-	Runtime        string        `help:"Runtime to check in depth (image, staging probe, proof): docker, podman, native, or auto (rootless podman, then docker, then native)." enum:"auto,docker,podman,native" default:"auto" env:"DEATHWATCH_RUNTIME"`
+	Runtime        string        `help:"Runtime to check in depth (image, staging probe, proof): ${runtimes_list}, or auto (${auto_order})." enum:"auto,${runtimes}" default:"auto" env:"DEATHWATCH_RUNTIME"`
 	Image          string        `help:"The image (docker/podman) or rootfs directory (native) the controller will use." env:"DEATHWATCH_IMAGE"`
 	WatcherInImage string        `help:"Where the image carries a watcher (checked by running it with --version)." default:"/usr/local/bin/watcher" placeholder:"PATH"`
 	Watcher        string        `help:"Host watcher binary (default: next to the supervisor, then PATH)." placeholder:"PATH"`
@@ -85,7 +85,7 @@ type DoctorCmd struct {
 // Help is the long help of doctor.
 func (DoctorCmd) Help() string {
 	return `One command a controller runs before it dispatches anything. It reports which runtimes
-are present and usable (docker, podman, native, sbx) with their versions, rootless or
+are present and usable (every runtime of this build) with their versions, rootless or
 rootful (a rootful engine is refused unless --allow-rootful), the cgroup version, the
 host watcher and whether the image carries one (and which version), whether a staging
 directory is visible from inside a box (a nonce file read from inside decides bind vs
@@ -130,17 +130,11 @@ func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []st
 
 	// Runtimes.
 	usable := map[string]bool{}
-	for _, name := range []string{"docker", "podman", "native"} {
-		dr := probeRuntime(ctx, name, d.AllowRootful, env, log)
-		usable[name] = dr.Usable
+	for _, desc := range Descriptors() {
+		dr := probeRuntime(ctx, desc, d.AllowRootful, env, log)
+		usable[desc.Name] = dr.Usable
 		rep.Runtimes = append(rep.Runtimes, dr)
 	}
-	sbx := DoctorRuntime{Name: "sbx", Status: "not installed"}
-	if p, err := exec.LookPath("sbx"); err == nil {
-		sbx.Present = true
-		sbx.Status = "installed at " + p + ", but this supervisor has no sbx runtime yet"
-	}
-	rep.Runtimes = append(rep.Runtimes, sbx)
 
 	rep.Cgroup = cgroupMode()
 
@@ -152,7 +146,7 @@ func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []st
 			problem("runtime %s is not usable: %s", d.Runtime, runtimeStatus(rep, d.Runtime))
 		}
 	default:
-		for _, name := range autoOrder {
+		for _, name := range AutoOrder() {
 			if usable[name] {
 				rep.Selected = name
 				break
@@ -196,11 +190,12 @@ func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []st
 				problem("prove-deathwatch was skipped (--skip-proof); the required posture needs it")
 			}
 		} else {
-			b := DefaultBounds(rep.Selected)
+			desc, _ := Lookup(rep.Selected)
+			b := desc.Bounds
 			pr := Prove(ctx, ProveOptions{
 				Self: self, Instance: g.Instance + ".prove", JournalDir: g.journalDir(), Runtime: rep.Selected, Image: d.Image,
 				Trials: d.Trials, Paths: ProvePaths, Bounds: b, Heartbeat: DefaultProveHeartbeat, Deadline: DefaultProveDeadline, Grace: DefaultProveGrace,
-				AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, Env: env, Log: log,
+				AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, EngineEnv: env, Log: log,
 			})
 			rep.Proof = pr
 			if !pr.Pass && d.Posture == PostureRequired {
@@ -221,15 +216,14 @@ func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []st
 	return rep
 }
 
-func probeRuntime(ctx context.Context, name string, allowRootful bool, env []string, log *slog.Logger) DoctorRuntime {
+func probeRuntime(ctx context.Context, desc Descriptor, allowRootful bool, env []string, log *slog.Logger) DoctorRuntime {
+	name := desc.Name
 	dr := DoctorRuntime{Name: name}
-	if engineRuntimes[name] {
-		if _, err := exec.LookPath(name); err != nil {
-			dr.Status = "not installed"
-			return dr
-		}
+	if err := desc.Installed(env); err != nil {
+		dr.Status = err.Error()
+		return dr
 	}
-	rt, err := NewRuntime(name, RuntimeConfig{Log: log, Env: env})
+	rt, err := NewRuntime(name, RuntimeConfig{Log: log, EngineEnv: env})
 	if err != nil {
 		dr.Status = err.Error()
 		return dr
@@ -243,7 +237,7 @@ func probeRuntime(ctx context.Context, name string, allowRootful bool, env []str
 		if info.Rootless {
 			dr.Mode = "rootless"
 		}
-		if name == "native" {
+		if !desc.Daemon {
 			dr.Mode = "root"
 			if info.Rootless {
 				dr.Mode = "unprivileged"
@@ -258,7 +252,7 @@ func probeRuntime(ctx context.Context, name string, allowRootful bool, env []str
 		if dr.Status == "" {
 			dr.Status = "not available"
 		}
-	case engineRuntimes[name] && !info.Rootless && !allowRootful:
+	case desc.Daemon && !info.Rootless && !allowRootful:
 		dr.Status = "refused: rootful (a box escape is root on the host); pass --allow-rootful to accept it"
 	default:
 		dr.Usable = true
@@ -266,7 +260,7 @@ func probeRuntime(ctx context.Context, name string, allowRootful bool, env []str
 		if info.Detail != "" {
 			dr.Status += " (" + info.Detail + ")"
 		}
-		if engineRuntimes[name] && !info.Rootless {
+		if desc.Daemon && !info.Rootless {
 			dr.Status += " (rootful, allowed by --allow-rootful)"
 		}
 	}
@@ -320,35 +314,38 @@ func watcherVersion(ctx context.Context, cmd *exec.Cmd) (version, detail string)
 	return strings.TrimPrefix(v, "watcher "), ""
 }
 
-// imageWatcherArgs runs the image's watcher with --version in a
-// throwaway box: no network, no privileges, removed at once.
-func imageWatcherArgs(image, path string) []string {
-	return []string{"run", "--rm", "--pull", "never", "--network", "none", "--cap-drop", "ALL",
-		"--security-opt", "no-new-privileges", "--entrypoint", path, "--", image, "--version"}
-}
-
 func imageWatcher(ctx context.Context, runtime string, d *DoctorCmd, env []string) *DoctorWatcher {
 	w := &DoctorWatcher{Where: "image", Path: d.WatcherInImage}
+	desc, _ := Lookup(runtime)
 	if d.Image == "" {
 		w.Detail = "no --image given"
-		if runtime == "native" {
-			w.Detail = "no --image given: the native box runs the host's watcher"
+		if desc.HostWatcherOnly {
+			w.Detail = fmt.Sprintf("no --image given: the %s box runs the host's watcher", runtime)
 		}
 		return w
 	}
 	cctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
 	var cmd *exec.Cmd
-	if runtime == "native" {
+	if desc.HostWatcherOnly {
 		p := filepath.Join(d.Image, d.WatcherInImage)
 		if _, err := os.Stat(p); err != nil {
-			w.Detail = fmt.Sprintf("no watcher at %s in the rootfs (the native box bind-mounts the host's)", d.WatcherInImage)
+			w.Detail = fmt.Sprintf("no watcher at %s in the rootfs (the %s box bind-mounts the host's)", d.WatcherInImage, runtime)
 			return w
 		}
 		cmd = exec.CommandContext(cctx, p, "--version")
 	} else {
-		cmd = exec.CommandContext(cctx, runtime, imageWatcherArgs(d.Image, d.WatcherInImage)...)
-		cmd.Env = env
+		rt, err := NewRuntime(runtime, RuntimeConfig{EngineEnv: env})
+		if err != nil {
+			w.Detail = err.Error()
+			return w
+		}
+		wc, ok := rt.(WatcherVersionCommander)
+		if !ok {
+			w.Detail = fmt.Sprintf("%s cannot run the image's watcher on its own", runtime)
+			return w
+		}
+		cmd = wc.WatcherVersionCommand(cctx, d.Image, d.WatcherInImage)
 	}
 	v, detail := watcherVersion(cctx, cmd)
 	if v == "" || !strings.Contains(v, "protocol") {
@@ -400,7 +397,7 @@ func stagingProbe(ctx context.Context, runtime string, d *DoctorCmd, g *Globals,
 		Mounts:       []Mount{{Source: abs, Target: "/tmp/dw-staging", ReadOnly: true}},
 		AllowRootful: d.AllowRootful, WatcherPath: watcher, WatcherInImage: watcherInImage,
 		UID: 1000, GID: 1000, Argv: []string{"cat", "/tmp/dw-staging/" + name},
-	}, &ExecIO{Stdout: &out, Stderr: &errb, Log: log, Env: env, Signals: make(chan os.Signal)})
+	}, &ExecIO{Stdout: &out, Stderr: &errb, Log: log, EngineEnv: env, Signals: make(chan os.Signal)})
 	got := strings.TrimSpace(out.String())
 	switch {
 	case code == 0 && got == nonce:

@@ -30,16 +30,16 @@ import (
 )
 
 // ExecOptions is `supervisor exec` worked out as plain data. It holds
-// the agent's environment (Env) only to put it into the spec frame.
+// the agent's environment (AgentEnv) only to put it into the spec frame.
 type ExecOptions struct {
 	Instance   string
 	JournalDir string
-	Runtime    string // docker | podman | native | auto | another registered runtime
+	Runtime    string // a registered runtime's name, or auto ("")
 	Image      string
 	NamePrefix string
 	Labels     map[string]string // the user's --label (never io.deathwatch.*)
 	RunKey     string
-	Env        []string // NAME=value, for the spec frame only
+	AgentEnv   []string // NAME=value, for the spec frame only: secrets
 	Workdir    string
 	Mounts     []Mount
 	Memory     int64
@@ -66,24 +66,16 @@ type ExecIO struct {
 	// watcher to stop the agent (TERM, grace, KILL); the second ends the
 	// box at once. SIGUSR1 and SIGUSR2 are passed on to the agent.
 	Signals <-chan os.Signal
-	// Env is the environment for engine CLIs (nil: the process's own).
-	Env []string
+	// EngineEnv is the environment for engine CLIs (nil: the process's
+	// own). It never holds the agent's variables.
+	EngineEnv []string
 }
-
-// engineRuntimes are the runtimes whose root is a daemon's: a rootful
-// one is refused unless --allow-rootful.
-var engineRuntimes = map[string]bool{"docker": true, "podman": true}
-
-// autoOrder is the order --runtime auto probes in: a rootless engine
-// is taken first, then the daemonless native runtime, then a rootful
-// engine when --allow-rootful accepts one.
-var autoOrder = []string{"podman", "docker", "native"}
 
 // Spec is the launch spec the options ask for.
 func (o *ExecOptions) Spec() shared.Spec {
 	return shared.Spec{
 		Argv:      o.Argv,
-		Env:       o.Env,
+		Env:       o.AgentEnv,
 		Workdir:   o.Workdir,
 		UID:       o.UID,
 		GID:       o.GID,
@@ -110,12 +102,12 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		}
 		return fail(UsageError("%v", err), shared.ExitUsage)
 	}
-	if o.Runtime != "native" && o.WatcherInImage == "" && o.WatcherPath == "" {
+	if d, _ := Lookup(o.Runtime); !d.HostWatcherOnly && o.WatcherInImage == "" && o.WatcherPath == "" {
 		return fail(UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH"), shared.ExitUsage)
 	}
 
 	tail := &tailWriter{w: x.Stderr}
-	cfg := RuntimeConfig{Log: x.Log, Stderr: tail, Env: x.Env}
+	cfg := RuntimeConfig{Log: x.Log, Stderr: tail, EngineEnv: x.EngineEnv}
 	rt, info, err := pickRuntime(ctx, o, cfg)
 	if err != nil {
 		return fail(err, shared.ExitEngine)
@@ -216,7 +208,7 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 			}
 			return nil, info, EngineError("%s", d)
 		}
-		if refuseRootful && engineRuntimes[name] && !info.Rootless && !o.AllowRootful {
+		if d, _ := Lookup(name); refuseRootful && d.Daemon && !info.Rootless && !o.AllowRootful {
 			return nil, info, RefusedError("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
 		}
 		if err := <-imageErr; err != nil {
@@ -237,15 +229,13 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 		info Info
 	}
 	var rootful []found
-	for _, name := range autoOrder {
-		if !registered(name) {
-			continue
-		}
+	for _, name := range AutoOrder() {
+		d, _ := Lookup(name)
 		rt, info, err := try(name, false)
 		switch {
 		case err != nil:
 			why = append(why, err.Error())
-		case !engineRuntimes[name] || info.Rootless:
+		case !d.Daemon || info.Rootless:
 			return rt, info, nil
 		case o.AllowRootful:
 			rootful = append(rootful, found{rt, info})
@@ -322,7 +312,7 @@ func (l *launch) run(ctx context.Context) int {
 	crashpoint(CrashAfterJournal)
 
 	if s := l.pendingSignal(); s != nil {
-		return l.early(signalStatus(s), "supervisor-signaled", nil)
+		return l.early(signalStatus(s), ReasonSupervisorSignaled, nil)
 	}
 	if err := l.rt.Create(ctx, l.box); err != nil {
 		l.say("%v", err)
@@ -336,7 +326,7 @@ func (l *launch) run(ctx context.Context) int {
 	log.Info("created")
 	crashpoint(CrashAfterCreate)
 	if s := l.pendingSignal(); s != nil {
-		return l.early(signalStatus(s), "supervisor-signaled", nil)
+		return l.early(signalStatus(s), ReasonSupervisorSignaled, nil)
 	}
 
 	st, err := l.rt.Start(ctx, l.box)
@@ -401,15 +391,15 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 		}
 	}()
 
-	type outcome struct {
+	type readResult struct {
 		exit  *shared.Exit
 		ready bool
 		err   error
 	}
-	res := make(chan outcome, 1)
+	res := make(chan readResult, 1)
 	var readyOnce sync.Once
 	go func() {
-		var o outcome
+		var o readResult
 		r := shared.NewReader(st.Control)
 		for {
 			f, err := r.Next()
@@ -482,7 +472,7 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 		// for a box that cannot.
 		deadline = time.After(l.o.Deadline + l.o.Grace + 10*time.Second)
 	}
-	var o outcome
+	var o readResult
 wait:
 	for {
 		select {
@@ -517,59 +507,94 @@ wait:
 		}
 	}
 
-	switch {
-	case lastSig != nil && hardDone && (o.exit == nil || o.exit.Reason == shared.ReasonLivenessLost):
-		// We ended the box on a second signal: its liveness loss is ours.
-		code := signalStatus(lastSig)
-		l.emit(Event{Event: EventExited, Code: ptr(code), Reason: "signaled"})
-		l.entry.Exit = &JournalExit{Code: code, Reason: "supervisor-signaled"}
-		return code
-	case o.exit != nil:
-		l.emit(Event{Event: EventExited, Code: ptr(o.exit.Code), Reason: string(o.exit.Reason)})
+	if o.exit != nil {
 		log.Info("exited", "reason", o.exit.Reason, "code", o.exit.Code, "runtime", o.exit.Runtime, "sweep", o.exit.Sweep)
-		l.entry.Exit = &JournalExit{Code: o.exit.Code, Reason: string(o.exit.Reason)}
-		switch o.exit.Reason {
+	}
+	out := decide(streamEnd{exit: o.exit, ready: o.ready, err: o.err, signal: lastSig, endedNow: hardDone, pastDue: pastDue},
+		l.o.Deadline, l.tail.Last())
+	if out.say != "" {
+		l.say("%s", out.say)
+	}
+	l.emit(Event{Event: EventExited, Code: ptr(out.code), Reason: out.eventReason})
+	l.entry.Exit = &JournalExit{Code: out.code, Reason: out.journalReason}
+	return out.code
+}
+
+// Reasons of an exit that the supervisor, not the watcher, decided (the
+// watcher's are shared.Reason*). An exit event and its journal record
+// take their reasons from these and from shared.Reason* alone.
+const (
+	// ReasonSignaled is the exited event's reason when a signal to the
+	// supervisor ended a running box.
+	ReasonSignaled = "signaled"
+	// ReasonSupervisorSignaled is the journal's reason for the same, and
+	// both reasons when the signal came before the box started.
+	ReasonSupervisorSignaled = "supervisor-signaled"
+)
+
+// streamEnd is how attend's wait ended, as plain data.
+type streamEnd struct {
+	exit     *shared.Exit // the watcher's exit record, if one came
+	ready    bool         // the agent started
+	err      error        // the stream broke (nil: EOF or an exit record)
+	signal   os.Signal    // the last signal that asked the box to stop
+	endedNow bool         // the supervisor ended the box at once
+	pastDue  bool         // the host's deadline backstop fired
+}
+
+// outcome is the supervisor's verdict on a box that ran.
+type outcome struct {
+	code          int
+	eventReason   string
+	journalReason string
+	say           string // a line for stderr ("" none)
+}
+
+// decide turns how the stream ended into the exit status and reasons.
+// Pure: deadline is --deadline, tail the box init's last stderr line.
+func decide(e streamEnd, deadline time.Duration, tail string) outcome {
+	signaled := func() outcome {
+		return outcome{code: signalStatus(e.signal), eventReason: ReasonSignaled, journalReason: ReasonSupervisorSignaled}
+	}
+	same := func(code int, reason shared.Reason, say string) outcome {
+		return outcome{code: code, eventReason: string(reason), journalReason: string(reason), say: say}
+	}
+	switch {
+	case e.signal != nil && e.endedNow && (e.exit == nil || e.exit.Reason == shared.ReasonLivenessLost):
+		// We ended the box on a second signal: its liveness loss is ours.
+		return signaled()
+	case e.exit != nil:
+		say := ""
+		switch e.exit.Reason {
 		case shared.ReasonDeadline:
-			l.say("the deadline (%s) passed; the agent was stopped", l.o.Deadline)
+			say = fmt.Sprintf("the deadline (%s) passed; the agent was stopped", deadline)
 		case shared.ReasonLivenessLost, shared.ReasonSetupFailed:
-			msg := o.exit.Message
-			if msg == "" {
-				msg = string(o.exit.Reason)
+			say = e.exit.Message
+			if say == "" {
+				say = string(e.exit.Reason)
 			}
-			l.say("%s", msg)
 		}
-		return o.exit.Code
-	case lastSig != nil:
-		code := signalStatus(lastSig)
-		l.emit(Event{Event: EventExited, Code: ptr(code), Reason: "signaled"})
-		l.entry.Exit = &JournalExit{Code: code, Reason: "supervisor-signaled"}
-		return code
-	case pastDue:
-		l.say("the box outlived its deadline (%s) by more than grace + 10s; it was ended", l.o.Deadline)
-		l.emit(Event{Event: EventExited, Code: ptr(shared.ExitDeadline), Reason: string(shared.ReasonDeadline)})
-		l.entry.Exit = &JournalExit{Code: shared.ExitDeadline, Reason: string(shared.ReasonDeadline)}
-		return shared.ExitDeadline
-	case o.ready:
+		return same(e.exit.Code, e.exit.Reason, say)
+	case e.signal != nil:
+		return signaled()
+	case e.pastDue:
+		return same(shared.ExitDeadline, shared.ReasonDeadline,
+			fmt.Sprintf("the box outlived its deadline (%s) by more than grace + 10s; it was ended", deadline))
+	case e.ready:
 		why := "the control stream ended without an exit record"
-		if o.err != nil {
-			why = fmt.Sprintf("the control stream broke: %v", o.err)
+		if e.err != nil {
+			why = fmt.Sprintf("the control stream broke: %v", e.err)
 		}
-		l.say("%s", why)
-		l.emit(Event{Event: EventExited, Code: ptr(shared.ExitLivenessLost), Reason: string(shared.ReasonLivenessLost)})
-		l.entry.Exit = &JournalExit{Code: shared.ExitLivenessLost, Reason: string(shared.ReasonLivenessLost)}
-		return shared.ExitLivenessLost
+		return same(shared.ExitLivenessLost, shared.ReasonLivenessLost, why)
 	default:
 		why := "the box ended before the agent started"
-		if o.err != nil {
-			why += fmt.Sprintf(" (%v)", o.err)
+		if e.err != nil {
+			why += fmt.Sprintf(" (%v)", e.err)
 		}
-		if t := l.tail.Last(); t != "" {
-			why += ": " + t
+		if tail != "" {
+			why += ": " + tail
 		}
-		l.say("%s", why)
-		l.emit(Event{Event: EventExited, Code: ptr(shared.ExitSetupFailed), Reason: string(shared.ReasonSetupFailed)})
-		l.entry.Exit = &JournalExit{Code: shared.ExitSetupFailed, Reason: string(shared.ReasonSetupFailed)}
-		return shared.ExitSetupFailed
+		return same(shared.ExitSetupFailed, shared.ReasonSetupFailed, why)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -41,19 +40,20 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	// What the engines report, for the runtimes that are installed. An
-	// engine that cannot answer is worth a line only when the journal
+	// What the runtimes report, for those that are installed. A
+	// runtime that cannot answer is worth a line only when the journal
 	// has boxes on it.
 	used := map[string]bool{}
 	for _, e := range entries {
 		used[e.Runtime] = true
 	}
 	listed := map[string]map[string]Listed{} // runtime → name → box
-	for _, name := range []string{"docker", "podman"} {
-		if _, err := exec.LookPath(name); err != nil {
+	for _, d := range Descriptors() {
+		name := d.Name
+		if d.Installed(c.env) != nil {
 			continue
 		}
-		rt, err := NewRuntime(name, RuntimeConfig{Env: c.env})
+		rt, err := NewRuntime(name, RuntimeConfig{EngineEnv: c.env})
 		if err != nil {
 			continue
 		}

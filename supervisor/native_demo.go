@@ -41,6 +41,7 @@ func (d *DemoCmd) Run(g *Globals, c *cmdContext) error {
 // DemoOptions configure RunDemo.
 type DemoOptions struct {
 	Supervisor string // the supervisor binary to run as the controller
+	Runtime    string // "" = supervisor.LocalRuntime(): one with no daemon, that needs no image
 	Watcher    string
 	Image      string
 	Journal    string // "" = a temporary folder
@@ -53,9 +54,9 @@ type DemoResult struct {
 	AgentCode     int
 	BoxProcesses  int           // in the stand-in's box when it was killed
 	TreeDead      time.Duration // SIGKILL of the controller → last box process dead
-	Cgroup        []string      // the box's cgroup folders (root only)
+	Remains       []string      // what the box held on the host beyond processes (native as root: its cgroup folders)
 	LeftProcesses int
-	LeftCgroups   int
+	LeftRemains   int
 	LeftOpen      int // open journal entries
 }
 
@@ -70,6 +71,12 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Runtime == "" {
+		o.Runtime = LocalRuntime()
+	}
+	if o.Runtime == "" {
+		return EngineError("the demo needs a runtime without a daemon (native, Linux only); this build has none")
+	}
 	if o.Journal == "" {
 		dir, err := os.MkdirTemp("", "deathwatch-demo-")
 		if err != nil {
@@ -82,14 +89,14 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if res.LeftProcesses+res.LeftCgroups+res.LeftOpen > 0 {
-		return SetupError("the demo left %d processes, %d cgroups and %d open journal entries", res.LeftProcesses, res.LeftCgroups, res.LeftOpen)
+	if res.LeftProcesses+res.LeftRemains+res.LeftOpen > 0 {
+		return SetupError("the demo left %d processes, %d other remains and %d open journal entries", res.LeftProcesses, res.LeftRemains, res.LeftOpen)
 	}
 	return nil
 }
 
 func (o DemoOptions) execArgs(extra ...string) []string {
-	a := []string{"exec", "--runtime", "native", "--instance", demoInstance, "--journal", o.Journal, "--watcher", o.Watcher}
+	a := []string{"exec", "--runtime", o.Runtime, "--instance", demoInstance, "--journal", o.Journal, "--watcher", o.Watcher}
 	if o.Image != "" {
 		a = append(a, "--image", o.Image)
 	}
@@ -118,7 +125,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	default:
 		return res, SetupError("run %s: %v", o.Supervisor, err)
 	}
-	say("1. supervisor exec --runtime native -- sh -c '...; exit 7'  (%v)", time.Since(start).Round(100*time.Microsecond))
+	say("1. supervisor exec --runtime %s -- sh -c '...; exit 7'  (%v)", o.Runtime, time.Since(start).Round(100*time.Microsecond))
 	say("   agent said: %s", res.AgentOutput)
 	say("   exit code:  %d (the agent's own, passed through)", res.AgentCode)
 	if res.AgentCode != 7 {
@@ -192,16 +199,22 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	if err != nil {
 		return res, err
 	}
+	rt, err := NewRuntime(o.Runtime, RuntimeConfig{Log: o.Log})
+	if err != nil {
+		return res, err
+	}
+	remainKind := ""
 	for _, e := range entries {
-		if spec, ok, _ := cgroupSpecFromState(e.RuntimeState); ok && e.Open() {
-			if cg, _ := loadBoxCgroup(spec); cg != nil {
-				ps, _ := cg.Procs()
-				res.Cgroup = append(res.Cgroup, cg.Paths()...)
-				say("   its cgroup %s holds %d processes; the journal entry is open", spec.Group, len(ps))
+		if r, ok := rt.(Remainer); ok && e.Open() {
+			kind, paths := r.Remains(BoxFromEntry(e))
+			for _, p := range paths {
+				remainKind = kind
+				res.Remains = append(res.Remains, p)
+				say("   its %s %s is still there; the journal entry is open", kind, p)
 			}
 		}
 	}
-	rep, err := Reconcile(ctx, ReconcileOptions{Instance: demoInstance, JournalDir: o.Journal, Runtimes: []string{"native"}, Log: o.Log})
+	rep, err := Reconcile(ctx, ReconcileOptions{Instance: demoInstance, JournalDir: o.Journal, Runtimes: []string{o.Runtime}, Log: o.Log})
 	if err != nil {
 		return res, err
 	}
@@ -216,9 +229,9 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 			res.LeftProcesses++
 		}
 	}
-	for _, d := range res.Cgroup {
+	for _, d := range res.Remains {
 		if _, err := os.Stat(d); err == nil {
-			res.LeftCgroups++
+			res.LeftRemains++
 		}
 	}
 	if entries, _, err = j.List(); err == nil {
@@ -228,9 +241,9 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 			}
 		}
 	}
-	cg := "no cgroup of its own (unprivileged: the PID namespace is the kill domain)"
-	if len(res.Cgroup) > 0 {
-		cg = fmt.Sprintf("%d cgroups", res.LeftCgroups)
+	cg := "nothing of its own beyond its processes (the PID namespace is the kill domain)"
+	if len(res.Remains) > 0 {
+		cg = fmt.Sprintf("%d %ss", res.LeftRemains, remainKind)
 	}
 	say("3. left: %d processes, %s, %d open journal entries", res.LeftProcesses, cg, res.LeftOpen)
 	return res, nil

@@ -162,7 +162,7 @@ func nsinitPlan(b *Box, root, watcher string, userns bool) (nsinitConfig, error)
 		LoopbackUp: network == "none",
 		Exec:       boxWatcherPath,
 		Argv:       []string{"watcher", fmt.Sprintf("--control=fd:%d", nsinitControlFD)},
-		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", watcherEnv},
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", WatcherEnv},
 		Reexec:     userns,
 	}, nil
 }

@@ -42,39 +42,6 @@ const (
 // ProvePaths are all paths, in the order they run.
 var ProvePaths = []string{PathSIGKILL, PathHeartbeat, PathDeadline}
 
-// Bounds are what prove-deathwatch holds a runtime to.
-type Bounds struct {
-	// Dead: from the trigger (SIGKILL; for heartbeat and deadline, on
-	// top of the heartbeat, or of deadline + grace) until every process
-	// of the box is dead.
-	Dead time.Duration
-	// Removed: from the trigger until the box is gone (docker/podman:
-	// the engine's auto-remove; native: the cgroup and record removed by
-	// the reconcile that prove runs once the processes are dead).
-	Removed time.Duration
-}
-
-// DefaultBounds are the stated bounds per runtime: several times what
-// was measured on a 2-core VM (docker 20.10, podman 4.3, Linux 6.18),
-// so that a pass means the mechanism works, not that the host was idle.
-//
-//	native   dead 250ms  removed 1s  (measured p95 3ms / 6ms)
-//	docker   dead 250ms  removed 2s  (measured p95 100ms / 400ms)
-//	podman   dead 250ms  removed 3s  (measured p95 90ms / 700ms; rootless 25ms / 270ms)
-//
-// The dead bound is also the ε on top of the heartbeat and of deadline
-// + grace: a loaded 2-core host was measured 150ms late there.
-func DefaultBounds(runtime string) Bounds {
-	switch runtime {
-	case "native":
-		return Bounds{Dead: 250 * time.Millisecond, Removed: time.Second}
-	case "docker":
-		return Bounds{Dead: 250 * time.Millisecond, Removed: 2 * time.Second}
-	default:
-		return Bounds{Dead: 250 * time.Millisecond, Removed: 3 * time.Second}
-	}
-}
-
 // ProveOptions is `supervisor prove-deathwatch` as plain data.
 type ProveOptions struct {
 	Self       string // the supervisor binary that runs as the stand-in controller
@@ -92,7 +59,7 @@ type ProveOptions struct {
 	AllowRootful   bool
 	Watcher        string
 	WatcherInImage string
-	Env            []string // the stand-in's environment; nil: os.Environ()
+	EngineEnv      []string // the stand-in's environment; nil: os.Environ()
 	Log            *slog.Logger
 }
 
@@ -289,7 +256,7 @@ func startStandin(o *ProveOptions, path string) (*standin, error) {
 	}
 	s := &standin{done: make(chan struct{}), change: make(chan struct{})}
 	s.cmd = exec.Command(o.Self, standinArgs(o, path)...)
-	s.cmd.Env = o.Env
+	s.cmd.Env = o.EngineEnv
 	s.cmd.Stdout = standinWriter{s, &s.stdout}
 	s.cmd.Stderr = standinWriter{s, &s.stderr}
 	s.cmd.ExtraFiles = []*os.File{evW} // fd 3
@@ -391,7 +358,7 @@ func (s *standin) kill() {
 
 // proveTrial runs one stand-in through one path and measures it.
 func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult, error) {
-	rt, err := NewRuntime(o.Runtime, RuntimeConfig{Log: o.Log, Env: o.Env})
+	rt, err := NewRuntime(o.Runtime, RuntimeConfig{Log: o.Log, EngineEnv: o.EngineEnv})
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +372,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		if !cleaned {
 			// A trial that failed half-way leaves its box to reconcile,
 			// as a restarted controller would.
-			Reconcile(ctx, ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, Env: o.Env, Log: o.Log})
+			Reconcile(ctx, ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
 		}
 	}()
 	ready, err := s.waitArmed(60 * time.Second)
@@ -416,7 +383,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	// agent said it forked them, give /proc a moment to show them all.
 	var procs []proc
 	for end := time.Now().Add(2 * time.Second); ; {
-		if procs, err = boxProcesses(ctx, rt, o, ready); err != nil {
+		if procs, err = boxProcesses(ctx, rt, ready); err != nil {
 			return nil, s.failure(err.Error())
 		}
 		if len(procs) >= 4 || time.Now().After(end) {
@@ -457,14 +424,14 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		left string
 	}
 	var removedCh chan removal
-	eng, isEngine := rt.(*Engine)
-	if isEngine {
+	desc, _ := Lookup(o.Runtime)
+	autoRemove := desc.AutoRemove
+	if autoRemove {
 		removedCh = make(chan removal, 1)
 		go func() {
 			end := trigger.Add(removedBound + 2*time.Second)
 			for time.Now().Before(end) {
-				_, err := eng.run(ctx, inspectArgs(eng.Kind, ready.Box))
-				if isNoSuch(err) {
+				if there, err := rt.Exists(ctx, &Box{Name: ready.Box}); err == nil && !there {
 					removedCh <- removal{at: time.Now()}
 					return
 				}
@@ -483,18 +450,18 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		}
 	}
 
-	// The stand-in's remains: its journal entry (engines) or the whole
-	// box (native, which no daemon removes) go through reconcile once
-	// the stand-in is gone, as a restarted controller would do it.
-	if isEngine {
+	// The stand-in's remains: its journal entry (a runtime that removes
+	// its boxes itself) or the whole box go through reconcile once the
+	// stand-in is gone, as a restarted controller would do it.
+	if autoRemove {
 		r := <-removedCh
 		res.removed = r.at.Sub(trigger)
 		res.removedLeft = r.left
 	}
 	s.kill()
 	cleaned = true
-	rep, rerr := Reconcile(ctx, ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, Env: o.Env, Log: o.Log})
-	if !isEngine {
+	rep, rerr := Reconcile(ctx, ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
+	if !autoRemove {
 		res.removed = time.Since(trigger)
 	}
 	if rerr != nil {
@@ -505,7 +472,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 				res.removedLeft = joinNonEmpty(res.removedLeft, "reconcile blocked: "+it.Reason)
 			}
 		}
-		if isEngine {
+		if autoRemove {
 			for _, it := range rep.Removed {
 				if it.LaunchID == ready.LaunchID {
 					res.removedLeft = joinNonEmpty(res.removedLeft, "the engine did not remove box "+it.Box+" (reconcile did)")
@@ -532,38 +499,17 @@ type proc struct {
 func (p proc) String() string { return strconv.Itoa(p.pid) }
 
 // boxProcesses lists the box's processes as the host sees them: its
-// PID 1 (docker/podman: the engine's State.Pid; native: the journaled
-// init pid), everything below it, and everything else in its PID
-// namespace where /proc lets us see that.
-func boxProcesses(ctx context.Context, rt Runtime, o *ProveOptions, ready Event) ([]proc, error) {
-	pid := 0
-	switch r := rt.(type) {
-	case *Engine:
-		out, err := r.run(ctx, inspectPidArgs(ready.Box))
-		if err != nil {
-			return nil, fmt.Errorf("find the box's PID 1: %w", err)
-		}
-		pid, _ = strconv.Atoi(strings.TrimSpace(string(out)))
-	default:
-		j, err := OpenJournal(o.JournalDir, o.Instance)
-		if err != nil {
-			return nil, err
-		}
-		e, err := j.Get(ready.LaunchID)
-		if err != nil {
-			return nil, err
-		}
-		pid, _ = strconv.Atoi(e.RuntimeState[StateInitPID])
+// PID 1 (the runtime's HostPID), everything below it, and everything
+// else in its PID namespace where /proc lets us see that.
+func boxProcesses(ctx context.Context, rt Runtime, ready Event) ([]proc, error) {
+	pid, err := rt.HostPID(ctx, &Box{Name: ready.Box, LaunchID: ready.LaunchID})
+	if err != nil {
+		return nil, err
 	}
 	if pid <= 0 {
 		return nil, fmt.Errorf("the box %s has no PID 1 on the host", ready.Box)
 	}
 	return processTree(pid), nil
-}
-
-// inspectPidArgs prints the host pid of the box's PID 1.
-func inspectPidArgs(name string) []string {
-	return []string{"container", "inspect", "--format", "{{.State.Pid}}", "--", name}
 }
 
 // processTree is pid, its descendants, and the other processes in its
@@ -701,12 +647,12 @@ func fmtDur(d time.Duration) string {
 
 // ProveCmd is `supervisor prove-deathwatch`.
 type ProveCmd struct {
-	Runtime        string        `help:"Runtime to prove: docker, podman or native." enum:"docker,podman,native" default:"native"`
+	Runtime        string        `help:"Runtime to prove: ${runtimes_list}." enum:"${runtimes}" default:"${default_prove}"`
 	Image          string        `help:"Image (docker/podman) or rootfs directory (native; default: the host's root read-only)." env:"DEATHWATCH_IMAGE"`
 	Trials         int           `help:"Trials per path." default:"10"`
 	Path           []string      `help:"Paths to prove (repeatable): sigkill, heartbeat, deadline." enum:"sigkill,heartbeat,deadline" default:"sigkill,heartbeat,deadline"`
 	Bound          time.Duration `help:"Bound from the trigger to the last agent process dead (0: the runtime's default, 250ms); heartbeat and deadline add their own delay." default:"0s"`
-	RemoveBound    time.Duration `help:"Bound from the trigger to the box removed (0: the runtime's default — native 1s, docker 2s, podman 3s)." default:"0s"`
+	RemoveBound    time.Duration `help:"Bound from the trigger to the box removed (0: the runtime's default — ${remove_bounds})." default:"0s"`
 	Heartbeat      time.Duration `help:"The heartbeat of the heartbeat path (pings go every third of it)." default:"1s"`
 	Deadline       time.Duration `help:"The deadline of the deadline path." default:"1s"`
 	Grace          time.Duration `help:"The TERM-to-KILL grace of the deadline path." default:"500ms"`
@@ -727,8 +673,8 @@ its agent is ready:
              the silence and kill the box;
   deadline   the stand-in is frozen, every agent process ignores TERM; the in-box
              deadline must end it within deadline + grace.
-The box's processes are seen from the host: its PID 1 (docker/podman inspect State.Pid,
-native: the journaled init pid), its descendants and its PID namespace. The stand-ins
+The box's processes are seen from the host: its PID 1 (as the runtime reports it),
+its descendants and its PID namespace. The stand-ins
 use the instance INSTANCE.prove; what they leave goes through reconcile after each trial.
 
 Exit status: 0 every trial within its bound and nothing left; 243 a trial exceeded its
@@ -746,7 +692,8 @@ func (p *ProveCmd) options(g *Globals, c *cmdContext) (*ProveOptions, error) {
 	if p.Heartbeat < 30*time.Millisecond || p.Deadline <= 0 || p.Grace < 0 || p.Bound < 0 || p.RemoveBound < 0 {
 		return nil, UsageError("--heartbeat (at least 30ms), --deadline (positive), --grace, --bound and --remove-bound (not negative)")
 	}
-	b := DefaultBounds(p.Runtime)
+	desc, _ := Lookup(p.Runtime)
+	b := desc.Bounds
 	if p.Bound > 0 {
 		b.Dead = p.Bound
 	}
@@ -764,7 +711,7 @@ func (p *ProveCmd) options(g *Globals, c *cmdContext) (*ProveOptions, error) {
 	return &ProveOptions{
 		Self: self, Instance: g.Instance + ".prove", JournalDir: g.journalDir(), Runtime: p.Runtime, Image: p.Image,
 		Trials: p.Trials, Paths: p.Path, Bounds: b, Heartbeat: p.Heartbeat, Deadline: p.Deadline, Grace: p.Grace,
-		AllowRootful: p.AllowRootful, Watcher: p.Watcher, WatcherInImage: p.WatcherInImage, Env: env, Log: g.logger(c.stderr),
+		AllowRootful: p.AllowRootful, Watcher: p.Watcher, WatcherInImage: p.WatcherInImage, EngineEnv: env, Log: g.logger(c.stderr),
 	}, nil
 }
 

@@ -48,9 +48,9 @@ func TestProveBounds(t *testing.T) {
 			t.Errorf("%s removed bound %v, want %v", tc.path, d, tc.removed)
 		}
 	}
-	for _, rt := range []string{"native", "docker", "podman"} {
-		if b := DefaultBounds(rt); b.Dead <= 0 || b.Removed < b.Dead {
-			t.Errorf("%s default bounds %+v", rt, b)
+	for _, d := range Descriptors() {
+		if b := d.Bounds; b.Dead <= 0 || b.Removed < b.Dead {
+			t.Errorf("%s default bounds %+v", d.Name, b)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"text/tabwriter"
@@ -29,9 +28,9 @@ type ReconcileOptions struct {
 	JournalDir string
 	// Runtimes to look at; empty: every registered runtime. An engine
 	// whose CLI is not installed is skipped unless the journal names it.
-	Runtimes []string
-	Env      []string // for engine CLIs; nil: the process's own
-	Log      *slog.Logger
+	Runtimes  []string
+	EngineEnv []string // for engine CLIs; nil: the process's own
+	Log       *slog.Logger
 }
 
 // ReconcileItem is one box or journal entry and what reconcile did.
@@ -143,20 +142,19 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 	}
 	sort.Strings(names)
 
-	cfg := RuntimeConfig{Log: log, Env: o.Env}
+	cfg := RuntimeConfig{Log: log, EngineEnv: o.EngineEnv}
 	rts := map[string]Runtime{}
 	unreachable := map[string]string{} // runtime → why it cannot be listed
 	listed := map[string][]Listed{}
 	for _, name := range names {
-		if !registered(name) {
+		desc, ok := Lookup(name)
+		if !ok {
 			unreachable[name] = "not a runtime this supervisor knows"
 			continue
 		}
-		if engineRuntimes[name] {
-			if _, err := exec.LookPath(name); err != nil {
-				unreachable[name] = name + " is not installed"
-				continue
-			}
+		if err := desc.Installed(o.EngineEnv); err != nil {
+			unreachable[name] = err.Error()
+			continue
 		}
 		rt, err := NewRuntime(name, cfg)
 		if err != nil {
@@ -225,12 +223,12 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 			continue
 		}
 		reason := "box gone; " + ownerWhy
-		if e.Runtime == "native" {
-			// A native box's remains (an empty cgroup) have no label to
-			// list; Remove works from the journaled state and is a no-op
-			// when nothing is left.
-			if err := rts[e.Runtime].Remove(ctx, boxFromEntry(e)); err != nil {
-				it.Reason = fmt.Sprintf("remove native remains: %v; the journal entry stays open", err)
+		if desc, _ := Lookup(e.Runtime); desc.UnlistedRemains {
+			// The box's remains (native: an empty cgroup) have no label
+			// to list; Remove works from the journaled state and is a
+			// no-op when nothing is left.
+			if err := rts[e.Runtime].Remove(ctx, BoxFromEntry(e)); err != nil {
+				it.Reason = fmt.Sprintf("remove %s remains: %v; the journal entry stays open", e.Runtime, err)
 				rep.add(it)
 				continue
 			}
@@ -271,7 +269,7 @@ func removeProven(ctx context.Context, j *Journal, rt Runtime, e *JournalEntry, 
 	}
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := rt.Remove(rctx, boxFromEntry(e)); err != nil {
+	if err := rt.Remove(rctx, BoxFromEntry(e)); err != nil {
 		e.Error = err.Error()
 		j.Put(e)
 		return ReconcileBlocked, fmt.Sprintf("remove failed: %v; the journal entry stays open", err)
@@ -283,8 +281,8 @@ func removeProven(ctx context.Context, j *Journal, rt Runtime, e *JournalEntry, 
 	return ReconcileRemoved, "labels and nonce match the journal, " + ownerWhy
 }
 
-// boxFromEntry is the Box a runtime's Remove needs, from the journal.
-func boxFromEntry(e *JournalEntry) *Box {
+// BoxFromEntry is the Box a runtime's Remove needs, from the journal.
+func BoxFromEntry(e *JournalEntry) *Box {
 	st := map[string]string{}
 	for k, v := range e.RuntimeState {
 		st[k] = v
@@ -303,14 +301,14 @@ func contains(ss []string, s string) bool {
 
 // ReconcileCmd is `supervisor reconcile`.
 type ReconcileCmd struct {
-	Runtime []string `help:"Runtimes to look at (repeatable; default: docker, podman and native, those installed)." enum:"docker,podman,native" sep:"none" placeholder:"NAME"`
+	Runtime []string `help:"Runtimes to look at (repeatable; default: ${runtimes_list}, those installed)." enum:"${runtimes}" sep:"none" placeholder:"NAME"`
 	JSON    bool     `help:"Print JSON: removed, closed and blocked, each with its reason." name:"json"`
 }
 
 // Help is the long help of reconcile.
 func (ReconcileCmd) Help() string {
 	return `Run by a controller at start-up, resume or restart. For this --instance it lists the
-boxes that carry its label (docker, podman) or its record (native), and removes a box
+boxes that carry its label or its record in every installed runtime, and removes a box
 only when its labels and nonce match a journal entry AND the supervisor that owned it is
 proven gone (its pid is dead, or alive with another start time). Journal entries whose
 box is already gone are closed. A box it cannot prove it owns (no journal entry, nonce
@@ -326,7 +324,7 @@ func (r *ReconcileCmd) Run(g *Globals, c *cmdContext) error {
 		return UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
 	}
 	rep, err := Reconcile(context.Background(), ReconcileOptions{
-		Instance: g.Instance, JournalDir: g.journalDir(), Runtimes: r.Runtime, Env: c.env, Log: g.logger(c.stderr),
+		Instance: g.Instance, JournalDir: g.journalDir(), Runtimes: r.Runtime, EngineEnv: c.env, Log: g.logger(c.stderr),
 	})
 	if err != nil {
 		return err

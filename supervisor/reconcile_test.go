@@ -36,6 +36,13 @@ func (m *memRuntime) Remove(_ context.Context, b *Box) error {
 	m.removed = append(m.removed, b.Name)
 	return nil
 }
+func (m *memRuntime) Exists(_ context.Context, b *Box) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.boxes[b.Name]
+	return ok, nil
+}
+func (m *memRuntime) HostPID(context.Context, *Box) (int, error) { return 0, nil }
 func (m *memRuntime) List(_ context.Context, instance string) ([]Listed, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -54,7 +61,7 @@ func (m *memRuntime) List(_ context.Context, instance string) ([]Listed, error) 
 var theMem = &memRuntime{boxes: map[string]Listed{}}
 
 func init() {
-	RegisterRuntime("memrt", func(RuntimeConfig) (Runtime, error) { return theMem, nil })
+	Register(Descriptor{Name: "memrt", Bounds: Bounds{Dead: time.Second, Removed: time.Second}, New: func(RuntimeConfig) (Runtime, error) { return theMem, nil }})
 }
 
 func labelsFor(instance, launch, nonce string) map[string]string {

@@ -1,12 +1,39 @@
 package supervisor
 
+// The runtime registry, in the way containerd registers its plugins:
+// every runtime package registers one Descriptor per runtime from its
+// init, and everything above the runtimes (the CLI's enums, --runtime
+// auto, ls, reconcile, doctor, prove-deathwatch, demo) asks the
+// registry and the Runtime interface instead of naming a runtime.
+//
+// # How to add a runtime
+//
+//  1. Make a package under supervisor/runtime/NAME (fence Linux-only code
+//     with _linux.go files or build tags, and keep a doc file that builds
+//     everywhere, as supervisor/runtime/native does).
+//  2. Implement Runtime (supervisor/runtime.go) on a type; every argv it
+//     hands to a CLI comes from a pure builder with a table test.
+//     Implement ImageChecker and LimitsChecker when the runtime can check
+//     an image or a limit before anything is created.
+//  3. In the package's init, call Register with a Descriptor: the name
+//     (what --runtime takes), whether a rootful daemon stands behind it,
+//     its place in --runtime auto, its default proof bounds, how to tell
+//     it is installed, and the factory.
+//  4. Add one blank import line to supervisor/cli/runtimes.go.
+//
+// Nothing else changes: `supervisor exec --runtime NAME`, ls, reconcile,
+// doctor and prove-deathwatch pick it up from the registry.
+
 import (
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"os/exec"
 	"sort"
+	"strings"
 	"sync"
+	"time"
 )
 
 // RuntimeConfig is what a runtime is constructed with.
@@ -15,32 +42,198 @@ type RuntimeConfig struct {
 	// Stderr receives what the box's init writes to its stderr (the
 	// watcher's own log lines, prefixed "watcher: ") while it runs.
 	Stderr io.Writer
-	// Env is the environment for engine CLIs; nil means os.Environ().
-	Env []string
+	// EngineEnv is the environment for engine CLIs; nil means
+	// os.Environ(). It never holds the agent's variables.
+	EngineEnv []string
 }
 
 // RuntimeFactory makes a runtime.
 type RuntimeFactory func(RuntimeConfig) (Runtime, error)
 
+// Bounds are what prove-deathwatch holds a runtime to.
+type Bounds struct {
+	// Dead: from the trigger (SIGKILL; for heartbeat and deadline, on
+	// top of the heartbeat, or of deadline + grace) until every process
+	// of the box is dead.
+	Dead time.Duration
+	// Removed: from the trigger until the box is gone (a runtime with
+	// AutoRemove: the runtime's own removal; else: removed by the
+	// reconcile that prove runs once the processes are dead).
+	Removed time.Duration
+}
+
+// Descriptor says what a runtime is, for everything above it.
+type Descriptor struct {
+	// Name is what --runtime takes, what the journal and events record.
+	Name string
+	// Daemon: a daemon stands behind the runtime, and its root may be
+	// the host's (Info.Rootless tells): a rootful one is refused unless
+	// --allow-rootful. Doctor reports it as rootful/rootless; a runtime
+	// without a daemon as root/unprivileged.
+	Daemon bool
+	// AutoRank is the runtime's place in --runtime auto (lower first; 0
+	// is never picked by auto). Auto takes the first usable runtime that
+	// has no daemon or a rootless one, else the first rootful one that
+	// --allow-rootful accepts.
+	AutoRank int
+	// Bounds are the runtime's default prove-deathwatch bounds.
+	Bounds Bounds
+	// AutoRemove: the runtime removes a box by itself once its watcher
+	// exits (docker/podman --rm), also after a SIGKILL of the
+	// supervisor; prove-deathwatch measures that removal. Otherwise
+	// reconcile removes what a killed supervisor left.
+	AutoRemove bool
+	// UnlistedRemains: a box may leave remains that List does not show
+	// (native: an empty cgroup); reconcile then calls Remove for an open
+	// journal entry whose box is not listed.
+	UnlistedRemains bool
+	// HostWatcherOnly: the box always runs the host's watcher, which the
+	// runtime itself puts into the box and checks at Create
+	// (--watcher-in-image is refused); an image's watcher is looked for
+	// in the rootfs directory --image names.
+	HostWatcherOnly bool
+	// Installed says why the runtime cannot be used on this host at all
+	// (its CLI is not on PATH, another OS), or nil. It is cheap: no
+	// engine round trip. env is the engine CLIs' environment.
+	Installed func(env []string) error
+	// New makes the runtime.
+	New RuntimeFactory
+	// InitArg and InitMain are a hidden mode of the supervisor binary
+	// that the runtime re-executes (native: the box's init stage): when
+	// the first argument is InitArg, Main runs InitMain before anything
+	// else and exits with its status.
+	InitArg  string
+	InitMain func() int
+}
+
 var (
 	registryMu sync.Mutex
-	registry   = map[string]RuntimeFactory{}
+	registry   = map[string]*Descriptor{}
 )
 
-// RegisterRuntime makes a runtime available to --runtime NAME. Docker
-// and Podman register themselves in docker.go; another runtime (native,
-// sbx) registers from its own file's init.
-func RegisterRuntime(name string, f RuntimeFactory) {
+// Register makes a runtime available to --runtime NAME. Runtime
+// packages call it from init; a second registration of a name panics.
+func Register(d Descriptor) {
+	if d.Name == "" || d.New == nil {
+		panic("supervisor.Register: a runtime needs a name and a factory")
+	}
+	if d.Installed == nil {
+		d.Installed = func([]string) error { return nil }
+	}
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	registry[name] = f
+	if _, dup := registry[d.Name]; dup {
+		panic("supervisor.Register: runtime " + d.Name + " registered twice")
+	}
+	registry[d.Name] = &d
+}
+
+// Lookup returns the descriptor of the runtime called name.
+func Lookup(name string) (Descriptor, bool) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	d, ok := registry[name]
+	if !ok {
+		return Descriptor{}, false
+	}
+	return *d, true
+}
+
+// Descriptors lists the registered runtimes, sorted by name.
+func Descriptors() []Descriptor {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	out := make([]Descriptor, 0, len(registry))
+	for _, d := range registry {
+		out = append(out, *d)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out
+}
+
+// RuntimeNames lists the registered runtimes, sorted.
+func RuntimeNames() []string {
+	var names []string
+	for _, d := range Descriptors() {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// AutoOrder is the order --runtime auto probes in.
+func AutoOrder() []string {
+	ds := Descriptors()
+	sort.SliceStable(ds, func(a, b int) bool { return ds[a].AutoRank < ds[b].AutoRank })
+	var names []string
+	for _, d := range ds {
+		if d.AutoRank > 0 {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
+// AutoHelp says in words what --runtime auto does with the runtimes of
+// this build, e.g. "a rootless podman or docker, else native, else a
+// rootful engine with --allow-rootful".
+func AutoHelp() string {
+	var daemons, others []string
+	for _, n := range AutoOrder() {
+		if d, _ := Lookup(n); d.Daemon {
+			daemons = append(daemons, n)
+		} else {
+			others = append(others, n)
+		}
+	}
+	var parts []string
+	if len(daemons) > 0 {
+		parts = append(parts, "a rootless "+strings.Join(daemons, " or "))
+	}
+	if len(others) > 0 {
+		parts = append(parts, strings.Join(others, " or "))
+	}
+	if len(daemons) > 0 {
+		parts = append(parts, "a rootful engine with --allow-rootful")
+	}
+	if len(parts) == 0 {
+		return "no runtime in this build"
+	}
+	return strings.Join(parts, ", else ")
+}
+
+// LocalRuntime is the first runtime in auto's order that has no daemon
+// behind it (native: it needs no image), else the first in auto's
+// order; the demo and prove-deathwatch use it by default.
+func LocalRuntime() string {
+	order := AutoOrder()
+	for _, n := range order {
+		if d, _ := Lookup(n); !d.Daemon {
+			return n
+		}
+	}
+	if len(order) > 0 {
+		return order[0]
+	}
+	return ""
+}
+
+// InitMode returns the hidden mode args[0] asks for, if a runtime
+// registered one.
+func InitMode(args []string) (func() int, bool) {
+	if len(args) == 0 {
+		return nil, false
+	}
+	for _, d := range Descriptors() {
+		if d.InitArg != "" && d.InitArg == args[0] && d.InitMain != nil {
+			return d.InitMain, true
+		}
+	}
+	return nil, false
 }
 
 // NewRuntime constructs the runtime called name.
 func NewRuntime(name string, cfg RuntimeConfig) (Runtime, error) {
-	registryMu.Lock()
-	f, ok := registry[name]
-	registryMu.Unlock()
+	d, ok := Lookup(name)
 	if !ok {
 		return nil, UsageError("--runtime %s: not one of %v", name, RuntimeNames())
 	}
@@ -50,23 +243,11 @@ func NewRuntime(name string, cfg RuntimeConfig) (Runtime, error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = io.Discard
 	}
-	rt, err := f(cfg)
+	rt, err := d.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("runtime %s: %w", name, err)
 	}
 	return rt, nil
-}
-
-// RuntimeNames lists the registered runtimes, sorted.
-func RuntimeNames() []string {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	var names []string
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // ImageChecker is implemented by runtimes that can tell, before
@@ -76,17 +257,26 @@ type ImageChecker interface {
 	CheckImage(ctx context.Context, image string) error
 }
 
-func registered(name string) bool {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	_, ok := registry[name]
-	return ok
-}
-
 // LimitsChecker is implemented by runtimes that can tell, before
 // anything is created, that they could not enforce the memory or pids
 // limit asked for. A limit that would be silently ignored is refused
 // (shared.ExitRefused).
 type LimitsChecker interface {
 	CheckLimits(memory, pids int64) error
+}
+
+// WatcherVersionCommander is implemented by runtimes that can run the
+// watcher baked into an image on its own, for doctor: the command runs
+// it with --version in a throwaway box (no network, no privileges,
+// removed at once).
+type WatcherVersionCommander interface {
+	WatcherVersionCommand(ctx context.Context, image, path string) *exec.Cmd
+}
+
+// Remainer is implemented by runtimes whose boxes hold host objects of
+// their own beyond processes (native as root: its cgroup folders), so
+// that the demo can show them and check that reconcile removed them.
+type Remainer interface {
+	// Remains names the kind ("cgroup") and host paths of what b holds.
+	Remains(b *Box) (kind string, paths []string)
 }

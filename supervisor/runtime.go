@@ -1,5 +1,8 @@
-// Package supervisor is the host half of deathwatch: the lifecycle of
-// one box (exec), reconcile, prove-deathwatch and doctor.
+// Package supervisor is the host half of deathwatch as a library: the
+// lifecycle of one box (Exec, its events and journal), Reconcile, and the
+// Runtime interface with the registry the runtimes describe themselves
+// in. The runtimes live in supervisor/runtime/..., the verbs that check
+// a host in supervisor/hostcheck, the command line in supervisor/cli.
 package supervisor
 
 import (
@@ -7,11 +10,11 @@ import (
 	"io"
 )
 
-// watcherEnv is what every runtime adds to the watcher's own
+// WatcherEnv is what every runtime adds to the watcher's own
 // environment (never the agent's, which comes from the spec alone): PID
 // 1 does nothing in parallel, and one P keeps its threads and resident
 // memory down (about 200 kB measured).
-const watcherEnv = "GOMAXPROCS=1"
+const WatcherEnv = "GOMAXPROCS=1"
 
 // Mount is one bind mount into the box.
 type Mount struct {
@@ -84,4 +87,12 @@ type Runtime interface {
 	Remove(ctx context.Context, b *Box) error
 	// List returns the boxes that carry instance's label.
 	List(ctx context.Context, instance string) ([]Listed, error)
+	// Exists reports whether anything of the box is still there (the
+	// container, or the native box's cgroup and record). b may come
+	// from the journal (Name and State only).
+	Exists(ctx context.Context, b *Box) (bool, error)
+	// HostPID is the host pid of the box's PID 1 (its watcher), or 0
+	// when the box has none this host can see (a microVM, a remote
+	// engine, a box that is gone).
+	HostPID(ctx context.Context, b *Box) (int, error)
 }
