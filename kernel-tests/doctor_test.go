@@ -52,7 +52,7 @@ func TestDoctor(t *testing.T) {
 			if code != 0 || !rep.OK || len(rep.Problems) > 0 {
 				t.Errorf("exit %d, ok %v, problems %v\n%s", code, rep.OK, rep.Problems, stderr)
 			}
-			if len(rep.Runtimes) != 4 || rep.Selected != r.runtime || rep.Cgroup == "" {
+			if len(rep.Runtimes) != len(supervisor.RuntimeNames()) || rep.Selected != r.runtime || rep.Cgroup == "" {
 				t.Errorf("runtimes %+v, selected %q, cgroup %q", rep.Runtimes, rep.Selected, rep.Cgroup)
 			}
 			row := runtimeRow(rep, r.runtime)
