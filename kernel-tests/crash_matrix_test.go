@@ -29,9 +29,11 @@ import (
 	"testing"
 	"time"
 
+	"deathwatch/internal/proc"
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/runtime/native"
 )
 
 // cwPoints are the kill points, in lifecycle order.
@@ -158,7 +160,7 @@ func supervisorJSON[T any](r *cwRig, argv ...string) (int, T, string) {
 func (r *cwRig) boxes(instance string) []string {
 	r.t.Helper()
 	if r.runtime == "native" {
-		ls, err := supervisor.NewNative(nil, supervisor.NativeOptions{StateDir: r.nativeState}).List(context.Background(), instance)
+		ls, err := native.New(nil, native.Options{StateDir: r.nativeState}).List(context.Background(), instance)
 		if err != nil {
 			r.t.Fatalf("native list: %v", err)
 		}
@@ -213,7 +215,7 @@ func (r *cwRig) boxProcs(box string, entry *supervisor.JournalEntry) []ktest.Pro
 	pid := 0
 	if r.runtime == "native" {
 		if entry != nil {
-			pid, _ = strconv.Atoi(entry.RuntimeState[supervisor.StateInitPID])
+			pid, _ = strconv.Atoi(entry.RuntimeState[native.StateInitPID])
 		}
 	} else if out, err := r.engine("container", "inspect", "--format", "{{.State.Pid}}", box).Output(); err == nil {
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(out)))
@@ -335,11 +337,11 @@ func deadOwner(t *testing.T) supervisor.Owner {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := supervisor.ProcStartTime(cmd.Process.Pid)
+	st, err := proc.StartTime(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := supervisor.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: supervisor.BootID()}
+	o := supervisor.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: proc.BootID()}
 	cmd.Process.Kill()
 	cmd.Wait()
 	return o

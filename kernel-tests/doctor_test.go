@@ -7,27 +7,28 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/hostcheck"
 )
 
-func (r *cwRig) doctor(args ...string) (int, supervisor.DoctorReport, string) {
+func (r *cwRig) doctor(args ...string) (int, hostcheck.DoctorReport, string) {
 	r.t.Helper()
 	argv := append([]string{"--instance", r.instance, "--journal", r.journalDir(), "doctor", "--json"}, args...)
-	return supervisorJSON[supervisor.DoctorReport](r, argv...)
+	return supervisorJSON[hostcheck.DoctorReport](r, argv...)
 }
 
-func doctorTable(rep supervisor.DoctorReport) string {
+func doctorTable(rep hostcheck.DoctorReport) string {
 	var b strings.Builder
-	supervisor.WriteDoctorTable(&b, &rep)
+	hostcheck.WriteDoctorTable(&b, &rep)
 	return b.String()
 }
 
-func runtimeRow(rep supervisor.DoctorReport, name string) supervisor.DoctorRuntime {
+func runtimeRow(rep hostcheck.DoctorReport, name string) hostcheck.DoctorRuntime {
 	for _, r := range rep.Runtimes {
 		if r.Name == name {
 			return r
 		}
 	}
-	return supervisor.DoctorRuntime{}
+	return hostcheck.DoctorRuntime{}
 }
 
 // doctor on every runtime under the required posture: the runtime is

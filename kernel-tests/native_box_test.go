@@ -17,6 +17,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/runtime/native"
 )
 
 // The native runtime driven directly through the Runtime interface, the
@@ -25,7 +26,7 @@ import (
 
 // nativeRT is the runtime as root tests use it: the init stage is the
 // built supervisor binary (the test binary has no such mode).
-func nativeRT(t *testing.T, opts supervisor.NativeOptions) (*supervisor.Native, ktest.Binaries) {
+func nativeRT(t *testing.T, opts native.Options) (*native.Native, ktest.Binaries) {
 	t.Helper()
 	ktest.RequireRoot(t)
 	bins := ktest.Build(t)
@@ -36,7 +37,7 @@ func nativeRT(t *testing.T, opts supervisor.NativeOptions) (*supervisor.Native, 
 		opts.StateDir = t.TempDir()
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return supervisor.NewNative(log, opts), bins
+	return native.New(log, opts), bins
 }
 
 type testWriter struct{ t *testing.T }
@@ -216,12 +217,12 @@ func readUntil(t *testing.T, rd *shared.Reader, want string) {
 // cgroupDirs are the box cgroup's folders as Create recorded them.
 func cgroupDirs(t *testing.T, b *supervisor.Box) []string {
 	t.Helper()
-	g := b.State[supervisor.StateCgroup]
+	g := b.State[native.StateCgroup]
 	if g == "" {
 		t.Fatalf("box state records no cgroup: %v", b.State)
 	}
-	root := b.State[supervisor.StateCgroupRoot]
-	if b.State[supervisor.StateCgroupVersion] == "2" {
+	root := b.State[native.StateCgroupRoot]
+	if b.State[native.StateCgroupVersion] == "2" {
 		return []string{filepath.Join(root, g)}
 	}
 	return []string{filepath.Join(root, "memory", g), filepath.Join(root, "pids", g), filepath.Join(root, "freezer", g)}

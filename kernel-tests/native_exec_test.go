@@ -13,6 +13,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/runtime/native"
 )
 
 // `supervisor exec --runtime native` end to end: exit codes come back,
@@ -79,7 +80,7 @@ func assertAllRemoved(t *testing.T, journal string) {
 			t.Errorf("journal entry %s (%s) is still open", e.LaunchID, e.State)
 		}
 		b := &supervisor.Box{Name: e.Box, State: e.RuntimeState}
-		if e.RuntimeState[supervisor.StateCgroup] != "" {
+		if e.RuntimeState[native.StateCgroup] != "" {
 			for _, d := range cgroupDirs(t, b) {
 				if _, err := os.Stat(d); !os.IsNotExist(err) {
 					t.Errorf("cgroup %s left behind", d)

@@ -11,6 +11,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/runtime/native"
 )
 
 // probeScript prints KEY=VALUE lines about what the agent sees. The test
@@ -37,7 +38,7 @@ echo cgroups=$(cut -d: -f3 /proc/self/cgroup | sort -u | tr '\n' ' ')
 `
 
 func TestNativeIsolation(t *testing.T) {
-	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	rt, bins := nativeRT(t, native.Options{})
 	host := exec.Command("sleep", "60")
 	if err := host.Start(); err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestNativeIsolation(t *testing.T) {
 // The default agent (1000:1000) runs under the watcher, in the box's
 // cgroup, and the box is gone after Remove.
 func TestNativeAgentUnderWatcher(t *testing.T) {
-	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	rt, bins := nativeRT(t, native.Options{})
 	b := newBox(t, bins)
 	var dirs []string
 	var inCgroup []string
@@ -132,7 +133,7 @@ func TestNativeAgentUnderWatcher(t *testing.T) {
 }
 
 func TestNativeRootfs(t *testing.T) {
-	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	rt, bins := nativeRT(t, native.Options{})
 	b := newBox(t, bins)
 	b.Image = ktest.BusyboxRootfs(t)
 	script := `echo busybox=$(test -x /bin/busybox && echo yes); echo go=$(test -e /usr/local/go && echo visible); echo user=$(id -un); echo ppid=$PPID; (echo x > /etc/x) 2>/dev/null && echo wrote=etc; echo x > /tmp/x && echo tmp=ok`
@@ -151,7 +152,7 @@ func TestNativeRootfs(t *testing.T) {
 
 // Network host keeps the host's interfaces.
 func TestNativeNetworkHost(t *testing.T) {
-	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	rt, bins := nativeRT(t, native.Options{})
 	b := newBox(t, bins)
 	b.Network = "host"
 	r := runBox(t, rt, b, agentSpec("/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '"), nil)
@@ -174,7 +175,7 @@ func TestNativeCgroupV2(t *testing.T) {
 	if _, err := os.Stat(root); err != nil {
 		root = "/sys/fs/cgroup"
 	}
-	rt, bins := nativeRT(t, supervisor.NativeOptions{CgroupVersion: 2, CgroupRoot: root})
+	rt, bins := nativeRT(t, native.Options{CgroupVersion: 2, CgroupRoot: root})
 	b := newBox(t, bins)
 	st, rd := startBox(t, rt, b, agentSpec("/bin/sh", "-c", "setsid sleep 100 & echo up; exec sleep 100"))
 	readUntil(t, rd, "up")
@@ -198,7 +199,7 @@ func TestNativeCgroupV2(t *testing.T) {
 // Launch timings of the runtime alone (no journal, no CLI), for the
 // closing note.
 func TestNativeLaunchTimings(t *testing.T) {
-	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	rt, bins := nativeRT(t, native.Options{})
 	var create, start, ready, exit, remove []time.Duration
 	for i := 0; i < 15; i++ {
 		b := newBox(t, bins)
@@ -236,7 +237,7 @@ func TestNativeLaunchTimings(t *testing.T) {
 // Probe reports the runtime; List finds a box by its instance label
 // (running while its cgroup holds processes) until Remove.
 func TestNativeProbeAndList(t *testing.T) {
-	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	rt, bins := nativeRT(t, native.Options{})
 	info, err := rt.Probe(t.Context())
 	if err != nil || !info.Present || info.Runtime != "native" || info.Rootless {
 		t.Fatalf("probe as root: %+v, %v", info, err)
@@ -265,7 +266,7 @@ func TestNativeProbeAndList(t *testing.T) {
 
 // A rootfs without /sys still runs (the fresh sysfs is optional).
 func TestNativeRootfsWithoutSys(t *testing.T) {
-	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	rt, bins := nativeRT(t, native.Options{})
 	src := ktest.BusyboxRootfs(t)
 	root := t.TempDir()
 	for _, d := range []string{"proc", "dev", "tmp"} {

@@ -13,6 +13,7 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/runtime/native"
 )
 
 // longAgent leaves descendants that ignore TERM and escape into their own
@@ -116,7 +117,7 @@ func openEntry(t *testing.T, dir string) *supervisor.JournalEntry {
 func TestNativeSupervisorKilled(t *testing.T) {
 	ktest.RequireRoot(t)
 	bins := ktest.Build(t)
-	rt := supervisor.NewNative(nil, supervisor.NativeOptions{})
+	rt := native.New(nil, native.Options{})
 	const trials = 12
 	var times []time.Duration
 	for i := 0; i < trials; i++ {

@@ -11,6 +11,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/runtime/native"
 )
 
 // watcherStarved fails a box whose stream ended without an exit
@@ -39,7 +40,7 @@ func pidsDir(t *testing.T, b *supervisor.Box) string {
 // A shell that forks 200 sleeps gets no more than the pids limit: dash
 // gives up at the first failed fork.
 func TestNativePidsLimit(t *testing.T) {
-	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	rt, bins := nativeRT(t, native.Options{})
 	b := newBox(t, bins)
 	b.PidsLimit = 48
 	script := `i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); echo $i; done`
@@ -69,7 +70,7 @@ func TestNativePidsLimit(t *testing.T) {
 // own fork fails exits at once); the main one spins in a builtin loop,
 // which needs no fork, until the deadline.
 func TestNativeForkBomb(t *testing.T) {
-	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	rt, bins := nativeRT(t, native.Options{})
 	b := newBox(t, bins)
 	b.PidsLimit = 64
 	spec := agentSpec("/bin/sh", "-c", `sh -c 'b() { b | b & }; b' 2>/dev/null & while :; do :; done`)
@@ -131,7 +132,7 @@ func checkEmptyThenRemove(t *testing.T, rt supervisor.Runtime, b *supervisor.Box
 
 // An allocation past the memory limit is killed; one below it is not.
 func TestNativeMemoryLimit(t *testing.T) {
-	rt, bins := nativeRT(t, supervisor.NativeOptions{})
+	rt, bins := nativeRT(t, native.Options{})
 	for _, c := range []struct {
 		size string
 		want int
@@ -150,7 +151,7 @@ func TestNativeMemoryLimit(t *testing.T) {
 			if r.Exit.Code != c.want {
 				t.Errorf("exit code %d, want %d", r.Exit.Code, c.want)
 			}
-			if b.State[supervisor.StateCgroupVersion] == "1" {
+			if b.State[native.StateCgroupVersion] == "1" {
 				limit := readFileTrim(t, filepath.Join(memDir, "memory.limit_in_bytes"))
 				sw := readFileTrim(t, filepath.Join(memDir, "memory.memsw.limit_in_bytes"))
 				if limit != strconv.Itoa(96<<20) || sw != limit {
@@ -202,7 +203,7 @@ func TestNativeUnprivilegedDelegatedCgroup(t *testing.T) {
 	})
 	journal := sharedTempDir(t)
 	script := `i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); echo $i; done`
-	cmd := ktest.AsUser(ktest.RootlessUser, "env", supervisor.EnvCgroupParent+"="+parent, bins.Supervisor, "exec", "--runtime", "native",
+	cmd := ktest.AsUser(ktest.RootlessUser, "env", native.EnvCgroupParent+"="+parent, bins.Supervisor, "exec", "--runtime", "native",
 		"--journal", journal, "--watcher", bins.Watcher, "--pids-limit", "40", "--memory", "128m", "--", "/bin/sh", "-c", script)
 	out, err := cmd.CombinedOutput()
 	fields := strings.Fields(string(out))

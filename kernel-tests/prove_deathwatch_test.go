@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"deathwatch/shared"
-	"deathwatch/supervisor"
+	"deathwatch/supervisor/hostcheck"
 )
 
 // proveRun runs `supervisor prove-deathwatch --json ARGS` as the rig's
 // user and returns its exit status and report.
-func (r *cwRig) prove(args ...string) (int, supervisor.ProveReport, string) {
+func (r *cwRig) prove(args ...string) (int, hostcheck.ProveReport, string) {
 	r.t.Helper()
 	argv := []string{"--instance", r.instance, "--journal", r.journalDir(), "prove-deathwatch", "--json", "--runtime", r.runtime}
 	if r.image != "" {
@@ -20,12 +20,12 @@ func (r *cwRig) prove(args ...string) (int, supervisor.ProveReport, string) {
 	if r.user == "" && r.runtime != "native" {
 		argv = append(argv, "--allow-rootful")
 	}
-	return supervisorJSON[supervisor.ProveReport](r, append(argv, args...)...)
+	return supervisorJSON[hostcheck.ProveReport](r, append(argv, args...)...)
 }
 
-func proveTable(rep supervisor.ProveReport) string {
+func proveTable(rep hostcheck.ProveReport) string {
 	var b strings.Builder
-	supervisor.WriteProveTable(&b, &rep)
+	hostcheck.WriteProveTable(&b, &rep)
 	return b.String()
 }
 

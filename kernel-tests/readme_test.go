@@ -8,7 +8,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 )
 
-// TestReadmeMainCommand runs the README's first command (supervisor.RunDemo) the way
+// TestReadmeMainCommand runs the README's first command (hostcheck.RunDemo) the way
 // `make demo` does — the built supervisor, through its CLI — and checks
 // what a reader is told to expect: the agent's output and exit code,
 // the time the tree survived, and nothing left behind.

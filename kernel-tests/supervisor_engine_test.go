@@ -27,6 +27,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/cli"
 )
 
 // engineRig is one engine as the supervisor sees it.
@@ -347,7 +348,7 @@ func TestSupervisorSIGKILL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("supervisor ls: %v", err)
 		}
-		var rows []supervisor.LsRow
+		var rows []cli.LsRow
 		if err := json.Unmarshal(out, &rows); err != nil {
 			t.Fatalf("ls --json: %v: %s", err, out)
 		}

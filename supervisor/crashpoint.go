@@ -1,12 +1,6 @@
 package supervisor
 
-import (
-	"fmt"
-	"os"
-	"runtime"
-
-	"golang.org/x/sys/unix"
-)
+import "os"
 
 // Crash points: the lifecycle calls crashpoint at each of these, so that
 // the crash-window tests can SIGKILL the supervisor exactly there.
@@ -24,21 +18,3 @@ const CrashPointEnv = "DEATHWATCH_TEST_PAUSE_AT"
 
 // crashPointAt is read once, at start-up.
 var crashPointAt = os.Getenv(CrashPointEnv)
-
-// crashpoint stops the process (SIGSTOP on itself) when the test asked
-// for this point, after one line on stderr. A test waits for the
-// stopped state in /proc/PID/stat and then sends SIGKILL; a SIGCONT
-// instead lets the lifecycle go on.
-func crashpoint(point string) {
-	if crashPointAt == "" || crashPointAt != point {
-		return
-	}
-	fmt.Fprintf(os.Stderr, "supervisor: %s=%s: stopping for the test\n", CrashPointEnv, point)
-	// Thread-directed: the calling thread takes the stop on its way back
-	// from the syscall, so the lifecycle goes no further. A kill(2) to
-	// the process may be taken by another (idle) thread while this one
-	// runs on for milliseconds — measured: a native box got started.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	unix.Tgkill(os.Getpid(), unix.Gettid(), unix.SIGSTOP)
-}

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"deathwatch/shared"
 )
@@ -19,8 +20,8 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// withCode wraps err with an exit status.
-func withCode(code int, err error) error {
+// WithCode wraps err with an exit status.
+func WithCode(code int, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -51,11 +52,21 @@ func SetupError(format string, args ...any) error {
 	return codef(shared.ExitSetupFailed, format, args...)
 }
 
-// exitCode is the status for err: its ExitError code, or def.
-func exitCode(err error, def int) int {
+// ExitCode is the status for err: its ExitError code, or def.
+func ExitCode(err error, def int) int {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
 	return def
+}
+
+// FirstLine is the first line of s, trimmed: what a one-line message
+// quotes of a command's output.
+func FirstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSpace(s)
 }

@@ -92,7 +92,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 	fail := func(err error, def int) int {
 		fmt.Fprintf(x.Stderr, "supervisor: %v\n", err)
-		return exitCode(err, def)
+		return ExitCode(err, def)
 	}
 	spec := o.Spec()
 	if err := spec.Validate(); err != nil {
@@ -124,11 +124,11 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 	j, err := OpenJournal(o.JournalDir, o.Instance)
 	if err != nil {
-		return fail(withCode(exitCode(err, shared.ExitSetupFailed), err), shared.ExitSetupFailed)
+		return fail(WithCode(ExitCode(err, shared.ExitSetupFailed), err), shared.ExitSetupFailed)
 	}
 
 	launchID := NewLaunchID()
-	nonce := randHex(16)
+	nonce := RandHex(16)
 	prefix := o.NamePrefix
 	if prefix == "" {
 		prefix = "dw"
@@ -199,7 +199,7 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 		}
 		info, err := rt.Probe(ctx)
 		if err != nil {
-			return nil, info, withCode(exitCode(err, shared.ExitEngine), err)
+			return nil, info, WithCode(ExitCode(err, shared.ExitEngine), err)
 		}
 		if !info.Present {
 			d := info.Detail
@@ -213,7 +213,7 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 		}
 		if err := <-imageErr; err != nil {
 			imageErr <- nil
-			return nil, info, withCode(exitCode(err, shared.ExitImage), err)
+			return nil, info, WithCode(ExitCode(err, shared.ExitImage), err)
 		}
 		imageErr <- nil
 		return rt, info, nil
@@ -251,10 +251,11 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 
 // NewLaunchID is a sortable, unique launch id: UTC time and 32 random bits.
 func NewLaunchID() string {
-	return time.Now().UTC().Format("20060102-150405") + "-" + randHex(4)
+	return time.Now().UTC().Format("20060102-150405") + "-" + RandHex(4)
 }
 
-func randHex(n int) string {
+// RandHex is n random bytes in hex (nonces, launch ids).
+func RandHex(n int) string {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
 		panic(fmt.Sprintf("crypto/rand: %v", err)) // cannot happen on Linux ≥ 3.17
@@ -316,7 +317,7 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	if err := l.rt.Create(ctx, l.box); err != nil {
 		l.say("%v", err)
-		return l.early(exitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
+		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 	}
 	if err := l.journal(StateCreated); err != nil {
 		l.say("%v", err)
@@ -332,7 +333,7 @@ func (l *launch) run(ctx context.Context) int {
 	st, err := l.rt.Start(ctx, l.box)
 	if err != nil {
 		l.say("%v", err)
-		return l.early(exitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
+		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 	}
 	if err := l.journal(StateStarted); err != nil {
 		l.say("%v", err)
@@ -639,16 +640,6 @@ func (l *launch) finish(code int, st *Started) int {
 	l.emit(Event{Event: EventRemoved})
 	l.x.Log.Info("removed", "box", l.box.Name, "took", time.Since(t0))
 	return code
-}
-
-// forwarded reports whether s is passed on to the agent (a signal
-// frame) rather than ending the box.
-func forwarded(s os.Signal) (int, bool) {
-	switch s {
-	case syscall.SIGUSR1, syscall.SIGUSR2:
-		return int(s.(syscall.Signal)), true
-	}
-	return 0, false
 }
 
 func signalStatus(s os.Signal) int {

@@ -1,10 +1,31 @@
 package supervisor
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
 	"os"
+
+	"deathwatch/internal/proc"
 )
+
+// SelfOwner is the Owner record of this process.
+func SelfOwner() (Owner, error) {
+	st, err := proc.StartTime(os.Getpid())
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return Owner{}, fmt.Errorf("read own start time: %w", err)
+	}
+	return Owner{PID: os.Getpid(), StartTime: st, BootID: proc.BootID(), PIDNS: proc.SelfPIDNamespace()}, nil
+}
+
+// Alive reports whether the owner may still run: it names a pid and
+// Proof cannot show it gone.
+func (o Owner) Alive() bool {
+	if o.PID <= 0 {
+		return false
+	}
+	gone, _ := o.Proof()
+	return !gone
+}
 
 // OwnerProof says whether the supervisor that journaled an entry is
 // proven gone, and why, in words a person reads in reconcile's report.
@@ -16,38 +37,28 @@ func (o Owner) Proof() (gone bool, why string) {
 		return false, "the journal names no owner pid"
 	}
 	if o.BootID != "" {
-		if now := BootID(); now != "" && now != o.BootID {
+		if now := proc.BootID(); now != "" && now != o.BootID {
 			return true, fmt.Sprintf("owner pid %d ran on another boot (%s)", o.PID, o.BootID)
 		}
 	}
 	if o.PIDNS != 0 {
-		if now := PIDNamespace(); now != 0 && now != o.PIDNS {
+		if now := proc.SelfPIDNamespace(); now != 0 && now != o.PIDNS {
 			return false, fmt.Sprintf("owner pid %d lives in another PID namespace (pid:[%d]); run reconcile where the supervisor ran", o.PID, o.PIDNS)
 		}
 	}
-	st, err := ProcStartTime(o.PID)
+	st, err := proc.StartTime(o.PID)
+	if errors.Is(err, errors.ErrUnsupported) {
+		// Windows: no start time to tell the owner from a reused pid.
+		return false, fmt.Sprintf("owner pid %d: this system cannot tell whether it still runs", o.PID)
+	}
 	if err != nil {
 		return true, fmt.Sprintf("owner pid %d is dead", o.PID)
 	}
 	if st != o.StartTime {
 		return true, fmt.Sprintf("owner pid %d is dead (the pid now belongs to a process started at tick %d, not %d)", o.PID, st, o.StartTime)
 	}
-	if procZombie(o.PID) {
+	if proc.Zombie(o.PID) {
 		return true, fmt.Sprintf("owner pid %d has exited (a zombie not yet reaped)", o.PID)
 	}
 	return false, fmt.Sprintf("owner pid %d is alive (start time %d)", o.PID, o.StartTime)
-}
-
-// procZombie reports whether pid has exited and waits to be reaped
-// (state Z or X in /proc/PID/stat).
-func procZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return false
-	}
-	return b[i+2] == 'Z' || b[i+2] == 'X'
 }

@@ -2,14 +2,11 @@ package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
-	"text/tabwriter"
 	"time"
 
 	"deathwatch/shared"
@@ -297,63 +294,4 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// ReconcileCmd is `supervisor reconcile`.
-type ReconcileCmd struct {
-	Runtime []string `help:"Runtimes to look at (repeatable; default: ${runtimes_list}, those installed)." enum:"${runtimes}" sep:"none" placeholder:"NAME"`
-	JSON    bool     `help:"Print JSON: removed, closed and blocked, each with its reason." name:"json"`
-}
-
-// Help is the long help of reconcile.
-func (ReconcileCmd) Help() string {
-	return `Run by a controller at start-up, resume or restart. For this --instance it lists the
-boxes that carry its label or its record in every installed runtime, and removes a box
-only when its labels and nonce match a journal entry AND the supervisor that owned it is
-proven gone (its pid is dead, or alive with another start time). Journal entries whose
-box is already gone are closed. A box it cannot prove it owns (no journal entry, nonce
-mismatch, owner still alive) is never touched: it is reported, and the exit status is
-247 (blocked). Running it twice changes nothing the second time.
-
-Exit status: 0 all clean; 247 something is blocked; 240 usage; 244 the journal cannot be read.`
-}
-
-// Run is `supervisor reconcile`.
-func (r *ReconcileCmd) Run(g *Globals, c *cmdContext) error {
-	if !ValidName(g.Instance) {
-		return UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
-	}
-	rep, err := Reconcile(context.Background(), ReconcileOptions{
-		Instance: g.Instance, JournalDir: g.journalDir(), Runtimes: r.Runtime, EngineEnv: c.env, Log: g.logger(c.stderr),
-	})
-	if err != nil {
-		return err
-	}
-	if r.JSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		writeReconcileTable(c.stdout, rep)
-	}
-	for _, w := range rep.Warnings {
-		fmt.Fprintf(c.stderr, "supervisor: reconcile: %s\n", w)
-	}
-	c.code = rep.ExitCode()
-	return nil
-}
-
-func writeReconcileTable(w io.Writer, rep *ReconcileReport) {
-	all := append(append(append([]ReconcileItem{}, rep.Removed...), rep.Closed...), rep.Blocked...)
-	if len(all) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "OUTCOME\tBOX\tRUNTIME\tREASON")
-		for _, it := range all {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.Outcome, it.Box, it.Runtime, it.Reason)
-		}
-		tw.Flush()
-	}
-	fmt.Fprintf(w, "reconcile %s: %d removed, %d closed, %d blocked\n", rep.Instance, len(rep.Removed), len(rep.Closed), len(rep.Blocked))
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"deathwatch/internal/proc"
 	"deathwatch/shared"
 )
 
@@ -75,11 +76,11 @@ func deadOwnerRecord(t *testing.T) Owner {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := ProcStartTime(cmd.Process.Pid)
+	st, err := proc.StartTime(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Owner{PID: cmd.Process.Pid, StartTime: st, BootID: BootID()}
+	o := Owner{PID: cmd.Process.Pid, StartTime: st, BootID: proc.BootID()}
 	cmd.Process.Kill()
 	cmd.Wait()
 	return o
@@ -275,17 +276,6 @@ func TestReconcile(t *testing.T) {
 	}
 	if !found || len(rep3.Closed) != 0 {
 		t.Errorf("unlistable runtime: %+v", rep3)
-	}
-}
-
-func TestReconcileCLI(t *testing.T) {
-	dir := t.TempDir()
-	theMem.boxes = map[string]Listed{}
-	var out, errb strings.Builder
-	c := &cmdContext{stdout: &out, stderr: &errb, getenv: func(string) (string, bool) { return "", false }}
-	code := run([]string{"--instance", "cli", "--journal", dir, "reconcile", "--json", "--runtime", "native"}, c)
-	if code != 0 || !strings.Contains(out.String(), `"removed": []`) {
-		t.Errorf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 }
 

@@ -16,6 +16,11 @@ import (
 // memory down (about 200 kB measured).
 const WatcherEnv = "GOMAXPROCS=1"
 
+// WatcherMountPoint is where a runtime that bind-mounts the host's
+// watcher puts it in the box; /dw is reserved for deathwatch, and
+// --mount may not target it.
+const WatcherMountPoint = "/dw/watcher"
+
 // Mount is one bind mount into the box.
 type Mount struct {
 	Source   string // host path

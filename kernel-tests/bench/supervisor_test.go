@@ -19,6 +19,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/runtime/native"
 )
 
 // rig is one runtime as `supervisor exec` drives it.
@@ -353,7 +354,7 @@ func removeNativeBoxes(t *testing.T, r *rig) {
 		t.Errorf("list journal %s: %v", r.journal, err)
 		return
 	}
-	rt := supervisor.NewNative(nil, supervisor.NativeOptions{})
+	rt := native.New(nil, native.Options{})
 	for _, e := range es {
 		if !e.Open() {
 			continue

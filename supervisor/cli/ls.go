@@ -1,4 +1,4 @@
-package supervisor
+package cli
 
 import (
 	"context"
@@ -9,7 +9,14 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
+
+// LsCmd is `supervisor ls`.
+type LsCmd struct {
+	JSON bool `help:"Print JSON." name:"json"`
+	All  bool `help:"Include closed (removed) journal entries."`
+}
 
 // LsRow is one box of this instance as ls reports it.
 type LsRow struct {
@@ -26,7 +33,7 @@ type LsRow struct {
 
 // Run is `supervisor ls`.
 func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
-	j, err := OpenJournal(g.journalDir(), g.Instance)
+	j, err := supervisor.OpenJournal(g.journalDir(), g.Instance)
 	if err != nil {
 		return err
 	}
@@ -47,13 +54,13 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 	for _, e := range entries {
 		used[e.Runtime] = true
 	}
-	listed := map[string]map[string]Listed{} // runtime → name → box
-	for _, d := range Descriptors() {
+	listed := map[string]map[string]supervisor.Listed{} // runtime → name → box
+	for _, d := range supervisor.Descriptors() {
 		name := d.Name
 		if d.Installed(c.env) != nil {
 			continue
 		}
-		rt, err := NewRuntime(name, RuntimeConfig{EngineEnv: c.env})
+		rt, err := supervisor.NewRuntime(name, supervisor.RuntimeConfig{EngineEnv: c.env})
 		if err != nil {
 			continue
 		}
@@ -64,7 +71,7 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 			}
 			continue
 		}
-		listed[name] = map[string]Listed{}
+		listed[name] = map[string]supervisor.Listed{}
 		for _, b := range ls {
 			listed[name][b.Name] = b
 		}
@@ -116,7 +123,7 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 	return tw.Flush()
 }
 
-func state(b Listed) string {
+func state(b supervisor.Listed) string {
 	if b.Running {
 		return "running"
 	}

@@ -1,8 +1,10 @@
-package supervisor
+package native
 
 import (
 	"bufio"
 	"context"
+	"deathwatch/internal/proc"
+	"deathwatch/supervisor"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,8 +30,8 @@ const (
 	StateInitStart = "init-start" // its start time (clock ticks since boot), against pid reuse
 )
 
-// NativeOptions configure the native runtime.
-type NativeOptions struct {
+// Options configure the native runtime.
+type Options struct {
 	// CgroupParent is where box cgroups go (default DefaultCgroupParent).
 	CgroupParent string
 	// CgroupVersion and CgroupRoot override what detectCgroup finds
@@ -57,11 +59,11 @@ type NativeOptions struct {
 // with the control stream on an inherited socketpair.
 type Native struct {
 	log  *slog.Logger
-	opts NativeOptions
+	opts Options
 }
 
-// NewNative returns the native runtime.
-func NewNative(log *slog.Logger, opts NativeOptions) *Native {
+// New returns the native runtime.
+func New(log *slog.Logger, opts Options) *Native {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -83,7 +85,7 @@ func NewNative(log *slog.Logger, opts NativeOptions) *Native {
 	return &Native{log: log, opts: opts}
 }
 
-var _ Runtime = (*Native)(nil)
+var _ supervisor.Runtime = (*Native)(nil)
 
 // EnvCgroupParent names a cgroup (below every v1 controller, or in the
 // v2 tree) where the native runtime creates box cgroups: a folder
@@ -94,14 +96,14 @@ const EnvCgroupParent = "DEATHWATCH_CGROUP_PARENT"
 // auto takes it after a rootless engine. Its bounds are several times
 // what was measured on a 2-core VM (p95 3ms dead, 6ms removed).
 func init() {
-	Register(Descriptor{
+	supervisor.Register(supervisor.Descriptor{
 		Name:            "native",
 		AutoRank:        30,
-		Bounds:          Bounds{Dead: 250 * time.Millisecond, Removed: time.Second},
+		Bounds:          supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: time.Second},
 		UnlistedRemains: true,
 		HostWatcherOnly: true,
-		New: func(cfg RuntimeConfig) (Runtime, error) {
-			return NewNative(cfg.Log, NativeOptions{Stderr: cfg.Stderr, CgroupParent: os.Getenv(EnvCgroupParent)}), nil
+		New: func(cfg supervisor.RuntimeConfig) (supervisor.Runtime, error) {
+			return New(cfg.Log, Options{Stderr: cfg.Stderr, CgroupParent: os.Getenv(EnvCgroupParent)}), nil
 		},
 		InitArg:  NsinitArg,
 		InitMain: NsinitMain,
@@ -121,8 +123,8 @@ func defaultNativeStateDir() string {
 func (n *Native) Name() string { return "native" }
 
 // Probe reports whether this kernel and user can make native boxes.
-func (n *Native) Probe(ctx context.Context) (Info, error) {
-	info := Info{Runtime: "native", Rootless: os.Geteuid() != 0}
+func (n *Native) Probe(ctx context.Context) (supervisor.Info, error) {
+	info := supervisor.Info{Runtime: "native", Rootless: os.Geteuid() != 0}
 	var u unix.Utsname
 	if err := unix.Uname(&u); err == nil {
 		info.Version = unix.ByteSliceToString(u.Release[:])
@@ -131,11 +133,11 @@ func (n *Native) Probe(ctx context.Context) (Info, error) {
 		// Refusals, not absence: the runtime is here, this user may not use it.
 		if why := userNamespacesForbidden(); why != "" {
 			info.Detail = "no permission for namespaces: " + why
-			return info, RefusedError("%s", info.Detail)
+			return info, supervisor.RefusedError("%s", info.Detail)
 		}
 		if _, _, err := subIDRange("/etc/subuid"); err != nil {
 			info.Detail = err.Error()
-			return info, RefusedError("%s", info.Detail)
+			return info, supervisor.RefusedError("%s", info.Detail)
 		}
 	}
 	v, root, err := n.cgroupPlace()
@@ -165,7 +167,7 @@ func (n *Native) cgroupPlace() (int, string, error) {
 // Create checks everything that can be checked before the box exists,
 // creates its cgroup with the limits, and records the cgroup in
 // b.State. Nothing else is created until Start.
-func (n *Native) Create(ctx context.Context, b *Box) error {
+func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if b.State == nil {
 		b.State = map[string]string{}
 	}
@@ -174,13 +176,13 @@ func (n *Native) Create(ctx context.Context, b *Box) error {
 		return err
 	}
 	if b.WatcherInImage != "" {
-		return RefusedError("the native runtime bind-mounts the host's watcher; --watcher-in-image is for docker and podman")
+		return supervisor.RefusedError("the native runtime bind-mounts the host's watcher; --watcher-in-image is for docker and podman")
 	}
 	if err := checkExecutable(b.WatcherPath); err != nil {
-		return SetupError("watcher %s: %v; build it (make) or pass its path", b.WatcherPath, err)
+		return supervisor.SetupError("watcher %s: %v; build it (make) or pass its path", b.WatcherPath, err)
 	}
 	if _, err := nsinitPlan(b, root, b.WatcherPath, false); err != nil {
-		return UsageError("native box: %v", err)
+		return supervisor.UsageError("native box: %v", err)
 	}
 	if err := checkWorkdir(b, root); err != nil {
 		return err
@@ -190,31 +192,31 @@ func (n *Native) Create(ctx context.Context, b *Box) error {
 	}
 	if os.Geteuid() != 0 {
 		if why := userNamespacesForbidden(); why != "" {
-			return RefusedError("no permission for namespaces: %s", why)
+			return supervisor.RefusedError("no permission for namespaces: %s", why)
 		}
 		if _, _, err := subIDRange("/etc/subuid"); err != nil {
-			return RefusedError("%v", err)
+			return supervisor.RefusedError("%v", err)
 		}
 		if _, _, err := subIDRange("/etc/subgid"); err != nil {
-			return RefusedError("%v", err)
+			return supervisor.RefusedError("%v", err)
 		}
 	}
 	v, cgRoot, err := n.cgroupPlace()
 	if err != nil {
-		return SetupError("%v", err)
+		return supervisor.SetupError("%v", err)
 	}
 	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, b.Memory, b.PidsLimit)
 	if err != nil {
-		return UsageError("%v", err)
+		return supervisor.UsageError("%v", err)
 	}
 	if werr := checkCgroupWritable(spec); werr != nil {
 		if b.Memory > 0 || b.PidsLimit > 0 || os.Geteuid() == 0 {
-			return RefusedError("%v", werr)
+			return supervisor.RefusedError("%v", werr)
 		}
 		n.log.Info("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
 	} else {
 		if _, err := newBoxCgroup(spec); err != nil {
-			return SetupError("%v", err)
+			return supervisor.SetupError("%v", err)
 		}
 		for k, v := range spec.state() {
 			b.State[k] = v
@@ -234,19 +236,19 @@ func nativeRoot(image string) (string, error) {
 	}
 	dir, err := filepath.Abs(image)
 	if err != nil {
-		return "", UsageError("bad rootfs %s: %v", image, err)
+		return "", supervisor.UsageError("bad rootfs %s: %v", image, err)
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return "", ImageError("bad rootfs %s: %v", image, errors.Unwrap(err))
+		return "", supervisor.ImageError("bad rootfs %s: %v", image, errors.Unwrap(err))
 	}
 	if !st.IsDir() {
-		return "", ImageError("bad rootfs %s: not a folder (pass an unpacked image tree)", image)
+		return "", supervisor.ImageError("bad rootfs %s: not a folder (pass an unpacked image tree)", image)
 	}
 	for _, d := range []string{"proc", "dev", "tmp"} {
 		// Lstat: a symlink would point the box's own mounts elsewhere.
 		if st, err := os.Lstat(filepath.Join(dir, d)); err != nil || !st.IsDir() {
-			return "", ImageError("bad rootfs %s: no /%s folder (an unpacked image has /proc, /dev and /tmp to mount on, as folders)", image, d)
+			return "", supervisor.ImageError("bad rootfs %s: no /%s folder (an unpacked image has /proc, /dev and /tmp to mount on, as folders)", image, d)
 		}
 	}
 	return dir, nil
@@ -255,7 +257,7 @@ func nativeRoot(image string) (string, error) {
 // checkWorkdir refuses a workdir the agent could not enter: one that
 // is neither /tmp, a mount (or below one), nor present in the root
 // (below /tmp is a fresh, empty tmpfs).
-func checkWorkdir(b *Box, root string) error {
+func checkWorkdir(b *supervisor.Box, root string) error {
 	w := b.Workdir
 	if w == "" || w == "/" || w == "/tmp" {
 		return nil
@@ -266,10 +268,10 @@ func checkWorkdir(b *Box, root string) error {
 		}
 	}
 	if under(w, "/tmp") {
-		return UsageError("workdir %s is below the box's fresh /tmp, where nothing exists yet; mount it (--mount SRC:%s) or use /tmp", w, w)
+		return supervisor.UsageError("workdir %s is below the box's fresh /tmp, where nothing exists yet; mount it (--mount SRC:%s) or use /tmp", w, w)
 	}
 	if st, err := os.Stat(filepath.Join(root, w)); err != nil || !st.IsDir() {
-		return UsageError("workdir %s does not exist in the box's read-only root; mount it (--mount SRC:%s) or pick a folder that exists", w, w)
+		return supervisor.UsageError("workdir %s does not exist in the box's read-only root; mount it (--mount SRC:%s) or pick a folder that exists", w, w)
 	}
 	return nil
 }
@@ -277,7 +279,7 @@ func checkWorkdir(b *Box, root string) error {
 // checkMountTargets refuses a mount whose target the init stage could
 // not create: one missing from the read-only root and not below /tmp or
 // another mount.
-func checkMountTargets(b *Box, root string) error {
+func checkMountTargets(b *supervisor.Box, root string) error {
 	for _, m := range b.Mounts {
 		// A symlink on the way would take the mount out of the box.
 		p := root
@@ -289,7 +291,7 @@ func checkMountTargets(b *Box, root string) error {
 			}
 			if st.Mode()&os.ModeSymlink != 0 {
 				dest, _ := os.Readlink(p)
-				return UsageError("mount target %s passes through the symlink %s -> %s; name the real path", m.Target, strings.TrimPrefix(p, strings.TrimSuffix(root, "/")), dest)
+				return supervisor.UsageError("mount target %s passes through the symlink %s -> %s; name the real path", m.Target, strings.TrimPrefix(p, strings.TrimSuffix(root, "/")), dest)
 			}
 		}
 	}
@@ -307,7 +309,7 @@ func checkMountTargets(b *Box, root string) error {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(root, m.Target)); err != nil {
-			return UsageError("mount target %s does not exist in the box's read-only root; pick a target that exists there, or one below /tmp", m.Target)
+			return supervisor.UsageError("mount target %s does not exist in the box's read-only root; pick a target that exists there, or one below /tmp", m.Target)
 		}
 	}
 	return nil
@@ -432,7 +434,7 @@ func nativeCloneFlags(network string, userns bool) uintptr {
 // Start starts the box's init stage in new namespaces, moves it into the
 // box cgroup, writes its uid map (unprivileged), sends it the settings
 // and waits until it has exec'd the watcher (or says why it could not).
-func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
+func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
 	root, err := nativeRoot(b.Image)
 	if err != nil {
 		return nil, err
@@ -440,17 +442,17 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 	userns := os.Geteuid() != 0
 	cfg, err := nsinitPlan(b, root, b.WatcherPath, userns)
 	if err != nil {
-		return nil, UsageError("native box: %v", err)
+		return nil, supervisor.UsageError("native box: %v", err)
 	}
 	var cg boxCgroup
 	var cgDir *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
 	if spec, ok, err := cgroupSpecFromState(b.State); err != nil {
-		return nil, SetupError("%v", err)
+		return nil, supervisor.SetupError("%v", err)
 	} else if ok {
 		if cg, err = loadBoxCgroup(spec); err != nil {
-			return nil, SetupError("%v", err)
+			return nil, supervisor.SetupError("%v", err)
 		} else if cg == nil {
-			return nil, SetupError("the box's cgroup %s is gone; create the box again", spec.Group)
+			return nil, supervisor.SetupError("the box's cgroup %s is gone; create the box again", spec.Group)
 		}
 		switch spec.Version {
 		case 1:
@@ -459,30 +461,30 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 			}
 		case 2:
 			if cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
-				return nil, SetupError("open the box's cgroup: %v", err)
+				return nil, supervisor.SetupError("open the box's cgroup: %v", err)
 			}
 			defer cgDir.Close()
 		}
 	}
 	settings, err := json.Marshal(cfg)
 	if err != nil {
-		return nil, SetupError("encode box settings: %v", err)
+		return nil, supervisor.SetupError("encode box settings: %v", err)
 	}
 
 	ctl, err := socketPair("control")
 	if err != nil {
-		return nil, SetupError("%v", err)
+		return nil, supervisor.SetupError("%v", err)
 	}
 	set, err := socketPair("settings")
 	if err != nil {
 		ctl.close()
-		return nil, SetupError("%v", err)
+		return nil, supervisor.SetupError("%v", err)
 	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		ctl.close()
 		set.close()
-		return nil, SetupError("open %s: %v", os.DevNull, err)
+		return nil, supervisor.SetupError("open %s: %v", os.DevNull, err)
 	}
 	defer devnull.Close()
 	cmd := &exec.Cmd{
@@ -513,7 +515,7 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 		return nil, namespaceError(err, userns)
 	}
 	pid := cmd.Process.Pid
-	fail := func(err error) (*Started, error) {
+	fail := func(err error) (*supervisor.Started, error) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		ctl.parent.Close()
@@ -522,7 +524,7 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 	}
 	if userns {
 		if err := writeIDMaps(ctx, pid); err != nil {
-			return fail(SetupError("%v", err))
+			return fail(supervisor.SetupError("%v", err))
 		}
 	}
 	deadline := time.Now().Add(n.opts.SetupTimeout)
@@ -531,30 +533,30 @@ func (n *Native) Start(ctx context.Context, b *Box) (*Started, error) {
 	}
 	set.parent.SetDeadline(deadline)
 	if _, err := set.parent.Write(append(settings, '\n')); err != nil {
-		return fail(SetupError("send settings to the box's init: %v", err))
+		return fail(supervisor.SetupError("send settings to the box's init: %v", err))
 	}
 	// The init stage writes one line on failure; the descriptor closes
 	// on exec, so EOF with nothing read means the watcher runs.
 	msg, err := io.ReadAll(io.LimitReader(set.parent, 4096))
 	set.parent.Close()
 	if err != nil {
-		return fail(SetupError("wait for the box's init: %v", err))
+		return fail(supervisor.SetupError("wait for the box's init: %v", err))
 	}
 	if len(msg) > 0 {
-		return fail(SetupError("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
+		return fail(supervisor.SetupError("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
 	}
 	if b.State == nil {
 		b.State = map[string]string{}
 	}
 	b.State[StateInitPID] = strconv.Itoa(pid)
-	if st, err := ProcStartTime(pid); err == nil {
+	if st, err := proc.StartTime(pid); err == nil {
 		b.State[StateInitStart] = strconv.FormatUint(st, 10)
 	}
 	n.writeRecord(b)
 	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network,
 		"clone", tClone, "setup", time.Since(t0)-tClone)
 	var reaped atomic.Bool
-	return &Started{
+	return &supervisor.Started{
 		Control: ctl.parent,
 		Wait: func() error {
 			err := cmd.Wait()
@@ -588,9 +590,9 @@ func namespaceError(err error, userns bool) error {
 				why += " (unprivileged user namespaces may be restricted here)"
 			}
 		}
-		return RefusedError("no permission for namespaces: %s: %v", why, errors.Unwrap(err))
+		return supervisor.RefusedError("no permission for namespaces: %s: %v", why, errors.Unwrap(err))
 	}
-	return SetupError("start the box's init: %v", err)
+	return supervisor.SetupError("start the box's init: %v", err)
 }
 
 // writeIDMaps maps the caller's ids and its subordinate ranges into the
@@ -642,7 +644,7 @@ func socketPair(name string) (sockPair, error) {
 // Remove kills whatever is left of the box and removes its cgroup and
 // record. It works from b.State alone (a journal entry), and a box that
 // is already gone is not an error.
-func (n *Native) Remove(ctx context.Context, b *Box) error {
+func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 	var errs []error
 	spec, ok, err := cgroupSpecFromState(b.State)
 	if err != nil {
@@ -690,7 +692,7 @@ func (n *Native) recordPath(name string) string {
 	return filepath.Join(n.opts.StateDir, name+".json")
 }
 
-func (n *Native) writeRecord(b *Box) error {
+func (n *Native) writeRecord(b *supervisor.Box) error {
 	if b.Name == "" || strings.ContainsAny(b.Name, "/\x00") {
 		return fmt.Errorf("box name %q", b.Name)
 	}
@@ -710,7 +712,7 @@ func (n *Native) writeRecord(b *Box) error {
 
 // List returns the native boxes recorded for instance; a box is
 // running while its cgroup (or init process) holds processes.
-func (n *Native) List(ctx context.Context, instance string) ([]Listed, error) {
+func (n *Native) List(ctx context.Context, instance string) ([]supervisor.Listed, error) {
 	entries, err := os.ReadDir(n.opts.StateDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -718,7 +720,7 @@ func (n *Native) List(ctx context.Context, instance string) ([]Listed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list native boxes in %s: %w", n.opts.StateDir, err)
 	}
-	var out []Listed
+	var out []supervisor.Listed
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".json") {
 			continue
@@ -731,13 +733,13 @@ func (n *Native) List(ctx context.Context, instance string) ([]Listed, error) {
 		if json.Unmarshal(data, &r) != nil || r.Labels[shared.LabelInstance] != instance {
 			continue
 		}
-		out = append(out, Listed{Name: r.Name, Labels: r.Labels, Running: nativeRunning(r.State)})
+		out = append(out, supervisor.Listed{Name: r.Name, Labels: r.Labels, Running: nativeRunning(r.State)})
 	}
 	return out, nil
 }
 
 // Remains names the box's cgroup folders that still exist.
-func (n *Native) Remains(b *Box) (string, []string) {
+func (n *Native) Remains(b *supervisor.Box) (string, []string) {
 	spec, ok, err := cgroupSpecFromState(n.state(b))
 	if err != nil || !ok {
 		return "cgroup", nil
@@ -751,7 +753,7 @@ func (n *Native) Remains(b *Box) (string, []string) {
 
 // Exists reports whether the box's record, cgroup or init process is
 // still there.
-func (n *Native) Exists(ctx context.Context, b *Box) (bool, error) {
+func (n *Native) Exists(ctx context.Context, b *supervisor.Box) (bool, error) {
 	st := n.state(b)
 	if _, err := os.Stat(n.recordPath(b.Name)); err == nil {
 		return true, nil
@@ -766,12 +768,12 @@ func (n *Native) Exists(ctx context.Context, b *Box) (bool, error) {
 
 // HostPID is the pid of the box's init (the watcher) while it is the
 // process the runtime started.
-func (n *Native) HostPID(ctx context.Context, b *Box) (int, error) {
+func (n *Native) HostPID(ctx context.Context, b *supervisor.Box) (int, error) {
 	return initAlive(n.state(b)), nil
 }
 
 // state is b.State, or what the box's record holds when b carries none.
-func (n *Native) state(b *Box) map[string]string {
+func (n *Native) state(b *supervisor.Box) map[string]string {
 	if len(b.State) > 0 {
 		return b.State
 	}
@@ -791,7 +793,7 @@ func (n *Native) state(b *Box) map[string]string {
 func initAlive(st map[string]string) int {
 	if pid, _ := strconv.Atoi(st[StateInitPID]); pid > 0 {
 		if want, err := strconv.ParseUint(st[StateInitStart], 10, 64); err == nil {
-			if got, err := ProcStartTime(pid); err == nil && got == want {
+			if got, err := proc.StartTime(pid); err == nil && got == want {
 				return pid
 			}
 		}

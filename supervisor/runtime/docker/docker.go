@@ -1,4 +1,8 @@
-package supervisor
+// Package docker is the Docker and Podman runtime: it drives the
+// engine's CLI (docker or podman on PATH), with every argv built by a
+// pure function. It registers two runtimes, "docker" and "podman", and
+// builds on Linux, macOS (Docker Desktop) and Windows.
+package docker
 
 import (
 	"bytes"
@@ -13,10 +17,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
 // Engine is the Docker or Podman runtime: it drives the engine's CLI.
@@ -45,11 +49,11 @@ func init() {
 		removed time.Duration
 	}{{"podman", 10, 3 * time.Second}, {"docker", 20, 2 * time.Second}} {
 		kind := d.kind
-		Register(Descriptor{
+		supervisor.Register(supervisor.Descriptor{
 			Name:       kind,
 			Daemon:     true,
 			AutoRank:   d.rank,
-			Bounds:     Bounds{Dead: 250 * time.Millisecond, Removed: d.removed},
+			Bounds:     supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: d.removed},
 			AutoRemove: true,
 			Installed: func([]string) error {
 				if _, err := exec.LookPath(kind); err != nil {
@@ -57,15 +61,12 @@ func init() {
 				}
 				return nil
 			},
-			New: func(c RuntimeConfig) (Runtime, error) {
+			New: func(c supervisor.RuntimeConfig) (supervisor.Runtime, error) {
 				return &Engine{Kind: kind, Bin: kind, EngineEnv: c.EngineEnv, Stderr: c.Stderr, Log: c.Log}, nil
 			},
 		})
 	}
 }
-
-// WatcherMountPoint is where a bind-mounted watcher appears in the box.
-const WatcherMountPoint = "/dw/watcher"
 
 // The capabilities the watcher needs to set up the agent, and nothing
 // else: SETUID/SETGID to become the agent's and its own uid/gid (and
@@ -121,7 +122,7 @@ func imageCheckArgs(kind, image string) []string {
 // createArgs creates the box: the watcher as entrypoint with the
 // control stream on its stdin, least privilege, no restart, no init of
 // the engine's own (the watcher is PID 1), auto-removal when it stops.
-func createArgs(kind string, b *Box) []string {
+func createArgs(kind string, b *supervisor.Box) []string {
 	a := []string{"create",
 		"--interactive", // keep stdin open: it is the control stream
 		"--name", b.Name,
@@ -136,7 +137,7 @@ func createArgs(kind string, b *Box) []string {
 		a = append(a, "--cap-add", c)
 	}
 	a = append(a, "--security-opt", "no-new-privileges")
-	a = append(a, "--env", WatcherEnv)
+	a = append(a, "--env", supervisor.WatcherEnv)
 	keys := make([]string, 0, len(b.Labels))
 	for k := range b.Labels {
 		keys = append(keys, k)
@@ -170,8 +171,8 @@ func createArgs(kind string, b *Box) []string {
 	}
 	entry := b.WatcherInImage
 	if entry == "" {
-		entry = WatcherMountPoint
-		a = append(a, "--volume", b.WatcherPath+":"+WatcherMountPoint+":ro")
+		entry = supervisor.WatcherMountPoint
+		a = append(a, "--volume", b.WatcherPath+":"+supervisor.WatcherMountPoint+":ro")
 	}
 	a = append(a, "--entrypoint", entry, "--", b.Image, "--control=stdin")
 	return a
@@ -209,12 +210,12 @@ func listArgs(kind, instance string) []string {
 // parseList reads listArgs' output: docker prints one JSON object per
 // line with Labels as "k=v,k=v"; podman prints one JSON array with
 // Labels as an object.
-func parseList(kind string, out []byte) ([]Listed, error) {
+func parseList(kind string, out []byte) ([]supervisor.Listed, error) {
 	out = bytes.TrimSpace(out)
 	if len(out) == 0 {
 		return nil, nil
 	}
-	var ls []Listed
+	var ls []supervisor.Listed
 	if kind == "podman" {
 		var rows []struct {
 			Names  []string
@@ -229,7 +230,7 @@ func parseList(kind string, out []byte) ([]Listed, error) {
 			if len(r.Names) > 0 {
 				name = r.Names[0]
 			}
-			ls = append(ls, Listed{Name: name, Labels: r.Labels, Running: r.State == "running"})
+			ls = append(ls, supervisor.Listed{Name: name, Labels: r.Labels, Running: r.State == "running"})
 		}
 		return ls, nil
 	}
@@ -242,7 +243,7 @@ func parseList(kind string, out []byte) ([]Listed, error) {
 		if err := json.Unmarshal(line, &r); err != nil {
 			return nil, fmt.Errorf("parse docker ps output: %w", err)
 		}
-		ls = append(ls, Listed{Name: strings.Split(r.Names, ",")[0], Labels: parseLabelString(r.Labels), Running: r.State == "running"})
+		ls = append(ls, supervisor.Listed{Name: strings.Split(r.Names, ",")[0], Labels: parseLabelString(r.Labels), Running: r.State == "running"})
 	}
 	return ls, nil
 }
@@ -321,9 +322,9 @@ func (e *Engine) run(ctx context.Context, args []string) ([]byte, error) {
 	e.log().Debug("engine call", "cmd", e.bin(), "args", args, "took", time.Since(t0), "err", err)
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
-			return nil, EngineError("%s is not installed (not found on PATH); install it or pick another --runtime", e.Kind)
+			return nil, supervisor.EngineError("%s is not installed (not found on PATH); install it or pick another --runtime", e.Kind)
 		}
-		return out.Bytes(), &cliError{args: args, stderr: firstLine(errb.String()), err: err}
+		return out.Bytes(), &cliError{args: args, stderr: supervisor.FirstLine(errb.String()), err: err}
 	}
 	return out.Bytes(), nil
 }
@@ -342,14 +343,6 @@ func (c *cliError) Error() string {
 }
 func (c *cliError) Unwrap() error { return c.err }
 
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return strings.TrimSpace(s)
-}
-
 func isNoSuch(err error) bool {
 	var ce *cliError
 	if !errors.As(err, &ce) {
@@ -359,20 +352,20 @@ func isNoSuch(err error) bool {
 	return strings.Contains(s, "no such container") || strings.Contains(s, "no such object") || strings.Contains(s, "no container with name or id")
 }
 
-func (e *Engine) Probe(ctx context.Context) (Info, error) {
-	info := Info{Runtime: e.Kind}
+func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
+	info := supervisor.Info{Runtime: e.Kind}
 	if e.Kind == "podman" && !e.podmanRemote() {
 		// Local Podman has no daemon: it is rootless exactly when it runs
 		// as a user other than root, and `podman version` answers in a
 		// tenth of the time of `podman info` (measured: 30 ms vs 300-400 ms).
 		out, err := e.run(ctx, podmanVersionArgs())
 		if err != nil {
-			if exitCode(err, 0) == shared.ExitEngine {
+			if supervisor.ExitCode(err, 0) == shared.ExitEngine {
 				info.Detail = err.Error()
 				return info, err
 			}
 			info.Detail = fmt.Sprintf("podman does not work: %v", err)
-			return info, EngineError("%s", info.Detail)
+			return info, supervisor.EngineError("%s", info.Detail)
 		}
 		info.Present, info.Version, info.Rootless = true, strings.TrimSpace(string(out)), os.Geteuid() != 0
 		e.rootless = info.Rootless
@@ -380,17 +373,17 @@ func (e *Engine) Probe(ctx context.Context) (Info, error) {
 	}
 	out, err := e.run(ctx, infoArgs(e.Kind))
 	if err != nil {
-		if exitCode(err, 0) == shared.ExitEngine {
+		if supervisor.ExitCode(err, 0) == shared.ExitEngine {
 			info.Detail = err.Error()
 			return info, err
 		}
 		info.Detail = fmt.Sprintf("%s engine is not reachable: %v", e.Kind, err)
-		return info, EngineError("%s", info.Detail)
+		return info, supervisor.EngineError("%s", info.Detail)
 	}
 	v, rootless, err := parseInfo(e.Kind, string(out))
 	if err != nil {
 		info.Detail = err.Error()
-		return info, EngineError("%s", info.Detail)
+		return info, supervisor.EngineError("%s", info.Detail)
 	}
 	info.Present, info.Version, info.Rootless = true, v, rootless
 	e.rootless = rootless
@@ -402,24 +395,24 @@ func (e *Engine) CheckImage(ctx context.Context, image string) error {
 	if err == nil {
 		return nil
 	}
-	if exitCode(err, 0) != 0 {
+	if supervisor.ExitCode(err, 0) != 0 {
 		return err
 	}
 	var ee *exec.ExitError
 	podmanNo := e.Kind == "podman" && errors.As(err, &ee) && ee.ExitCode() == 1
 	s := strings.ToLower(err.Error())
 	if podmanNo || strings.Contains(s, "no such image") || strings.Contains(s, "image not known") || strings.Contains(s, "no such object") {
-		return ImageError("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
+		return supervisor.ImageError("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
 	}
-	return EngineError("inspect image %s: %v", image, err)
+	return supervisor.EngineError("inspect image %s: %v", image, err)
 }
 
-func (e *Engine) Create(ctx context.Context, b *Box) error {
+func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
 	if _, err := e.run(ctx, createArgs(e.Kind, b)); err != nil {
-		if exitCode(err, 0) != 0 {
+		if supervisor.ExitCode(err, 0) != 0 {
 			return err
 		}
-		return SetupError("create box %s: %v", b.Name, err)
+		return supervisor.SetupError("create box %s: %v", b.Name, err)
 	}
 	return nil
 }
@@ -427,7 +420,7 @@ func (e *Engine) Create(ctx context.Context, b *Box) error {
 // Start runs `start --attach --interactive` in its own process group,
 // its stdin a pipe whose only write end is ours (close-on-exec, like
 // every descriptor Go opens), its stdout the frames from the watcher.
-func (e *Engine) Start(ctx context.Context, b *Box) (*Started, error) {
+func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start box %s: %w", b.Name, err)
@@ -444,7 +437,7 @@ func (e *Engine) Start(ctx context.Context, b *Box) (*Started, error) {
 	if c.Stderr == nil {
 		c.Stderr = io.Discard
 	}
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownProcessGroup(c)
 	// The stderr copy must not outlive the client for long when a
 	// re-exec'd child of it still holds the pipe.
 	c.WaitDelay = 2 * time.Second
@@ -454,16 +447,15 @@ func (e *Engine) Start(ctx context.Context, b *Box) (*Started, error) {
 		outR.Close()
 		outW.Close()
 		if errors.Is(err, exec.ErrNotFound) {
-			return nil, EngineError("%s is not installed (not found on PATH)", e.Kind)
+			return nil, supervisor.EngineError("%s is not installed (not found on PATH)", e.Kind)
 		}
-		return nil, SetupError("start box %s: %v", b.Name, err)
+		return nil, supervisor.SetupError("start box %s: %v", b.Name, err)
 	}
 	// Only the child holds these ends now.
 	inR.Close()
 	outW.Close()
-	pid := c.Process.Pid
-	kill := func() { syscall.Kill(-pid, syscall.SIGKILL) }
-	return &Started{
+	kill := func() { killGroup(c.Process) }
+	return &supervisor.Started{
 		Control: &pipeRW{r: outR, w: inW},
 		Wait:    c.Wait,
 		Kill:    kill,
@@ -485,12 +477,12 @@ func (p *pipeRW) Close() error                { return p.w.Close() }
 // CloseRead releases the read end.
 func (p *pipeRW) CloseRead() error { return p.r.Close() }
 
-func (e *Engine) Remove(ctx context.Context, b *Box) error {
+func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
 	_, err := e.run(ctx, removeArgs(e.Kind, b.Name))
 	if err == nil || isNoSuch(err) {
 		return nil
 	}
-	if exitCode(err, 0) != 0 {
+	if supervisor.ExitCode(err, 0) != 0 {
 		return err
 	}
 	// The engine's auto-remove may be under way ("removal ... already in
@@ -511,7 +503,7 @@ func (e *Engine) Remove(ctx context.Context, b *Box) error {
 	return fmt.Errorf("remove box %s: %w", b.Name, err)
 }
 
-func (e *Engine) List(ctx context.Context, instance string) ([]Listed, error) {
+func (e *Engine) List(ctx context.Context, instance string) ([]supervisor.Listed, error) {
 	out, err := e.run(ctx, listArgs(e.Kind, instance))
 	if err != nil {
 		return nil, fmt.Errorf("list %s boxes: %w", e.Kind, err)
@@ -520,7 +512,7 @@ func (e *Engine) List(ctx context.Context, instance string) ([]Listed, error) {
 }
 
 // Exists reports whether the engine still has the box.
-func (e *Engine) Exists(ctx context.Context, b *Box) (bool, error) {
+func (e *Engine) Exists(ctx context.Context, b *supervisor.Box) (bool, error) {
 	_, err := e.run(ctx, inspectArgs(e.Kind, b.Name))
 	switch {
 	case err == nil:
@@ -533,7 +525,7 @@ func (e *Engine) Exists(ctx context.Context, b *Box) (bool, error) {
 
 // HostPID is the host pid of the box's PID 1 (State.Pid; 0 when the
 // box does not run, or runs in a VM the engine hides).
-func (e *Engine) HostPID(ctx context.Context, b *Box) (int, error) {
+func (e *Engine) HostPID(ctx context.Context, b *supervisor.Box) (int, error) {
 	out, err := e.run(ctx, inspectPidArgs(b.Name))
 	if err != nil {
 		return 0, fmt.Errorf("find the PID 1 of box %s: %w", b.Name, err)
@@ -568,7 +560,7 @@ func (e *Engine) podmanRemote() bool {
 // cgroups V1 rootless systems" and runs the box without them).
 func (e *Engine) CheckLimits(memory, pids int64) error {
 	if (memory > 0 || pids > 0) && e.rootless && !hostCgroupUnified() {
-		return RefusedError("rootless %s on cgroup v1 cannot enforce --memory or --pids-limit (it would ignore them); use a cgroup v2 host, a rootful engine with --allow-rootful, or drop the limits", e.Kind)
+		return supervisor.RefusedError("rootless %s on cgroup v1 cannot enforce --memory or --pids-limit (it would ignore them); use a cgroup v2 host, a rootful engine with --allow-rootful, or drop the limits", e.Kind)
 	}
 	return nil
 }

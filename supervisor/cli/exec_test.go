@@ -1,4 +1,4 @@
-package supervisor
+package cli
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
 // syncBuf is a bytes.Buffer safe for the relay goroutine and the test.
@@ -38,7 +39,7 @@ func (s *syncBuf) String() string {
 type execRun struct {
 	code           int
 	stdout, stderr string
-	events         []Event
+	events         []supervisor.Event
 	journal        string
 }
 
@@ -61,7 +62,7 @@ func runExec(t *testing.T, fe *fakeEngine, sigs chan os.Signal, args ...string) 
 		if line == "" {
 			continue
 		}
-		var ev Event
+		var ev supervisor.Event
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("event line %q: %v", line, err)
 		}
@@ -78,9 +79,9 @@ func (r execRun) eventNames() []string {
 	return n
 }
 
-func journalEntries(t *testing.T, dir string) []*JournalEntry {
+func journalEntries(t *testing.T, dir string) []*supervisor.JournalEntry {
 	t.Helper()
-	j, err := OpenJournal(dir, "default")
+	j, err := supervisor.OpenJournal(dir, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func verbs(calls [][]string) []string {
 var docker = []string{"--runtime", "docker", "--allow-rootful", "--image", "img"}
 
 func TestExecExitStatus(t *testing.T) {
-	all := []string{EventJournaled, EventCreated, EventStarted, EventReady, EventExited, EventRemoved}
+	all := []string{supervisor.EventJournaled, supervisor.EventCreated, supervisor.EventStarted, supervisor.EventReady, supervisor.EventExited, supervisor.EventRemoved}
 	for _, tc := range []struct {
 		agent  string
 		code   int
@@ -117,7 +118,7 @@ func TestExecExitStatus(t *testing.T) {
 		{"exit:7", 7, all},
 		{"exit:137", 137, all},
 		{"deadline", shared.ExitDeadline, all},
-		{"exec-fail", shared.ExitNotFound, []string{EventJournaled, EventCreated, EventStarted, EventExited, EventRemoved}},
+		{"exec-fail", shared.ExitNotFound, []string{supervisor.EventJournaled, supervisor.EventCreated, supervisor.EventStarted, supervisor.EventExited, supervisor.EventRemoved}},
 	} {
 		t.Run(tc.agent, func(t *testing.T) {
 			fe := newFakeEngine(t, fakeScenario{Agent: tc.agent, Stdout: "out\n", Stderr: "err\n"})
@@ -135,7 +136,7 @@ func TestExecExitStatus(t *testing.T) {
 				t.Errorf("boxes left: %v", b)
 			}
 			es := journalEntries(t, r.journal)
-			if len(es) != 1 || es[0].State != StateRemoved || es[0].Exit == nil || es[0].Exit.Code != tc.code {
+			if len(es) != 1 || es[0].State != supervisor.StateRemoved || es[0].Exit == nil || es[0].Exit.Code != tc.code {
 				t.Fatalf("journal: %+v", es[0])
 			}
 			e := es[0]
@@ -244,13 +245,13 @@ func TestExecCreateFails(t *testing.T) {
 		t.Errorf("engine calls %v", got)
 	}
 	es := journalEntries(t, r.journal)
-	if len(es) != 1 || es[0].State != StateRemoved {
+	if len(es) != 1 || es[0].State != supervisor.StateRemoved {
 		t.Errorf("journal %+v", es)
 	}
 	if !strings.Contains(r.stderr, "already in use") {
 		t.Errorf("stderr %q", r.stderr)
 	}
-	if n := r.eventNames(); !slices.Equal(n, []string{EventJournaled, EventExited, EventRemoved}) || *r.events[1].Code != shared.ExitSetupFailed {
+	if n := r.eventNames(); !slices.Equal(n, []string{supervisor.EventJournaled, supervisor.EventExited, supervisor.EventRemoved}) || *r.events[1].Code != shared.ExitSetupFailed {
 		t.Errorf("events %v", n)
 	}
 	if es[0].Exit == nil || es[0].Exit.Reason != string(shared.ReasonSetupFailed) {
@@ -292,8 +293,8 @@ func TestExecSignals(t *testing.T) {
 			stopped := false
 			for _, s := range tc.signals {
 				sigs <- s
-				if n, ok := forwarded(s); ok {
-					waitFile(t, fe, fmt.Sprintf("signal-%d", n))
+				if s == syscall.SIGUSR1 || s == syscall.SIGUSR2 { // passed on to the agent
+					waitFile(t, fe, fmt.Sprintf("signal-%d", int(s)))
 					if fe.exists("stop") {
 						t.Fatalf("%v sent stop", s)
 					}
@@ -317,10 +318,10 @@ func TestExecSignals(t *testing.T) {
 				t.Errorf("boxes left: %v", fe.boxes())
 			}
 			es := journalEntries(t, r.journal)
-			if len(es) != 1 || es[0].State != StateRemoved {
+			if len(es) != 1 || es[0].State != supervisor.StateRemoved {
 				t.Errorf("journal %+v", es)
 			}
-			if n := r.eventNames(); n[len(n)-1] != EventRemoved {
+			if n := r.eventNames(); n[len(n)-1] != supervisor.EventRemoved {
 				t.Errorf("events %v", n)
 			}
 		})
@@ -421,7 +422,7 @@ func TestExecSupervisorSIGKILL(t *testing.T) {
 	}
 	t.Logf("fake engine: liveness lost and box removed %v after SIGKILL", time.Since(t0))
 	es := journalEntries(t, jdir)
-	if len(es) != 1 || es[0].State != StateStarted || !es[0].Open() || es[0].Owner.Alive() {
+	if len(es) != 1 || es[0].State != supervisor.StateStarted || !es[0].Open() || es[0].Owner.Alive() {
 		t.Errorf("journal %+v", es)
 	}
 }
@@ -456,7 +457,7 @@ func TestLs(t *testing.T) {
 	for _, r := range rows {
 		byJournal[r.Journal] = r
 	}
-	if r := byJournal[StateStarted]; r.Owner != "gone" || r.BoxState != "running" || r.Runtime != "docker" {
+	if r := byJournal[supervisor.StateStarted]; r.Owner != "gone" || r.BoxState != "running" || r.Runtime != "docker" {
 		t.Errorf("killed launch: %+v", r)
 	}
 	if r := byJournal["none"]; r.Box != "stray" || r.BoxState != "running" {
@@ -482,21 +483,21 @@ func TestEventsFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	ev, err := OpenEvents(fmt.Sprintf("fd:%d", fd))
+	ev, err := supervisor.OpenEvents(fmt.Sprintf("fd:%d", fd))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev.Emit(Event{Event: EventJournaled, Box: "b"})
+	ev.Emit(supervisor.Event{Event: supervisor.EventJournaled, Box: "b"})
 	ev.Close()
 	b := make([]byte, 4096)
 	n, _ := r.Read(b)
-	var got Event
-	if err := json.Unmarshal(b[:n], &got); err != nil || got.Event != EventJournaled || got.Box != "b" || got.Time.IsZero() {
+	var got supervisor.Event
+	if err := json.Unmarshal(b[:n], &got); err != nil || got.Event != supervisor.EventJournaled || got.Box != "b" || got.Time.IsZero() {
 		t.Errorf("event %q: %v", b[:n], err)
 	}
 	for _, bad := range []string{"fd:x", "fd:-1", "fd:999"} {
-		if _, err := OpenEvents(bad); exitCode(err, 0) != shared.ExitUsage {
-			t.Errorf("OpenEvents(%q): %v", bad, err)
+		if _, err := supervisor.OpenEvents(bad); supervisor.ExitCode(err, 0) != shared.ExitUsage {
+			t.Errorf("supervisor.OpenEvents(%q): %v", bad, err)
 		}
 	}
 }
@@ -534,7 +535,7 @@ func TestExecNoExitRecord(t *testing.T) {
 			if len(fe.boxes()) != 0 {
 				t.Errorf("boxes left: %v", fe.boxes())
 			}
-			if es := journalEntries(t, r.journal); es[0].State != StateRemoved || es[0].Exit.Code != tc.code {
+			if es := journalEntries(t, r.journal); es[0].State != supervisor.StateRemoved || es[0].Exit.Code != tc.code {
 				t.Errorf("journal %+v", es[0])
 			}
 		})
@@ -551,7 +552,7 @@ func TestExecRemoveInProgress(t *testing.T) {
 	if v := verbs(fe.calls()); !slices.Equal(v[len(v)-2:], []string{"rm", "container"}) {
 		t.Errorf("calls %v: want rm, then container inspect", v)
 	}
-	if es := journalEntries(t, r.journal); es[0].State != StateRemoved {
+	if es := journalEntries(t, r.journal); es[0].State != supervisor.StateRemoved {
 		t.Errorf("journal %+v", es[0])
 	}
 }

@@ -1,4 +1,4 @@
-package supervisor
+package hostcheck
 
 import (
 	"strings"
@@ -23,19 +23,5 @@ func TestWriteDoctorTable(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
-	}
-}
-
-func TestDoctorCLIRefusesBadFlags(t *testing.T) {
-	var out, errb strings.Builder
-	c := &cmdContext{stdout: &out, stderr: &errb, getenv: func(string) (string, bool) { return "", false }}
-	if code := run([]string{"doctor", "--posture", "sometimes"}, c); code != 240 {
-		t.Errorf("bad posture: exit %d", code)
-	}
-	if code := run([]string{"doctor", "--trials", "0"}, c); code != 240 {
-		t.Errorf("zero trials: exit %d", code)
-	}
-	if code := run([]string{"prove-deathwatch", "--trials", "0"}, c); code != 240 {
-		t.Errorf("prove zero trials: exit %d", code)
 	}
 }

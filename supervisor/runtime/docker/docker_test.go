@@ -1,13 +1,14 @@
-package supervisor
+package docker
 
 import (
+	"deathwatch/supervisor"
 	"reflect"
 	"strings"
 	"testing"
 )
 
 func TestCreateArgs(t *testing.T) {
-	base := Box{
+	base := supervisor.Box{
 		Name: "dw-1", Image: "img", WatcherPath: "/opt/dw/watcher",
 		Labels: map[string]string{"io.deathwatch.nonce": "n", "io.deathwatch.instance": "i", "team": "a,b"},
 	}
@@ -17,18 +18,18 @@ func TestCreateArgs(t *testing.T) {
 		"--label", "io.deathwatch.instance=i", "--label", "io.deathwatch.nonce=n", "--label", "team=a,b"}
 	for _, tc := range []struct {
 		name string
-		mod  func(*Box)
+		mod  func(*supervisor.Box)
 		want []string // after head
 	}{
-		{"minimal: network none, bind-mounted watcher", func(*Box) {},
+		{"minimal: network none, bind-mounted watcher", func(*supervisor.Box) {},
 			[]string{"--network", "none", "--volume", "/opt/dw/watcher:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}},
-		{"limits, workdir, mounts", func(b *Box) {
+		{"limits, workdir, mounts", func(b *supervisor.Box) {
 			b.Network, b.PidsLimit, b.Memory, b.Workdir = "bridge", 64, 512<<20, "/work"
-			b.Mounts = []Mount{{Source: "/src", Target: "/dst", ReadOnly: true}, {Source: "/a", Target: "/b"}}
+			b.Mounts = []supervisor.Mount{{Source: "/src", Target: "/dst", ReadOnly: true}, {Source: "/a", Target: "/b"}}
 		}, []string{"--network", "bridge", "--pids-limit", "64", "--memory", "536870912", "--memory-swap", "536870912", "--workdir", "/work",
 			"--volume", "/src:/dst:ro", "--volume", "/a:/b",
 			"--volume", "/opt/dw/watcher:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}},
-		{"watcher in image: no bind mount", func(b *Box) { b.WatcherInImage = "/usr/local/bin/watcher" },
+		{"watcher in image: no bind mount", func(b *supervisor.Box) { b.WatcherInImage = "/usr/local/bin/watcher" },
 			[]string{"--network", "none", "--entrypoint", "/usr/local/bin/watcher", "--", "img", "--control=stdin"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +95,7 @@ func TestParseList(t *testing.T) {
 	d := `{"Names":"dw-a","Labels":"io.deathwatch.instance=ci,team=x,y,io.deathwatch.nonce=n1","State":"running"}
 {"Names":"dw-b","Labels":"","State":"exited"}`
 	got, err := parseList("docker", []byte(d))
-	want := []Listed{
+	want := []supervisor.Listed{
 		{Name: "dw-a", Labels: map[string]string{"io.deathwatch.instance": "ci", "team": "x,y", "io.deathwatch.nonce": "n1"}, Running: true},
 		{Name: "dw-b", Labels: map[string]string{}},
 	}
@@ -103,7 +104,7 @@ func TestParseList(t *testing.T) {
 	}
 	p := `[{"Names":["dw-a"],"Labels":{"io.deathwatch.nonce":"n1"},"State":"running"},{"Names":["dw-b"],"Labels":null,"State":"exited"}]`
 	got, err = parseList("podman", []byte(p))
-	want = []Listed{{Name: "dw-a", Labels: map[string]string{"io.deathwatch.nonce": "n1"}, Running: true}, {Name: "dw-b"}}
+	want = []supervisor.Listed{{Name: "dw-a", Labels: map[string]string{"io.deathwatch.nonce": "n1"}, Running: true}, {Name: "dw-b"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("podman: %+v %v", got, err)
 	}
@@ -141,8 +142,19 @@ func TestCheckLimits(t *testing.T) {
 	} {
 		err := (&Engine{Kind: "podman", rootless: tc.rootless}).CheckLimits(tc.memory, tc.pids)
 		want := tc.refusedOnV1 && !hostCgroupUnified()
-		if (err != nil) != want || (err != nil && exitCode(err, 0) != 243) {
+		if (err != nil) != want || (err != nil && supervisor.ExitCode(err, 0) != 243) {
 			t.Errorf("%+v: %v (cgroup v2 host: %v)", tc, err, hostCgroupUnified())
 		}
+	}
+}
+
+func TestImageWatcherArgs(t *testing.T) {
+	want := []string{"run", "--rm", "--pull", "never", "--network", "none", "--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges", "--entrypoint", "/usr/local/bin/watcher", "--", "img:1", "--version"}
+	if got := imageWatcherArgs("img:1", "/usr/local/bin/watcher"); !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q", got)
+	}
+	if got := inspectPidArgs("dw-1"); !reflect.DeepEqual(got, []string{"container", "inspect", "--format", "{{.State.Pid}}", "--", "dw-1"}) {
+		t.Errorf("inspectPidArgs %q", got)
 	}
 }

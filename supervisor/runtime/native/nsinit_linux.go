@@ -1,6 +1,7 @@
-package supervisor
+package native
 
 import (
+	"deathwatch/supervisor"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,7 +81,7 @@ var reservedTargets = []string{"/", "/proc", "/dev"}
 // nsinitPlan works out the init stage's settings for a box. root is the
 // host folder for the box's / ("/" for the host root); watcher is the
 // host path of the static watcher.
-func nsinitPlan(b *Box, root, watcher string, userns bool) (nsinitConfig, error) {
+func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitConfig, error) {
 	if !filepath.IsAbs(root) {
 		return nsinitConfig{}, fmt.Errorf("root %q is not an absolute path", root)
 	}
@@ -133,7 +134,7 @@ func nsinitPlan(b *Box, root, watcher string, userns bool) (nsinitConfig, error)
 		fsOp{Op: "bind", Source: watcher, Target: boxWatcherPath, ReadOnly: true},
 		fsOp{Op: "mount", Source: "tmpfs", Target: "/tmp", Flags: nosuid | nodev, Data: "mode=1777"},
 	)
-	mounts := append([]Mount(nil), b.Mounts...)
+	mounts := append([]supervisor.Mount(nil), b.Mounts...)
 	sort.SliceStable(mounts, func(i, j int) bool { return mounts[i].Target < mounts[j].Target })
 	for _, m := range mounts {
 		if !filepath.IsAbs(m.Source) {
@@ -162,7 +163,7 @@ func nsinitPlan(b *Box, root, watcher string, userns bool) (nsinitConfig, error)
 		LoopbackUp: network == "none",
 		Exec:       boxWatcherPath,
 		Argv:       []string{"watcher", fmt.Sprintf("--control=fd:%d", nsinitControlFD)},
-		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", WatcherEnv},
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", supervisor.WatcherEnv},
 		Reexec:     userns,
 	}, nil
 }

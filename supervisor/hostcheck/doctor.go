@@ -1,9 +1,9 @@
-package supervisor
+package hostcheck
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"deathwatch/supervisor"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,10 +13,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/containerd/cgroups/v3"
-
-	"deathwatch/shared"
 )
 
 // Postures a controller can ask doctor about.
@@ -67,70 +63,38 @@ type DoctorReport struct {
 	ProofSkipped bool            `json:"proof_skipped,omitempty"`
 }
 
-// DoctorCmd is `supervisor doctor`.
-type DoctorCmd struct {
-	Runtime        string        `help:"Runtime to check in depth (image, staging probe, proof): ${runtimes_list}, or auto (${auto_order})." enum:"auto,${runtimes}" default:"auto" env:"DEATHWATCH_RUNTIME"`
-	Image          string        `help:"The image (docker/podman) or rootfs directory (native) the controller will use." env:"DEATHWATCH_IMAGE"`
-	WatcherInImage string        `help:"Where the image carries a watcher (checked by running it with --version)." default:"/usr/local/bin/watcher" placeholder:"PATH"`
-	Watcher        string        `help:"Host watcher binary (default: next to the supervisor, then PATH)." placeholder:"PATH"`
-	Staging        string        `help:"Staging directory to probe (default: a fresh one under the temp folder)." placeholder:"DIR"`
-	AllowRootful   bool          `help:"Accept a rootful engine."`
-	Posture        string        `help:"required: a usable runtime, a watcher and a passing prove-deathwatch; preferred: a usable runtime." enum:"required,preferred" default:"required"`
-	Trials         int           `help:"prove-deathwatch trials per path." default:"3"`
-	SkipProof      bool          `help:"Do not run prove-deathwatch (the required posture is then not met)."`
-	Timeout        time.Duration `help:"Bound on each probe box." default:"60s"`
-	JSON           bool          `help:"Print JSON." name:"json"`
-}
+// DoctorOptions is `supervisor doctor` as plain data.
+type DoctorOptions struct {
+	Runtime        string // a registered runtime, or "auto"
+	Image          string
+	WatcherInImage string
+	Watcher        string // --watcher ("" = next to Self, then PATH)
+	Staging        string
+	AllowRootful   bool
+	Posture        string
+	Trials         int
+	SkipProof      bool
+	Timeout        time.Duration
 
-// Help is the long help of doctor.
-func (DoctorCmd) Help() string {
-	return `One command a controller runs before it dispatches anything. It reports which runtimes
-are present and usable (every runtime of this build) with their versions, rootless or
-rootful (a rootful engine is refused unless --allow-rootful), the cgroup version, the
-host watcher and whether the image carries one (and which version), whether a staging
-directory is visible from inside a box (a nonce file read from inside decides bind vs
-copy-in: by proof, never by the engine's name), and the prove-deathwatch result.
-
-Exit status: 0 the posture is met; 243 it is not (the problems are listed).`
-}
-
-// Run is `supervisor doctor`.
-func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error {
-	if !ValidName(g.Instance) || len(g.Instance) > 120 {
-		return UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
-	}
-	if d.Trials < 1 {
-		return UsageError("--trials must be at least 1")
-	}
-	env := c.env
-	if env == nil {
-		env = os.Environ()
-	}
-	log := g.logger(c.stderr)
-	rep := Doctor(context.Background(), d, g, c.self, env, log)
-	if d.JSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		WriteDoctorTable(c.stdout, rep)
-	}
-	if !rep.OK {
-		c.code = shared.ExitRefused
-	}
-	return nil
+	Instance   string
+	JournalDir string
+	Self       string   // the supervisor binary (the proof's stand-in)
+	EngineEnv  []string // for engine CLIs
+	Log        *slog.Logger
 }
 
 // Doctor gathers the report.
-func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []string, log *slog.Logger) *DoctorReport {
+func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
+	self, env, log := d.Self, d.EngineEnv, d.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	rep := &DoctorReport{Posture: d.Posture, Image: d.Image}
 	problem := func(format string, args ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...)) }
 
 	// Runtimes.
 	usable := map[string]bool{}
-	for _, desc := range Descriptors() {
+	for _, desc := range supervisor.Descriptors() {
 		dr := probeRuntime(ctx, desc, d.AllowRootful, env, log)
 		usable[desc.Name] = dr.Usable
 		rep.Runtimes = append(rep.Runtimes, dr)
@@ -146,7 +110,7 @@ func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []st
 			problem("runtime %s is not usable: %s", d.Runtime, runtimeStatus(rep, d.Runtime))
 		}
 	default:
-		for _, name := range AutoOrder() {
+		for _, name := range supervisor.AutoOrder() {
 			if usable[name] {
 				rep.Selected = name
 				break
@@ -159,7 +123,7 @@ func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []st
 
 	// Watchers.
 	rep.HostWatcher = DoctorWatcher{Where: "host"}
-	if p, err := findWatcher(d.Watcher, self); err != nil {
+	if p, err := supervisor.FindWatcher(d.Watcher, self); err != nil {
 		rep.HostWatcher.Detail = err.Error()
 	} else {
 		rep.HostWatcher.Path, rep.HostWatcher.Present = p, true
@@ -183,17 +147,17 @@ func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []st
 		if !rep.HostWatcher.Present {
 			watcherInImage = d.WatcherInImage
 		}
-		rep.Staging = stagingProbe(ctx, rep.Selected, d, g, rep.HostWatcher.Path, watcherInImage, env, log)
+		rep.Staging = stagingProbe(ctx, rep.Selected, d, rep.HostWatcher.Path, watcherInImage, env, log)
 		if d.SkipProof {
 			rep.ProofSkipped = true
 			if d.Posture == PostureRequired {
 				problem("prove-deathwatch was skipped (--skip-proof); the required posture needs it")
 			}
 		} else {
-			desc, _ := Lookup(rep.Selected)
+			desc, _ := supervisor.Lookup(rep.Selected)
 			b := desc.Bounds
 			pr := Prove(ctx, ProveOptions{
-				Self: self, Instance: g.Instance + ".prove", JournalDir: g.journalDir(), Runtime: rep.Selected, Image: d.Image,
+				Self: self, Instance: d.Instance + ".prove", JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
 				Trials: d.Trials, Paths: ProvePaths, Bounds: b, Heartbeat: DefaultProveHeartbeat, Deadline: DefaultProveDeadline, Grace: DefaultProveGrace,
 				AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, EngineEnv: env, Log: log,
 			})
@@ -216,14 +180,14 @@ func Doctor(ctx context.Context, d *DoctorCmd, g *Globals, self string, env []st
 	return rep
 }
 
-func probeRuntime(ctx context.Context, desc Descriptor, allowRootful bool, env []string, log *slog.Logger) DoctorRuntime {
+func probeRuntime(ctx context.Context, desc supervisor.Descriptor, allowRootful bool, env []string, log *slog.Logger) DoctorRuntime {
 	name := desc.Name
 	dr := DoctorRuntime{Name: name}
 	if err := desc.Installed(env); err != nil {
 		dr.Status = err.Error()
 		return dr
 	}
-	rt, err := NewRuntime(name, RuntimeConfig{Log: log, EngineEnv: env})
+	rt, err := supervisor.NewRuntime(name, supervisor.RuntimeConfig{Log: log, EngineEnv: env})
 	if err != nil {
 		dr.Status = err.Error()
 		return dr
@@ -284,19 +248,6 @@ func statuses(rep *DoctorReport) []string {
 	return s
 }
 
-// cgroupMode names the host's cgroup layout.
-func cgroupMode() string {
-	switch cgroups.Mode() {
-	case cgroups.Unified:
-		return "v2 (unified)"
-	case cgroups.Hybrid:
-		return "v1 (hybrid: v1 controllers, v2 mounted at /sys/fs/cgroup/unified)"
-	case cgroups.Legacy:
-		return "v1 (legacy)"
-	}
-	return "none mounted at /sys/fs/cgroup"
-}
-
 // watcherVersion runs cmd (a watcher with --version) and returns the
 // version line, or why it could not.
 func watcherVersion(ctx context.Context, cmd *exec.Cmd) (version, detail string) {
@@ -304,19 +255,19 @@ func watcherVersion(ctx context.Context, cmd *exec.Cmd) (version, detail string)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
-		msg := firstLine(errb.String())
+		msg := supervisor.FirstLine(errb.String())
 		if msg == "" {
 			msg = err.Error()
 		}
 		return "", msg
 	}
-	v := firstLine(out.String())
+	v := supervisor.FirstLine(out.String())
 	return strings.TrimPrefix(v, "watcher "), ""
 }
 
-func imageWatcher(ctx context.Context, runtime string, d *DoctorCmd, env []string) *DoctorWatcher {
+func imageWatcher(ctx context.Context, runtime string, d *DoctorOptions, env []string) *DoctorWatcher {
 	w := &DoctorWatcher{Where: "image", Path: d.WatcherInImage}
-	desc, _ := Lookup(runtime)
+	desc, _ := supervisor.Lookup(runtime)
 	if d.Image == "" {
 		w.Detail = "no --image given"
 		if desc.HostWatcherOnly {
@@ -335,12 +286,12 @@ func imageWatcher(ctx context.Context, runtime string, d *DoctorCmd, env []strin
 		}
 		cmd = exec.CommandContext(cctx, p, "--version")
 	} else {
-		rt, err := NewRuntime(runtime, RuntimeConfig{EngineEnv: env})
+		rt, err := supervisor.NewRuntime(runtime, supervisor.RuntimeConfig{EngineEnv: env})
 		if err != nil {
 			w.Detail = err.Error()
 			return w
 		}
-		wc, ok := rt.(WatcherVersionCommander)
+		wc, ok := rt.(supervisor.WatcherVersionCommander)
 		if !ok {
 			w.Detail = fmt.Sprintf("%s cannot run the image's watcher on its own", runtime)
 			return w
@@ -359,7 +310,7 @@ func imageWatcher(ctx context.Context, runtime string, d *DoctorCmd, env []strin
 // stagingProbe decides bind vs copy-in by proof: a nonce file in the
 // staging directory, bind-mounted read-only into a real box, must read
 // back the same from inside.
-func stagingProbe(ctx context.Context, runtime string, d *DoctorCmd, g *Globals, watcher, watcherInImage string, env []string, log *slog.Logger) *DoctorStaging {
+func stagingProbe(ctx context.Context, runtime string, d *DoctorOptions, watcher, watcherInImage string, env []string, log *slog.Logger) *DoctorStaging {
 	st := &DoctorStaging{Mode: "copy-in"}
 	dir := d.Staging
 	if dir == "" {
@@ -379,7 +330,7 @@ func stagingProbe(ctx context.Context, runtime string, d *DoctorCmd, g *Globals,
 	st.Dir = abs
 	// Readable by the agent's uid, which is not ours.
 	os.Chmod(abs, 0o755)
-	nonce := randHex(16)
+	nonce := supervisor.RandHex(16)
 	name := ".deathwatch-probe-" + nonce
 	p := filepath.Join(abs, name)
 	if err := os.WriteFile(p, []byte(nonce+"\n"), 0o644); err != nil {
@@ -391,13 +342,13 @@ func stagingProbe(ctx context.Context, runtime string, d *DoctorCmd, g *Globals,
 	var out, errb bytes.Buffer
 	cctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
-	code := Exec(cctx, &ExecOptions{
-		Instance: g.Instance + ".doctor", JournalDir: g.journalDir(), Runtime: runtime, Image: d.Image,
+	code := supervisor.Exec(cctx, &supervisor.ExecOptions{
+		Instance: d.Instance + ".doctor", JournalDir: d.JournalDir, Runtime: runtime, Image: d.Image,
 		NamePrefix: "dw-probe", Network: "none", Grace: time.Second, Deadline: d.Timeout / 2,
-		Mounts:       []Mount{{Source: abs, Target: "/tmp/dw-staging", ReadOnly: true}},
+		Mounts:       []supervisor.Mount{{Source: abs, Target: "/tmp/dw-staging", ReadOnly: true}},
 		AllowRootful: d.AllowRootful, WatcherPath: watcher, WatcherInImage: watcherInImage,
 		UID: 1000, GID: 1000, Argv: []string{"cat", "/tmp/dw-staging/" + name},
-	}, &ExecIO{Stdout: &out, Stderr: &errb, Log: log, EngineEnv: env, Signals: make(chan os.Signal)})
+	}, &supervisor.ExecIO{Stdout: &out, Stderr: &errb, Log: log, EngineEnv: env, Signals: make(chan os.Signal)})
 	got := strings.TrimSpace(out.String())
 	switch {
 	case code == 0 && got == nonce:
@@ -406,7 +357,7 @@ func stagingProbe(ctx context.Context, runtime string, d *DoctorCmd, g *Globals,
 	case code == 0:
 		st.Detail = "the box read another file at the same path: not the controller's file system"
 	default:
-		last := firstLine(lastLine(errb.String()))
+		last := supervisor.FirstLine(lastLine(errb.String()))
 		st.Detail = fmt.Sprintf("the nonce file could not be read from inside the box (exit %d: %s)", code, last)
 	}
 	return st

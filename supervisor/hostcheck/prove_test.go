@@ -1,10 +1,12 @@
-package supervisor
+package hostcheck
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"deathwatch/supervisor"
 )
 
 func TestStandinArgs(t *testing.T) {
@@ -32,7 +34,7 @@ func TestStandinArgs(t *testing.T) {
 }
 
 func TestProveBounds(t *testing.T) {
-	o := &ProveOptions{Bounds: Bounds{Dead: 250 * time.Millisecond, Removed: 2 * time.Second}, Heartbeat: 300 * time.Millisecond, Deadline: time.Second, Grace: 500 * time.Millisecond}
+	o := &ProveOptions{Bounds: supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: 2 * time.Second}, Heartbeat: 300 * time.Millisecond, Deadline: time.Second, Grace: 500 * time.Millisecond}
 	for _, tc := range []struct {
 		path          string
 		dead, removed time.Duration
@@ -48,7 +50,7 @@ func TestProveBounds(t *testing.T) {
 			t.Errorf("%s removed bound %v, want %v", tc.path, d, tc.removed)
 		}
 	}
-	for _, d := range Descriptors() {
+	for _, d := range supervisor.Descriptors() {
 		if b := d.Bounds; b.Dead <= 0 || b.Removed < b.Dead {
 			t.Errorf("%s default bounds %+v", d.Name, b)
 		}
@@ -79,26 +81,4 @@ func TestProveRow(t *testing.T) {
 	if e.Pass {
 		t.Errorf("a row without samples passes")
 	}
-}
-
-func TestImageWatcherArgs(t *testing.T) {
-	want := []string{"run", "--rm", "--pull", "never", "--network", "none", "--cap-drop", "ALL",
-		"--security-opt", "no-new-privileges", "--entrypoint", "/usr/local/bin/watcher", "--", "img:1", "--version"}
-	if got := imageWatcherArgs("img:1", "/usr/local/bin/watcher"); !reflect.DeepEqual(got, want) {
-		t.Errorf("got %q", got)
-	}
-	if got := inspectPidArgs("dw-1"); !reflect.DeepEqual(got, []string{"container", "inspect", "--format", "{{.State.Pid}}", "--", "dw-1"}) {
-		t.Errorf("inspectPidArgs %q", got)
-	}
-}
-
-func TestCrashpointIsInert(t *testing.T) {
-	// Without the variable a crash point is a no-op (the test would stop
-	// itself otherwise).
-	saved := crashPointAt
-	defer func() { crashPointAt = saved }()
-	crashPointAt = ""
-	crashpoint(CrashAfterJournal)
-	crashPointAt = "elsewhere"
-	crashpoint(CrashAfterJournal)
 }

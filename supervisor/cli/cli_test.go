@@ -1,4 +1,4 @@
-package supervisor
+package cli
 
 import (
 	"bytes"
@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
-func parseExec(t *testing.T, args []string, env map[string]string) (*ExecOptions, error) {
+func parseExec(t *testing.T, args []string, env map[string]string) (*supervisor.ExecOptions, error) {
 	t.Helper()
 	var cli CLI
 	var out, errb bytes.Buffer
@@ -39,10 +40,10 @@ func TestExecOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &ExecOptions{
+	want := &supervisor.ExecOptions{
 		Instance: "ci", JournalDir: "/j", Runtime: "podman", Image: "img", NamePrefix: "job",
 		Labels: map[string]string{"team": "a,b"}, RunKey: "run-1", AgentEnv: []string{"TOKEN=v"}, Workdir: "/work",
-		Mounts: []Mount{{Source: src, Target: "/data", ReadOnly: true}}, Memory: 512 << 20, PidsLimit: 64,
+		Mounts: []supervisor.Mount{{Source: src, Target: "/data", ReadOnly: true}}, Memory: 512 << 20, PidsLimit: 64,
 		Network: "bridge", Deadline: time.Minute, Grace: 3 * time.Second, Heartbeat: 3 * time.Second,
 		WatcherPath: w, UID: 1001, GID: 1002, Argv: []string{"sh", "-c", "echo --not-a-flag"},
 	}
@@ -75,7 +76,7 @@ func TestExecOptionsRefused(t *testing.T) {
 		args := append([]string{"exec", "--image", "i", "--watcher", w}, tc.args...)
 		args = append(args, "--", "true")
 		_, err := parseExec(t, args, map[string]string{})
-		if err == nil || !strings.Contains(err.Error(), tc.want) || exitCode(err, 0) != shared.ExitUsage {
+		if err == nil || !strings.Contains(err.Error(), tc.want) || supervisor.ExitCode(err, 0) != shared.ExitUsage {
 			t.Errorf("%v: err %v, want %q (usage)", tc.args, err, tc.want)
 		}
 		if err != nil && strings.Contains(err.Error(), secret) {
@@ -123,5 +124,29 @@ func TestParseSize(t *testing.T) {
 		if _, err := parseSize(in); err == nil {
 			t.Errorf("parseSize(%q) accepted", in)
 		}
+	}
+}
+
+func TestDoctorCLIRefusesBadFlags(t *testing.T) {
+	var out, errb strings.Builder
+	c := &cmdContext{stdout: &out, stderr: &errb, getenv: func(string) (string, bool) { return "", false }}
+	if code := run([]string{"doctor", "--posture", "sometimes"}, c); code != 240 {
+		t.Errorf("bad posture: exit %d", code)
+	}
+	if code := run([]string{"doctor", "--trials", "0"}, c); code != 240 {
+		t.Errorf("zero trials: exit %d", code)
+	}
+	if code := run([]string{"prove-deathwatch", "--trials", "0"}, c); code != 240 {
+		t.Errorf("prove zero trials: exit %d", code)
+	}
+}
+
+func TestReconcileCLI(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb strings.Builder
+	c := &cmdContext{stdout: &out, stderr: &errb, getenv: func(string) (string, bool) { return "", false }}
+	code := run([]string{"--instance", "cli", "--journal", dir, "reconcile", "--json", "--runtime", "native"}, c)
+	if code != 0 || !strings.Contains(out.String(), `"removed": []`) {
+		t.Errorf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 }

@@ -1,4 +1,4 @@
-package supervisor
+package native
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The native runtime's box state keys (Box.State), journaled so that a
+// The native runtime's box state keys (supervisor.Box.State), journaled so that a
 // later Remove (reconcile) finds the cgroup again.
 const (
 	StateCgroup        = "cgroup"         // group path, e.g. /deathwatch/dw-abc
@@ -30,7 +30,7 @@ const (
 const DefaultCgroupParent = "/deathwatch"
 
 // cgroupSpec is the plain data of one box's cgroup: worked out by the
-// runtime, applied by newBoxCgroup, recorded in Box.State.
+// runtime, applied by newBoxCgroup, recorded in supervisor.Box.State.
 type cgroupSpec struct {
 	Version int    // 1 or 2
 	Root    string // /sys/fs/cgroup: v1 holds one folder per controller, v2 is the unified mount
@@ -71,7 +71,7 @@ func boxCgroupSpec(version int, root, parent, name string, memory, pids int64) (
 	return cgroupSpec{Version: version, Root: root, Group: path.Join(parent, name), Memory: memory, Pids: pids}, nil
 }
 
-// state is the spec as Box.State entries (limits are not needed to
+// state is the spec as supervisor.Box.State entries (limits are not needed to
 // find or remove the cgroup).
 func (s cgroupSpec) state() map[string]string {
 	return map[string]string{

@@ -1,6 +1,7 @@
-package supervisor
+package native
 
 import (
+	"deathwatch/supervisor"
 	"reflect"
 	"strings"
 	"testing"
@@ -9,7 +10,7 @@ import (
 )
 
 func TestNsinitPlan(t *testing.T) {
-	b := &Box{Name: "dw-1", Network: "none", Mounts: []Mount{
+	b := &supervisor.Box{Name: "dw-1", Network: "none", Mounts: []supervisor.Mount{
 		{Source: "/host/b", Target: "/work/b", ReadOnly: true},
 		{Source: "/host/a", Target: "/work"},
 	}}
@@ -67,17 +68,17 @@ func TestNsinitPlan(t *testing.T) {
 func TestNsinitPlanRefuses(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		box  Box
+		box  supervisor.Box
 		root string
 		want string
 	}{
-		{"bridge", Box{Network: "bridge"}, "/", "none or host"},
-		{"relative root", Box{}, "rootfs", "not an absolute path"},
-		{"relative source", Box{Mounts: []Mount{{Source: "a", Target: "/a"}}}, "/", "not an absolute path"},
-		{"unclean target", Box{Mounts: []Mount{{Source: "/a", Target: "/a/../b"}}}, "/", "not a clean"},
-		{"root target", Box{Mounts: []Mount{{Source: "/a", Target: "/"}}}, "/", "belongs to the box's own setup"},
-		{"proc target", Box{Mounts: []Mount{{Source: "/a", Target: "/proc/x"}}}, "/", "belongs to the box's own setup"},
-		{"dev target", Box{Mounts: []Mount{{Source: "/a", Target: "/dev"}}}, "/", "belongs to the box's own setup"},
+		{"bridge", supervisor.Box{Network: "bridge"}, "/", "none or host"},
+		{"relative root", supervisor.Box{}, "rootfs", "not an absolute path"},
+		{"relative source", supervisor.Box{Mounts: []supervisor.Mount{{Source: "a", Target: "/a"}}}, "/", "not an absolute path"},
+		{"unclean target", supervisor.Box{Mounts: []supervisor.Mount{{Source: "/a", Target: "/a/../b"}}}, "/", "not a clean"},
+		{"root target", supervisor.Box{Mounts: []supervisor.Mount{{Source: "/a", Target: "/"}}}, "/", "belongs to the box's own setup"},
+		{"proc target", supervisor.Box{Mounts: []supervisor.Mount{{Source: "/a", Target: "/proc/x"}}}, "/", "belongs to the box's own setup"},
+		{"dev target", supervisor.Box{Mounts: []supervisor.Mount{{Source: "/a", Target: "/dev"}}}, "/", "belongs to the box's own setup"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := nsinitPlan(&c.box, c.root, "/w", false)
@@ -89,7 +90,7 @@ func TestNsinitPlanRefuses(t *testing.T) {
 }
 
 func TestNsinitPlanNetworkHost(t *testing.T) {
-	c, err := nsinitPlan(&Box{Name: strings.Repeat("x", 80), Network: "host"}, "/", "/w", true)
+	c, err := nsinitPlan(&supervisor.Box{Name: strings.Repeat("x", 80), Network: "host"}, "/", "/w", true)
 	if err != nil {
 		t.Fatal(err)
 	}

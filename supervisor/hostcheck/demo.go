@@ -1,8 +1,10 @@
-package supervisor
+package hostcheck
 
 import (
 	"bufio"
 	"context"
+	"deathwatch/internal/proc"
+	"deathwatch/supervisor"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,33 +12,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
-
-// DemoCmd is `supervisor demo`, the README's first command: an agent
-// command runs in a native box and its output and exit code come back;
-// then a stand-in controller is SIGKILLed and the demo shows how long
-// the agent tree survived and that nothing was left.
-type DemoCmd struct {
-	Watcher string `help:"Watcher binary (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
-	Image   string `help:"Rootfs directory for the boxes (default: the host's root, read-only)." placeholder:"DIR"`
-}
-
-// Run is `supervisor demo`. Its journal is the global --journal when
-// given, else a temporary folder removed at the end.
-func (d *DemoCmd) Run(g *Globals, c *cmdContext) error {
-	w, err := findWatcher(d.Watcher, c.self)
-	if err != nil {
-		return err
-	}
-	return RunDemo(context.Background(), DemoOptions{
-		Supervisor: c.self, Watcher: w, Image: d.Image, Journal: g.Journal, Log: g.logger(c.stderr),
-	}, c.stdout)
-}
 
 // DemoOptions configure RunDemo.
 type DemoOptions struct {
@@ -72,15 +50,15 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Runtime == "" {
-		o.Runtime = LocalRuntime()
+		o.Runtime = supervisor.LocalRuntime()
 	}
 	if o.Runtime == "" {
-		return EngineError("the demo needs a runtime without a daemon (native, Linux only); this build has none")
+		return supervisor.EngineError("the demo needs a runtime without a daemon (native, Linux only); this build has none")
 	}
 	if o.Journal == "" {
 		dir, err := os.MkdirTemp("", "deathwatch-demo-")
 		if err != nil {
-			return SetupError("demo journal: %v", err)
+			return supervisor.SetupError("demo journal: %v", err)
 		}
 		defer os.RemoveAll(dir)
 		o.Journal = dir
@@ -90,7 +68,7 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		return err
 	}
 	if res.LeftProcesses+res.LeftRemains+res.LeftOpen > 0 {
-		return SetupError("the demo left %d processes, %d other remains and %d open journal entries", res.LeftProcesses, res.LeftRemains, res.LeftOpen)
+		return supervisor.SetupError("the demo left %d processes, %d other remains and %d open journal entries", res.LeftProcesses, res.LeftRemains, res.LeftOpen)
 	}
 	return nil
 }
@@ -123,19 +101,19 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	case errors.As(err, &ee):
 		res.AgentCode = ee.ExitCode()
 	default:
-		return res, SetupError("run %s: %v", o.Supervisor, err)
+		return res, supervisor.SetupError("run %s: %v", o.Supervisor, err)
 	}
 	say("1. supervisor exec --runtime %s -- sh -c '...; exit 7'  (%v)", o.Runtime, time.Since(start).Round(100*time.Microsecond))
 	say("   agent said: %s", res.AgentOutput)
 	say("   exit code:  %d (the agent's own, passed through)", res.AgentCode)
 	if res.AgentCode != 7 {
-		return res, SetupError("the agent's exit code came back as %d, not 7", res.AgentCode)
+		return res, supervisor.SetupError("the agent's exit code came back as %d, not 7", res.AgentCode)
 	}
 
 	// 2. A stand-in controller: SIGKILL it while its agent runs.
 	events, evw, err := os.Pipe()
 	if err != nil {
-		return res, SetupError("events pipe: %v", err)
+		return res, supervisor.SetupError("events pipe: %v", err)
 	}
 	defer events.Close()
 	ctl := exec.Command(o.Supervisor, o.execArgs("--events", "fd:3", "--", "/bin/sh", "-c", demoAgent)...)
@@ -143,10 +121,10 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	ctl.Stderr = os.Stderr
 	stdout, err := ctl.StdoutPipe()
 	if err != nil {
-		return res, SetupError("%v", err)
+		return res, supervisor.SetupError("%v", err)
 	}
 	if err := ctl.Start(); err != nil {
-		return res, SetupError("start the stand-in controller: %v", err)
+		return res, supervisor.SetupError("start the stand-in controller: %v", err)
 	}
 	evw.Close()
 	defer func() { ctl.Process.Kill(); ctl.Wait() }()
@@ -155,24 +133,24 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 		return res, err
 	}
 	initPID := 0
-	for _, p := range childrenOf(ctl.Process.Pid) {
+	for _, p := range proc.Children(ctl.Process.Pid) {
 		initPID = p
 	}
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", initPID))
+	ns, err := proc.PIDNamespace(initPID)
 	if initPID == 0 || err != nil {
-		return res, SetupError("find the box below the stand-in controller %d: %v", ctl.Process.Pid, err)
+		return res, supervisor.SetupError("find the box below the stand-in controller %d: %v", ctl.Process.Pid, err)
 	}
-	procs := procsInNamespace(ns)
+	procs := proc.InNamespace(ns)
 	res.BoxProcesses = len(procs)
 	say("2. stand-in controller (pid %d) runs box %s: %d processes, agents that ignore SIGTERM and escaped with setsid", ctl.Process.Pid, box, len(procs))
 	killed := time.Now()
-	if err := ctl.Process.Signal(syscall.SIGKILL); err != nil {
-		return res, SetupError("SIGKILL the stand-in controller: %v", err)
+	if err := ctl.Process.Kill(); err != nil {
+		return res, supervisor.SetupError("SIGKILL the stand-in controller: %v", err)
 	}
 	for {
 		alive := 0
 		for _, p := range procs {
-			if p.alive() {
+			if p.Alive() {
 				alive++
 			}
 		}
@@ -181,7 +159,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 			break
 		}
 		if time.Since(killed) > 10*time.Second {
-			return res, SetupError("%d box processes still run 10s after the controller's SIGKILL", alive)
+			return res, supervisor.SetupError("%d box processes still run 10s after the controller's SIGKILL", alive)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -191,7 +169,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	// 3. A later cleanup: reconcile, as a restarted controller runs it,
 	// removes what the killed controller left (its box's empty cgroup
 	// and record) and closes its journal entry.
-	j, err := OpenJournal(o.Journal, demoInstance)
+	j, err := supervisor.OpenJournal(o.Journal, demoInstance)
 	if err != nil {
 		return res, err
 	}
@@ -199,14 +177,14 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	if err != nil {
 		return res, err
 	}
-	rt, err := NewRuntime(o.Runtime, RuntimeConfig{Log: o.Log})
+	rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log})
 	if err != nil {
 		return res, err
 	}
 	remainKind := ""
 	for _, e := range entries {
-		if r, ok := rt.(Remainer); ok && e.Open() {
-			kind, paths := r.Remains(BoxFromEntry(e))
+		if r, ok := rt.(supervisor.Remainer); ok && e.Open() {
+			kind, paths := r.Remains(supervisor.BoxFromEntry(e))
 			for _, p := range paths {
 				remainKind = kind
 				res.Remains = append(res.Remains, p)
@@ -214,7 +192,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 			}
 		}
 	}
-	rep, err := Reconcile(ctx, ReconcileOptions{Instance: demoInstance, JournalDir: o.Journal, Runtimes: []string{o.Runtime}, Log: o.Log})
+	rep, err := supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: demoInstance, JournalDir: o.Journal, Runtimes: []string{o.Runtime}, Log: o.Log})
 	if err != nil {
 		return res, err
 	}
@@ -225,7 +203,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	// 4. Nothing is left.
 	res.LeftProcesses = 0
 	for _, p := range procs {
-		if p.alive() {
+		if p.Alive() {
 			res.LeftProcesses++
 		}
 	}
@@ -260,19 +238,19 @@ func demoWaitReady(events, stdout io.Reader) (box string, err error) {
 	go func() {
 		sc := bufio.NewScanner(events)
 		for sc.Scan() {
-			var ev Event
-			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == EventReady {
+			var ev supervisor.Event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == supervisor.EventReady {
 				done <- result{box: ev.Box}
 				io.Copy(io.Discard, events)
 				return
 			}
 		}
-		done <- result{err: SetupError("the stand-in controller ended before its agent was ready")}
+		done <- result{err: supervisor.SetupError("the stand-in controller ended before its agent was ready")}
 	}()
 	go func() {
 		line, err := bufio.NewReader(stdout).ReadString('\n')
 		if err != nil || line != "ready\n" {
-			done <- result{err: SetupError("the stand-in's agent did not say ready (%q, %v)", line, err)}
+			done <- result{err: supervisor.SetupError("the stand-in's agent did not say ready (%q, %v)", line, err)}
 			return
 		}
 		done <- result{}
@@ -289,75 +267,8 @@ func demoWaitReady(events, stdout io.Reader) (box string, err error) {
 				box = r.box
 			}
 		case <-timeout:
-			return "", SetupError("the stand-in's agent was not ready after 30s")
+			return "", supervisor.SetupError("the stand-in's agent was not ready after 30s")
 		}
 	}
 	return box, nil
-}
-
-// demoProc is a process, by pid and start time (against pid reuse).
-type demoProc struct {
-	pid   int
-	start uint64
-}
-
-func (p demoProc) alive() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 || f[0] == "Z" {
-		return false
-	}
-	st, _ := strconv.ParseUint(f[19], 10, 64)
-	return st == p.start
-}
-
-func procsInNamespace(ns string) []demoProc {
-	ents, _ := os.ReadDir("/proc")
-	var out []demoProc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "pid")); err != nil || l != ns {
-			continue
-		}
-		if st, err := ProcStartTime(pid); err == nil {
-			out = append(out, demoProc{pid: pid, start: st})
-		}
-	}
-	return out
-}
-
-func childrenOf(ppid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }

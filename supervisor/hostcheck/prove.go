@@ -1,9 +1,16 @@
-package supervisor
+// Package hostcheck holds the verbs that check a host rather than run
+// an agent: prove-deathwatch (kill a stand-in controller and measure how
+// fast its box dies and is removed), doctor (runtimes, watcher, staging
+// probe and the proof) and the demo. They drive the lifecycle library
+// and the runtimes through the registry, never by name.
+package hostcheck
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"deathwatch/internal/proc"
+	"deathwatch/supervisor"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,10 +19,8 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -51,7 +56,7 @@ type ProveOptions struct {
 	Image      string
 	Trials     int
 	Paths      []string
-	Bounds     Bounds
+	Bounds     supervisor.Bounds
 	Heartbeat  time.Duration // heartbeat path
 	Deadline   time.Duration // deadline path
 	Grace      time.Duration // deadline path
@@ -165,7 +170,7 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 			if err != nil {
 				rep.Pass = false
 				rep.Error = fmt.Sprintf("%s trial %d: %v", path, i+1, err)
-				rep.Code = exitCode(err, shared.ExitSetupFailed)
+				rep.Code = supervisor.ExitCode(err, shared.ExitSetupFailed)
 				dead.finish()
 				removed.finish()
 				rep.Rows = append(rep.Rows, dead, removed)
@@ -225,7 +230,7 @@ type standin struct {
 	mu     sync.Mutex
 	stdout bytes.Buffer
 	stderr bytes.Buffer
-	events []Event
+	events []supervisor.Event
 	change chan struct{}
 }
 
@@ -269,7 +274,7 @@ func startStandin(o *ProveOptions, path string) (*standin, error) {
 	go func() {
 		sc := bufio.NewScanner(evR)
 		for sc.Scan() {
-			var ev Event
+			var ev supervisor.Event
 			if json.Unmarshal(sc.Bytes(), &ev) == nil {
 				s.mu.Lock()
 				s.events = append(s.events, ev)
@@ -299,14 +304,14 @@ func (s *standin) exited() bool {
 }
 
 // waitArmed waits for the ready event and the agent's "armed" line.
-func (s *standin) waitArmed(timeout time.Duration) (Event, error) {
+func (s *standin) waitArmed(timeout time.Duration) (supervisor.Event, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		s.mu.Lock()
-		var ready *Event
+		var ready *supervisor.Event
 		for i := range s.events {
-			if s.events[i].Event == EventReady {
+			if s.events[i].Event == supervisor.EventReady {
 				ready = &s.events[i]
 			}
 		}
@@ -317,12 +322,12 @@ func (s *standin) waitArmed(timeout time.Duration) (Event, error) {
 			return *ready, nil
 		}
 		if s.exited() {
-			return Event{}, s.failure("the stand-in controller ended before its agent was ready")
+			return supervisor.Event{}, s.failure("the stand-in controller ended before its agent was ready")
 		}
 		select {
 		case <-ch:
 		case <-t.C:
-			return Event{}, s.failure(fmt.Sprintf("no ready agent within %v", timeout))
+			return supervisor.Event{}, s.failure(fmt.Sprintf("no ready agent within %v", timeout))
 		}
 	}
 }
@@ -345,12 +350,12 @@ func (s *standin) failure(what string) error {
 	if last != "" {
 		what += ": " + last
 	}
-	return codef(code, "%s", what)
+	return supervisor.WithCode(code, errors.New(what))
 }
 
 func (s *standin) kill() {
 	if s.cmd.Process != nil && !s.exited() {
-		s.cmd.Process.Signal(syscall.SIGCONT)
+		thaw(s.cmd.Process)
 		s.cmd.Process.Kill()
 	}
 	<-s.done
@@ -358,7 +363,7 @@ func (s *standin) kill() {
 
 // proveTrial runs one stand-in through one path and measures it.
 func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult, error) {
-	rt, err := NewRuntime(o.Runtime, RuntimeConfig{Log: o.Log, EngineEnv: o.EngineEnv})
+	rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log, EngineEnv: o.EngineEnv})
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +377,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		if !cleaned {
 			// A trial that failed half-way leaves its box to reconcile,
 			// as a restarted controller would.
-			Reconcile(ctx, ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
+			supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
 		}
 	}()
 	ready, err := s.waitArmed(60 * time.Second)
@@ -381,7 +386,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	}
 	// The watcher, the agent's main process and its two descendants: the
 	// agent said it forked them, give /proc a moment to show them all.
-	var procs []proc
+	var procs []proc.Proc
 	for end := time.Now().Add(2 * time.Second); ; {
 		if procs, err = boxProcesses(ctx, rt, ready); err != nil {
 			return nil, s.failure(err.Error())
@@ -406,13 +411,13 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		s.cmd.Process.Kill()
 	case PathHeartbeat:
 		trigger = time.Now()
-		s.cmd.Process.Signal(syscall.SIGSTOP)
+		freeze(s.cmd.Process)
 	case PathDeadline:
 		// The deadline runs from the agent's start; the ready event is
 		// stamped just after it. Freeze the stand-in so that only the
 		// watcher's own deadline can end the box.
 		trigger = ready.Time
-		s.cmd.Process.Signal(syscall.SIGSTOP)
+		freeze(s.cmd.Process)
 	}
 	deadBound, _ := o.deadBound(path)
 	removedBound, _ := o.removedBound(path)
@@ -424,14 +429,14 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		left string
 	}
 	var removedCh chan removal
-	desc, _ := Lookup(o.Runtime)
+	desc, _ := supervisor.Lookup(o.Runtime)
 	autoRemove := desc.AutoRemove
 	if autoRemove {
 		removedCh = make(chan removal, 1)
 		go func() {
 			end := trigger.Add(removedBound + 2*time.Second)
 			for time.Now().Before(end) {
-				if there, err := rt.Exists(ctx, &Box{Name: ready.Box}); err == nil && !there {
+				if there, err := rt.Exists(ctx, &supervisor.Box{Name: ready.Box}); err == nil && !there {
 					removedCh <- removal{at: time.Now()}
 					return
 				}
@@ -441,12 +446,12 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		}()
 	}
 
-	at, left := waitProcsDead(procs, trigger.Add(deadBound+2*time.Second))
+	at, left := proc.WaitDead(procs, trigger.Add(deadBound+2*time.Second))
 	res.dead = at.Sub(trigger)
 	if len(left) > 0 {
 		res.deadLeft = fmt.Sprintf("%d processes of the box still alive (%v)", len(left), left)
 		for _, p := range left {
-			syscall.Kill(p.pid, syscall.SIGKILL)
+			killPID(p.PID)
 		}
 	}
 
@@ -460,7 +465,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	}
 	s.kill()
 	cleaned = true
-	rep, rerr := Reconcile(ctx, ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
+	rep, rerr := supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
 	if !autoRemove {
 		res.removed = time.Since(trigger)
 	}
@@ -490,116 +495,18 @@ func joinNonEmpty(a, b string) string {
 	return a + "; " + b
 }
 
-// proc is a process, with its start time against pid reuse.
-type proc struct {
-	pid   int
-	start uint64
-}
-
-func (p proc) String() string { return strconv.Itoa(p.pid) }
-
 // boxProcesses lists the box's processes as the host sees them: its
 // PID 1 (the runtime's HostPID), everything below it, and everything
 // else in its PID namespace where /proc lets us see that.
-func boxProcesses(ctx context.Context, rt Runtime, ready Event) ([]proc, error) {
-	pid, err := rt.HostPID(ctx, &Box{Name: ready.Box, LaunchID: ready.LaunchID})
+func boxProcesses(ctx context.Context, rt supervisor.Runtime, ready supervisor.Event) ([]proc.Proc, error) {
+	pid, err := rt.HostPID(ctx, &supervisor.Box{Name: ready.Box, LaunchID: ready.LaunchID})
 	if err != nil {
 		return nil, err
 	}
 	if pid <= 0 {
 		return nil, fmt.Errorf("the box %s has no PID 1 on the host", ready.Box)
 	}
-	return processTree(pid), nil
-}
-
-// processTree is pid, its descendants, and the other processes in its
-// PID namespace (when it has one of its own).
-func processTree(pid int) []proc {
-	type stat struct{ ppid int }
-	children := map[int][]int{}
-	starts := map[int]uint64{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		ppid, start, err := procPPidStart(p)
-		if err != nil {
-			continue
-		}
-		children[ppid] = append(children[ppid], p)
-		starts[p] = start
-	}
-	seen := map[int]bool{pid: true}
-	out := []proc{{pid, starts[pid]}}
-	for q := []int{pid}; len(q) > 0; q = q[1:] {
-		for _, c := range children[q[0]] {
-			if !seen[c] {
-				seen[c] = true
-				out = append(out, proc{c, starts[c]})
-				q = append(q, c)
-			}
-		}
-	}
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
-	own, _ := os.Readlink("/proc/self/ns/pid")
-	if err == nil && ns != own {
-		for p, st := range starts {
-			if seen[p] {
-				continue
-			}
-			if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); err == nil && l == ns {
-				out = append(out, proc{p, st})
-			}
-		}
-	}
-	return out
-}
-
-// procPPidStart reads the parent pid and start time of pid.
-func procPPidStart(pid int) (ppid int, start uint64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, errors.New("bad stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, 0, errors.New("bad stat")
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return ppid, start, err
-}
-
-// procAlive: the same process (pid and start time) exists and is not a zombie.
-func procAlive(p proc) bool {
-	st, err := ProcStartTime(p.pid)
-	return err == nil && st == p.start && !procZombie(p.pid)
-}
-
-// waitProcsDead polls every 200µs until none of ps is alive or until;
-// it returns when that was and what is still alive.
-func waitProcsDead(ps []proc, until time.Time) (time.Time, []proc) {
-	left := append([]proc(nil), ps...)
-	for {
-		keep := left[:0]
-		for _, p := range left {
-			if procAlive(p) {
-				keep = append(keep, p)
-			}
-		}
-		left = keep
-		now := time.Now()
-		if len(left) == 0 || now.After(until) {
-			return now, left
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
+	return proc.Tree(pid), nil
 }
 
 // WriteProveTable prints the report as a table.
@@ -643,100 +550,4 @@ func fmtDur(d time.Duration) string {
 	default:
 		return d.Round(time.Millisecond).String()
 	}
-}
-
-// ProveCmd is `supervisor prove-deathwatch`.
-type ProveCmd struct {
-	Runtime        string        `help:"Runtime to prove: ${runtimes_list}." enum:"${runtimes}" default:"${default_prove}"`
-	Image          string        `help:"Image (docker/podman) or rootfs directory (native; default: the host's root read-only)." env:"DEATHWATCH_IMAGE"`
-	Trials         int           `help:"Trials per path." default:"10"`
-	Path           []string      `help:"Paths to prove (repeatable): sigkill, heartbeat, deadline." enum:"sigkill,heartbeat,deadline" default:"sigkill,heartbeat,deadline"`
-	Bound          time.Duration `help:"Bound from the trigger to the last agent process dead (0: the runtime's default, 250ms); heartbeat and deadline add their own delay." default:"0s"`
-	RemoveBound    time.Duration `help:"Bound from the trigger to the box removed (0: the runtime's default — ${remove_bounds})." default:"0s"`
-	Heartbeat      time.Duration `help:"The heartbeat of the heartbeat path (pings go every third of it)." default:"1s"`
-	Deadline       time.Duration `help:"The deadline of the deadline path." default:"1s"`
-	Grace          time.Duration `help:"The TERM-to-KILL grace of the deadline path." default:"500ms"`
-	AllowRootful   bool          `help:"Accept a rootful engine (passed to the stand-in's exec)."`
-	Watcher        string        `help:"Host watcher binary for the stand-in's exec." placeholder:"PATH"`
-	WatcherInImage string        `help:"Use the watcher baked into the image at PATH." placeholder:"PATH"`
-	JSON           bool          `help:"Print JSON." name:"json"`
-}
-
-// Help is the long help of prove-deathwatch.
-func (ProveCmd) Help() string {
-	return `Proves the death-watch on this host: a stand-in controller (a child "supervisor exec"
-running an agent with a setsid'd and a TERM-ignoring descendant) is started, and once
-its agent is ready:
-  sigkill    the stand-in is SIGKILLed; measured until every process of the box is dead
-             and until the box is removed;
-  heartbeat  the stand-in is frozen (SIGSTOP) with --heartbeat; the watcher must notice
-             the silence and kill the box;
-  deadline   the stand-in is frozen, every agent process ignores TERM; the in-box
-             deadline must end it within deadline + grace.
-The box's processes are seen from the host: its PID 1 (as the runtime reports it),
-its descendants and its PID namespace. The stand-ins
-use the instance INSTANCE.prove; what they leave goes through reconcile after each trial.
-
-Exit status: 0 every trial within its bound and nothing left; 243 a trial exceeded its
-bound or left something behind; the stand-in's status (241 engine, 242 image, ...) when
-it could not run at all.`
-}
-
-func (p *ProveCmd) options(g *Globals, c *cmdContext) (*ProveOptions, error) {
-	if !ValidName(g.Instance) || len(g.Instance) > 120 {
-		return nil, UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
-	}
-	if p.Trials < 1 {
-		return nil, UsageError("--trials must be at least 1")
-	}
-	if p.Heartbeat < 30*time.Millisecond || p.Deadline <= 0 || p.Grace < 0 || p.Bound < 0 || p.RemoveBound < 0 {
-		return nil, UsageError("--heartbeat (at least 30ms), --deadline (positive), --grace, --bound and --remove-bound (not negative)")
-	}
-	desc, _ := Lookup(p.Runtime)
-	b := desc.Bounds
-	if p.Bound > 0 {
-		b.Dead = p.Bound
-	}
-	if p.RemoveBound > 0 {
-		b.Removed = p.RemoveBound
-	}
-	self := c.self
-	if self == "" {
-		return nil, SetupError("cannot find the supervisor's own binary to run the stand-in")
-	}
-	env := c.env
-	if env == nil {
-		env = os.Environ()
-	}
-	return &ProveOptions{
-		Self: self, Instance: g.Instance + ".prove", JournalDir: g.journalDir(), Runtime: p.Runtime, Image: p.Image,
-		Trials: p.Trials, Paths: p.Path, Bounds: b, Heartbeat: p.Heartbeat, Deadline: p.Deadline, Grace: p.Grace,
-		AllowRootful: p.AllowRootful, Watcher: p.Watcher, WatcherInImage: p.WatcherInImage, EngineEnv: env, Log: g.logger(c.stderr),
-	}, nil
-}
-
-// Run is `supervisor prove-deathwatch`.
-func (p *ProveCmd) Run(g *Globals, c *cmdContext) error {
-	o, err := p.options(g, c)
-	if err != nil {
-		return err
-	}
-	rep := Prove(context.Background(), *o)
-	if p.JSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		WriteProveTable(c.stdout, rep)
-	}
-	switch {
-	case rep.Error != "":
-		fmt.Fprintf(c.stderr, "supervisor: prove-deathwatch could not run: %s\n", rep.Error)
-		c.code = rep.Code
-	case !rep.Pass:
-		c.code = shared.ExitRefused
-	}
-	return nil
 }

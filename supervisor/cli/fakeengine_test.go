@@ -1,4 +1,4 @@
-package supervisor
+package cli
 
 // A fake docker/podman at the process seam: the test binary itself,
 // reached through symlinks named docker and podman first on PATH. It

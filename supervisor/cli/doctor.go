@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"time"
+
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+	"deathwatch/supervisor/hostcheck"
+)
+
+// DoctorCmd is `supervisor doctor`.
+type DoctorCmd struct {
+	Runtime        string        `help:"Runtime to check in depth (image, staging probe, proof): ${runtimes_list}, or auto (${auto_order})." enum:"auto,${runtimes}" default:"auto" env:"DEATHWATCH_RUNTIME"`
+	Image          string        `help:"The image (docker/podman) or rootfs directory (native) the controller will use." env:"DEATHWATCH_IMAGE"`
+	WatcherInImage string        `help:"Where the image carries a watcher (checked by running it with --version)." default:"/usr/local/bin/watcher" placeholder:"PATH"`
+	Watcher        string        `help:"Host watcher binary (default: next to the supervisor, then PATH)." placeholder:"PATH"`
+	Staging        string        `help:"Staging directory to probe (default: a fresh one under the temp folder)." placeholder:"DIR"`
+	AllowRootful   bool          `help:"Accept a rootful engine."`
+	Posture        string        `help:"required: a usable runtime, a watcher and a passing prove-deathwatch; preferred: a usable runtime." enum:"required,preferred" default:"required"`
+	Trials         int           `help:"prove-deathwatch trials per path." default:"3"`
+	SkipProof      bool          `help:"Do not run prove-deathwatch (the required posture is then not met)."`
+	Timeout        time.Duration `help:"Bound on each probe box." default:"60s"`
+	JSON           bool          `help:"Print JSON." name:"json"`
+}
+
+// Help is the long help of doctor.
+func (DoctorCmd) Help() string {
+	return `One command a controller runs before it dispatches anything. It reports which runtimes
+are present and usable (every runtime of this build) with their versions, rootless or
+rootful (a rootful engine is refused unless --allow-rootful), the cgroup version, the
+host watcher and whether the image carries one (and which version), whether a staging
+directory is visible from inside a box (a nonce file read from inside decides bind vs
+copy-in: by proof, never by the engine's name), and the prove-deathwatch result.
+
+Exit status: 0 the posture is met; 243 it is not (the problems are listed).`
+}
+
+// Run is `supervisor doctor`.
+func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error {
+	if !supervisor.ValidName(g.Instance) || len(g.Instance) > 120 {
+		return supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
+	}
+	if d.Trials < 1 {
+		return supervisor.UsageError("--trials must be at least 1")
+	}
+	env := c.env
+	if env == nil {
+		env = os.Environ()
+	}
+	log := g.logger(c.stderr)
+	rep := hostcheck.Doctor(context.Background(), &hostcheck.DoctorOptions{
+		Runtime: d.Runtime, Image: d.Image, WatcherInImage: d.WatcherInImage, Watcher: d.Watcher, Staging: d.Staging,
+		AllowRootful: d.AllowRootful, Posture: d.Posture, Trials: d.Trials, SkipProof: d.SkipProof, Timeout: d.Timeout,
+		Instance: g.Instance, JournalDir: g.journalDir(), Self: c.self, EngineEnv: env, Log: log,
+	})
+	if d.JSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		hostcheck.WriteDoctorTable(c.stdout, rep)
+	}
+	if !rep.OK {
+		c.code = shared.ExitRefused
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+// ExecCmd is `supervisor exec`.
+type ExecCmd struct {
+	Runtime        string        `help:"Runtime that makes the box: ${runtimes_list}, or auto (${auto_help})." enum:"${runtimes},auto" default:"auto" env:"DEATHWATCH_RUNTIME"`
+	Image          string        `help:"Image to run (docker/podman: never pulled; native: rootfs directory)." env:"DEATHWATCH_IMAGE"`
+	Name           string        `help:"Prefix of the box name; the launch id follows it." default:"dw" placeholder:"PREFIX"`
+	Label          []string      `help:"Extra label KEY=VALUE on the box (repeatable; io.deathwatch.* is reserved)." sep:"none" placeholder:"KEY=VALUE"`
+	RunKey         string        `help:"The controller's run this box belongs to (a label, and in the journal)."`
+	Env            []string      `help:"Pass NAME to the agent, its value taken from the supervisor's environment (repeatable). Values travel only inside the control stream." sep:"none" placeholder:"NAME"`
+	EnvFile        []string      `help:"Read NAME=VALUE lines for the agent from FILE (repeatable; # comments)." sep:"none" placeholder:"FILE"`
+	Workdir        string        `help:"Working directory of the agent (absolute)." placeholder:"DIR"`
+	Mount          []string      `help:"Bind mount SRC:DST[:ro] (repeatable; absolute paths)." sep:"none" placeholder:"SRC:DST[:ro]"`
+	Memory         string        `help:"Memory limit, e.g. 512m or 2g (no swap beyond it)." placeholder:"SIZE"`
+	PidsLimit      int64         `help:"Maximum number of processes in the box." placeholder:"N"`
+	Network        string        `help:"Network: none, bridge or host." enum:"none,bridge,host" default:"none"`
+	Deadline       time.Duration `help:"Stop the agent this long after it started (0 = no deadline); exit status 246." default:"0s"`
+	Grace          time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"2s"`
+	Heartbeat      time.Duration `help:"The watcher kills the box when the supervisor is silent this long (0 = only EOF counts); pings go every third of it." default:"0s"`
+	Events         string        `help:"Write line-delimited JSON lifecycle events (journaled, created, started, ready, exited, removed) to FILE or fd:N." placeholder:"FILE|fd:N"`
+	AllowRootful   bool          `help:"Accept a rootful engine (a box escape is root on the host)."`
+	Watcher        string        `help:"Host watcher binary to bind-mount read-only as the box's entrypoint (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
+	WatcherInImage string        `help:"Use the watcher baked into the image at PATH instead of bind-mounting one." placeholder:"PATH"`
+	User           string        `help:"UID:GID the agent runs as (0 is refused)." default:"1000:1000" placeholder:"UID:GID"`
+
+	Command []string `arg:"" name:"cmd" passthrough:"partial" help:"The agent command and its arguments (after --)." placeholder:"CMD ARGS"`
+}
+
+// Help is the long help of exec.
+func (ExecCmd) Help() string {
+	var b strings.Builder
+	b.WriteString(`Runs CMD as the agent of a fresh box whose PID 1 is the watcher, relays its output,
+and exits with its status. The box is removed on every path; if the supervisor is
+killed, the watcher sees its control stream end and kills the box.
+
+Signals: the first SIGINT, SIGTERM or SIGHUP stops the agent (TERM, --grace,
+KILL); a second one ends the box at once. SIGUSR1 and SIGUSR2 go to the agent.
+
+Flags come first; the agent command and its arguments follow --.
+
+Example:
+  supervisor exec --runtime docker --allow-rootful --image IMAGE --env TOKEN -- sh -c 'echo hi'
+
+Exit status:
+`)
+	for _, r := range shared.ExitTable {
+		fmt.Fprintf(&b, "  %-6s %s\n", r.Code, r.Meaning)
+	}
+	return b.String()
+}
+
+// Run is `supervisor exec`.
+func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
+	o, err := e.options(g, c)
+	if err != nil {
+		return err
+	}
+	ev, err := supervisor.OpenEvents(e.Events)
+	if err != nil {
+		return err
+	}
+	defer ev.Close()
+	sigs := c.signals
+	if sigs == nil {
+		ch := make(chan os.Signal, 4)
+		signal.Notify(ch, execSignals...)
+		defer signal.Stop(ch)
+		// A closed stdout must not kill the supervisor before it
+		// removes the box: take SIGPIPE as an error return instead.
+		if len(ignoredSignals) > 0 {
+			pipe := make(chan os.Signal, 1)
+			signal.Notify(pipe, ignoredSignals...)
+			defer signal.Stop(pipe)
+		}
+		sigs = ch
+	}
+	env := c.env
+	if env == nil {
+		env = os.Environ()
+	}
+	c.code = supervisor.Exec(context.Background(), o, &supervisor.ExecIO{
+		Stdout: c.stdout, Stderr: c.stderr, Log: g.logger(c.stderr), Events: ev, Signals: sigs,
+		EngineEnv: engineEnv(env, e.Env),
+	})
+	return nil
+}
+
+// options turns the flags into supervisor.ExecOptions, refusing what is bad before
+// anything exists.
+func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, error) {
+	o := &supervisor.ExecOptions{
+		Instance: g.Instance, JournalDir: g.journalDir(), Runtime: e.Runtime, Image: e.Image,
+		NamePrefix: e.Name, RunKey: e.RunKey, Workdir: e.Workdir, PidsLimit: e.PidsLimit,
+		Network: e.Network, Deadline: e.Deadline, Grace: e.Grace, Heartbeat: e.Heartbeat,
+		AllowRootful: e.AllowRootful, WatcherInImage: e.WatcherInImage, Argv: e.Command,
+	}
+	// kong keeps the "--" that ends the flags in a partial passthrough.
+	if len(o.Argv) > 0 && o.Argv[0] == "--" {
+		o.Argv = o.Argv[1:]
+	}
+	if !supervisor.ValidName(g.Instance) {
+		return nil, supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
+	}
+	if !supervisor.ValidName(e.Name) || len(e.Name) > 40 {
+		return nil, supervisor.UsageError("--name %q: use letters, digits, '_', '.', '-' (at most 40)", e.Name)
+	}
+	if e.RunKey != "" && (strings.ContainsAny(e.RunKey, "\n\x00,") || len(e.RunKey) > 256) {
+		return nil, supervisor.UsageError("--run-key: no newline, NUL or comma, at most 256 bytes")
+	}
+	if len(o.Argv) == 0 {
+		return nil, supervisor.UsageError("name the agent command after --, e.g. supervisor exec --image IMAGE -- echo hi")
+	}
+	if e.Deadline < 0 || e.Grace < 0 || e.Heartbeat < 0 {
+		return nil, supervisor.UsageError("--deadline, --grace and --heartbeat must not be negative")
+	}
+	if e.Heartbeat > 0 && e.Heartbeat < 30*time.Millisecond {
+		return nil, supervisor.UsageError("--heartbeat %s is too short (at least 30ms)", e.Heartbeat)
+	}
+	if e.PidsLimit < 0 {
+		return nil, supervisor.UsageError("--pids-limit must not be negative")
+	}
+	var err error
+	if o.Labels, err = parseLabels(e.Label); err != nil {
+		return nil, err
+	}
+	if o.AgentEnv, err = resolveEnv(e.Env, e.EnvFile, c.getenv); err != nil {
+		return nil, err
+	}
+	if o.Mounts, err = parseMounts(e.Mount); err != nil {
+		return nil, err
+	}
+	if e.Memory != "" {
+		if o.Memory, err = parseSize(e.Memory); err != nil {
+			return nil, supervisor.UsageError("--memory %q: %v", e.Memory, err)
+		}
+	}
+	if o.UID, o.GID, err = parseUser(e.User); err != nil {
+		return nil, supervisor.UsageError("--user %q: %v", e.User, err)
+	}
+	if e.Workdir != "" && (!filepath.IsAbs(e.Workdir) || filepath.Clean(e.Workdir) != e.Workdir) {
+		return nil, supervisor.UsageError("--workdir %q: want a clean absolute path", e.Workdir)
+	}
+	if e.WatcherInImage != "" && !filepath.IsAbs(e.WatcherInImage) {
+		return nil, supervisor.UsageError("--watcher-in-image %q: want an absolute path inside the image", e.WatcherInImage)
+	}
+	if e.WatcherInImage == "" {
+		if o.WatcherPath, err = supervisor.FindWatcher(e.Watcher, c.self); err != nil && !hostWatcherOnly(e.Runtime) {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// hostWatcherOnly: the runtime puts the host's watcher into the box
+// itself and reports a missing one when it creates the box.
+func hostWatcherOnly(runtime string) bool {
+	d, _ := supervisor.Lookup(runtime)
+	return d.HostWatcherOnly
+}
+
+// engineEnv is the environment for engine CLIs: the supervisor's own
+// without the variables passed to the agent, so that their values sit
+// in no process's environment but the supervisor's and the agent's.
+func engineEnv(env, agentNames []string) []string {
+	drop := map[string]bool{}
+	for _, n := range agentNames {
+		drop[n] = true
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !drop[name] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

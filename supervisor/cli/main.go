@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/alecthomas/kong"
+
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+// Globals are the flags every command takes.
+type Globals struct {
+	Instance string `help:"Controller instance: boxes and journal entries carry it, ls and reconcile see only their own." env:"DEATHWATCH_INSTANCE" default:"default"`
+	Journal  string `help:"Journal directory (default /var/lib/deathwatch for root, else $XDG_STATE_HOME/deathwatch)." env:"DEATHWATCH_JOURNAL" placeholder:"DIR"`
+	LogLevel string `help:"Log level of the supervisor's own messages on stderr." enum:"debug,info,warn,error" default:"warn"`
+}
+
+// CLI is the supervisor's command line.
+type CLI struct {
+	Globals
+
+	Exec ExecCmd `cmd:"" help:"Run one agent command in a fresh box and exit with its status."`
+	Ls   LsCmd   `cmd:"" help:"List this instance's boxes (journal and runtime)."`
+
+	Reconcile       ReconcileCmd `cmd:"" help:"Remove this instance's leftovers that it can prove it owns; report the rest (exit 247)."`
+	ProveDeathwatch ProveCmd     `cmd:"" name:"prove-deathwatch" help:"Kill a stand-in controller and measure how fast its box dies and is removed."`
+	Doctor          DoctorCmd    `cmd:"" help:"Report runtimes, rootless/rootful, cgroups, the watcher, the staging probe and the proof."`
+	Demo            DemoCmd      `cmd:"" help:"Show the promise on this host: an agent in a native box, then a SIGKILLed controller and how long its box survived."`
+	Version         VersionCmd   `cmd:"" help:"Print the version."`
+}
+
+// cmdContext carries the seams and the result through kong's Run.
+type cmdContext struct {
+	stdout, stderr io.Writer
+	signals        <-chan os.Signal
+	env            []string // nil: os.Environ()
+	getenv         func(string) (string, bool)
+	self           string // the supervisor's own path (for the default watcher)
+	code           int
+}
+
+type kongExit struct{ code int }
+
+// Main runs the supervisor with args (without the program name) and
+// returns its exit status.
+func Main(args []string) int {
+	if initMain, ok := supervisor.InitMode(args); ok { // a runtime's hidden mode (native: the box's init stage)
+		return initMain()
+	}
+	self, _ := os.Executable()
+	return run(args, &cmdContext{stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, self: self})
+}
+
+func newParser(cli *CLI, c *cmdContext) (*kong.Kong, error) {
+	return kong.New(cli,
+		kong.Name("supervisor"),
+		kong.Description("deathwatch supervisor: runs agent commands in boxes that die with it."),
+		kong.Writers(c.stdout, c.stderr),
+		kong.Exit(func(code int) { panic(kongExit{code}) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		runtimeVars(),
+	)
+}
+
+// runtimeVars are the kong variables that spell the registered
+// runtimes: ${runtimes} (an enum), ${runtimes_list} (for help text),
+// ${auto_help} (what auto picks) and ${auto_order}.
+func runtimeVars() kong.Vars {
+	names := supervisor.RuntimeNames()
+	list := strings.Join(names, ", ")
+	if len(names) == 0 {
+		list = "none"
+	}
+	return kong.Vars{
+		"runtimes":      strings.Join(names, ","),
+		"runtimes_list": list,
+		"auto_help":     supervisor.AutoHelp(),
+		"auto_order":    strings.Join(supervisor.AutoOrder(), ", then "),
+		"default_prove": supervisor.LocalRuntime(),
+		"remove_bounds": removeBounds(),
+	}
+}
+
+// removeBounds lists the runtimes' default removal bounds for help.
+func removeBounds() string {
+	var parts []string
+	for _, d := range supervisor.Descriptors() {
+		parts = append(parts, d.Name+" "+d.Bounds.Removed.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+func run(args []string, c *cmdContext) (code int) {
+	var cli CLI
+	p, err := newParser(&cli, c)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "supervisor: internal error: %v\n", err)
+		return shared.ExitSetupFailed
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if ke, ok := r.(kongExit); ok {
+				code = ke.code
+				if code != 0 {
+					code = shared.ExitUsage
+				}
+				return
+			}
+			panic(r)
+		}
+	}()
+	kctx, err := p.Parse(args)
+	if err != nil {
+		hint := "supervisor --help"
+		commands := map[string]bool{}
+		for _, n := range p.Model.Children {
+			commands[n.Name] = true
+		}
+		for _, a := range args {
+			if commands[a] {
+				hint = "supervisor " + a + " --help"
+				break
+			}
+		}
+		fmt.Fprintf(c.stderr, "supervisor: %v (see %s)\n", err, hint)
+		return shared.ExitUsage
+	}
+	if err := kctx.Run(&cli.Globals, c); err != nil {
+		fmt.Fprintf(c.stderr, "supervisor: %v\n", err)
+		return supervisor.ExitCode(err, shared.ExitSetupFailed)
+	}
+	return c.code
+}
+
+func (g *Globals) logger(w io.Writer) *slog.Logger {
+	var lv slog.Level
+	lv.UnmarshalText([]byte(g.LogLevel))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lv}))
+}
+
+func (g *Globals) journalDir() string {
+	if g.Journal != "" {
+		return g.Journal
+	}
+	return supervisor.DefaultJournalDir()
+}

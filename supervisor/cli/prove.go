@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+	"deathwatch/supervisor/hostcheck"
+)
+
+// ProveCmd is `supervisor prove-deathwatch`.
+type ProveCmd struct {
+	Runtime        string        `help:"Runtime to prove: ${runtimes_list}." enum:"${runtimes}" default:"${default_prove}"`
+	Image          string        `help:"Image (docker/podman) or rootfs directory (native; default: the host's root read-only)." env:"DEATHWATCH_IMAGE"`
+	Trials         int           `help:"Trials per path." default:"10"`
+	Path           []string      `help:"Paths to prove (repeatable): sigkill, heartbeat, deadline." enum:"sigkill,heartbeat,deadline" default:"sigkill,heartbeat,deadline"`
+	Bound          time.Duration `help:"Bound from the trigger to the last agent process dead (0: the runtime's default, 250ms); heartbeat and deadline add their own delay." default:"0s"`
+	RemoveBound    time.Duration `help:"Bound from the trigger to the box removed (0: the runtime's default — ${remove_bounds})." default:"0s"`
+	Heartbeat      time.Duration `help:"The heartbeat of the heartbeat path (pings go every third of it)." default:"1s"`
+	Deadline       time.Duration `help:"The deadline of the deadline path." default:"1s"`
+	Grace          time.Duration `help:"The TERM-to-KILL grace of the deadline path." default:"500ms"`
+	AllowRootful   bool          `help:"Accept a rootful engine (passed to the stand-in's exec)."`
+	Watcher        string        `help:"Host watcher binary for the stand-in's exec." placeholder:"PATH"`
+	WatcherInImage string        `help:"Use the watcher baked into the image at PATH." placeholder:"PATH"`
+	JSON           bool          `help:"Print JSON." name:"json"`
+}
+
+// Help is the long help of prove-deathwatch.
+func (ProveCmd) Help() string {
+	return `Proves the death-watch on this host: a stand-in controller (a child "supervisor exec"
+running an agent with a setsid'd and a TERM-ignoring descendant) is started, and once
+its agent is ready:
+  sigkill    the stand-in is SIGKILLed; measured until every process of the box is dead
+             and until the box is removed;
+  heartbeat  the stand-in is frozen (SIGSTOP) with --heartbeat; the watcher must notice
+             the silence and kill the box;
+  deadline   the stand-in is frozen, every agent process ignores TERM; the in-box
+             deadline must end it within deadline + grace.
+The box's processes are seen from the host: its PID 1 (as the runtime reports it),
+its descendants and its PID namespace. The stand-ins
+use the instance INSTANCE.prove; what they leave goes through reconcile after each trial.
+
+Exit status: 0 every trial within its bound and nothing left; 243 a trial exceeded its
+bound or left something behind; the stand-in's status (241 engine, 242 image, ...) when
+it could not run at all.`
+}
+
+func (p *ProveCmd) options(g *Globals, c *cmdContext) (*hostcheck.ProveOptions, error) {
+	if !supervisor.ValidName(g.Instance) || len(g.Instance) > 120 {
+		return nil, supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
+	}
+	if p.Trials < 1 {
+		return nil, supervisor.UsageError("--trials must be at least 1")
+	}
+	if p.Heartbeat < 30*time.Millisecond || p.Deadline <= 0 || p.Grace < 0 || p.Bound < 0 || p.RemoveBound < 0 {
+		return nil, supervisor.UsageError("--heartbeat (at least 30ms), --deadline (positive), --grace, --bound and --remove-bound (not negative)")
+	}
+	desc, _ := supervisor.Lookup(p.Runtime)
+	b := desc.Bounds
+	if p.Bound > 0 {
+		b.Dead = p.Bound
+	}
+	if p.RemoveBound > 0 {
+		b.Removed = p.RemoveBound
+	}
+	self := c.self
+	if self == "" {
+		return nil, supervisor.SetupError("cannot find the supervisor's own binary to run the stand-in")
+	}
+	env := c.env
+	if env == nil {
+		env = os.Environ()
+	}
+	return &hostcheck.ProveOptions{
+		Self: self, Instance: g.Instance + ".prove", JournalDir: g.journalDir(), Runtime: p.Runtime, Image: p.Image,
+		Trials: p.Trials, Paths: p.Path, Bounds: b, Heartbeat: p.Heartbeat, Deadline: p.Deadline, Grace: p.Grace,
+		AllowRootful: p.AllowRootful, Watcher: p.Watcher, WatcherInImage: p.WatcherInImage, EngineEnv: env, Log: g.logger(c.stderr),
+	}, nil
+}
+
+// Run is `supervisor prove-deathwatch`.
+func (p *ProveCmd) Run(g *Globals, c *cmdContext) error {
+	o, err := p.options(g, c)
+	if err != nil {
+		return err
+	}
+	rep := hostcheck.Prove(context.Background(), *o)
+	if p.JSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		hostcheck.WriteProveTable(c.stdout, rep)
+	}
+	switch {
+	case rep.Error != "":
+		fmt.Fprintf(c.stderr, "supervisor: prove-deathwatch could not run: %s\n", rep.Error)
+		c.code = rep.Code
+	case !rep.Pass:
+		c.code = shared.ExitRefused
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// crashpoint stops the process (SIGSTOP on itself) when the test asked
+// for this point, after one line on stderr. A test waits for the
+// stopped state in /proc/PID/stat and then sends SIGKILL; a SIGCONT
+// instead lets the lifecycle go on.
+func crashpoint(point string) {
+	if crashPointAt == "" || crashPointAt != point {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "supervisor: %s=%s: stopping for the test\n", CrashPointEnv, point)
+	// Thread-directed: the calling thread takes the stop on its way back
+	// from the syscall, so the lifecycle goes no further. A kill(2) to
+	// the process may be taken by another (idle) thread while this one
+	// runs on for milliseconds — measured: a native box got started.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unix.Tgkill(os.Getpid(), unix.Gettid(), unix.SIGSTOP)
+}
