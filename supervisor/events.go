@@ -72,9 +72,6 @@ func OpenEvents(spec string) (*Events, error) {
 	return &Events{w: f, c: f}, nil
 }
 
-// NewEvents writes events to w.
-func NewEvents(w io.Writer) *Events { return &Events{w: w} }
-
 // Emit writes one event line, stamping its time.
 func (e *Events) Emit(ev Event) {
 	if e == nil {

@@ -2,9 +2,7 @@ package supervisor
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -133,17 +131,6 @@ func (j *Journal) Get(launchID string) (*JournalEntry, error) {
 		return nil, fmt.Errorf("journal: bad launch id %q", launchID)
 	}
 	return readEntry(j.path(launchID))
-}
-
-// Delete removes an entry (reconcile prunes closed entries with it).
-func (j *Journal) Delete(launchID string) error {
-	if !ValidName(launchID) {
-		return fmt.Errorf("journal: bad launch id %q", launchID)
-	}
-	if err := os.Remove(j.path(launchID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("delete journal entry: %w", err)
-	}
-	return syncDir(j.dir)
 }
 
 // List returns every entry, oldest first. Leftover temp files from a

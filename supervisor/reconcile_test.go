@@ -261,7 +261,7 @@ func TestReconcile(t *testing.T) {
 	if !alien || len(repA.Closed) != 0 {
 		t.Errorf("unknown runtime: %+v", repA)
 	}
-	j.Delete("alien")
+	os.Remove(filepath.Join(j.Dir(), "alien.json"))
 
 	// A runtime that cannot list: its open entries are blocked, never closed.
 	theMem.listErr = errors.New("engine down")
