@@ -1,6 +1,7 @@
 # deathwatch — build, test, benchmark.
 #
 #   make build   static bin/watcher and bin/supervisor
+#   make cross   the supervisor for macOS (arm64, amd64) and Windows (amd64)
 #   make test    THE test command (CI's .ci/run runs exactly this): provisions
 #                the machine (kernel-tests/provision.sh, needs root), checks
 #                gofmt and go vet, runs every test (unit and kernel) and a
@@ -39,7 +40,7 @@ FUZZ_TARGETS   := FuzzReader FuzzSpec
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v '/kernel-tests')
 KERNEL_PKGS = $(shell $(GO) list ./kernel-tests/... | grep -v '/kernel-tests/bench')
 
-.PHONY: all build test provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean clean-images
+.PHONY: all build cross test provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean clean-images
 
 all: build
 
@@ -48,8 +49,18 @@ build:
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o bin/watcher ./cmd/watcher
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o bin/supervisor ./cmd/supervisor
 
-test: provision fmt-check vet build unit kernel fuzz-ci
+test: provision fmt-check vet build cross unit kernel fuzz-ci
 	@echo "make test: all passed"
+
+# The supervisor runs where Docker Desktop and sbx controllers run: it
+# must build for macOS and Windows (the docker runtime; native is Linux's).
+CROSS_TARGETS := darwin/arm64 darwin/amd64 windows/amd64
+
+cross:
+	@for t in $(CROSS_TARGETS); do \
+		echo "build ./cmd/supervisor for $$t"; \
+		CGO_ENABLED=0 GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build $(BUILDFLAGS) -o /dev/null ./cmd/supervisor || exit 1; \
+	done
 
 provision:
 	kernel-tests/provision.sh
