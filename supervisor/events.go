@@ -67,7 +67,7 @@ func OpenEvents(spec string) (*Events, error) {
 	}
 	f, err := os.OpenFile(spec, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, UsageError("--events: %v", err)
+		return nil, UsageError("--events: %w", err)
 	}
 	return &Events{w: f, c: f}, nil
 }

@@ -100,7 +100,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		if errors.As(err, &root) {
 			return fail(RefusedError("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID), shared.ExitRefused)
 		}
-		return fail(UsageError("%v", err), shared.ExitUsage)
+		return fail(UsageError("%w", err), shared.ExitUsage)
 	}
 	if d, _ := Lookup(o.Runtime); !d.HostWatcherOnly && o.WatcherInImage == "" && o.WatcherPath == "" {
 		return fail(UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH"), shared.ExitUsage)
@@ -120,7 +120,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 	owner, err := SelfOwner()
 	if err != nil {
-		return fail(SetupError("%v", err), shared.ExitSetupFailed)
+		return fail(SetupError("%w", err), shared.ExitSetupFailed)
 	}
 	j, err := OpenJournal(o.JournalDir, o.Instance)
 	if err != nil {

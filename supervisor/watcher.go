@@ -27,7 +27,7 @@ func FindWatcher(flag, self string) (string, error) {
 	if flag != "" {
 		p, err := check(flag)
 		if err != nil {
-			return "", UsageError("--watcher: %v", err)
+			return "", UsageError("--watcher: %w", err)
 		}
 		return p, nil
 	}

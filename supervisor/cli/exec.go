@@ -144,11 +144,11 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 	}
 	if e.Memory != "" {
 		if o.Memory, err = parseSize(e.Memory); err != nil {
-			return nil, supervisor.UsageError("--memory %q: %v", e.Memory, err)
+			return nil, supervisor.UsageError("--memory %q: %w", e.Memory, err)
 		}
 	}
 	if o.UID, o.GID, err = parseUser(e.User); err != nil {
-		return nil, supervisor.UsageError("--user %q: %v", e.User, err)
+		return nil, supervisor.UsageError("--user %q: %w", e.User, err)
 	}
 	if e.Workdir != "" && (!filepath.IsAbs(e.Workdir) || filepath.Clean(e.Workdir) != e.Workdir) {
 		return nil, supervisor.UsageError("--workdir %q: want a clean absolute path", e.Workdir)

@@ -432,7 +432,8 @@ func TestExecSupervisorSIGKILL(t *testing.T) {
 func TestLs(t *testing.T) {
 	fe := newFakeEngine(t, fakeScenario{Agent: "sleep", NoRemove: true})
 	jdir := filepath.Join(fe.dir, "journal")
-	cmd := exec.Command(fe.super, append([]string{"--journal", jdir, "exec", "--watcher", filepath.Join(fe.bin, "watcher")}, append(docker, "--", "sleep", "100")...)...)
+	// Its own instance: ls asks every runtime, the host's native boxes too.
+	cmd := exec.Command(fe.super, append([]string{"--instance", "ls-unit", "--journal", jdir, "exec", "--watcher", filepath.Join(fe.bin, "watcher")}, append(docker, "--", "sleep", "100")...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -440,9 +441,9 @@ func TestLs(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	// A box with the instance label that no journal entry knows.
-	os.WriteFile(filepath.Join(fe.dir, "boxes-docker", "stray"), []byte(`{"io.deathwatch.instance":"default"}`), 0o600)
+	os.WriteFile(filepath.Join(fe.dir, "boxes-docker", "stray"), []byte(`{"io.deathwatch.instance":"ls-unit"}`), 0o600)
 	var out, errb syncBuf
-	code := run([]string{"--journal", jdir, "ls", "--json"}, &cmdContext{stdout: &out, stderr: &errb, getenv: os.LookupEnv})
+	code := run([]string{"--instance", "ls-unit", "--journal", jdir, "ls", "--json"}, &cmdContext{stdout: &out, stderr: &errb, getenv: os.LookupEnv})
 	if code != 0 {
 		t.Fatalf("ls: %d %s", code, errb.String())
 	}
@@ -464,7 +465,7 @@ func TestLs(t *testing.T) {
 		t.Errorf("stray box: %+v", r)
 	}
 	out = syncBuf{}
-	if code := run([]string{"--journal", jdir, "ls"}, &cmdContext{stdout: &out, stderr: &errb, getenv: os.LookupEnv}); code != 0 || !strings.Contains(out.String(), "BOX") || !strings.Contains(out.String(), "stray") {
+	if code := run([]string{"--instance", "ls-unit", "--journal", jdir, "ls"}, &cmdContext{stdout: &out, stderr: &errb, getenv: os.LookupEnv}); code != 0 || !strings.Contains(out.String(), "BOX") || !strings.Contains(out.String(), "stray") {
 		t.Errorf("ls table: %d %q", code, out.String())
 	}
 }

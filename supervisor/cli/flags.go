@@ -57,7 +57,7 @@ func resolveEnv(names, files []string, getenv func(string) (string, bool)) ([]st
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
-			return nil, supervisor.UsageError("--env-file: %v", err)
+			return nil, supervisor.UsageError("--env-file: %w", err)
 		}
 		sc := bufio.NewScanner(fh)
 		sc.Buffer(make([]byte, 64<<10), shared.MaxStringLen+1024)
@@ -77,7 +77,7 @@ func resolveEnv(names, files []string, getenv func(string) (string, bool)) ([]st
 		err = sc.Err()
 		fh.Close()
 		if err != nil {
-			return nil, supervisor.UsageError("--env-file %s: %v", f, err)
+			return nil, supervisor.UsageError("--env-file %s: %w", f, err)
 		}
 	}
 	for _, name := range names {
@@ -116,7 +116,7 @@ func parseMounts(in []string) ([]supervisor.Mount, error) {
 			}
 		}
 		if _, err := os.Stat(m.Source); err != nil {
-			return nil, supervisor.UsageError("--mount %q: %v", s, err)
+			return nil, supervisor.UsageError("--mount %q: %w", s, err)
 		}
 		if m.Target == "/" || m.Target == supervisor.WatcherMountPoint || strings.HasPrefix(m.Target, "/dw/") || m.Target == "/dw" {
 			return nil, supervisor.UsageError("--mount %q: %s is reserved", s, m.Target)

@@ -58,7 +58,7 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	if o.Journal == "" {
 		dir, err := os.MkdirTemp("", "deathwatch-demo-")
 		if err != nil {
-			return supervisor.SetupError("demo journal: %v", err)
+			return supervisor.SetupError("demo journal: %w", err)
 		}
 		defer os.RemoveAll(dir)
 		o.Journal = dir
@@ -101,7 +101,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	case errors.As(err, &ee):
 		res.AgentCode = ee.ExitCode()
 	default:
-		return res, supervisor.SetupError("run %s: %v", o.Supervisor, err)
+		return res, supervisor.SetupError("run %s: %w", o.Supervisor, err)
 	}
 	say("1. supervisor exec --runtime %s -- sh -c '...; exit 7'  (%v)", o.Runtime, time.Since(start).Round(100*time.Microsecond))
 	say("   agent said: %s", res.AgentOutput)
@@ -113,7 +113,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	// 2. A stand-in controller: SIGKILL it while its agent runs.
 	events, evw, err := os.Pipe()
 	if err != nil {
-		return res, supervisor.SetupError("events pipe: %v", err)
+		return res, supervisor.SetupError("events pipe: %w", err)
 	}
 	defer events.Close()
 	ctl := exec.Command(o.Supervisor, o.execArgs("--events", "fd:3", "--", "/bin/sh", "-c", demoAgent)...)
@@ -121,10 +121,10 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	ctl.Stderr = os.Stderr
 	stdout, err := ctl.StdoutPipe()
 	if err != nil {
-		return res, supervisor.SetupError("%v", err)
+		return res, supervisor.SetupError("%w", err)
 	}
 	if err := ctl.Start(); err != nil {
-		return res, supervisor.SetupError("start the stand-in controller: %v", err)
+		return res, supervisor.SetupError("start the stand-in controller: %w", err)
 	}
 	evw.Close()
 	defer func() { ctl.Process.Kill(); ctl.Wait() }()
@@ -138,14 +138,14 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	}
 	ns, err := proc.PIDNamespace(initPID)
 	if initPID == 0 || err != nil {
-		return res, supervisor.SetupError("find the box below the stand-in controller %d: %v", ctl.Process.Pid, err)
+		return res, supervisor.SetupError("find the box below the stand-in controller %d: %w", ctl.Process.Pid, err)
 	}
 	procs := proc.InNamespace(ns)
 	res.BoxProcesses = len(procs)
 	say("2. stand-in controller (pid %d) runs box %s: %d processes, agents that ignore SIGTERM and escaped with setsid", ctl.Process.Pid, box, len(procs))
 	killed := time.Now()
 	if err := ctl.Process.Kill(); err != nil {
-		return res, supervisor.SetupError("SIGKILL the stand-in controller: %v", err)
+		return res, supervisor.SetupError("SIGKILL the stand-in controller: %w", err)
 	}
 	for {
 		alive := 0
@@ -250,7 +250,7 @@ func demoWaitReady(events, stdout io.Reader) (box string, err error) {
 	go func() {
 		line, err := bufio.NewReader(stdout).ReadString('\n')
 		if err != nil || line != "ready\n" {
-			done <- result{err: supervisor.SetupError("the stand-in's agent did not say ready (%q, %v)", line, err)}
+			done <- result{err: supervisor.SetupError("the stand-in's agent did not say ready (%q, %w)", line, err)}
 			return
 		}
 		done <- result{}

@@ -404,7 +404,7 @@ func (e *Engine) CheckImage(ctx context.Context, image string) error {
 	if podmanNo || strings.Contains(s, "no such image") || strings.Contains(s, "image not known") || strings.Contains(s, "no such object") {
 		return supervisor.ImageError("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
 	}
-	return supervisor.EngineError("inspect image %s: %v", image, err)
+	return supervisor.EngineError("inspect image %s: %w", image, err)
 }
 
 func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
@@ -412,7 +412,7 @@ func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
 		if supervisor.ExitCode(err, 0) != 0 {
 			return err
 		}
-		return supervisor.SetupError("create box %s: %v", b.Name, err)
+		return supervisor.SetupError("create box %s: %w", b.Name, err)
 	}
 	return nil
 }
@@ -449,7 +449,7 @@ func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, supervisor.EngineError("%s is not installed (not found on PATH)", e.Kind)
 		}
-		return nil, supervisor.SetupError("start box %s: %v", b.Name, err)
+		return nil, supervisor.SetupError("start box %s: %w", b.Name, err)
 	}
 	// Only the child holds these ends now.
 	inR.Close()

@@ -225,7 +225,7 @@ func checkCgroupWritable(s cgroupSpec) error {
 			p = filepath.Dir(p)
 		}
 		if err := unix.Access(p, unix.W_OK); err != nil {
-			return fmt.Errorf("cgroup not writable: cannot create %s below %s (%v); run the supervisor as root or delegate a writable cgroup to it", s.Group, p, err)
+			return fmt.Errorf("cgroup not writable: cannot create %s below %s (%w); run the supervisor as root or delegate a writable cgroup to it", s.Group, p, err)
 		}
 	}
 	return nil

@@ -179,10 +179,10 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 		return supervisor.RefusedError("the native runtime bind-mounts the host's watcher; --watcher-in-image is for docker and podman")
 	}
 	if err := checkExecutable(b.WatcherPath); err != nil {
-		return supervisor.SetupError("watcher %s: %v; build it (make) or pass its path", b.WatcherPath, err)
+		return supervisor.SetupError("watcher %s: %w; build it (make) or pass its path", b.WatcherPath, err)
 	}
 	if _, err := nsinitPlan(b, root, b.WatcherPath, false); err != nil {
-		return supervisor.UsageError("native box: %v", err)
+		return supervisor.UsageError("native box: %w", err)
 	}
 	if err := checkWorkdir(b, root); err != nil {
 		return err
@@ -195,28 +195,28 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 			return supervisor.RefusedError("no permission for namespaces: %s", why)
 		}
 		if _, _, err := subIDRange("/etc/subuid"); err != nil {
-			return supervisor.RefusedError("%v", err)
+			return supervisor.RefusedError("%w", err)
 		}
 		if _, _, err := subIDRange("/etc/subgid"); err != nil {
-			return supervisor.RefusedError("%v", err)
+			return supervisor.RefusedError("%w", err)
 		}
 	}
 	v, cgRoot, err := n.cgroupPlace()
 	if err != nil {
-		return supervisor.SetupError("%v", err)
+		return supervisor.SetupError("%w", err)
 	}
 	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, b.Memory, b.PidsLimit)
 	if err != nil {
-		return supervisor.UsageError("%v", err)
+		return supervisor.UsageError("%w", err)
 	}
 	if werr := checkCgroupWritable(spec); werr != nil {
 		if b.Memory > 0 || b.PidsLimit > 0 || os.Geteuid() == 0 {
-			return supervisor.RefusedError("%v", werr)
+			return supervisor.RefusedError("%w", werr)
 		}
 		n.log.Info("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
 	} else {
 		if _, err := newBoxCgroup(spec); err != nil {
-			return supervisor.SetupError("%v", err)
+			return supervisor.SetupError("%w", err)
 		}
 		for k, v := range spec.state() {
 			b.State[k] = v
@@ -236,11 +236,11 @@ func nativeRoot(image string) (string, error) {
 	}
 	dir, err := filepath.Abs(image)
 	if err != nil {
-		return "", supervisor.UsageError("bad rootfs %s: %v", image, err)
+		return "", supervisor.UsageError("bad rootfs %s: %w", image, err)
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return "", supervisor.ImageError("bad rootfs %s: %v", image, errors.Unwrap(err))
+		return "", supervisor.ImageError("bad rootfs %s: %w", image, errors.Unwrap(err))
 	}
 	if !st.IsDir() {
 		return "", supervisor.ImageError("bad rootfs %s: not a folder (pass an unpacked image tree)", image)
@@ -367,7 +367,7 @@ func subIDRange(file string) (start, count int, err error) {
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		return 0, 0, fmt.Errorf("no subordinate ids for user %s (%v): the agent's uid cannot be mapped into the box; add a range with usermod --add-subuids/--add-subgids", name, err)
+		return 0, 0, fmt.Errorf("no subordinate ids for user %s (%w): the agent's uid cannot be mapped into the box; add a range with usermod --add-subuids/--add-subgids", name, err)
 	}
 	defer f.Close()
 	s := bufio.NewScanner(f)
@@ -442,15 +442,15 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	userns := os.Geteuid() != 0
 	cfg, err := nsinitPlan(b, root, b.WatcherPath, userns)
 	if err != nil {
-		return nil, supervisor.UsageError("native box: %v", err)
+		return nil, supervisor.UsageError("native box: %w", err)
 	}
 	var cg boxCgroup
 	var cgDir *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
 	if spec, ok, err := cgroupSpecFromState(b.State); err != nil {
-		return nil, supervisor.SetupError("%v", err)
+		return nil, supervisor.SetupError("%w", err)
 	} else if ok {
 		if cg, err = loadBoxCgroup(spec); err != nil {
-			return nil, supervisor.SetupError("%v", err)
+			return nil, supervisor.SetupError("%w", err)
 		} else if cg == nil {
 			return nil, supervisor.SetupError("the box's cgroup %s is gone; create the box again", spec.Group)
 		}
@@ -461,30 +461,30 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 			}
 		case 2:
 			if cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
-				return nil, supervisor.SetupError("open the box's cgroup: %v", err)
+				return nil, supervisor.SetupError("open the box's cgroup: %w", err)
 			}
 			defer cgDir.Close()
 		}
 	}
 	settings, err := json.Marshal(cfg)
 	if err != nil {
-		return nil, supervisor.SetupError("encode box settings: %v", err)
+		return nil, supervisor.SetupError("encode box settings: %w", err)
 	}
 
 	ctl, err := socketPair("control")
 	if err != nil {
-		return nil, supervisor.SetupError("%v", err)
+		return nil, supervisor.SetupError("%w", err)
 	}
 	set, err := socketPair("settings")
 	if err != nil {
 		ctl.close()
-		return nil, supervisor.SetupError("%v", err)
+		return nil, supervisor.SetupError("%w", err)
 	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		ctl.close()
 		set.close()
-		return nil, supervisor.SetupError("open %s: %v", os.DevNull, err)
+		return nil, supervisor.SetupError("open %s: %w", os.DevNull, err)
 	}
 	defer devnull.Close()
 	cmd := &exec.Cmd{
@@ -524,7 +524,7 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	}
 	if userns {
 		if err := writeIDMaps(ctx, pid); err != nil {
-			return fail(supervisor.SetupError("%v", err))
+			return fail(supervisor.SetupError("%w", err))
 		}
 	}
 	deadline := time.Now().Add(n.opts.SetupTimeout)
@@ -533,14 +533,14 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	}
 	set.parent.SetDeadline(deadline)
 	if _, err := set.parent.Write(append(settings, '\n')); err != nil {
-		return fail(supervisor.SetupError("send settings to the box's init: %v", err))
+		return fail(supervisor.SetupError("send settings to the box's init: %w", err))
 	}
 	// The init stage writes one line on failure; the descriptor closes
 	// on exec, so EOF with nothing read means the watcher runs.
 	msg, err := io.ReadAll(io.LimitReader(set.parent, 4096))
 	set.parent.Close()
 	if err != nil {
-		return fail(supervisor.SetupError("wait for the box's init: %v", err))
+		return fail(supervisor.SetupError("wait for the box's init: %w", err))
 	}
 	if len(msg) > 0 {
 		return fail(supervisor.SetupError("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
@@ -590,9 +590,9 @@ func namespaceError(err error, userns bool) error {
 				why += " (unprivileged user namespaces may be restricted here)"
 			}
 		}
-		return supervisor.RefusedError("no permission for namespaces: %s: %v", why, errors.Unwrap(err))
+		return supervisor.RefusedError("no permission for namespaces: %s: %w", why, errors.Unwrap(err))
 	}
-	return supervisor.SetupError("start the box's init: %v", err)
+	return supervisor.SetupError("start the box's init: %w", err)
 }
 
 // writeIDMaps maps the caller's ids and its subordinate ranges into the
@@ -616,7 +616,7 @@ func writeIDMaps(ctx context.Context, pid int) error {
 		args := idmapArgs(m.tool, pid, m.id, start, count)
 		cmd := exec.CommandContext(ctx, tool, args[1:]...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+			return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
 	return nil
