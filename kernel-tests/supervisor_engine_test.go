@@ -258,14 +258,9 @@ func agentPids(token string) []int {
 // allDead reports whether every pid is gone or a zombie.
 func allDead(pids []int) bool {
 	for _, p := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			continue
+		if st, err := ktest.ReadStat(p); err == nil && st.State != 'Z' {
+			return false
 		}
-		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'Z' {
-			continue
-		}
-		return false
 	}
 	return true
 }
