@@ -150,3 +150,23 @@ func TestReconcileCLI(t *testing.T) {
 		t.Errorf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 }
+
+// The runtime enums come from the registry: every registered runtime
+// is accepted, anything else is a usage error that lists them.
+func TestRuntimeEnumsFromRegistry(t *testing.T) {
+	vars := runtimeVars()
+	for _, n := range supervisor.RuntimeNames() {
+		if !strings.Contains(","+vars["runtimes"]+",", ","+n+",") {
+			t.Errorf("${runtimes} %q lacks %s", vars["runtimes"], n)
+		}
+	}
+	var out, errb strings.Builder
+	c := &cmdContext{stdout: &out, stderr: &errb, getenv: func(string) (string, bool) { return "", false }}
+	if code := run([]string{"exec", "--runtime", "no-such", "--", "true"}, c); code != 240 || !strings.Contains(errb.String(), "docker") {
+		t.Errorf("exec --runtime no-such: exit %d, %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"reconcile", "--runtime", "no-such"}, c); code != 240 {
+		t.Errorf("reconcile --runtime no-such: exit %d, %q", code, errb.String())
+	}
+}

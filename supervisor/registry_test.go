@@ -1,0 +1,45 @@
+package supervisor
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestRegistry(t *testing.T) {
+	if _, ok := Lookup("memrt"); !ok {
+		t.Fatal("the test runtime is not registered")
+	}
+	// memrt has AutoRank 0: never picked by auto.
+	for _, n := range AutoOrder() {
+		if n == "memrt" {
+			t.Error("a runtime without an auto rank is in auto's order")
+		}
+	}
+	if !strings.Contains(strings.Join(RuntimeNames(), ","), "memrt") {
+		t.Errorf("names %v", RuntimeNames())
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a second registration of memrt did not panic")
+		}
+	}()
+	Register(Descriptor{Name: "memrt", New: func(RuntimeConfig) (Runtime, error) { return theMem, nil }})
+}
+
+func TestNewRuntimeUnknown(t *testing.T) {
+	_, err := NewRuntime("no-such", RuntimeConfig{})
+	if ExitCode(err, 0) != 240 || !strings.Contains(err.Error(), "not one of") {
+		t.Errorf("unknown runtime: %v", err)
+	}
+	if _, ok := InitMode([]string{"no-such-mode"}); ok {
+		t.Error("an unknown first argument is a hidden mode")
+	}
+	rt, err := NewRuntime("memrt", RuntimeConfig{})
+	if err != nil || rt.Name() != "memrt" {
+		t.Fatalf("memrt: %v %v", rt, err)
+	}
+	if ok, _ := rt.Exists(context.Background(), &Box{Name: "nothing"}); ok {
+		t.Error("a box that was never made exists")
+	}
+}
