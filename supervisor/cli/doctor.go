@@ -2,7 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
+	"io"
 	"os"
 	"time"
 
@@ -56,14 +56,8 @@ func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error {
 		AllowRootful: d.AllowRootful, Posture: d.Posture, Trials: d.Trials, SkipProof: d.SkipProof, Timeout: d.Timeout,
 		Instance: g.Instance, JournalDir: g.journalDir(), Self: c.self, EngineEnv: env, Log: log,
 	})
-	if d.JSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		hostcheck.WriteDoctorTable(c.stdout, rep)
+	if err := c.print(d.JSON, rep, func(w io.Writer) { hostcheck.WriteDoctorTable(w, rep) }); err != nil {
+		return err
 	}
 	if !rep.OK {
 		c.code = shared.ExitRefused

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"text/tabwriter"
@@ -107,9 +106,7 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 		if rows == nil {
 			rows = []LsRow{}
 		}
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return c.print(true, rows, nil)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BOX\tRUNTIME\tJOURNAL\tBOX STATE\tOWNER\tRUN KEY")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,6 +43,17 @@ type cmdContext struct {
 	getenv         func(string) (string, bool)
 	self           string // the supervisor's own path (for the default watcher)
 	code           int
+}
+
+// print writes v as indented JSON when asJSON, else table(stdout).
+func (c *cmdContext) print(asJSON bool, v any, table func(io.Writer)) error {
+	if !asJSON {
+		table(c.stdout)
+		return nil
+	}
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 type kongExit struct{ code int }

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -89,14 +89,8 @@ func (p *ProveCmd) Run(g *Globals, c *cmdContext) error {
 		return err
 	}
 	rep := hostcheck.Prove(context.Background(), *o)
-	if p.JSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		hostcheck.WriteProveTable(c.stdout, rep)
+	if err := c.print(p.JSON, rep, func(w io.Writer) { hostcheck.WriteProveTable(w, rep) }); err != nil {
+		return err
 	}
 	switch {
 	case rep.Error != "":

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -40,14 +39,8 @@ func (r *ReconcileCmd) Run(g *Globals, c *cmdContext) error {
 	if err != nil {
 		return err
 	}
-	if r.JSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		writeReconcileTable(c.stdout, rep)
+	if err := c.print(r.JSON, rep, func(w io.Writer) { writeReconcileTable(w, rep) }); err != nil {
+		return err
 	}
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(c.stderr, "supervisor: reconcile: %s\n", w)
