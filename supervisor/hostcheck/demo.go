@@ -185,10 +185,10 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	for _, e := range entries {
 		if r, ok := rt.(supervisor.Remainer); ok && e.Open() {
 			kind, paths := r.Remains(supervisor.BoxFromEntry(e))
-			for _, p := range paths {
+			if len(paths) > 0 {
 				remainKind = kind
-				res.Remains = append(res.Remains, p)
-				say("   its %s %s is still there; the journal entry is open", kind, p)
+				res.Remains = append(res.Remains, paths...)
+				say("   its %s is still there (%s); the journal entry is open", kind, strings.Join(paths, ", "))
 			}
 		}
 	}
