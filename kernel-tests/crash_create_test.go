@@ -28,27 +28,27 @@ exec %[2]q "$@"
 `
 
 func TestCrashDuringCreate(t *testing.T) {
-	rigs := cwRigs(t)
+	rigs := rigs(t)
 	var lines []string
 	for _, proto := range rigs {
-		if proto.runtime == "native" {
+		if proto.Runtime == "native" {
 			continue // native's create runs in the supervisor itself: nothing outlives it
 		}
-		t.Run(proto.name, func(t *testing.T) {
+		t.Run(proto.Name, func(t *testing.T) {
 			r := *proto
 			r.setup(t)
-			real := ktest.RequireCmd(t, r.runtime)
-			wrap := filepath.Join(r.dir, "bin")
-			marker := filepath.Join(r.dir, "creating")
+			real := ktest.RequireCmd(t, r.Runtime)
+			wrap := filepath.Join(r.Dir, "bin")
+			marker := filepath.Join(r.Dir, "creating")
 			if err := os.Mkdir(wrap, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(wrap, r.runtime), []byte(fmt.Sprintf(slowCreate, marker, real)), 0o755); err != nil {
+			if err := os.WriteFile(filepath.Join(wrap, r.Runtime), []byte(fmt.Sprintf(slowCreate, marker, real)), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			env := []string{"PATH=" + wrap + ":" + os.Getenv("PATH")}
 
-			run := r.start(r.instance, env, "--", "sh", "-c", cwAgent)
+			run := r.start(r.Instance, env, "--", "sh", "-c", cwAgent)
 			if !run.waitFor(60*time.Second, func() bool { _, err := os.Stat(marker); return err == nil }) {
 				run.kill()
 				t.Fatalf("create never started:\n%s", run.stdout())
@@ -62,7 +62,7 @@ func TestCrashDuringCreate(t *testing.T) {
 			run.kill()
 
 			// The box does not exist yet: the entry is closed as gone.
-			code, rep, stderr := r.reconcile(r.instance)
+			code, rep, stderr := r.reconcile(r.Instance)
 			first := "unreported"
 			for _, it := range rep.Closed {
 				if it.LaunchID == ev.LaunchID {
@@ -82,7 +82,7 @@ func TestCrashDuringCreate(t *testing.T) {
 				t.Fatalf("the engine client did not finish: %s", ktest.Describe(left))
 			}
 			late := r.exists(ev.Box)
-			code, rep, stderr = r.reconcile(r.instance)
+			code, rep, stderr = r.reconcile(r.Instance)
 			second := "nothing"
 			for _, it := range rep.Removed {
 				if it.LaunchID == ev.LaunchID {
@@ -92,15 +92,15 @@ func TestCrashDuringCreate(t *testing.T) {
 			if code != 0 || len(rep.Blocked) != 0 || (late && second != "removed") {
 				t.Errorf("second reconcile (box there: %v): exit %d, %+v\n%s", late, code, rep, stderr)
 			}
-			if r.exists(ev.Box) || len(r.boxes(r.instance)) != 0 {
-				t.Errorf("box %s left: %v", ev.Box, r.boxes(r.instance))
+			if r.exists(ev.Box) || len(r.boxes(r.Instance)) != 0 {
+				t.Errorf("box %s left: %v", ev.Box, r.boxes(r.Instance))
 			}
-			for _, e := range r.entries(r.instance) {
+			for _, e := range r.entries(r.Instance) {
 				if e.Open() {
 					t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
 				}
 			}
-			l := fmt.Sprintf("%-16s first reconcile: %s; the late box appeared: %v; second reconcile: %s", r.name, first, late, second)
+			l := fmt.Sprintf("%-16s first reconcile: %s; the late box appeared: %v; second reconcile: %s", r.Name, first, late, second)
 			t.Log(l)
 			lines = append(lines, l)
 		})

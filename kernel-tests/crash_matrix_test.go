@@ -49,97 +49,44 @@ var cwPoints = []string{
 // armed, and sleeps; $0 carries a marker so the test can find it.
 const cwAgent = `setsid sleep 600 & (trap '' TERM; exec sleep 600) & echo armed; exec sleep 600`
 
-// cwRig is one runtime as the crash-window tests drive it.
-type cwRig struct {
-	t        *testing.T
-	name     string // docker | podman | podman-rootless | native
-	runtime  string // docker | podman | native
-	user     string // "" = root
-	uid, gid int
-	image    string
-	bin      ktest.Binaries
-	instance string
-	other    string // another instance, for decoys
-	dir      string
-
-	nativeState string // where the native runtime keeps its records for this user
+// rig is one runtime as the supervisor's kernel tests drive it (the
+// engine tests, the crash windows, doctor, prove-deathwatch), with a
+// second instance of the same runtime for decoys.
+type rig struct {
+	ktest.Rig
+	other string // another instance, for decoys
 }
 
-func rootlessNativeState(t *testing.T) string {
-	rd, err := ktest.RuntimeDir(ktest.RootlessUser)
-	if err != nil {
-		t.Fatalf("unprivileged native: %v", err)
+// rigs makes the rigs named (every one when none).
+func rigs(t *testing.T, names ...string) []*rig {
+	var out []*rig
+	for _, p := range ktest.Rigs(t, names...) {
+		out = append(out, &rig{Rig: p})
 	}
-	return filepath.Join(rd, "deathwatch", "native")
+	return out
 }
 
-func cwRigs(t *testing.T) []*cwRig {
-	ktest.RequireRoot(t)
-	bin := ktest.Build(t)
-	uid, gid := ktest.RootlessIDs(t)
-	return []*cwRig{
-		{name: "docker", runtime: "docker", image: ktest.DockerImage(t, "docker"), bin: bin},
-		{name: "podman", runtime: "podman", image: ktest.DockerImage(t, "podman"), bin: bin},
-		{name: "podman-rootless", runtime: "podman", user: ktest.RootlessUser, uid: uid, gid: gid, image: ktest.PodmanRootlessImage(t, ktest.RootlessUser), bin: bin},
-		{name: "native", runtime: "native", bin: bin, nativeState: "/run/deathwatch/native"},
-		// Unprivileged: a user namespace, no cgroup of its own (the PID
-		// namespace is the kill domain), records below XDG_RUNTIME_DIR.
-		{name: "native-unprivileged", runtime: "native", user: ktest.RootlessUser, uid: uid, gid: gid, bin: bin, nativeState: rootlessNativeState(t)},
-	}
+func (r *rig) setup(t *testing.T) {
+	r.Setup(t, "cw")
+	r.other = r.Instance + "-other"
 }
-
-func (r *cwRig) setup(t *testing.T) {
-	r.t = t
-	r.instance = fmt.Sprintf("cw-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
-	r.other = r.instance + "-other"
-	dir, err := os.MkdirTemp("", "dw-cw-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if r.user != "" {
-		if err := os.Chown(dir, r.uid, r.gid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.dir = dir
-	t.Cleanup(func() { os.RemoveAll(dir) })
-}
-
-func (r *cwRig) journalDir() string { return filepath.Join(r.dir, "journal") }
-
-// command runs name as the rig's user with env added to a minimal environment.
-func (r *cwRig) command(env []string, name string, args ...string) *exec.Cmd {
-	return ktest.CommandAs(r.user, env, name, args...)
-}
-
-func (r *cwRig) engine(args ...string) *exec.Cmd { return r.command(nil, r.runtime, args...) }
 
 // exec is `supervisor exec` for instance with an events file.
-func (r *cwRig) exec(env []string, instance, events string, args ...string) *exec.Cmd {
-	argv := []string{"--instance", instance, "--journal", r.journalDir(), "exec", "--runtime", r.runtime, "--events", events}
-	if r.image != "" {
-		argv = append(argv, "--image", r.image)
-	}
-	if r.user == "" && r.runtime != "native" {
-		argv = append(argv, "--allow-rootful")
-	}
-	return r.command(env, r.bin.Supervisor, append(argv, args...)...)
+func (r *rig) exec(env []string, instance, events string, args ...string) *exec.Cmd {
+	return r.Command(env, r.Bin.Supervisor, r.ExecArgs(instance, append([]string{"--events", events}, args...)...)...)
 }
 
 // reconcile runs `supervisor reconcile --json` for instance.
-func (r *cwRig) reconcile(instance string) (int, supervisor.ReconcileReport, string) {
-	r.t.Helper()
-	return supervisorJSON[supervisor.ReconcileReport](r, "--instance", instance, "--journal", r.journalDir(), "reconcile", "--json")
+func (r *rig) reconcile(instance string) (int, supervisor.ReconcileReport, string) {
+	r.T.Helper()
+	return supervisorJSON[supervisor.ReconcileReport](r, "--instance", instance, "--journal", r.JournalDir(), "reconcile", "--json")
 }
 
 // supervisorJSON runs the supervisor as the rig's user with a --json
 // command and returns its exit status, its decoded report and stderr.
-func supervisorJSON[T any](r *cwRig, argv ...string) (int, T, string) {
-	r.t.Helper()
-	cmd := r.command(nil, r.bin.Supervisor, argv...)
+func supervisorJSON[T any](r *rig, argv ...string) (int, T, string) {
+	r.T.Helper()
+	cmd := r.Command(nil, r.Bin.Supervisor, argv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -147,22 +94,22 @@ func supervisorJSON[T any](r *cwRig, argv ...string) (int, T, string) {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		r.t.Fatalf("supervisor %s: %v", strings.Join(argv, " "), err)
+		r.T.Fatalf("supervisor %s: %v", strings.Join(argv, " "), err)
 	}
 	var rep T
 	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
-		r.t.Fatalf("supervisor %s (exit %d): %v\nstdout: %s\nstderr: %s", strings.Join(argv, " "), code, jerr, stdout.String(), stderr.String())
+		r.T.Fatalf("supervisor %s (exit %d): %v\nstdout: %s\nstderr: %s", strings.Join(argv, " "), code, jerr, stdout.String(), stderr.String())
 	}
 	return code, rep, stderr.String()
 }
 
 // boxes lists the boxes that carry instance's label (native: records).
-func (r *cwRig) boxes(instance string) []string {
-	r.t.Helper()
-	if r.runtime == "native" {
-		ls, err := native.New(nil, native.Options{StateDir: r.nativeState}).List(context.Background(), instance)
+func (r *rig) boxes(instance string) []string {
+	r.T.Helper()
+	if r.Runtime == "native" {
+		ls, err := native.New(nil, native.Options{StateDir: r.NativeState}).List(context.Background(), instance)
 		if err != nil {
-			r.t.Fatalf("native list: %v", err)
+			r.T.Fatalf("native list: %v", err)
 		}
 		var out []string
 		for _, b := range ls {
@@ -170,23 +117,23 @@ func (r *cwRig) boxes(instance string) []string {
 		}
 		return out
 	}
-	out, err := r.engine("ps", "--all", "--filter", "label="+shared.LabelInstance+"="+instance, "--format", "{{.Names}}").Output()
+	out, err := r.Engine("ps", "--all", "--filter", "label="+shared.LabelInstance+"="+instance, "--format", "{{.Names}}").Output()
 	if err != nil {
-		r.t.Fatalf("%s ps: %v", r.name, err)
+		r.T.Fatalf("%s ps: %v", r.Name, err)
 	}
 	return strings.Fields(string(out))
 }
 
 // exists reports whether box is there: the engine knows it, or (native)
 // its record or any of its cgroup folders is left.
-func (r *cwRig) exists(box string) bool {
-	if r.runtime == "native" {
-		if _, err := os.Stat(filepath.Join(r.nativeState, box+".json")); err == nil {
+func (r *rig) exists(box string) bool {
+	if r.Runtime == "native" {
+		if _, err := os.Stat(filepath.Join(r.NativeState, box+".json")); err == nil {
 			return true
 		}
 		return len(cwCgroupDirs(box)) > 0
 	}
-	return r.engine("container", "inspect", "--format", "{{.Id}}", box).Run() == nil
+	return r.Engine("container", "inspect", "--format", "{{.Id}}", box).Run() == nil
 }
 
 func cwCgroupDirs(box string) []string {
@@ -195,15 +142,15 @@ func cwCgroupDirs(box string) []string {
 	return append(a, b...)
 }
 
-func (r *cwRig) entries(instance string) []*supervisor.JournalEntry {
-	r.t.Helper()
-	j, err := supervisor.OpenJournal(r.journalDir(), instance)
+func (r *rig) entries(instance string) []*supervisor.JournalEntry {
+	r.T.Helper()
+	j, err := supervisor.OpenJournal(r.JournalDir(), instance)
 	if err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
 	es, bad, err := j.List()
 	if err != nil || len(bad) != 0 {
-		r.t.Fatalf("journal: %v %v", err, bad)
+		r.T.Fatalf("journal: %v %v", err, bad)
 	}
 	return es
 }
@@ -211,13 +158,13 @@ func (r *cwRig) entries(instance string) []*supervisor.JournalEntry {
 // boxProcs is every process of a running box as the host sees it: its
 // PID 1 (docker/podman: State.Pid; native: the journaled init pid),
 // everything below it, and everything in its PID namespace.
-func (r *cwRig) boxProcs(box string, entry *supervisor.JournalEntry) []ktest.Proc {
+func (r *rig) boxProcs(box string, entry *supervisor.JournalEntry) []ktest.Proc {
 	pid := 0
-	if r.runtime == "native" {
+	if r.Runtime == "native" {
 		if entry != nil {
 			pid, _ = strconv.Atoi(entry.RuntimeState[native.StateInitPID])
 		}
-	} else if out, err := r.engine("container", "inspect", "--format", "{{.State.Pid}}", box).Output(); err == nil {
+	} else if out, err := r.Engine("container", "inspect", "--format", "{{.State.Pid}}", box).Output(); err == nil {
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(out)))
 	}
 	if pid <= 0 {
@@ -264,22 +211,22 @@ func (w cwLocked) Write(p []byte) (int, error) {
 	return w.c.out.Write(p)
 }
 
-func (r *cwRig) start(instance string, env []string, args ...string) *cwRun {
-	r.t.Helper()
-	ev := filepath.Join(r.dir, fmt.Sprintf("events-%d.jsonl", time.Now().UnixNano()))
+func (r *rig) start(instance string, env []string, args ...string) *cwRun {
+	r.T.Helper()
+	ev := filepath.Join(r.Dir, fmt.Sprintf("events-%d.jsonl", time.Now().UnixNano()))
 	f, err := os.OpenFile(ev, os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
 	f.Close()
-	if r.user != "" {
-		os.Chown(ev, r.uid, r.gid)
+	if r.User != "" {
+		os.Chown(ev, r.UID, r.GID)
 	}
 	c := &cwRun{events: ev, done: make(chan struct{})}
 	c.cmd = r.exec(env, instance, ev, args...)
 	c.cmd.Stdout, c.cmd.Stderr = cwLocked{c}, cwLocked{c}
 	if err := c.cmd.Start(); err != nil {
-		r.t.Fatalf("start supervisor exec: %v", err)
+		r.T.Fatalf("start supervisor exec: %v", err)
 	}
 	go func() { c.cmd.Wait(); close(c.done) }()
 	return c
@@ -348,37 +295,37 @@ func deadOwner(t *testing.T) supervisor.Owner {
 }
 
 // putEntry writes a journal entry as the rig's user would own it.
-func (r *cwRig) putEntry(instance string, e *supervisor.JournalEntry) {
-	r.t.Helper()
-	j, err := supervisor.OpenJournal(r.journalDir(), instance)
+func (r *rig) putEntry(instance string, e *supervisor.JournalEntry) {
+	r.T.Helper()
+	j, err := supervisor.OpenJournal(r.JournalDir(), instance)
 	if err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
 	if err := j.Put(e); err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
-	if r.user != "" {
-		filepath.Walk(r.journalDir(), func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, r.uid, r.gid) })
+	if r.User != "" {
+		filepath.Walk(r.JournalDir(), func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, r.UID, r.GID) })
 	}
 }
 
 // makeBox creates a box with labels (engines: `create`, never started;
 // native: a record like the runtime's own, no processes).
-func (r *cwRig) makeBox(name string, labels map[string]string) {
-	r.t.Helper()
-	if r.runtime == "native" {
+func (r *rig) makeBox(name string, labels map[string]string) {
+	r.T.Helper()
+	if r.Runtime == "native" {
 		rec, _ := json.Marshal(map[string]any{"name": name, "labels": labels, "state": map[string]string{}})
-		if err := os.MkdirAll(r.nativeState, 0o700); err != nil {
-			r.t.Fatal(err)
+		if err := os.MkdirAll(r.NativeState, 0o700); err != nil {
+			r.T.Fatal(err)
 		}
-		p := filepath.Join(r.nativeState, name+".json")
+		p := filepath.Join(r.NativeState, name+".json")
 		if err := os.WriteFile(p, rec, 0o600); err != nil {
-			r.t.Fatal(err)
+			r.T.Fatal(err)
 		}
-		if r.user != "" {
-			for _, q := range []string{filepath.Dir(filepath.Dir(r.nativeState)), filepath.Dir(r.nativeState), r.nativeState, p} {
-				if err := os.Chown(q, r.uid, r.gid); err != nil {
-					r.t.Fatal(err)
+		if r.User != "" {
+			for _, q := range []string{filepath.Dir(filepath.Dir(r.NativeState)), filepath.Dir(r.NativeState), r.NativeState, p} {
+				if err := os.Chown(q, r.UID, r.GID); err != nil {
+					r.T.Fatal(err)
 				}
 			}
 		}
@@ -388,30 +335,30 @@ func (r *cwRig) makeBox(name string, labels map[string]string) {
 	for k, v := range labels {
 		args = append(args, "--label", k+"="+v)
 	}
-	args = append(args, "--entrypoint", "/bin/sleep", r.image, "600")
-	if out, err := r.engine(args...).CombinedOutput(); err != nil {
-		r.t.Fatalf("create decoy %s: %v\n%s", name, err, out)
+	args = append(args, "--entrypoint", "/bin/sleep", r.Image, "600")
+	if out, err := r.Engine(args...).CombinedOutput(); err != nil {
+		r.T.Fatalf("create decoy %s: %v\n%s", name, err, out)
 	}
 }
 
-func (r *cwRig) dropBox(name string) {
-	if r.runtime == "native" {
-		os.Remove(filepath.Join(r.nativeState, name+".json"))
+func (r *rig) dropBox(name string) {
+	if r.Runtime == "native" {
+		os.Remove(filepath.Join(r.NativeState, name+".json"))
 		return
 	}
 	args := []string{"rm", "-f", name}
-	if r.runtime == "podman" {
+	if r.Runtime == "podman" {
 		args = []string{"rm", "-f", "-t", "0", name}
 	}
-	r.engine(args...).Run()
+	r.Engine(args...).Run()
 }
 
 func cwLabels(instance, launch, nonce string) map[string]string {
 	return map[string]string{shared.LabelManaged: "true", shared.LabelInstance: instance, shared.LabelLaunchID: launch, shared.LabelNonce: nonce}
 }
 
-func (r *cwRig) decoys() *cwDecoys {
-	t := r.t
+func (r *rig) decoys() *cwDecoys {
+	t := r.T
 	d := &cwDecoys{}
 	tag := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	now := time.Now().UTC()
@@ -420,32 +367,32 @@ func (r *cwRig) decoys() *cwDecoys {
 	// box's nonce is not the journaled one.
 	d.nonceLaunch = "decoy-nonce-" + tag
 	d.nonce = "dwdecoy-nonce-" + tag
-	r.putEntry(r.instance, &supervisor.JournalEntry{LaunchID: d.nonceLaunch, Instance: r.instance, Box: d.nonce,
-		Runtime: r.runtime, Nonce: "the-journaled-nonce", Labels: cwLabels(r.instance, d.nonceLaunch, "the-journaled-nonce"),
+	r.putEntry(r.Instance, &supervisor.JournalEntry{LaunchID: d.nonceLaunch, Instance: r.Instance, Box: d.nonce,
+		Runtime: r.Runtime, Nonce: "the-journaled-nonce", Labels: cwLabels(r.Instance, d.nonceLaunch, "the-journaled-nonce"),
 		Owner: deadOwner(t), State: supervisor.StateStarted, Created: now})
-	r.makeBox(d.nonce, cwLabels(r.instance, d.nonceLaunch, "another-nonce"))
+	r.makeBox(d.nonce, cwLabels(r.Instance, d.nonceLaunch, "another-nonce"))
 
 	// This instance's label, no journal entry at all.
 	d.noEntry = "dwdecoy-noentry-" + tag
-	r.makeBox(d.noEntry, cwLabels(r.instance, "decoy-noentry-"+tag, "some-nonce"))
+	r.makeBox(d.noEntry, cwLabels(r.Instance, "decoy-noentry-"+tag, "some-nonce"))
 
 	// Another instance's box, with a journal entry of its own and a dead
 	// owner: reconcile of that instance would remove it, ours must not.
 	otherLaunch := "decoy-other-" + tag
 	d.other = "dwdecoy-other-" + tag
 	r.putEntry(r.other, &supervisor.JournalEntry{LaunchID: otherLaunch, Instance: r.other, Box: d.other,
-		Runtime: r.runtime, Nonce: "n-other", Labels: cwLabels(r.other, otherLaunch, "n-other"),
+		Runtime: r.Runtime, Nonce: "n-other", Labels: cwLabels(r.other, otherLaunch, "n-other"),
 		Owner: deadOwner(t), State: supervisor.StateStarted, Created: now})
 	r.makeBox(d.other, cwLabels(r.other, otherLaunch, "n-other"))
 
 	// An unlabelled box (engines only: a native box is its record).
-	if r.runtime != "native" {
+	if r.Runtime != "native" {
 		d.plain = "dwdecoy-plain-" + tag
 		r.makeBox(d.plain, map[string]string{})
 	}
 
 	// A real box of this instance whose supervisor is alive.
-	d.alive = r.start(r.instance, nil, "--", "sleep", "600")
+	d.alive = r.start(r.Instance, nil, "--", "sleep", "600")
 	if !d.alive.waitFor(60*time.Second, func() bool { return d.alive.event(supervisor.EventReady) != nil }) {
 		t.Fatalf("the live-owner decoy never became ready:\n%s", d.alive.stdout())
 	}
@@ -471,20 +418,20 @@ func (r *cwRig) decoys() *cwDecoys {
 }
 
 // check fails the test when a decoy was touched.
-func (r *cwRig) checkDecoys(d *cwDecoys, after string) {
-	r.t.Helper()
+func (r *rig) checkDecoys(d *cwDecoys, after string) {
+	r.T.Helper()
 	for _, b := range []string{d.nonce, d.noEntry, d.other, d.plain, d.aliveBox} {
 		if b != "" && !r.exists(b) {
-			r.t.Errorf("%s: decoy box %s was removed", after, b)
+			r.T.Errorf("%s: decoy box %s was removed", after, b)
 		}
 	}
 	select {
 	case <-d.alive.done:
-		r.t.Errorf("%s: the live-owner decoy's supervisor ended:\n%s", after, d.alive.stdout())
+		r.T.Errorf("%s: the live-owner decoy's supervisor ended:\n%s", after, d.alive.stdout())
 	default:
 	}
 	if !strings.Contains(strings.Join(r.boxes(r.other), " "), d.other) {
-		r.t.Errorf("%s: another instance's box %s is no longer listed", after, d.other)
+		r.T.Errorf("%s: another instance's box %s is no longer listed", after, d.other)
 	}
 }
 
@@ -498,18 +445,18 @@ type cwCell struct {
 }
 
 func TestCrashWindowMatrix(t *testing.T) {
-	rigs := cwRigs(t)
+	rigs := rigs(t)
 	matrix := map[string]map[string]cwCell{}
 	var mu sync.Mutex
 	t0 := time.Now()
 	for _, proto := range rigs {
-		t.Run(proto.name, func(t *testing.T) {
+		t.Run(proto.Name, func(t *testing.T) {
 			r := *proto
 			r.setup(t)
 			d := r.decoys()
 			row := map[string]cwCell{}
 			mu.Lock()
-			matrix[r.name] = row
+			matrix[r.Name] = row
 			mu.Unlock()
 			for _, point := range cwPoints {
 				var cell cwCell
@@ -554,9 +501,9 @@ func TestCrashWindowMatrix(t *testing.T) {
 	}
 	b.WriteString("\n")
 	for _, r := range rigs {
-		fmt.Fprintf(&b, "%-20s", r.name)
+		fmt.Fprintf(&b, "%-20s", r.Name)
 		for _, p := range cwPoints {
-			c, ok := matrix[r.name][p]
+			c, ok := matrix[r.Name][p]
 			s := "not run"
 			if ok {
 				s = fmt.Sprintf("%s (%d procs)", c.outcome, c.procs)
@@ -570,8 +517,8 @@ func TestCrashWindowMatrix(t *testing.T) {
 }
 
 // crashAt kills one supervisor at point, reconciles, and checks.
-func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
-	t := r.t
+func (r *rig) crashAt(point string, d *cwDecoys) cwCell {
+	t := r.T
 	var env []string
 	args := []string{"--", "sh", "-c", cwAgent}
 	if point != "running" {
@@ -580,7 +527,7 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 	if point == supervisor.CrashRemoving {
 		args = []string{"--", "sh", "-c", "echo armed"}
 	}
-	run := r.start(r.instance, env, args...)
+	run := r.start(r.Instance, env, args...)
 	reached := false
 	if point == "running" {
 		reached = run.waitFor(60*time.Second, func() bool { return strings.Contains(run.stdout(), "armed") })
@@ -589,16 +536,16 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 	}
 	if !reached {
 		run.kill()
-		t.Fatalf("%s: the supervisor never reached %s:\n%s", r.name, point, run.stdout())
+		t.Fatalf("%s: the supervisor never reached %s:\n%s", r.Name, point, run.stdout())
 	}
 	ev := run.event(supervisor.EventJournaled)
 	if ev == nil {
 		run.kill()
-		t.Fatalf("%s/%s: no journaled event", r.name, point)
+		t.Fatalf("%s/%s: no journaled event", r.Name, point)
 	}
 	box, launch := ev.Box, ev.LaunchID
 	var entry *supervisor.JournalEntry
-	for _, e := range r.entries(r.instance) {
+	for _, e := range r.entries(r.Instance) {
 		if e.LaunchID == launch {
 			entry = e
 		}
@@ -608,21 +555,21 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 	wantState := map[string]string{supervisor.CrashAfterJournal: supervisor.StateIntent, supervisor.CrashAfterCreate: supervisor.StateCreated,
 		supervisor.CrashAfterStart: supervisor.StateStarted, "running": supervisor.StateStarted, supervisor.CrashRemoving: supervisor.StateRemoving}[point]
 	if entry == nil || entry.State != wantState {
-		t.Errorf("%s/%s: journal entry at the kill %+v, want state %s", r.name, point, entry, wantState)
+		t.Errorf("%s/%s: journal entry at the kill %+v, want state %s", r.Name, point, entry, wantState)
 	}
 	procs := r.boxProcs(box, entry)
 	if point != "running" && len(procs) > 1 {
-		t.Errorf("%s/%s: %d box processes before ready (want at most the watcher): %s", r.name, point, len(procs), ktest.Describe(procs))
+		t.Errorf("%s/%s: %d box processes before ready (want at most the watcher): %s", r.Name, point, len(procs), ktest.Describe(procs))
 	}
 	// The supervisor's own children (the engine client, the native
 	// init) must not outlive it either.
 	children := ktest.Descendants(run.cmd.Process.Pid)
 	if point == "running" && len(procs) < 4 {
-		t.Errorf("%s/%s: only %d box processes seen before the kill: %s", r.name, point, len(procs), ktest.Describe(procs))
+		t.Errorf("%s/%s: only %d box processes seen before the kill: %s", r.Name, point, len(procs), ktest.Describe(procs))
 	}
 	run.kill()
 
-	code, rep, stderr := r.reconcile(r.instance)
+	code, rep, stderr := r.reconcile(r.Instance)
 	cell := cwCell{procs: len(procs), outcome: "unreported"}
 	find := func(items []supervisor.ReconcileItem) *supervisor.ReconcileItem {
 		for i := range items {
@@ -642,13 +589,13 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 		reason = find(rep.Closed).Reason
 	case find(rep.Blocked) != nil:
 		cell.outcome = "blocked"
-		t.Errorf("%s/%s: reconcile blocked our own launch: %s", r.name, point, find(rep.Blocked).Reason)
+		t.Errorf("%s/%s: reconcile blocked our own launch: %s", r.Name, point, find(rep.Blocked).Reason)
 	default:
-		t.Errorf("%s/%s: reconcile did not report launch %s: %+v", r.name, point, launch, rep)
+		t.Errorf("%s/%s: reconcile did not report launch %s: %+v", r.Name, point, launch, rep)
 	}
 	// The decoys are blocked, so the status is BLOCKED: exactly them.
 	if code != shared.ExitBlocked {
-		t.Errorf("%s/%s: reconcile exit %d, want %d (decoys are blocked)\n%s", r.name, point, code, shared.ExitBlocked, stderr)
+		t.Errorf("%s/%s: reconcile exit %d, want %d (decoys are blocked)\n%s", r.Name, point, code, shared.ExitBlocked, stderr)
 	}
 	blocked := map[string]string{}
 	for _, it := range rep.Blocked {
@@ -656,11 +603,11 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 	}
 	for _, b := range []string{d.nonce, d.noEntry, d.aliveBox} {
 		if _, ok := blocked[b]; !ok {
-			t.Errorf("%s/%s: decoy %s not reported blocked: %+v", r.name, point, b, rep.Blocked)
+			t.Errorf("%s/%s: decoy %s not reported blocked: %+v", r.Name, point, b, rep.Blocked)
 		}
 	}
 	if len(rep.Blocked) != 3 {
-		t.Errorf("%s/%s: %d blocked, want the 3 decoys of this instance: %+v", r.name, point, len(rep.Blocked), rep.Blocked)
+		t.Errorf("%s/%s: %d blocked, want the 3 decoys of this instance: %+v", r.Name, point, len(rep.Blocked), rep.Blocked)
 	}
 
 	// Nothing of the launch is left.
@@ -674,28 +621,28 @@ func (r *cwRig) crashAt(point string, d *cwDecoys) cwCell {
 	if r.exists(box) {
 		leaks = append(leaks, "box "+box)
 	}
-	for _, e := range r.entries(r.instance) {
+	for _, e := range r.entries(r.Instance) {
 		if e.Open() && e.LaunchID != d.aliveLaunch && e.LaunchID != d.nonceLaunch {
 			leaks = append(leaks, fmt.Sprintf("open journal entry %s (%s)", e.LaunchID, e.State))
 		}
 	}
-	for _, b := range r.boxes(r.instance) {
+	for _, b := range r.boxes(r.Instance) {
 		if b != d.nonce && b != d.noEntry && b != d.aliveBox {
 			leaks = append(leaks, "listed box "+b)
 		}
 	}
 	if len(leaks) > 0 {
 		cell.outcome = "LEAKED"
-		t.Errorf("%s/%s: left behind after reconcile: %s", r.name, point, strings.Join(leaks, "; "))
+		t.Errorf("%s/%s: left behind after reconcile: %s", r.Name, point, strings.Join(leaks, "; "))
 		r.dropBox(box)
 	}
-	r.checkDecoys(d, r.name+"/"+point)
+	r.checkDecoys(d, r.Name+"/"+point)
 
 	// Idempotent: a second run changes nothing.
-	code2, rep2, _ := r.reconcile(r.instance)
+	code2, rep2, _ := r.reconcile(r.Instance)
 	if code2 != code || len(rep2.Removed) != 0 || len(rep2.Closed) != 0 || len(rep2.Blocked) != len(rep.Blocked) {
-		t.Errorf("%s/%s: a second reconcile changed something: exit %d, %+v", r.name, point, code2, rep2)
+		t.Errorf("%s/%s: a second reconcile changed something: exit %d, %+v", r.Name, point, code2, rep2)
 	}
-	t.Logf("%s/%s: %d box processes and %d supervisor children at the kill; reconcile: %s (%s)", r.name, point, len(procs), len(children), cell.outcome, reason)
+	t.Logf("%s/%s: %d box processes and %d supervisor children at the kill; reconcile: %s (%s)", r.Name, point, len(procs), len(children), cell.outcome, reason)
 	return cell
 }

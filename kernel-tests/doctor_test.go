@@ -10,9 +10,9 @@ import (
 	"deathwatch/supervisor/hostcheck"
 )
 
-func (r *cwRig) doctor(args ...string) (int, hostcheck.DoctorReport, string) {
-	r.t.Helper()
-	argv := append([]string{"--instance", r.instance, "--journal", r.journalDir(), "doctor", "--json"}, args...)
+func (r *rig) doctor(args ...string) (int, hostcheck.DoctorReport, string) {
+	r.T.Helper()
+	argv := append([]string{"--instance", r.Instance, "--journal", r.JournalDir(), "doctor", "--json"}, args...)
 	return supervisorJSON[hostcheck.DoctorReport](r, argv...)
 }
 
@@ -36,43 +36,43 @@ func runtimeRow(rep hostcheck.DoctorReport, name string) hostcheck.DoctorRuntime
 // version), the staging directory is proven bind-visible, the proof
 // passes, exit 0.
 func TestDoctor(t *testing.T) {
-	for _, proto := range cwRigs(t) {
-		t.Run(proto.name, func(t *testing.T) {
+	for _, proto := range rigs(t) {
+		t.Run(proto.Name, func(t *testing.T) {
 			r := *proto
 			r.setup(t)
-			args := []string{"--runtime", r.runtime, "--trials", "2"}
-			if r.image != "" {
-				args = append(args, "--image", r.image)
+			args := []string{"--runtime", r.Runtime, "--trials", "2"}
+			if r.Image != "" {
+				args = append(args, "--image", r.Image)
 			}
-			if r.user == "" && r.runtime != "native" {
+			if r.User == "" && r.Runtime != "native" {
 				args = append(args, "--allow-rootful")
 			}
 			t0 := time.Now()
 			code, rep, stderr := r.doctor(args...)
-			t.Logf("%s (%v):\n%s", r.name, time.Since(t0).Round(time.Second), doctorTable(rep))
+			t.Logf("%s (%v):\n%s", r.Name, time.Since(t0).Round(time.Second), doctorTable(rep))
 			if code != 0 || !rep.OK || len(rep.Problems) > 0 {
 				t.Errorf("exit %d, ok %v, problems %v\n%s", code, rep.OK, rep.Problems, stderr)
 			}
-			if len(rep.Runtimes) != len(supervisor.RuntimeNames()) || rep.Selected != r.runtime || rep.Cgroup == "" {
+			if len(rep.Runtimes) != len(supervisor.RuntimeNames()) || rep.Selected != r.Runtime || rep.Cgroup == "" {
 				t.Errorf("runtimes %+v, selected %q, cgroup %q", rep.Runtimes, rep.Selected, rep.Cgroup)
 			}
-			row := runtimeRow(rep, r.runtime)
+			row := runtimeRow(rep, r.Runtime)
 			if !row.Usable || row.Version == "" {
-				t.Errorf("%s row: %+v", r.runtime, row)
+				t.Errorf("%s row: %+v", r.Runtime, row)
 			}
-			if r.user != "" && r.runtime != "native" && row.Mode != "rootless" {
+			if r.User != "" && r.Runtime != "native" && row.Mode != "rootless" {
 				t.Errorf("rootless podman reported as %q", row.Mode)
 			}
-			if r.user != "" && r.runtime == "native" && row.Mode != "unprivileged" {
+			if r.User != "" && r.Runtime == "native" && row.Mode != "unprivileged" {
 				t.Errorf("unprivileged native reported as %q", row.Mode)
 			}
-			if r.user == "" && r.runtime != "native" && row.Mode != "rootful" {
+			if r.User == "" && r.Runtime != "native" && row.Mode != "rootful" {
 				t.Errorf("rootful engine reported as %q", row.Mode)
 			}
 			if !rep.HostWatcher.Present || !strings.Contains(rep.HostWatcher.Version, "protocol") {
 				t.Errorf("host watcher %+v", rep.HostWatcher)
 			}
-			if r.image != "" && (rep.ImageWatcher == nil || !rep.ImageWatcher.Present || rep.ImageWatcher.Version != rep.HostWatcher.Version) {
+			if r.Image != "" && (rep.ImageWatcher == nil || !rep.ImageWatcher.Present || rep.ImageWatcher.Version != rep.HostWatcher.Version) {
 				t.Errorf("image watcher %+v (host %s)", rep.ImageWatcher, rep.HostWatcher.Version)
 			}
 			if rep.Staging == nil || rep.Staging.Mode != "bind" {
@@ -81,7 +81,7 @@ func TestDoctor(t *testing.T) {
 			if rep.Proof == nil || !rep.Proof.Pass || len(rep.Proof.Rows) != 6 {
 				t.Errorf("proof %+v", rep.Proof)
 			}
-			for _, inst := range []string{r.instance + ".prove", r.instance + ".doctor"} {
+			for _, inst := range []string{r.Instance + ".prove", r.Instance + ".doctor"} {
 				if b := r.boxes(inst); len(b) != 0 {
 					t.Errorf("boxes of %s left: %v", inst, b)
 				}
@@ -99,10 +99,10 @@ func TestDoctor(t *testing.T) {
 // required posture is not met (exit 243), nothing was started; the
 // preferred posture with native available is met without a proof.
 func TestDoctorRefusesRootful(t *testing.T) {
-	rigs := cwRigs(t)
+	rigs := rigs(t)
 	r := *rigs[0] // docker, as root
 	r.setup(t)
-	code, rep, _ := r.doctor("--runtime", "docker", "--image", r.image)
+	code, rep, _ := r.doctor("--runtime", "docker", "--image", r.Image)
 	t.Logf("\n%s", doctorTable(rep))
 	if code != shared.ExitRefused || rep.OK {
 		t.Errorf("exit %d, ok %v", code, rep.OK)

@@ -11,13 +11,13 @@ import (
 
 // proveRun runs `supervisor prove-deathwatch --json ARGS` as the rig's
 // user and returns its exit status and report.
-func (r *cwRig) prove(args ...string) (int, hostcheck.ProveReport, string) {
-	r.t.Helper()
-	argv := []string{"--instance", r.instance, "--journal", r.journalDir(), "prove-deathwatch", "--json", "--runtime", r.runtime}
-	if r.image != "" {
-		argv = append(argv, "--image", r.image)
+func (r *rig) prove(args ...string) (int, hostcheck.ProveReport, string) {
+	r.T.Helper()
+	argv := []string{"--instance", r.Instance, "--journal", r.JournalDir(), "prove-deathwatch", "--json", "--runtime", r.Runtime}
+	if r.Image != "" {
+		argv = append(argv, "--image", r.Image)
 	}
-	if r.user == "" && r.runtime != "native" {
+	if r.User == "" && r.Runtime != "native" {
 		argv = append(argv, "--allow-rootful")
 	}
 	return supervisorJSON[hostcheck.ProveReport](r, append(argv, args...)...)
@@ -33,13 +33,13 @@ func proveTable(rep hostcheck.ProveReport) string {
 // afterwards nothing of the stand-ins is left (no box, no open journal
 // entry).
 func TestProveDeathwatch(t *testing.T) {
-	for _, proto := range cwRigs(t) {
-		t.Run(proto.name, func(t *testing.T) {
+	for _, proto := range rigs(t) {
+		t.Run(proto.Name, func(t *testing.T) {
 			r := *proto
 			r.setup(t)
 			t0 := time.Now()
 			code, rep, stderr := r.prove("--trials", "10")
-			t.Logf("%s (%v):\n%s", r.name, time.Since(t0).Round(time.Second), proveTable(rep))
+			t.Logf("%s (%v):\n%s", r.Name, time.Since(t0).Round(time.Second), proveTable(rep))
 			if code != 0 || !rep.Pass {
 				t.Errorf("exit %d, pass %v\n%s", code, rep.Pass, stderr)
 			}
@@ -51,10 +51,10 @@ func TestProveDeathwatch(t *testing.T) {
 					t.Errorf("row %+v", row)
 				}
 			}
-			if b := r.boxes(r.instance + ".prove"); len(b) != 0 {
+			if b := r.boxes(r.Instance + ".prove"); len(b) != 0 {
 				t.Errorf("boxes left: %v", b)
 			}
-			for _, e := range r.entries(r.instance + ".prove") {
+			for _, e := range r.entries(r.Instance + ".prove") {
 				if e.Open() {
 					t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
 				}
@@ -66,7 +66,7 @@ func TestProveDeathwatch(t *testing.T) {
 // A bound nothing can meet fails the proof with exit 243, and a missing
 // image is the stand-in's own status (242), both with a report.
 func TestProveDeathwatchFails(t *testing.T) {
-	rigs := cwRigs(t)
+	rigs := rigs(t)
 	r := *rigs[0] // docker
 	r.setup(t)
 	code, rep, _ := r.prove("--trials", "1", "--path", "sigkill", "--bound", "1ns")
@@ -76,12 +76,12 @@ func TestProveDeathwatchFails(t *testing.T) {
 	if len(rep.Rows) == 0 || len(rep.Rows[0].Failures) == 0 || !strings.Contains(rep.Rows[0].Failures[0], "exceeds the bound") {
 		t.Errorf("impossible bound: no failure named: %+v", rep.Rows)
 	}
-	r.image = "deathwatch-test:no-such-image"
+	r.Image = "deathwatch-test:no-such-image"
 	code, rep, stderr := r.prove("--trials", "1", "--path", "sigkill")
 	if code != shared.ExitImage || rep.Pass || rep.Error == "" {
 		t.Errorf("missing image: exit %d, report %+v\n%s", code, rep, stderr)
 	}
-	if b := r.boxes(r.instance + ".prove"); len(b) != 0 {
+	if b := r.boxes(r.Instance + ".prove"); len(b) != 0 {
 		t.Errorf("boxes left: %v", b)
 	}
 }

@@ -30,122 +30,45 @@ import (
 	"deathwatch/supervisor/cli"
 )
 
-// engineRig is one engine as the supervisor sees it.
-type engineRig struct {
-	t        *testing.T
-	name     string // docker | podman | podman-rootless
-	runtime  string // docker | podman
-	user     string // "" = root
-	uid, gid int
-	image    string
-	bin      ktest.Binaries
-	instance string
-	dir      string // journal + events, owned by the user
-}
-
-func engineRigs(t *testing.T) []*engineRig {
-	ktest.RequireRoot(t)
-	bin := ktest.Build(t)
-	uid, gid := ktest.RootlessIDs(t)
-	return []*engineRig{
-		{name: "docker", runtime: "docker", image: ktest.DockerImage(t, "docker"), bin: bin},
-		{name: "podman", runtime: "podman", image: ktest.DockerImage(t, "podman"), bin: bin},
-		{name: "podman-rootless", runtime: "podman", user: ktest.RootlessUser, uid: uid, gid: gid, image: ktest.PodmanRootlessImage(t, ktest.RootlessUser), bin: bin},
-	}
-}
+// engineRigs are the rigs of the engines: docker, podman, rootless podman.
+var engineRigs = []string{"docker", "podman", "podman-rootless"}
 
 // forEngine runs f once per engine, each with its own instance and journal.
-func forEngine(t *testing.T, f func(t *testing.T, r *engineRig)) {
-	for _, proto := range engineRigs(t) {
-		t.Run(proto.name, func(t *testing.T) {
+func forEngine(t *testing.T, f func(t *testing.T, r *rig)) {
+	for _, proto := range rigs(t, engineRigs...) {
+		t.Run(proto.Name, func(t *testing.T) {
 			r := *proto
-			r.t = t
-			r.instance = fmt.Sprintf("kt-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
-			dir, err := os.MkdirTemp("", "dw-kt-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			if r.user != "" {
-				if err := os.Chown(dir, r.uid, r.gid); err != nil {
-					t.Fatal(err)
-				}
-			}
-			r.dir = dir
+			r.Setup(t, "kt")
 			t.Cleanup(func() { r.removeLeftovers() })
 			f(t, &r)
 		})
 	}
 }
 
-func (r *engineRig) journalDir() string { return filepath.Join(r.dir, "journal") }
-func (r *engineRig) eventsFile() string { return filepath.Join(r.dir, "events.jsonl") }
+func (r *rig) eventsFile() string { return filepath.Join(r.Dir, "events.jsonl") }
 
 // supervisor returns `supervisor --instance I --journal J exec FLAGS... args...`
 // as the rig's user. As the rootless user it goes through setpriv, which
 // execs: the pid of the command is the supervisor's.
-func (r *engineRig) supervisor(env []string, args ...string) *exec.Cmd {
-	argv := []string{"--instance", r.instance, "--journal", r.journalDir(), "exec", "--runtime", r.runtime,
-		"--image", r.image, "--events", r.eventsFile()}
-	if r.user == "" {
-		argv = append(argv, "--allow-rootful")
-	}
-	argv = append(argv, args...)
-	return r.command(env, r.bin.Supervisor, argv...)
+func (r *rig) supervisor(env []string, args ...string) *exec.Cmd {
+	return r.Command(env, r.Bin.Supervisor, r.ExecArgs(r.Instance, append([]string{"--events", r.eventsFile()}, args...)...)...)
 }
 
-// command runs name as the rig's user with env added to a minimal environment.
-func (r *engineRig) command(env []string, name string, args ...string) *exec.Cmd {
-	return ktest.CommandAs(r.user, env, name, args...)
-}
-
-// engine runs the engine CLI as the rig's user.
-func (r *engineRig) engine(args ...string) *exec.Cmd {
-	return r.command(nil, r.runtime, args...)
-}
-
-// boxes lists the boxes of this instance, running or not.
-func (r *engineRig) boxes() []string {
-	out, err := r.engine("ps", "--all", "--filter", "label="+shared.LabelInstance+"="+r.instance, "--format", "{{.Names}}").Output()
-	if err != nil {
-		r.t.Fatalf("%s ps: %v", r.name, err)
-	}
-	return strings.Fields(string(out))
-}
-
-func (r *engineRig) removeLeftovers() {
-	for _, b := range r.boxes() {
-		r.t.Errorf("left behind: box %s", b)
-		r.engine("rm", "-f", b).Run()
+func (r *rig) removeLeftovers() {
+	for _, b := range r.boxes(r.Instance) {
+		r.T.Errorf("left behind: box %s", b)
+		r.Engine("rm", "-f", b).Run()
 	}
 }
 
-// exists reports whether box exists.
-func (r *engineRig) exists(box string) bool {
-	return r.engine("container", "inspect", "--format", "{{.Id}}", box).Run() == nil
-}
-
-func (r *engineRig) entries() []*supervisor.JournalEntry {
-	r.t.Helper()
-	j, err := supervisor.OpenJournal(r.journalDir(), r.instance)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	es, bad, err := j.List()
-	if err != nil || len(bad) != 0 {
-		r.t.Fatalf("journal: %v %v", err, bad)
-	}
-	return es
-}
-
-func (r *engineRig) events() []supervisor.Event {
+func (r *rig) events() []supervisor.Event {
 	b, _ := os.ReadFile(r.eventsFile())
 	var evs []supervisor.Event
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		var ev supervisor.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			r.t.Fatalf("event %q: %v", sc.Text(), err)
+			r.T.Fatalf("event %q: %v", sc.Text(), err)
 		}
 		evs = append(evs, ev)
 	}
@@ -153,8 +76,8 @@ func (r *engineRig) events() []supervisor.Event {
 }
 
 // waitEvent waits for the named event and returns it.
-func (r *engineRig) waitEvent(name string, within time.Duration) supervisor.Event {
-	r.t.Helper()
+func (r *rig) waitEvent(name string, within time.Duration) supervisor.Event {
+	r.T.Helper()
 	end := time.Now().Add(within)
 	for time.Now().Before(end) {
 		for _, ev := range r.events() {
@@ -164,19 +87,19 @@ func (r *engineRig) waitEvent(name string, within time.Duration) supervisor.Even
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	r.t.Fatalf("no %s event within %v; events: %+v", name, within, r.events())
+	r.T.Fatalf("no %s event within %v; events: %+v", name, within, r.events())
 	return supervisor.Event{}
 }
 
 // assertClean: no box of this instance, every journal entry closed.
-func (r *engineRig) assertClean() {
-	r.t.Helper()
-	if b := r.boxes(); len(b) != 0 {
-		r.t.Errorf("boxes left: %v", b)
+func (r *rig) assertClean() {
+	r.T.Helper()
+	if b := r.boxes(r.Instance); len(b) != 0 {
+		r.T.Errorf("boxes left: %v", b)
 	}
-	for _, e := range r.entries() {
+	for _, e := range r.entries(r.Instance) {
 		if e.Open() {
-			r.t.Errorf("journal entry %s is open (%s)", e.LaunchID, e.State)
+			r.T.Errorf("journal entry %s is open (%s)", e.LaunchID, e.State)
 		}
 	}
 }
@@ -203,7 +126,7 @@ func runCmd(cmd *exec.Cmd) result {
 }
 
 func TestSupervisorExitStatus(t *testing.T) {
-	forEngine(t, func(t *testing.T, r *engineRig) {
+	forEngine(t, func(t *testing.T, r *rig) {
 		for _, tc := range []struct {
 			name string
 			args []string
@@ -228,7 +151,7 @@ func TestSupervisorExitStatus(t *testing.T) {
 			}
 		}
 		r.assertClean()
-		es := r.entries()
+		es := r.entries(r.Instance)
 		if len(es) != 7 {
 			t.Fatalf("%d journal entries, want 7", len(es))
 		}
@@ -277,7 +200,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // engine's auto-remove; the journal entry stays open for reconcile.
 func TestSupervisorSIGKILL(t *testing.T) {
 	const trials = 10
-	forEngine(t, func(t *testing.T, r *engineRig) {
+	forEngine(t, func(t *testing.T, r *rig) {
 		var dead, removed []time.Duration
 		for i := 0; i < trials; i++ {
 			token := fmt.Sprintf("%d%03d", 700000+os.Getpid()%1000, i)
@@ -327,19 +250,19 @@ func TestSupervisorSIGKILL(t *testing.T) {
 			t.Logf("trial %d: SIGKILL → agent processes dead %v, box removed %v", i, tDead.Round(10*time.Microsecond), tRemoved.Round(time.Millisecond))
 			dead, removed = append(dead, tDead), append(removed, tRemoved)
 		}
-		t.Logf("%s SIGKILL → agent dead:  p50 %v p95 %v max %v (n=%d)", r.name, percentile(dead, .5).Round(10*time.Microsecond), percentile(dead, .95).Round(10*time.Microsecond), percentile(dead, 1).Round(10*time.Microsecond), trials)
-		t.Logf("%s SIGKILL → box removed: p50 %v p95 %v max %v (n=%d; polled with `%s container inspect`)", r.name, percentile(removed, .5).Round(time.Millisecond), percentile(removed, .95).Round(time.Millisecond), percentile(removed, 1).Round(time.Millisecond), trials, r.runtime)
-		if b := r.boxes(); len(b) != 0 {
+		t.Logf("%s SIGKILL → agent dead:  p50 %v p95 %v max %v (n=%d)", r.Name, percentile(dead, .5).Round(10*time.Microsecond), percentile(dead, .95).Round(10*time.Microsecond), percentile(dead, 1).Round(10*time.Microsecond), trials)
+		t.Logf("%s SIGKILL → box removed: p50 %v p95 %v max %v (n=%d; polled with `%s container inspect`)", r.Name, percentile(removed, .5).Round(time.Millisecond), percentile(removed, .95).Round(time.Millisecond), percentile(removed, 1).Round(time.Millisecond), trials, r.Runtime)
+		if b := r.boxes(r.Instance); len(b) != 0 {
 			t.Errorf("boxes left: %v", b)
 		}
 		// The supervisor never got to journal the removal: reconcile's job.
-		for _, e := range r.entries() {
+		for _, e := range r.entries(r.Instance) {
 			if e.State != supervisor.StateStarted || e.Owner.Alive() {
 				t.Errorf("journal entry %s: state %s, owner alive %v", e.LaunchID, e.State, e.Owner.Alive())
 			}
 		}
 		// ls shows them so: journal open, owner gone, box absent.
-		out, err := r.command(nil, r.bin.Supervisor, "--instance", r.instance, "--journal", r.journalDir(), "ls", "--json").Output()
+		out, err := r.Command(nil, r.Bin.Supervisor, "--instance", r.Instance, "--journal", r.JournalDir(), "ls", "--json").Output()
 		if err != nil {
 			t.Fatalf("supervisor ls: %v", err)
 		}
@@ -351,7 +274,7 @@ func TestSupervisorSIGKILL(t *testing.T) {
 			t.Errorf("ls: %d rows, want %d: %s", len(rows), trials, out)
 		}
 		for _, row := range rows {
-			if row.Journal != supervisor.StateStarted || row.Owner != "gone" || row.BoxState != "absent" || row.Runtime != r.runtime {
+			if row.Journal != supervisor.StateStarted || row.Owner != "gone" || row.BoxState != "absent" || row.Runtime != r.Runtime {
 				t.Errorf("ls row %+v", row)
 			}
 		}
@@ -359,7 +282,7 @@ func TestSupervisorSIGKILL(t *testing.T) {
 }
 
 func TestSupervisorSignals(t *testing.T) {
-	forEngine(t, func(t *testing.T, r *engineRig) {
+	forEngine(t, func(t *testing.T, r *rig) {
 		for _, tc := range []struct {
 			name    string
 			signals []syscall.Signal
@@ -412,7 +335,7 @@ func TestSupervisorSignals(t *testing.T) {
 // A secret passed with --env reaches the agent's environment and
 // nothing else on the host or in the engine.
 func TestSupervisorSecrets(t *testing.T) {
-	forEngine(t, func(t *testing.T, r *engineRig) {
+	forEngine(t, func(t *testing.T, r *rig) {
 		secret := fmt.Sprintf("dw-secret-%x", time.Now().UnixNano())
 		cmd := r.supervisor([]string{"DW_SECRET=" + secret}, "--env", "DW_SECRET", "--", "sh", "-c", `echo "$DW_SECRET"; sleep 1000`)
 		var out, errb syncBuffer
@@ -449,15 +372,15 @@ func TestSupervisorSecrets(t *testing.T) {
 			}
 		}
 		// The engine's view of the box.
-		insp, err := r.engine("container", "inspect", box).Output()
+		insp, err := r.Engine("container", "inspect", box).Output()
 		if err != nil {
 			t.Fatalf("inspect: %v", err)
 		}
 		if bytes.Contains(insp, []byte(secret)) {
-			t.Errorf("secret in %s inspect", r.name)
+			t.Errorf("secret in %s inspect", r.Name)
 		}
 		// The watcher's own environment (PID 1 of the box), from the host.
-		pidOut, err := r.engine("container", "inspect", "--format", "{{.State.Pid}}", box).Output()
+		pidOut, err := r.Engine("container", "inspect", "--format", "{{.State.Pid}}", box).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -475,7 +398,7 @@ func TestSupervisorSecrets(t *testing.T) {
 				t.Errorf("secret in %s", f)
 			}
 		}
-		filepath.Walk(r.journalDir(), func(p string, fi os.FileInfo, err error) error {
+		filepath.Walk(r.JournalDir(), func(p string, fi os.FileInfo, err error) error {
 			if err == nil && !fi.IsDir() {
 				if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(secret)) {
 					t.Errorf("secret in journal file %s", p)
@@ -493,7 +416,7 @@ func TestSupervisorSecrets(t *testing.T) {
 // Failures before anything exists: one clear line, a distinct exit
 // status, no box, no journal entry.
 func TestSupervisorRefusals(t *testing.T) {
-	forEngine(t, func(t *testing.T, r *engineRig) {
+	forEngine(t, func(t *testing.T, r *rig) {
 		emptyPath, _ := os.MkdirTemp("", "dw-nopath-")
 		defer os.RemoveAll(emptyPath)
 		os.Chmod(emptyPath, 0o755)
@@ -510,20 +433,20 @@ func TestSupervisorRefusals(t *testing.T) {
 			{"bad flag", nil, []string{"--no-such-flag", "--", "true"}, shared.ExitUsage, "unknown flag"},
 			{"agent uid 0", nil, []string{"--user", "0:0", "--", "true"}, shared.ExitRefused, "root"},
 		}
-		switch r.name {
+		switch r.Name {
 		case "docker":
 			// A stopped dockerd: point the client at a socket nobody serves.
 			cases = append(cases, tc{"dockerd down", []string{"DOCKER_HOST=unix:///tmp/dw-no-dockerd.sock"}, []string{"--", "true"}, shared.ExitEngine, "not reachable"})
 		case "podman-rootless":
 			// Rootless needs no --allow-rootful; the rootful engines without it are refused.
 		}
-		if r.user == "" {
+		if r.User == "" {
 			cases = append(cases, tc{"rootful without --allow-rootful", nil, nil, shared.ExitRefused, "--allow-rootful"})
 		}
 		for _, c := range cases {
 			var cmd *exec.Cmd
 			if c.name == "rootful without --allow-rootful" {
-				cmd = r.command(nil, r.bin.Supervisor, "--instance", r.instance, "--journal", r.journalDir(), "exec", "--runtime", r.runtime, "--image", r.image, "--", "true")
+				cmd = r.Command(nil, r.Bin.Supervisor, "--instance", r.Instance, "--journal", r.JournalDir(), "exec", "--runtime", r.Runtime, "--image", r.Image, "--", "true")
 			} else {
 				cmd = r.supervisor(c.env, c.args...)
 				if c.name == "missing engine" {
@@ -539,7 +462,7 @@ func TestSupervisorRefusals(t *testing.T) {
 			}
 		}
 		r.assertClean()
-		if es := r.entries(); len(es) != 0 {
+		if es := r.entries(r.Instance); len(es) != 0 {
 			t.Errorf("journal entries written: %d", len(es))
 		}
 	})
@@ -549,7 +472,7 @@ func TestSupervisorRefusals(t *testing.T) {
 // Printed, not asserted (make bench has the side-by-side with hyperfine).
 func TestSupervisorLaunchTime(t *testing.T) {
 	const n = 10
-	forEngine(t, func(t *testing.T, r *engineRig) {
+	forEngine(t, func(t *testing.T, r *rig) {
 		var sup, bare []time.Duration
 		for i := 0; i < n; i++ {
 			res := runCmd(r.supervisor(nil, "--", "true"))
@@ -557,14 +480,14 @@ func TestSupervisorLaunchTime(t *testing.T) {
 				t.Fatalf("supervisor exec: %d %s", res.code, res.stderr)
 			}
 			sup = append(sup, res.took)
-			res = runCmd(r.engine("run", "--rm", "-i", "--network", "none", r.image, "true"))
+			res = runCmd(r.Engine("run", "--rm", "-i", "--network", "none", r.Image, "true"))
 			if res.code != 0 {
 				t.Fatalf("bare run: %d %s", res.code, res.stderr)
 			}
 			bare = append(bare, res.took)
 		}
 		ps, pb := percentile(sup, .5), percentile(bare, .5)
-		t.Logf("%s launch p50: supervisor exec -- true %v, %s run --rm -i IMAGE true %v, ratio %.2f (n=%d)", r.name, ps.Round(time.Millisecond), r.runtime, pb.Round(time.Millisecond), float64(ps)/float64(pb), n)
+		t.Logf("%s launch p50: supervisor exec -- true %v, %s run --rm -i IMAGE true %v, ratio %.2f (n=%d)", r.Name, ps.Round(time.Millisecond), r.Runtime, pb.Round(time.Millisecond), float64(ps)/float64(pb), n)
 		r.assertClean()
 	})
 }
@@ -574,7 +497,7 @@ func TestSupervisorLaunchTime(t *testing.T) {
 // where the engine would silently ignore limits (rootless on cgroup v1),
 // a refusal.
 func TestSupervisorBoxSettings(t *testing.T) {
-	forEngine(t, func(t *testing.T, r *engineRig) {
+	forEngine(t, func(t *testing.T, r *rig) {
 		src, err := os.MkdirTemp("", "dw-kt-mount-")
 		if err != nil {
 			t.Fatal(err)
@@ -586,7 +509,7 @@ func TestSupervisorBoxSettings(t *testing.T) {
 		args := []string{"--mount", src + ":/data:ro", "--workdir", "/data", "--network", "none"}
 		limits := []string{"--memory", "64m", "--pids-limit", "50"}
 		_, v2 := os.Stat("/sys/fs/cgroup/cgroup.controllers")
-		if r.user != "" && v2 != nil {
+		if r.User != "" && v2 != nil {
 			res := runCmd(r.supervisor(nil, append(append(slices.Clone(args), limits...), "--", "true")...))
 			t.Logf("limits on rootless cgroup v1: exit %d: %s", res.code, strings.TrimSpace(res.stderr))
 			if res.code != shared.ExitRefused || !strings.Contains(res.stderr, "cgroup v1") {
@@ -615,7 +538,7 @@ func TestSupervisorBoxSettings(t *testing.T) {
 // The engine's attach carries binary frames: 4 MiB of random bytes
 // from the agent come out of the supervisor's stdout byte for byte.
 func TestSupervisorBinaryOutput(t *testing.T) {
-	forEngine(t, func(t *testing.T, r *engineRig) {
+	forEngine(t, func(t *testing.T, r *rig) {
 		agent := `head -c 4194304 /dev/urandom > /tmp/o; sha256sum < /tmp/o >&2; cat /tmp/o`
 		res := runCmd(r.supervisor(nil, "--", "sh", "-c", agent))
 		if res.code != 0 {
@@ -633,7 +556,7 @@ func TestSupervisorBinaryOutput(t *testing.T) {
 // A frozen supervisor (SIGSTOP) stops sending pings: with --heartbeat the
 // watcher kills the box within the heartbeat, and auto-remove removes it.
 func TestSupervisorHeartbeat(t *testing.T) {
-	forEngine(t, func(t *testing.T, r *engineRig) {
+	forEngine(t, func(t *testing.T, r *rig) {
 		const hb = 600 * time.Millisecond
 		token := fmt.Sprintf("%d", 800000+os.Getpid()%100000)
 		cmd := r.supervisor(nil, "--heartbeat", hb.String(), "--", "sh", "-c", "sleep "+token)
@@ -682,7 +605,7 @@ func sha256Hex(b []byte) string {
 // SIGUSR1 to the supervisor reaches the agent (a signal frame) and
 // stops nothing.
 func TestSupervisorForwardsUSR1(t *testing.T) {
-	forEngine(t, func(t *testing.T, r *engineRig) {
+	forEngine(t, func(t *testing.T, r *rig) {
 		cmd := r.supervisor(nil, "--", "sh", "-c", "trap 'echo got-usr1' USR1; echo armed; while :; do sleep 0.05; done")
 		var out syncBuffer
 		cmd.Stdout = &out

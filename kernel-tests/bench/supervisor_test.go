@@ -22,58 +22,51 @@ import (
 	"deathwatch/supervisor/runtime/native"
 )
 
-// rig is one runtime as `supervisor exec` drives it.
+// rig is one runtime as `supervisor exec` drives it (as root).
 type rig struct {
-	name     string // docker | podman | native
-	image    string // docker/podman
-	bins     ktest.Binaries
-	instance string
-	journal  string
+	ktest.Rig
 	probeErr error // why supervisor exec does not work here (not measured)
 }
 
 // execArgs is `supervisor --instance I --journal J exec --runtime R ...
 // extra -- argv`.
 func (r *rig) execArgs(extra []string, argv ...string) []string {
-	a := []string{r.bins.Supervisor, "--instance", r.instance, "--journal", r.journal, "exec", "--runtime", r.name, "--watcher", r.bins.Watcher}
-	if r.name != "native" {
-		a = append(a, "--allow-rootful", "--image", r.image)
-	}
+	a := append([]string{r.Bin.Supervisor}, r.ExecArgs(r.Instance, "--watcher", r.Bin.Watcher)...)
 	a = append(a, extra...)
 	return append(append(a, "--"), argv...)
 }
 
 // engineBare is the engine's own `run --rm -i IMAGE true`.
 func (r *rig) engineBare(network bool) []string {
-	a := []string{r.name, "run"}
-	if r.name == "podman" {
+	a := []string{r.Name, "run"}
+	if r.Name == "podman" {
 		a = append(a, "--runtime", "runc")
 	}
 	a = append(a, "--rm", "-i")
 	if !network {
 		a = append(a, "--network", "none")
 	}
-	return append(a, r.image, "true")
+	return append(a, r.Image, "true")
 }
 
 // rigs makes the three runtimes and checks that supervisor exec works
 // on each; a runtime where it does not is reported as not measured.
 func rigs(t *testing.T) []*rig {
 	t.Helper()
-	bins := ktest.Build(t)
-	if _, err := os.Stat(bins.Supervisor); err != nil {
-		t.Fatalf("the supervisor binary was not built: %v", err)
-	}
 	ktest.RequireCmd(t, "bwrap")
 	var rs []*rig
 	for _, name := range []string{"docker", "podman", "native"} {
-		r := &rig{name: name, bins: bins, instance: fmt.Sprintf("bench-%d", os.Getpid()), journal: t.TempDir()}
 		if name != "native" {
 			if out, err := exec.Command(name, "info").CombinedOutput(); err != nil {
 				t.Fatalf("%s is not usable (%v: %s); run kernel-tests/provision.sh (make bench does)", name, err, strings.TrimSpace(string(out)))
 			}
-			r.image = ktest.DockerImage(t, name)
-		} else {
+		}
+		r := &rig{Rig: ktest.Rigs(t, name)[0]}
+		if _, err := os.Stat(r.Bin.Supervisor); err != nil {
+			t.Fatalf("the supervisor binary was not built: %v", err)
+		}
+		r.Setup(t, "bench")
+		if name == "native" {
 			// Killed supervisors leave their boxes' cgroups for reconcile.
 			t.Cleanup(func() { removeNativeBoxes(t, r) })
 		}
@@ -95,13 +88,13 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 	env := append(os.Environ(), "HOME=/root")
 	for _, r := range rigs(t) {
 		if r.probeErr != nil {
-			s.Skip("supervisor exec --runtime "+r.name, r.probeErr.Error())
+			s.Skip("supervisor exec --runtime "+r.Name, r.probeErr.Error())
 			continue
 		}
 		var cs []*candidate
 		var n int
 		var limit float64
-		if r.name == "native" {
+		if r.Name == "native" {
 			n, limit = runsFromEnv("DEATHWATCH_BENCH_NATIVE_RUNS", 100), 1.5
 			cs = []*candidate{
 				{name: "supervisor exec --runtime native -- /bin/true", argv: r.execArgs(nil, "/bin/true")},
@@ -110,7 +103,7 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 		} else {
 			n, limit = runsFromEnv("DEATHWATCH_BENCH_ENGINE_RUNS", 20), 1.10
 			cs = []*candidate{
-				{name: "supervisor exec --runtime " + r.name + " -- true", argv: r.execArgs(nil, "true")},
+				{name: "supervisor exec --runtime " + r.Name + " -- true", argv: r.execArgs(nil, "true")},
 				{name: strings.Join(r.engineBare(false)[:len(r.engineBare(false))-2], " ") + " IMAGE true", argv: r.engineBare(false)},
 				{name: strings.Join(r.engineBare(true)[:len(r.engineBare(true))-2], " ") + " IMAGE true", argv: r.engineBare(true)},
 			}
@@ -122,10 +115,10 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 			if i != 1 {
 				ratio = fmt.Sprintf("%.2f", c.stats.P50/base)
 			}
-			s.Row(r.name, c.name, fmt.Sprint(c.stats.N), fms(c.stats.P50), fms(c.stats.P95), ratio)
-			s.Set(r.name+": "+c.name, map[string]any{"argv": c.argv, "wall": c.stats})
+			s.Row(r.Name, c.name, fmt.Sprint(c.stats.N), fms(c.stats.P50), fms(c.stats.P95), ratio)
+			s.Set(r.Name+": "+c.name, map[string]any{"argv": c.argv, "wall": c.stats})
 		}
-		s.Target(fmt.Sprintf("%s: supervisor exec / %s (p50)", r.name, cs[1].name), cs[0].stats.P50/base, limit, "x")
+		s.Target(fmt.Sprintf("%s: supervisor exec / %s (p50)", r.Name, cs[1].name), cs[0].stats.P50/base, limit, "x")
 	}
 	s.Note("the supervisor's boxes have no network by default, so its like-for-like engine anchor is `run --network none`; the default-network run is shown for reference; podman runs with --runtime runc (crun refuses cgroup v1 here)")
 	s.Log()
@@ -170,7 +163,7 @@ var dockerAPI = &http.Client{Transport: &http.Transport{
 
 // boxGone reports whether the engine no longer has box.
 func (r *rig) boxGone(box string) (bool, error) {
-	if r.name == "docker" {
+	if r.Name == "docker" {
 		resp, err := dockerAPI.Get("http://docker/containers/" + box + "/json")
 		if err != nil {
 			return false, fmt.Errorf("docker API: %w", err)
@@ -192,7 +185,7 @@ func (r *rig) killTrial(t *testing.T, marker string) killResult {
 	t.Helper()
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	extra := []string{"--events", events}
-	if r.name == "native" {
+	if r.Name == "native" {
 		extra = append(extra, "--pids-limit", "100")
 	}
 	argv := r.execArgs(extra, "/bin/busybox", "sh", "-c", treeScript, marker)
@@ -210,14 +203,14 @@ func (r *rig) killTrial(t *testing.T, marker string) killResult {
 	rd := bufio.NewReader(out)
 	if line, err := rd.ReadString('\n'); err != nil || line != "started\n" {
 		_ = cmd.Process.Kill()
-		t.Fatalf("%s: the agent did not start: %q %v", r.name, line, err)
+		t.Fatalf("%s: the agent did not start: %q %v", r.Name, line, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, rd) }()
 	var box string
-	if r.name != "native" {
+	if r.Name != "native" {
 		if box, err = readyBox(events, 30*time.Second); err != nil {
 			_ = cmd.Process.Kill()
-			t.Fatalf("%s: %v", r.name, err)
+			t.Fatalf("%s: %v", r.Name, err)
 		}
 	}
 	self, err := ktest.PIDNamespace(os.Getpid())
@@ -236,17 +229,17 @@ func (r *rig) killTrial(t *testing.T, marker string) killResult {
 		return false
 	}) {
 		_ = cmd.Process.Kill()
-		t.Fatalf("%s: no agent process with marker %s", r.name, marker)
+		t.Fatalf("%s: no agent process with marker %s", r.Name, marker)
 	}
 	procs, err := stillBox(ns, treeProcs+1, 5*time.Second)
 	if err != nil {
 		_ = cmd.Process.Kill()
-		t.Fatalf("%s: %v", r.name, err)
+		t.Fatalf("%s: %v", r.Name, err)
 	}
 	init, err := ktest.BoxInit(ns)
 	if err != nil {
 		_ = cmd.Process.Kill()
-		t.Fatalf("%s: %v", r.name, err)
+		t.Fatalf("%s: %v", r.Name, err)
 	}
 	var t0 time.Time
 	d := timeDeath(t, procs, init.PID, func() time.Time {
@@ -257,20 +250,20 @@ func (r *rig) killTrial(t *testing.T, marker string) killResult {
 		return t0
 	})
 	res := killResult{dead: d.agent}
-	if r.name == "native" {
+	if r.Name == "native" {
 		return res
 	}
 	for {
 		gone, err := r.boxGone(box)
 		if err != nil {
-			t.Fatalf("%s: is box %s gone: %v", r.name, box, err)
+			t.Fatalf("%s: is box %s gone: %v", r.Name, box, err)
 		}
 		if gone {
 			res.removed = time.Since(t0)
 			return res
 		}
 		if time.Since(t0) > 30*time.Second {
-			t.Fatalf("%s: box %s still exists 30s after SIGKILL of the supervisor", r.name, box)
+			t.Fatalf("%s: box %s still exists 30s after SIGKILL of the supervisor", r.Name, box)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -286,7 +279,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 	var live []*rig
 	for _, r := range rigs(t) {
 		if r.probeErr != nil {
-			s.Skip("supervisor SIGKILL, "+r.name, r.probeErr.Error())
+			s.Skip("supervisor SIGKILL, "+r.Name, r.probeErr.Error())
 			continue
 		}
 		live = append(live, r)
@@ -295,26 +288,26 @@ func TestBenchSupervisorKill(t *testing.T) {
 	removed := map[string][]time.Duration{}
 	for i := 0; i < trials; i++ {
 		for _, r := range live {
-			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%d-%d", r.name, os.Getpid(), i))
-			dead[r.name] = append(dead[r.name], res.dead)
-			if r.name != "native" {
-				removed[r.name] = append(removed[r.name], res.removed)
+			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%d-%d", r.Name, os.Getpid(), i))
+			dead[r.Name] = append(dead[r.Name], res.dead)
+			if r.Name != "native" {
+				removed[r.Name] = append(removed[r.Name], res.removed)
 			}
 		}
 	}
 	removeLimit := map[string]float64{"docker": 150, "podman": 400}
 	for _, r := range live {
-		st := summarize(dead[r.name])
-		s.Row(r.name, "last agent process dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(dead[r.name]))
-		s.Set(r.name+": dead", st)
-		s.Target(r.name+": SIGKILL → last agent process dead, p99", st.P99, 10, "ms")
-		if r.name == "native" {
+		st := summarize(dead[r.Name])
+		s.Row(r.Name, "last agent process dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(dead[r.Name]))
+		s.Set(r.Name+": dead", st)
+		s.Target(r.Name+": SIGKILL → last agent process dead, p99", st.P99, 10, "ms")
+		if r.Name == "native" {
 			continue
 		}
-		rm := summarize(removed[r.name])
-		s.Row(r.name, "box removed", fmt.Sprint(rm.N), fms(rm.P50), fms(rm.P95), fms(rm.P99), fms(rm.Max), "")
-		s.Set(r.name+": removed", rm)
-		s.Target(r.name+": SIGKILL → box removed, p95", rm.P95, removeLimit[r.name], "ms")
+		rm := summarize(removed[r.Name])
+		s.Row(r.Name, "box removed", fmt.Sprint(rm.N), fms(rm.P50), fms(rm.P95), fms(rm.P99), fms(rm.Max), "")
+		s.Set(r.Name+": removed", rm)
+		s.Target(r.Name+": SIGKILL → box removed, p95", rm.P95, removeLimit[r.Name], "ms")
 	}
 	s.Note("agent tree: the death benchmark's (setsid'd double fork, TERM-ignoring process, main shell, three sleeps) as uid 1000; removal polled every 1 ms through dockerd's API socket (docker) and with `podman container exists` (podman; each poll is a CLI start, ~40 ms: removal times are upper bounds to that resolution); issue anchors: 91 ms docker, 253 ms podman p50")
 	s.Log()
@@ -326,17 +319,17 @@ func TestBenchSupervisorKill(t *testing.T) {
 // leftovers fails the run on a box of this run that is still there.
 func leftovers(t *testing.T, r *rig) {
 	t.Helper()
-	if r.name == "native" {
+	if r.Name == "native" {
 		return
 	}
-	out, err := exec.Command(r.name, "ps", "--all", "--filter", "label="+shared.LabelInstance+"="+r.instance, "--format", "{{.Names}}").Output()
+	out, err := exec.Command(r.Name, "ps", "--all", "--filter", "label="+shared.LabelInstance+"="+r.Instance, "--format", "{{.Names}}").Output()
 	if err != nil {
-		t.Errorf("%s ps: %v", r.name, err)
+		t.Errorf("%s ps: %v", r.Name, err)
 		return
 	}
 	for _, b := range strings.Fields(string(out)) {
-		t.Errorf("%s: box %s left behind", r.name, b)
-		_ = exec.Command(r.name, "rm", "-f", b).Run()
+		t.Errorf("%s: box %s left behind", r.Name, b)
+		_ = exec.Command(r.Name, "rm", "-f", b).Run()
 	}
 }
 
@@ -344,14 +337,14 @@ func leftovers(t *testing.T, r *rig) {
 // cgroups) the way reconcile does, from the rig's journal.
 func removeNativeBoxes(t *testing.T, r *rig) {
 	t.Helper()
-	j, err := supervisor.OpenJournal(r.journal, r.instance)
+	j, err := supervisor.OpenJournal(r.JournalDir(), r.Instance)
 	if err != nil {
-		t.Errorf("open journal %s: %v", r.journal, err)
+		t.Errorf("open journal %s: %v", r.JournalDir(), err)
 		return
 	}
 	es, _, err := j.List()
 	if err != nil {
-		t.Errorf("list journal %s: %v", r.journal, err)
+		t.Errorf("list journal %s: %v", r.JournalDir(), err)
 		return
 	}
 	rt := native.New(nil, native.Options{})
@@ -379,7 +372,7 @@ func phases(t *testing.T, env []string) {
 	s := newSection(t, rankSupervisorLaunch+1, fmt.Sprintf("supervisor exec -- true split at its --events, p50 of %d", n), header...)
 	for _, r := range rigs(t) {
 		if r.probeErr != nil {
-			s.Skip("phases, "+r.name, r.probeErr.Error())
+			s.Skip("phases, "+r.Name, r.probeErr.Error())
 			continue
 		}
 		gaps := make([][]time.Duration, len(steps))
@@ -410,13 +403,13 @@ func phases(t *testing.T, env []string) {
 			for k, step := range steps {
 				when, ok := at[step]
 				if !ok {
-					t.Fatalf("%s: no %s event in %s:\n%s", r.name, step, events, b)
+					t.Fatalf("%s: no %s event in %s:\n%s", r.Name, step, events, b)
 				}
 				gaps[k] = append(gaps[k], when.Sub(prev))
 				prev = when
 			}
 		}
-		row := []string{r.name}
+		row := []string{r.Name}
 		data := map[string]Stats{}
 		for k, step := range steps {
 			st := summarize(gaps[k])
@@ -424,7 +417,7 @@ func phases(t *testing.T, env []string) {
 			row = append(row, fms(st.P50))
 		}
 		s.Row(row...)
-		s.Set(r.name, data)
+		s.Set(r.Name, data)
 	}
 	s.Note("each column is the time from the previous event (the first from starting the supervisor process, the last to its exit); event times are the supervisor's own clock")
 	s.Log()
