@@ -72,12 +72,14 @@ func OpenEvents(spec string) (*Events, error) {
 	return &Events{w: f, c: f}, nil
 }
 
-// Emit writes one event line, stamping its time.
+// Emit writes one event line, stamping its time (when ev has none).
 func (e *Events) Emit(ev Event) {
 	if e == nil {
 		return
 	}
-	ev.Time = time.Now().UTC()
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return

@@ -61,7 +61,12 @@ type ExecOptions struct {
 type ExecIO struct {
 	Stdout, Stderr io.Writer
 	Log            *slog.Logger
-	Events         *Events
+	Events         *Events // --events: line-delimited JSON (nil: none)
+	// OnEvent, when set, receives every lifecycle event as it happens,
+	// the same ones Events writes: a controller written in Go calls Exec
+	// directly and reads the box's exit (code and reason) from the
+	// exited event and the removal from the removed event.
+	OnEvent func(Event)
 	// Signals delivers SIGINT, SIGTERM and SIGHUP: the first asks the
 	// watcher to stop the agent (TERM, grace, KILL); the second ends the
 	// box at once. SIGUSR1 and SIGUSR2 are passed on to the agent.
@@ -85,7 +90,11 @@ func (o *ExecOptions) Spec() shared.Spec {
 	}
 }
 
-// Exec runs one box end to end and returns the supervisor's exit status.
+// Exec runs one box end to end and returns the supervisor's exit status:
+// the library form of `supervisor exec`, with the same events, journal
+// entry and exit record. The runtimes a caller wants must be registered:
+// import their packages (supervisor/runtime/docker, .../native), as
+// supervisor/cli/runtimes.go does.
 func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	if x.Log == nil {
 		x.Log = slog.New(slog.DiscardHandler)
@@ -277,7 +286,11 @@ type launch struct {
 
 func (l *launch) emit(ev Event) {
 	ev.Instance, ev.LaunchID, ev.Box, ev.Runtime = l.o.Instance, l.box.LaunchID, l.box.Name, l.rt.Name()
+	ev.Time = time.Now().UTC()
 	l.x.Events.Emit(ev)
+	if l.x.OnEvent != nil {
+		l.x.OnEvent(ev)
+	}
 }
 
 func (l *launch) say(format string, args ...any) {
