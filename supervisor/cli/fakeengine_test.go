@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli
 
 // A fake docker/podman at the process seam: the test binary itself,

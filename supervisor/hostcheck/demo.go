@@ -52,8 +52,8 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	if o.Runtime == "" {
 		o.Runtime = supervisor.LocalRuntime()
 	}
-	if o.Runtime == "" {
-		return supervisor.EngineError("the demo needs a runtime without a daemon (native, Linux only); this build has none")
+	if d, ok := supervisor.Lookup(o.Runtime); !ok || d.Daemon || d.Installed(nil) != nil {
+		return supervisor.EngineError("the demo needs a runtime without a daemon that works here (native, Linux only)")
 	}
 	if o.Journal == "" {
 		dir, err := os.MkdirTemp("", "deathwatch-demo-")

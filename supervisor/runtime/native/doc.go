@@ -3,7 +3,7 @@
 // of the supervisor binary) builds the file system and execs the
 // watcher as PID 1 with the control stream on an inherited socketpair.
 //
-// It is Linux-only: on other systems the package is empty and registers
-// nothing, so `--runtime native` says it is not one of this build's
-// runtimes.
+// It is Linux-only: on other systems the package registers a descriptor
+// that is never installed, so `--runtime native` and doctor say so, and
+// --runtime auto never picks it.
 package native
