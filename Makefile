@@ -40,7 +40,7 @@ FUZZ_TARGETS   := FuzzReader FuzzSpec
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v '/kernel-tests')
 KERNEL_PKGS = $(shell $(GO) list ./kernel-tests/... | grep -v '/kernel-tests/bench')
 
-.PHONY: all build cross test provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean clean-images
+.PHONY: all build test provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean clean-images
 
 all: build
 
@@ -56,6 +56,7 @@ test: provision fmt-check vet build cross unit kernel fuzz-ci
 # must build for macOS and Windows (the docker runtime; native is Linux's).
 CROSS_TARGETS := darwin/arm64 darwin/amd64 windows/amd64
 
+.PHONY: cross
 cross:
 	@for t in $(CROSS_TARGETS); do \
 		echo "build ./cmd/supervisor for $$t"; \
