@@ -56,6 +56,90 @@ type ExecOptions struct {
 	Argv           []string
 }
 
+// The bounds a box gets when its options do not say otherwise: no box
+// may survive a frozen controller for ever. A controller that freezes
+// (a hung event loop, a paused VM, a half-open attach) keeps its
+// control stream open, so EOF never comes; the heartbeat ends its boxes
+// after DefaultHeartbeat of silence, and the in-box deadline ends any
+// box whose watch failed at a known time.
+const (
+	// DefaultHeartbeat is the silence after which the watcher kills the
+	// box; the supervisor pings every third of it. 10 s costs a wake-up
+	// of each side every 3.3 s (make bench prints the CPU) and survives a
+	// GC pause, a short SIGSTOP or a host at load 8 without a false kill.
+	DefaultHeartbeat = 10 * time.Second
+	// DefaultDeadline is the in-box deadline: GitLab CI's default job
+	// timeout, long enough for a build or an agent's turn, short enough
+	// that a box whose watch failed ends the same working hour.
+	DefaultDeadline = time.Hour
+	// DefaultGrace is exec's TERM-to-KILL grace (the CLI's --grace).
+	DefaultGrace = 2 * time.Second
+	// Disabled, as ExecOptions.Heartbeat or Deadline, turns that bound
+	// off (0 takes the default).
+	Disabled time.Duration = -1
+)
+
+// WithDefaults is o with the default bounds filled in: a zero Heartbeat
+// or Deadline takes DefaultHeartbeat or DefaultDeadline, Disabled turns
+// it off (0 in the spec).
+func (o ExecOptions) WithDefaults() ExecOptions {
+	o.Heartbeat = withDefault(o.Heartbeat, DefaultHeartbeat)
+	o.Deadline = withDefault(o.Deadline, DefaultDeadline)
+	return o
+}
+
+func withDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// Survival is how long a box can outlive its controller with the given
+// bounds (0: off): a killed controller's box ends within the runtime's
+// own dead bound; a frozen controller's within Heartbeat plus that
+// bound; a box whose watch failed at Deadline + Grace.
+type Survival struct {
+	Heartbeat, Deadline, Grace time.Duration
+}
+
+// Unbounded: nothing but the controller's death ends the box.
+func (s Survival) Unbounded() bool { return s.Heartbeat <= 0 && s.Deadline <= 0 }
+
+// Statement says the bounds in a line, slack being the runtime's
+// measured or default dead bound.
+func (s Survival) Statement(slack time.Duration) string {
+	var frozen, failed string
+	switch {
+	case s.Heartbeat > 0:
+		frozen = fmt.Sprintf("a frozen controller's boxes die within %v + %v", s.Heartbeat, slack)
+	case s.Deadline > 0:
+		frozen = "a frozen controller's boxes live until the deadline (no heartbeat)"
+	default:
+		frozen = "a frozen controller's boxes live for ever (no heartbeat, no deadline)"
+	}
+	if s.Deadline > 0 {
+		failed = fmt.Sprintf("a failed watch ends at %v + %v", s.Deadline, s.Grace)
+	} else {
+		failed = "a failed watch never ends (no deadline)"
+	}
+	return frozen + "; " + failed
+}
+
+// warning is the line exec prints when a bound is off, "" when none is.
+func (s Survival) warning() string {
+	switch {
+	case s.Unbounded():
+		return "warning: --heartbeat 0 and --deadline 0: nothing but the supervisor's death ends this box; a frozen supervisor leaves it running for ever"
+	case s.Heartbeat <= 0:
+		return fmt.Sprintf("warning: --heartbeat 0: a frozen supervisor leaves this box running until its deadline (%v)", s.Deadline)
+	}
+	return ""
+}
+
 // ExecIO is what exec talks to. Tests fill it with buffers and a
 // signal channel they control.
 type ExecIO struct {
@@ -95,6 +179,9 @@ func (o *ExecOptions) Spec() shared.Spec {
 // entry and exit record. The runtimes a caller wants must be registered:
 // import their packages (supervisor/runtime/docker, .../native), as
 // supervisor/cli/runtimes.go does.
+//
+// A zero Heartbeat or Deadline takes its default (WithDefaults);
+// Disabled turns it off, and Exec then says so on Stderr.
 func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	if x.Log == nil {
 		x.Log = slog.New(slog.DiscardHandler)
@@ -102,6 +189,11 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	fail := func(err error, def int) int {
 		fmt.Fprintf(x.Stderr, "supervisor: %v\n", err)
 		return ExitCode(err, def)
+	}
+	withDefaults := o.WithDefaults()
+	o = &withDefaults
+	if w := (Survival{o.Heartbeat, o.Deadline, o.Grace}).warning(); w != "" {
+		fmt.Fprintf(x.Stderr, "supervisor: %s\n", w)
 	}
 	spec := o.Spec()
 	if err := spec.Validate(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"deathwatch/shared"
 )
@@ -44,5 +45,46 @@ func TestExecLibraryEvents(t *testing.T) {
 	b, _ := os.ReadFile(j.path(es[0].LaunchID))
 	if strings.Contains(string(b), "secret") {
 		t.Error("the agent's environment reached the journal")
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	for _, tc := range []struct{ in, heartbeat, deadline time.Duration }{
+		{0, DefaultHeartbeat, DefaultDeadline},
+		{Disabled, 0, 0},
+		{time.Minute, time.Minute, time.Minute},
+	} {
+		o := ExecOptions{Deadline: tc.in, Heartbeat: tc.in}.WithDefaults()
+		if o.Heartbeat != tc.heartbeat || o.Deadline != tc.deadline {
+			t.Errorf("%v → heartbeat %v deadline %v, want %v %v", tc.in, o.Heartbeat, o.Deadline, tc.heartbeat, tc.deadline)
+		}
+	}
+}
+
+func TestSurvival(t *testing.T) {
+	for _, tc := range []struct {
+		s         Survival
+		unbounded bool
+		statement string
+		warning   string
+	}{
+		{Survival{10 * time.Second, time.Hour, 2 * time.Second}, false,
+			"a frozen controller's boxes die within 10s + 250ms; a failed watch ends at 1h0m0s + 2s", ""},
+		{Survival{0, time.Hour, 2 * time.Second}, false,
+			"a frozen controller's boxes live until the deadline (no heartbeat); a failed watch ends at 1h0m0s + 2s", "--heartbeat 0"},
+		{Survival{10 * time.Second, 0, 2 * time.Second}, false,
+			"a frozen controller's boxes die within 10s + 250ms; a failed watch never ends (no deadline)", ""},
+		{Survival{0, 0, 2 * time.Second}, true,
+			"a frozen controller's boxes live for ever (no heartbeat, no deadline); a failed watch never ends (no deadline)", "--heartbeat 0 and --deadline 0"},
+	} {
+		if got := tc.s.Unbounded(); got != tc.unbounded {
+			t.Errorf("%+v: unbounded %v", tc.s, got)
+		}
+		if got := tc.s.Statement(250 * time.Millisecond); got != tc.statement {
+			t.Errorf("%+v: statement\n got %q\nwant %q", tc.s, got, tc.statement)
+		}
+		if got := tc.s.warning(); (tc.warning == "") != (got == "") || !strings.Contains(got, tc.warning) {
+			t.Errorf("%+v: warning %q, want one naming %q", tc.s, got, tc.warning)
+		}
 	}
 }

@@ -170,3 +170,40 @@ func TestRuntimeEnumsFromRegistry(t *testing.T) {
 		t.Errorf("reconcile --runtime no-such: exit %d, %q", code, errb.String())
 	}
 }
+
+// exec bounds every box by default (issue 17): the flags' defaults are
+// the library's, 0 on the command line is the explicit "off", and the
+// help says so.
+func TestExecDefaultBounds(t *testing.T) {
+	w := filepath.Join(t.TempDir(), "watcher")
+	os.WriteFile(w, []byte("x"), 0o755)
+	for _, tc := range []struct {
+		args                []string
+		deadline, heartbeat time.Duration
+	}{
+		{nil, supervisor.DefaultDeadline, supervisor.DefaultHeartbeat},
+		{[]string{"--deadline", "0"}, supervisor.Disabled, supervisor.DefaultHeartbeat},
+		{[]string{"--heartbeat", "0"}, supervisor.DefaultDeadline, supervisor.Disabled},
+		{[]string{"--heartbeat", "0", "--deadline", "0"}, supervisor.Disabled, supervisor.Disabled},
+		{[]string{"--heartbeat", "2s", "--deadline", "5m"}, 5 * time.Minute, 2 * time.Second},
+	} {
+		args := append(append([]string{"exec", "--watcher", w}, tc.args...), "--", "true")
+		o, err := parseExec(t, args, nil)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if o.Deadline != tc.deadline || o.Heartbeat != tc.heartbeat {
+			t.Errorf("%v: deadline %v heartbeat %v, want %v %v", tc.args, o.Deadline, o.Heartbeat, tc.deadline, tc.heartbeat)
+		}
+	}
+	if supervisor.DefaultGrace != 2*time.Second || supervisor.DefaultHeartbeat != 10*time.Second || supervisor.DefaultDeadline != time.Hour {
+		t.Errorf("the flags' default tags (10s, 1h, 2s) no longer match the library's defaults")
+	}
+	var out, errb bytes.Buffer
+	run([]string{"exec", "--help"}, &cmdContext{stdout: &out, stderr: &errb, getenv: os.LookupEnv})
+	for _, want := range []string{"--deadline=1h", "--heartbeat=10s", "--grace=2s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("exec --help does not show %s:\n%s", want, out.String())
+		}
+	}
+}

@@ -23,6 +23,9 @@ type DoctorCmd struct {
 	Trials         int           `help:"prove-deathwatch trials per path." default:"3"`
 	SkipProof      bool          `help:"Do not run prove-deathwatch (the required posture is then not met)."`
 	Timeout        time.Duration `help:"Bound on each probe box." default:"60s"`
+	Heartbeat      time.Duration `help:"The --heartbeat the controller's exec will use (0: none)." default:"10s"`
+	Deadline       time.Duration `help:"The --deadline the controller's exec will use (0: none)." default:"1h"`
+	Grace          time.Duration `help:"The --grace the controller's exec will use." default:"2s"`
 	JSON           bool          `help:"Print JSON." name:"json"`
 }
 
@@ -33,7 +36,10 @@ are present and usable (every runtime of this build) with their versions, rootle
 rootful (a rootful engine is refused unless --allow-rootful), the cgroup version, the
 host watcher and whether the image carries one (and which version), whether a staging
 directory is visible from inside a box (a nonce file read from inside decides bind vs
-copy-in: by proof, never by the engine's name), and the prove-deathwatch result.
+copy-in: by proof, never by the engine's name), the prove-deathwatch result, and the
+bound a controller gets with --heartbeat, --deadline and --grace (exec's defaults unless
+given): the required posture refuses settings that leave a frozen controller's boxes
+running for ever (--heartbeat 0 --deadline 0).
 
 Exit status: 0 the posture is met; 243 it is not (the problems are listed).`
 }
@@ -54,6 +60,7 @@ func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error {
 	rep := hostcheck.Doctor(context.Background(), &hostcheck.DoctorOptions{
 		Runtime: d.Runtime, Image: d.Image, WatcherInImage: d.WatcherInImage, Watcher: d.Watcher, Staging: d.Staging,
 		AllowRootful: d.AllowRootful, Posture: d.Posture, Trials: d.Trials, SkipProof: d.SkipProof, Timeout: d.Timeout,
+		Survival: supervisor.Survival{Heartbeat: d.Heartbeat, Deadline: d.Deadline, Grace: d.Grace},
 		Instance: g.Instance, JournalDir: g.journalDir(), Self: c.self, EngineEnv: env, Log: log,
 	})
 	if err := c.print(d.JSON, rep, func(w io.Writer) { hostcheck.WriteDoctorTable(w, rep) }); err != nil {

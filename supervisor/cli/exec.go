@@ -27,9 +27,9 @@ type ExecCmd struct {
 	Memory         string        `help:"Memory limit, e.g. 512m or 2g (no swap beyond it)." placeholder:"SIZE"`
 	PidsLimit      int64         `help:"Maximum number of processes in the box." placeholder:"N"`
 	Network        string        `help:"Network: none, bridge or host." enum:"none,bridge,host" default:"none"`
-	Deadline       time.Duration `help:"Stop the agent this long after it started (0 = no deadline); exit status 246." default:"0s"`
+	Deadline       time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"1h"`
 	Grace          time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"2s"`
-	Heartbeat      time.Duration `help:"The watcher kills the box when the supervisor is silent this long (0 = only EOF counts); pings go every third of it." default:"0s"`
+	Heartbeat      time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"10s"`
 	Events         string        `help:"Write line-delimited JSON lifecycle events (journaled, created, started, ready, exited, removed) to FILE or fd:N." placeholder:"FILE|fd:N"`
 	AllowRootful   bool          `help:"Accept a rootful engine (a box escape is root on the host)."`
 	Watcher        string        `help:"Host watcher binary to bind-mount read-only as the box's entrypoint (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
@@ -45,6 +45,10 @@ func (ExecCmd) Help() string {
 	b.WriteString(`Runs CMD as the agent of a fresh box whose PID 1 is the watcher, relays its output,
 and exits with its status. The box is removed on every path; if the supervisor is
 killed, the watcher sees its control stream end and kills the box.
+
+Bounds by default: --heartbeat 10s (a frozen supervisor's box dies within about
+10s) and --deadline 1h (a box whose watch failed still ends at 1h + --grace).
+--heartbeat 0 and --deadline 0 turn them off, with a warning.
 
 Signals: the first SIGINT, SIGTERM or SIGHUP stops the agent (TERM, --grace,
 KILL); a second one ends the box at once. SIGUSR1 and SIGUSR2 go to the agent.
@@ -106,6 +110,14 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 		NamePrefix: e.Name, RunKey: e.RunKey, Workdir: e.Workdir, PidsLimit: e.PidsLimit,
 		Network: e.Network, Deadline: e.Deadline, Grace: e.Grace, Heartbeat: e.Heartbeat,
 		AllowRootful: e.AllowRootful, WatcherInImage: e.WatcherInImage, Argv: e.Command,
+	}
+	// On the command line 0 is the explicit "off"; in ExecOptions 0
+	// means "the default".
+	if e.Deadline == 0 {
+		o.Deadline = supervisor.Disabled
+	}
+	if e.Heartbeat == 0 {
+		o.Heartbeat = supervisor.Disabled
 	}
 	// kong keeps the "--" that ends the flags in a partial passthrough.
 	if len(o.Argv) > 0 && o.Argv[0] == "--" {

@@ -23,6 +23,7 @@ type ProveCmd struct {
 	Heartbeat      time.Duration `help:"The heartbeat of the heartbeat path (pings go every third of it)." default:"1s"`
 	Deadline       time.Duration `help:"The deadline of the deadline path." default:"1s"`
 	Grace          time.Duration `help:"The TERM-to-KILL grace of the deadline path." default:"500ms"`
+	Strict         bool          `help:"Hold every trial to the bound alone: no allowance for the host's own wake-up delay (see below)."`
 	AllowRootful   bool          `help:"Accept a rootful engine (passed to the stand-in's exec)."`
 	Watcher        string        `help:"Host watcher binary for the stand-in's exec." placeholder:"PATH"`
 	WatcherInImage string        `help:"Use the watcher baked into the image at PATH." placeholder:"PATH"`
@@ -43,6 +44,13 @@ its agent is ready:
 The box's processes are seen from the host: its PID 1 (as the runtime reports it),
 its descendants and its PID namespace. The stand-ins
 use the instance INSTANCE.prove; what they leave goes through reconcile after each trial.
+
+The bounds are what an idle host gives. A busy host delays every hop of the kill chain
+(the watcher's timer, its kill, the victims' exit, this command's poll) by as long as its
+scheduler keeps a woken thread waiting; each trial measures that wait (HOST-DELAY) and a
+trial over its bound by no more than 4 times it passes as "pass (busy host)", listed.
+--strict refuses that allowance. The report ends with what exec's defaults give a
+controller on this host (--heartbeat 10s, --deadline 1h, --grace 2s).
 
 Exit status: 0 every trial within its bound and nothing left; 243 a trial exceeded its
 bound or left something behind; the stand-in's status (241 engine, 242 image, ...) when
@@ -77,7 +85,7 @@ func (p *ProveCmd) options(g *Globals, c *cmdContext) (*hostcheck.ProveOptions, 
 	}
 	return &hostcheck.ProveOptions{
 		Self: self, Instance: g.Instance + ".prove", JournalDir: g.journalDir(), Runtime: p.Runtime, Image: p.Image,
-		Trials: p.Trials, Paths: p.Path, Bounds: b, Heartbeat: p.Heartbeat, Deadline: p.Deadline, Grace: p.Grace,
+		Trials: p.Trials, Paths: p.Path, Bounds: b, Heartbeat: p.Heartbeat, Deadline: p.Deadline, Grace: p.Grace, Strict: p.Strict,
 		AllowRootful: p.AllowRootful, Watcher: p.Watcher, WatcherInImage: p.WatcherInImage, EngineEnv: env, Log: g.logger(c.stderr),
 	}, nil
 }

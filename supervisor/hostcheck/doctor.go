@@ -61,6 +61,9 @@ type DoctorReport struct {
 	OK           bool            `json:"ok"`
 	Problems     []string        `json:"problems,omitempty"`
 	ProofSkipped bool            `json:"proof_skipped,omitempty"`
+	// Bound says how long a box can outlive its controller with the
+	// controller's settings (DoctorOptions.Survival) on this host.
+	Bound string `json:"bound"`
 }
 
 // DoctorOptions is `supervisor doctor` as plain data.
@@ -75,6 +78,9 @@ type DoctorOptions struct {
 	Trials         int
 	SkipProof      bool
 	Timeout        time.Duration
+	// Survival is the heartbeat, deadline and grace the controller's
+	// exec will use (0: off).
+	Survival supervisor.Survival
 
 	Instance   string
 	JournalDir string
@@ -171,6 +177,22 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 			}
 		}
 	}
+	// The bound a controller gets: the frozen controller's slack is the
+	// heartbeat path's measured one when the proof ran, else the
+	// selected runtime's dead bound.
+	slack := 250 * time.Millisecond
+	if desc, ok := supervisor.Lookup(rep.Selected); ok {
+		slack = desc.Bounds.Dead
+	}
+	for _, r := range rowsOf(rep.Proof) {
+		if r.Path == PathHeartbeat && r.Measure == "agent-dead" && r.N > 0 {
+			slack = max(r.Max-DefaultProveHeartbeat, 0).Round(time.Millisecond)
+		}
+	}
+	rep.Bound = d.Survival.Statement(slack)
+	if d.Survival.Unbounded() && d.Posture == PostureRequired {
+		problem("no bound: --heartbeat 0 and --deadline 0 leave a frozen controller's boxes running for ever; keep exec's defaults (--heartbeat 10s, --deadline 1h) or set either")
+	}
 	switch d.Posture {
 	case PosturePreferred:
 		rep.OK = rep.Selected != "" && usable[rep.Selected]
@@ -178,6 +200,13 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 		rep.OK = len(rep.Problems) == 0
 	}
 	return rep
+}
+
+func rowsOf(p *ProveReport) []ProveRow {
+	if p == nil {
+		return nil
+	}
+	return p.Rows
 }
 
 func probeRuntime(ctx context.Context, desc supervisor.Descriptor, allowRootful bool, env []string, log *slog.Logger) DoctorRuntime {
@@ -410,6 +439,9 @@ func WriteDoctorTable(w io.Writer, rep *DoctorReport) {
 		fmt.Fprintf(w, "prove-deathwatch: skipped\n")
 	}
 	fmt.Fprintln(w)
+	if rep.Bound != "" {
+		fmt.Fprintf(w, "bound:            %s\n", rep.Bound)
+	}
 	if rep.OK {
 		fmt.Fprintf(w, "posture %s: met\n", rep.Posture)
 	} else {

@@ -60,6 +60,9 @@ type ProveOptions struct {
 	Heartbeat  time.Duration // heartbeat path
 	Deadline   time.Duration // deadline path
 	Grace      time.Duration // deadline path
+	// Strict holds every trial to the bound alone, with no allowance
+	// for the host's own wake-up delay (hostdelay.go).
+	Strict bool
 
 	AllowRootful   bool
 	Watcher        string
@@ -80,6 +83,11 @@ type ProveRow struct {
 	Max      time.Duration `json:"max_ns"`
 	Pass     bool          `json:"pass"`
 	Failures []string      `json:"failures,omitempty"`
+	// HostDelay is the worst wake-up delay the host gave the prover
+	// during a trial of this row; Loaded lists the trials that passed
+	// only with the allowance for it.
+	HostDelay time.Duration `json:"host_delay_ns"`
+	Loaded    []string      `json:"loaded,omitempty"`
 
 	samples []time.Duration
 }
@@ -95,6 +103,10 @@ type ProveReport struct {
 	// start: no engine, no image, ...); Code is its exit status then.
 	Error string `json:"error,omitempty"`
 	Code  int    `json:"-"`
+	// Defaults says what a controller gets from exec's default bounds
+	// on this host: the frozen controller's bound takes the heartbeat
+	// path's measured slack (or the runtime's dead bound).
+	Defaults string `json:"defaults,omitempty"`
 }
 
 // proveAgent forks a setsid'd and a TERM-ignoring descendant, says it
@@ -160,6 +172,14 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	rep := &ProveReport{Runtime: o.Runtime, Image: o.Image, Trials: o.Trials, Pass: true}
+	// What exec's defaults give a controller here: the frozen
+	// controller's slack as measured on the heartbeat path, else the
+	// runtime's dead bound.
+	frozenSlack := o.Bounds.Dead
+	defer func() {
+		s := supervisor.Survival{Heartbeat: supervisor.DefaultHeartbeat, Deadline: supervisor.DefaultDeadline, Grace: supervisor.DefaultGrace}
+		rep.Defaults = s.Statement(frozenSlack.Round(time.Millisecond))
+	}()
 	for _, path := range o.Paths {
 		b, bs := o.deadBound(path)
 		dead := ProveRow{Path: path, Measure: "agent-dead", Bound: b, BoundStr: bs, Pass: true}
@@ -176,27 +196,44 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 				rep.Rows = append(rep.Rows, dead, removed)
 				return rep
 			}
-			dead.record(i, tr.dead, tr.deadLeft)
-			removed.record(i, tr.removed, tr.removedLeft)
+			allow := hopsAllowed * tr.hostDelay
+			if o.Strict {
+				allow = 0
+			}
+			dead.record(i, tr.dead, tr.deadLeft, tr.hostDelay, allow)
+			removed.record(i, tr.removed, tr.removedLeft, tr.hostDelay, allow)
 			o.Log.Info("prove trial", "path", path, "trial", i+1, "procs", tr.procs, "dead", tr.dead, "removed", tr.removed)
 		}
 		dead.finish()
 		removed.finish()
 		rep.Pass = rep.Pass && dead.Pass && removed.Pass
+		if path == PathHeartbeat {
+			frozenSlack = max(dead.Max-o.Heartbeat, 0)
+		}
 		rep.Rows = append(rep.Rows, dead, removed)
 	}
 	return rep
 }
 
-func (r *ProveRow) record(i int, d time.Duration, left string) {
+// record adds trial i's time d; left is what was still there at the
+// end of the wait. A trial over the bound passes only when the host's
+// own wake-up delay, measured in that trial, explains the excess
+// (allow; 0 under --strict).
+func (r *ProveRow) record(i int, d time.Duration, left string, hostDelay, allow time.Duration) {
 	r.N++
 	r.samples = append(r.samples, d)
-	if left != "" {
+	r.HostDelay = max(r.HostDelay, hostDelay)
+	switch {
+	case left != "":
 		r.Pass = false
 		r.Failures = append(r.Failures, fmt.Sprintf("trial %d: left behind: %s", i+1, left))
-	} else if d > r.Bound {
+	case d <= r.Bound:
+	case d <= r.Bound+allow:
+		r.Loaded = append(r.Loaded, fmt.Sprintf("trial %d: %v exceeds the bound %s by %v, within %d × the host's wake-up delay of %v in that trial",
+			i+1, d.Round(time.Microsecond), r.BoundStr, (d - r.Bound).Round(time.Microsecond), hopsAllowed, hostDelay.Round(time.Microsecond)))
+	default:
 		r.Pass = false
-		r.Failures = append(r.Failures, fmt.Sprintf("trial %d: %v exceeds the bound %s", i+1, d.Round(time.Microsecond), r.BoundStr))
+		r.Failures = append(r.Failures, fmt.Sprintf("trial %d: %v exceeds the bound %s (the host's wake-up delay in that trial: %v)", i+1, d.Round(time.Microsecond), r.BoundStr, hostDelay.Round(time.Microsecond)))
 	}
 }
 
@@ -220,7 +257,8 @@ func percentileOf(ds []time.Duration, p float64) time.Duration {
 type trialResult struct {
 	procs                 int
 	dead, removed         time.Duration
-	deadLeft, removedLeft string // what was still there at the bound's end
+	deadLeft, removedLeft string        // what was still there at the bound's end
+	hostDelay             time.Duration // the worst wake-up delay during the trial
 }
 
 // standin is one running stand-in controller.
@@ -404,6 +442,8 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	}
 	res := &trialResult{procs: len(procs)}
 
+	delay := startHostDelay()
+	defer delay.Stop()
 	var trigger time.Time
 	switch path {
 	case PathSIGKILL:
@@ -463,6 +503,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		res.removed = r.at.Sub(trigger)
 		res.removedLeft = r.left
 	}
+	res.hostDelay = delay.Stop()
 	s.kill()
 	cleaned = true
 	rep, rerr := supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
@@ -517,28 +558,42 @@ func WriteProveTable(w io.Writer, rep *ProveReport) {
 	}
 	fmt.Fprintf(w, ", %d trials per path\n", rep.Trials)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PATH\tMEASURE\tBOUND\tP50\tP95\tMAX\tN\tRESULT")
+	fmt.Fprintln(tw, "PATH\tMEASURE\tBOUND\tP50\tP95\tMAX\tN\tHOST-DELAY\tRESULT")
+	loaded := 0
 	for _, r := range rep.Rows {
 		res := "pass"
-		if !r.Pass {
+		switch {
+		case !r.Pass:
 			res = "FAIL"
+		case len(r.Loaded) > 0:
+			res = "pass (busy host)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Path, r.Measure, r.BoundStr, fmtDur(r.P50), fmtDur(r.P95), fmtDur(r.Max), r.N, res)
+		loaded += len(r.Loaded)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Path, r.Measure, r.BoundStr, fmtDur(r.P50), fmtDur(r.P95), fmtDur(r.Max), r.N, fmtDur(r.HostDelay), res)
 	}
 	tw.Flush()
 	for _, r := range rep.Rows {
 		for _, f := range r.Failures {
 			fmt.Fprintf(w, "  %s %s: %s\n", r.Path, r.Measure, f)
 		}
+		for _, l := range r.Loaded {
+			fmt.Fprintf(w, "  %s %s: %s\n", r.Path, r.Measure, l)
+		}
 	}
 	if rep.Error != "" {
 		fmt.Fprintf(w, "could not run: %s\n", rep.Error)
 	}
 	verdict := "pass: every box died and was removed within its bound"
-	if !rep.Pass {
+	switch {
+	case !rep.Pass:
 		verdict = "FAIL"
+	case loaded > 0:
+		verdict = fmt.Sprintf("pass on a busy host: every box died and was removed; %d trials passed their bound only by the host's own wake-up delay (HOST-DELAY; --strict refuses that)", loaded)
 	}
 	fmt.Fprintf(w, "verdict: %s\n", verdict)
+	if rep.Defaults != "" {
+		fmt.Fprintf(w, "with exec's defaults: %s\n", rep.Defaults)
+	}
 }
 
 func fmtDur(d time.Duration) string {

@@ -60,18 +60,27 @@ func TestProveBounds(t *testing.T) {
 func TestProveRow(t *testing.T) {
 	r := ProveRow{Bound: 10 * time.Millisecond, BoundStr: "10ms", Pass: true}
 	for i, d := range []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10} {
-		r.record(i, d*time.Millisecond, "")
+		r.record(i, d*time.Millisecond, "", 0, 0)
 	}
 	r.finish()
 	if !r.Pass || r.P50 != 6*time.Millisecond || r.P95 != 10*time.Millisecond || r.Max != 10*time.Millisecond || r.N != 10 {
 		t.Errorf("row %+v", r)
 	}
-	r.record(10, 11*time.Millisecond, "")
+	// Over the bound by less than the allowance for the host's own
+	// wake-up delay: a pass, listed as such; by more: a failure.
+	r.record(10, 11*time.Millisecond, "", 500*time.Microsecond, 2*time.Millisecond)
+	if !r.Pass || len(r.Loaded) != 1 || !strings.Contains(r.Loaded[0], "exceeds the bound 10ms by 1ms, within 4 × the host's wake-up delay of 500µs") {
+		t.Errorf("over the bound on a busy host: %+v", r)
+	}
+	if r.HostDelay != 500*time.Microsecond {
+		t.Errorf("host delay %v", r.HostDelay)
+	}
+	r.record(11, 11*time.Millisecond, "", 0, 0)
 	if r.Pass || !strings.Contains(r.Failures[0], "exceeds the bound 10ms") {
 		t.Errorf("over the bound: %+v", r)
 	}
 	l := ProveRow{Bound: time.Second, Pass: true}
-	l.record(0, time.Millisecond, "box dw-x")
+	l.record(0, time.Millisecond, "box dw-x", 0, time.Hour)
 	if l.Pass || !strings.Contains(l.Failures[0], "left behind: box dw-x") {
 		t.Errorf("left behind: %+v", l)
 	}
@@ -80,5 +89,17 @@ func TestProveRow(t *testing.T) {
 	e.finish()
 	if e.Pass {
 		t.Errorf("a row without samples passes")
+	}
+}
+
+func TestHostDelay(t *testing.T) {
+	h := startHostDelay()
+	time.Sleep(20 * time.Millisecond)
+	d := h.Stop()
+	if d < 0 || d > 10*time.Second {
+		t.Errorf("host delay %v", d)
+	}
+	if again := h.Stop(); again != d {
+		t.Errorf("a second Stop says %v, the first %v", again, d)
 	}
 }
