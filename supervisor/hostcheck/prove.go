@@ -230,7 +230,7 @@ func (r *ProveRow) record(i int, d time.Duration, left string, hostDelay, allow 
 	case d <= r.Bound:
 	case d <= r.Bound+allow:
 		r.Loaded = append(r.Loaded, fmt.Sprintf("trial %d: %v exceeds the bound %s by %v, within %d × the host's wake-up delay of %v in that trial",
-			i+1, d.Round(time.Microsecond), r.BoundStr, (d - r.Bound).Round(time.Microsecond), hopsAllowed, hostDelay.Round(time.Microsecond)))
+			i+1, d.Round(time.Microsecond), r.BoundStr, (d-r.Bound).Round(time.Microsecond), hopsAllowed, hostDelay.Round(time.Microsecond)))
 	default:
 		r.Pass = false
 		r.Failures = append(r.Failures, fmt.Sprintf("trial %d: %v exceeds the bound %s (the host's wake-up delay in that trial: %v)", i+1, d.Round(time.Microsecond), r.BoundStr, hostDelay.Round(time.Microsecond)))
