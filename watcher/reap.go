@@ -32,7 +32,7 @@ func (w *watcher) reap() {
 			if !w.ending {
 				reason := shared.ReasonExited
 				if ws.Signaled() {
-					reason = shared.ReasonSignaled
+					reason = w.signaledReason(ws.Signal())
 				}
 				w.beginEnd(reason, -1, w.grace)
 			}

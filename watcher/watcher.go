@@ -38,6 +38,7 @@ type watcher struct {
 	pongs chan []byte
 
 	parentGone chan struct{} // the outer watcher died (see domain.go)
+	oom        *oomCounter   // the box's OOM kills (control mode; see oom.go)
 	// The agent's stdio as the watcher holds it until the agent starts.
 	childEnds []*os.File
 

@@ -1,0 +1,132 @@
+package watcher
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// agentOOMScore is the agent's oom_score_adj: the most preferred victim,
+// as Kubernetes makes a best-effort pod. Whatever fills the box's memory
+// (even a tmpfs, whose pages no process's RSS shows), the kernel kills
+// an agent process before the watcher.
+const agentOOMScore = 1000
+
+// withOOMScore runs start (the fork of the agent) with the watcher's
+// oom_score_adj raised to score, so that the agent inherits it from the
+// fork on, and puts the watcher's own back. oom_score_adj belongs to the
+// whole process, so it cannot be set for the spawning thread alone, and
+// setting it on the agent's pid after the fork would leave the agent a
+// moment at the watcher's score. Raising needs no privilege; lowering
+// back to the value the watcher had does not either (the kernel refuses
+// only going below the floor a privileged writer set, oom_score_adj_min).
+//
+// The window is the fork alone, before any agent exists. When /proc is
+// missing the agent keeps the watcher's score and the watcher says so.
+func withOOMScore(score int, start func()) {
+	const file = "/proc/self/oom_score_adj"
+	old, err := os.ReadFile(file)
+	if err == nil {
+		err = os.WriteFile(file, []byte(strconv.Itoa(score)), 0)
+	}
+	if err != nil {
+		logf("the agent keeps the watcher's oom_score_adj: " + err.Error())
+		start()
+		return
+	}
+	start()
+	if err := os.WriteFile(file, old, 0); err != nil {
+		logf("restore the watcher's oom_score_adj: " + err.Error())
+	}
+}
+
+// oomCounter reads the number of OOM kills in the box's memory cgroup
+// (the watcher's own, which holds the agent's processes): oom_kill in
+// memory.events on cgroup v2, in memory.oom_control on v1.
+type oomCounter struct {
+	file string
+	base uint64
+}
+
+// newOOMCounter notes the count before the agent starts; nil when the
+// box's memory cgroup cannot be read (no OOM is then reported).
+func newOOMCounter() *oomCounter {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil
+	}
+	c := &oomCounter{file: memoryEventsFile(string(b))}
+	n, ok := c.read()
+	if !ok {
+		return nil
+	}
+	c.base = n
+	return c
+}
+
+// memoryEventsFile is the file holding oom_kill for the memory cgroup
+// named by the contents of /proc/self/cgroup.
+func memoryEventsFile(procCgroup string) string {
+	file := ""
+	for _, line := range strings.Split(procCgroup, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		switch {
+		case len(parts) != 3:
+		case parts[1] == "memory" || strings.HasPrefix(parts[1], "memory,") || strings.Contains(parts[1], ",memory"):
+			return strings.TrimSuffix("/sys/fs/cgroup/memory"+parts[2], "/") + "/memory.oom_control"
+		case parts[0] == "0" && parts[1] == "":
+			file = strings.TrimSuffix("/sys/fs/cgroup"+parts[2], "/") + "/memory.events"
+		}
+	}
+	return file
+}
+
+func (c *oomCounter) read() (uint64, bool) {
+	b, err := os.ReadFile(c.file)
+	if err != nil {
+		return 0, false
+	}
+	return oomKills(string(b))
+}
+
+// oomKills finds "oom_kill N" in memory.events or memory.oom_control.
+func oomKills(text string) (uint64, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// killed reports whether the kernel's OOM killer struck in the box
+// since the agent started. The counter moves right after the victim's
+// SIGKILL is sent, which can be a moment after its parent reaps it, so
+// an unchanged counter is read once more.
+func (c *oomCounter) killed() bool {
+	if c == nil {
+		return false
+	}
+	for i := 0; i < 2; i++ {
+		if n, ok := c.read(); ok && n > c.base {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// signaledReason is why an agent that died of sig by itself ended: an
+// OOM kill when it was SIGKILLed and the box's memory cgroup counted
+// one. The status stays 128+9: the reason tells the two apart.
+func (w *watcher) signaledReason(sig syscall.Signal) shared.Reason {
+	if sig == syscall.SIGKILL && w.oom.killed() {
+		return shared.ReasonOOM
+	}
+	return shared.ReasonSignaled
+}
