@@ -46,26 +46,33 @@ func withOOMScore(score int, start func()) {
 
 // oomCounter reads the number of OOM kills in the box's memory cgroup
 // (the watcher's own, which holds the agent's processes): oom_kill in
-// memory.events on cgroup v2, in memory.oom_control on v1.
+// memory.events on cgroup v2, in memory.oom_control on v1. A box that
+// does not show its cgroup (the native runtime mounts no cgroup file
+// system) counts the kernel's, oom_kill in /proc/vmstat: an agent
+// SIGKILLed while another OOM kill happened on the host is then also
+// reported as one.
 type oomCounter struct {
 	file string
 	base uint64
 }
 
-// newOOMCounter notes the count before the agent starts; nil when the
-// box's memory cgroup cannot be read (no OOM is then reported).
+// newOOMCounter notes the count before the agent starts; nil when no
+// counter can be read (no OOM is then reported).
 func newOOMCounter() *oomCounter {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return nil
+	var files []string
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		if f := memoryEventsFile(string(b)); f != "" {
+			files = append(files, f)
+		}
 	}
-	c := &oomCounter{file: memoryEventsFile(string(b))}
-	n, ok := c.read()
-	if !ok {
-		return nil
+	for _, f := range append(files, "/proc/vmstat") {
+		c := &oomCounter{file: f}
+		if n, ok := c.read(); ok {
+			c.base = n
+			return c
+		}
 	}
-	c.base = n
-	return c
+	return nil
 }
 
 // memoryEventsFile is the file holding oom_kill for the memory cgroup
