@@ -128,12 +128,18 @@ func (c *oomCounter) killed() bool {
 	return false
 }
 
-// signaledReason is why an agent that died of sig by itself ended: an
-// OOM kill when it was SIGKILLed and the box's memory cgroup counted
-// one. The status stays 128+9: the reason tells the two apart.
-func (w *watcher) signaledReason(sig syscall.Signal) shared.Reason {
-	if sig == syscall.SIGKILL && w.oom.killed() {
+// endReason is why an agent that ended by itself (status ws) ended: an
+// OOM kill when its status is 137 (it died of SIGKILL, or it is a shell
+// whose command did) and the box counted an OOM kill while it ran. The
+// status stays 137: the reason tells an OOM kill from any other.
+func (w *watcher) endReason(ws syscall.WaitStatus) shared.Reason {
+	killed := (ws.Signaled() && ws.Signal() == syscall.SIGKILL) ||
+		(ws.Exited() && ws.ExitStatus() == shared.SignalStatus(int(syscall.SIGKILL)))
+	switch {
+	case killed && w.oom.killed():
 		return shared.ReasonOOM
+	case ws.Signaled():
+		return shared.ReasonSignaled
 	}
-	return shared.ReasonSignaled
+	return shared.ReasonExited
 }
