@@ -84,18 +84,14 @@ func newOOMCounter() *oomCounter {
 // memoryEventsFile is the file holding oom_kill for the memory cgroup
 // named by the contents of /proc/self/cgroup.
 func memoryEventsFile(procCgroup string) string {
-	file := ""
-	for _, line := range strings.Split(procCgroup, "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		switch {
-		case len(parts) != 3:
-		case parts[1] == "memory" || strings.HasPrefix(parts[1], "memory,") || strings.Contains(parts[1], ",memory"):
-			return strings.TrimSuffix("/sys/fs/cgroup/memory"+parts[2], "/") + "/memory.oom_control"
-		case parts[0] == "0" && parts[1] == "":
-			file = strings.TrimSuffix("/sys/fs/cgroup"+parts[2], "/") + "/memory.events"
-		}
+	dir, v1 := cgroupDir(procCgroup, "memory")
+	switch {
+	case dir == "":
+		return ""
+	case v1:
+		return strings.TrimSuffix(dir, "/") + "/memory.oom_control"
 	}
-	return file
+	return strings.TrimSuffix(dir, "/") + "/memory.events"
 }
 
 func (c *oomCounter) read() (uint64, bool) {

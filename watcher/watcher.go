@@ -207,17 +207,7 @@ func pidsLimited() bool {
 // host, whose "0::" line names a v2 tree without controllers), else
 // "0::/path" on v2. "" when neither is there.
 func pidsCgroupDir(procCgroup string) string {
-	dir := ""
-	for _, line := range strings.Split(procCgroup, "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		switch {
-		case len(parts) != 3:
-		case parts[1] == "pids":
-			return "/sys/fs/cgroup/pids" + parts[2]
-		case parts[0] == "0" && parts[1] == "":
-			dir = "/sys/fs/cgroup" + parts[2]
-		}
-	}
+	dir, _ := cgroupDir(procCgroup, "pids")
 	return dir
 }
 
