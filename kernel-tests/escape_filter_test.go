@@ -1,7 +1,10 @@
 package kerneltests
 
 import (
+	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -138,5 +141,31 @@ func TestEscapeForeignArch(t *testing.T) {
 	expectExit(t, c, res, shared.ExitSignalBase+int(syscall.SIGSYS), shared.ReasonSignaled, true)
 	if strings.Contains(c.Stdout(), "x32=") {
 		t.Errorf("the x32 call returned: %q", c.Stdout())
+	}
+}
+
+// TestEscapeSupervisorSendsFilter: `supervisor exec --runtime native`
+// puts the filter in every spec (the hook where exec builds it): the
+// agent of a plain exec sees Seccomp 2 and is denied keyctl and a new
+// user namespace.
+func TestEscapeSupervisorSendsFilter(t *testing.T) {
+	ktest.RequireRoot(t)
+	bins := ktest.Build(t)
+	dir := filepath.Dir(ktest.ToolPath(t, "escape"))
+	journal := sharedTempDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins.Supervisor, "exec", "--runtime", "native", "--journal", journal,
+		"--watcher", bins.Watcher, "--mount", dir+":/srv:ro", "--", "/srv/escape", "calls")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("supervisor exec: %v\n%s", err, out)
+	}
+	got := keyValues(string(out))
+	t.Logf("agent: %v", got)
+	for k, v := range map[string]string{"seccomp": "2", "keyctl": "EPERM", "io_uring_setup": "EPERM", "clone-newuser": "EPERM", "clone3": "ENOSYS"} {
+		if got[k] != v {
+			t.Errorf("%s=%q, want %q", k, got[k], v)
+		}
 	}
 }
