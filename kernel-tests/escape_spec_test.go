@@ -76,6 +76,8 @@ func TestEscapeSpecRefusals(t *testing.T) {
 		{"uid -1", []string{"--user", "4294967295:1000"}, shared.ExitUsage, "4294967295"},
 		// The watcher's own identity: used to be accepted.
 		{"watcher uid", []string{"--user", "65533:65533"}, shared.ExitRefused, "watcher's own uid"},
+		// Used to end in the watcher's Go runtime dump (244).
+		{"pids limit 1", []string{"--pids-limit", "1"}, shared.ExitUsage, "--pids-limit 1"},
 		// Over one frame: used to hang the supervisor with no message.
 		{"spec over one frame", []string{"--env-file", big}, shared.ExitUsage, "one frame"},
 	} {

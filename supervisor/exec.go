@@ -108,6 +108,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	// the syscall filter; a refusal other than root is 243. Validate
 	// below also refuses a spec over one frame (240).
 	spec.Seccomp = seccomp.Default(spec.AllowUserns)
+	if err := shared.CheckPidsLimit(o.PidsLimit); err != nil {
+		return fail(UsageError("%v", err), shared.ExitUsage)
+	}
 	if err := spec.Validate(); err != nil {
 		if refused := (*shared.RefusedError)(nil); errors.As(err, &refused) {
 			return fail(RefusedError("--user %d:%d: %v", o.UID, o.GID, refused.Why), shared.ExitRefused)
