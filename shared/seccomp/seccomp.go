@@ -11,7 +11,12 @@
 // x86_64, kills the process.
 //
 // The package is pure Go with no dependency (it builds for the
-// supervisor on macOS and Windows too).
+// supervisor on macOS and Windows too). Measured against the served
+// alternatives, stripped static binaries of a program that only builds
+// a filter: fmt alone 1,585,278 bytes; with this package 1,589,374
+// (+4 KiB); with github.com/elastic/go-seccomp-bpf 1,749,118 (+160 KiB,
+// it brings golang.org/x/net/bpf). github.com/moby/profiles/seccomp is
+// Docker's profile as data for libseccomp, not a BPF compiler.
 package seccomp
 
 import (
