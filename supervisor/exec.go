@@ -104,9 +104,11 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		return exitCode(err, def)
 	}
 	spec := o.Spec()
-	// Issue 10 hook (shared/seccomp, shared.RefusedError): every box gets
-	// the syscall filter; a refusal other than root is 243. Validate
-	// below also refuses a spec over one frame (240).
+	// Issue 10 hook (shared/seccomp, shared.CheckPidsLimit,
+	// shared.RefusedError): every box gets the syscall filter; a pids
+	// limit the watcher cannot live under is 240; a refusal other than
+	// root (the watcher's own uid/gid) is 243. Validate below also
+	// refuses a spec over one frame and overlong durations (240).
 	spec.Seccomp = seccomp.Default(spec.AllowUserns)
 	if err := shared.CheckPidsLimit(o.PidsLimit); err != nil {
 		return fail(UsageError("%v", err), shared.ExitUsage)
