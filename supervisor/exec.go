@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/shared/seccomp"
 )
 
 // ExecOptions is `supervisor exec` worked out as plain data. It holds
@@ -103,7 +104,19 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		return exitCode(err, def)
 	}
 	spec := o.Spec()
+	// Issue 10 hook (shared/seccomp, shared.CheckPidsLimit,
+	// shared.RefusedError): every box gets the syscall filter; a pids
+	// limit the watcher cannot live under is 240; a refusal other than
+	// root (the watcher's own uid/gid) is 243. Validate below also
+	// refuses a spec over one frame and overlong durations (240).
+	spec.Seccomp = seccomp.Default(spec.AllowUserns)
+	if err := shared.CheckPidsLimit(o.PidsLimit); err != nil {
+		return fail(UsageError("%v", err), shared.ExitUsage)
+	}
 	if err := spec.Validate(); err != nil {
+		if refused := (*shared.RefusedError)(nil); errors.As(err, &refused) {
+			return fail(RefusedError("--user %d:%d: %v", o.UID, o.GID, refused.Why), shared.ExitRefused)
+		}
 		var root *shared.RootRefusedError
 		if errors.As(err, &root) {
 			return fail(RefusedError("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID), shared.ExitRefused)

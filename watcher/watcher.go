@@ -38,6 +38,7 @@ type watcher struct {
 	pongs chan []byte
 
 	parentGone chan struct{} // the outer watcher died (see domain.go)
+	oom        *oomCounter   // the box's OOM kills (control mode; see oom.go)
 	// The agent's stdio as the watcher holds it until the agent starts.
 	childEnds []*os.File
 
@@ -215,17 +216,7 @@ func pidsLimited() bool {
 // host, whose "0::" line names a v2 tree without controllers), else
 // "0::/path" on v2. "" when neither is there.
 func pidsCgroupDir(procCgroup string) string {
-	dir := ""
-	for _, line := range strings.Split(procCgroup, "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		switch {
-		case len(parts) != 3:
-		case parts[1] == "pids":
-			return "/sys/fs/cgroup/pids" + parts[2]
-		case parts[0] == "0" && parts[1] == "":
-			dir = "/sys/fs/cgroup" + parts[2]
-		}
-	}
+	dir, _ := cgroupDir(procCgroup, "pids")
 	return dir
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -633,54 +632,11 @@ func (c *Controller) cleanup() {
 	}
 }
 
-var (
-	standinOnce sync.Once
-	standinPath string
-	standinErr  error
-)
-
-// StandinPath builds the standin program once per test process into a
-// world-readable folder (an unprivileged agent runs its probe) and
-// returns its path. The folder is the same for every run, so runs leave
-// nothing behind; a build lands there by rename, so concurrent test
-// processes do not trip over each other.
+// StandinPath builds the standin program once per test process (see
+// ToolPath) and returns its path.
 func StandinPath(t testing.TB) string {
 	t.Helper()
-	standinOnce.Do(func() {
-		dir := filepath.Join(os.TempDir(), "deathwatch-ktest-standin")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			standinErr = err
-			return
-		}
-		if err := os.Chmod(dir, 0o755); err != nil {
-			standinErr = err
-			return
-		}
-		tmp, err := os.CreateTemp(dir, "standin-*.tmp")
-		if err != nil {
-			standinErr = err
-			return
-		}
-		tmp.Close()
-		defer os.Remove(tmp.Name())
-		cmd := exec.Command("go", "build", "-trimpath", "-o", tmp.Name(), "./kernel-tests/ktest/standin")
-		cmd.Dir = RepoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			standinErr = &buildError{pkg: "./kernel-tests/ktest/standin", out: string(out), err: err}
-			return
-		}
-		if err := os.Chmod(tmp.Name(), 0o755); err != nil {
-			standinErr = err
-			return
-		}
-		standinPath = filepath.Join(dir, "standin")
-		standinErr = os.Rename(tmp.Name(), standinPath)
-	})
-	if standinErr != nil {
-		t.Fatalf("build the stand-in controller: %v", standinErr)
-	}
-	return standinPath
+	return ToolPath(t, "standin")
 }
 
 // ExitStatus runs cmd to completion within timeout and returns its exit
