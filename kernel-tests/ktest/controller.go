@@ -80,7 +80,12 @@ type Controller struct {
 	pingStop chan struct{}
 	pingDone chan struct{}
 	paused   chan struct{} // non-nil while reading is paused
+	lastPong time.Time     // when the last pong arrived
 }
+
+// LastPong is when the last pong frame arrived (zero when none did):
+// the latest moment the test knows the watcher heard from the host.
+func (c *Controller) LastPong() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.lastPong }
 
 // maxKept is how much agent output a Controller keeps.
 const maxKept = 8 << 20
@@ -282,6 +287,9 @@ func (c *Controller) readLoop(f *os.File) {
 				}
 			}
 		default:
+			if fr.Type == shared.FramePong {
+				c.lastPong = time.Now()
+			}
 			c.frames = append(c.frames, fr)
 		}
 		c.notify()
