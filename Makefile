@@ -10,6 +10,10 @@
 #   make demo    the main job: bin/supervisor demo
 #   make fuzz    longer fuzz runs (FUZZTIME=5m make fuzz)
 #   make image   the FROM scratch watcher image, offline (ENGINE=podman make image)
+#   make test-fresh    provision.sh --reset (the machine as if never
+#                      provisioned, packages aside), then make test twice
+#   make test-loaded   make test with LOAD busy loops beside it (default 4:
+#                      load ~6 on 2 cores), as a busy CI machine would be
 #   make clean         bin/
 #   make clean-images  the kernel tests' images (docker, podman, rootless podman)
 
@@ -40,7 +44,7 @@ FUZZ_TARGETS   := FuzzReader FuzzSpec
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v '/kernel-tests')
 KERNEL_PKGS = $(shell $(GO) list ./kernel-tests/... | grep -v '/kernel-tests/bench')
 
-.PHONY: all build test provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean clean-images
+.PHONY: all build test test-fresh test-loaded provision-reset provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean clean-images
 
 all: build
 
@@ -65,6 +69,32 @@ cross:
 
 provision:
 	kernel-tests/provision.sh
+
+provision-reset:
+	kernel-tests/provision.sh --reset
+
+# The first-run paths, without a fresh machine: reset what provisioning
+# made, then the whole suite twice in a row (the second run is the
+# machine that already ran it once).
+test-fresh: provision-reset
+	@for i in 1 2; do \
+		echo "make test-fresh: run $$i of 2"; \
+		start=$$(date +%s); \
+		$(MAKE) --no-print-directory test || exit 1; \
+		echo "make test-fresh: run $$i passed in $$(( $$(date +%s) - start )) s"; \
+	done
+
+# make test on a busy machine: LOAD busy loops run beside it and are
+# stopped however it ends.
+LOAD ?= 4
+test-loaded:
+	@pids=""; for i in $$(seq 1 $(LOAD)); do sh -c 'while :; do :; done' & pids="$$pids $$!"; done; \
+	trap 'kill $$pids 2>/dev/null' EXIT INT TERM; \
+	echo "make test-loaded: $(LOAD) busy loops (pids$$pids)"; \
+	start=$$(date +%s); \
+	$(MAKE) --no-print-directory test; rc=$$?; \
+	echo "make test-loaded: exit $$rc after $$(( $$(date +%s) - start )) s, load $$(cut -d' ' -f1-3 /proc/loadavg)"; \
+	exit $$rc
 
 fmt-check:
 	@files=$$(git ls-files --cached --others --exclude-standard -- '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'); \

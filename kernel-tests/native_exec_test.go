@@ -139,7 +139,7 @@ func TestNativeExecSignals(t *testing.T) {
 			if ee, ok := err.(*exec.ExitError); ok {
 				code = ee.ExitCode()
 			}
-			took, left := ktest.WaitDead(box, start, time.Second)
+			took, left := ktest.WaitDead(box, start, ktest.Slack)
 			t.Logf("%v: supervisor exit %d after %v; box processes dead after %v; stderr %q", sig, code, time.Since(start), took, strings.TrimSpace(stderr.String()))
 			if len(left) > 0 {
 				t.Errorf("%s still alive", ktest.Describe(left))

@@ -138,7 +138,7 @@ func TestNativeSupervisorKilled(t *testing.T) {
 			}
 			return true
 		}
-		if !ktest.WaitFor(2*time.Second, empty) {
+		if !ktest.WaitFor(ktest.Slack, empty) {
 			for _, d := range dirs {
 				ps, err := cgroupProcs(d)
 				t.Errorf("cgroup %s holds %v 2s after the box died (%v)", d, ps, err)

@@ -106,7 +106,7 @@ func TestNativeForkBomb(t *testing.T) {
 func checkEmptyThenRemove(t *testing.T, rt supervisor.Runtime, b *supervisor.Box) {
 	t.Helper()
 	dirs := cgroupDirs(t, b)
-	empty := ktest.WaitFor(2*time.Second, func() bool {
+	empty := ktest.WaitFor(ktest.Slack, func() bool {
 		for _, d := range dirs {
 			if ps, err := cgroupProcs(d); err != nil || len(ps) != 0 {
 				return false

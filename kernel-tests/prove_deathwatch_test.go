@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor/hostcheck"
 )
@@ -29,16 +30,20 @@ func proveTable(rep hostcheck.ProveReport) string {
 	return b.String()
 }
 
-// prove-deathwatch on every runtime, 10 trials per path: it passes, and
+// prove-deathwatch on every runtime, 10 trials per path: every box
+// process dies and every box is removed within a generous ceiling, and
 // afterwards nothing of the stand-ins is left (no box, no open journal
-// entry).
+// entry). The ceilings are ktest.Slack on top of what each path waits
+// for on purpose, not the runtime's default bounds: those are the
+// tight figures a user checks on an idle host (make bench prints them),
+// and a busy 2-core CI machine must not fail on them.
 func TestProveDeathwatch(t *testing.T) {
 	for _, proto := range rigs(t) {
 		t.Run(proto.Name, func(t *testing.T) {
 			r := *proto
 			r.setup(t)
 			t0 := time.Now()
-			code, rep, stderr := r.prove("--trials", "10")
+			code, rep, stderr := r.prove("--trials", "10", "--bound", ktest.Slack.String(), "--remove-bound", (3 * ktest.Slack).String())
 			t.Logf("%s (%v):\n%s", r.Name, time.Since(t0).Round(time.Second), proveTable(rep))
 			if code != 0 || !rep.Pass {
 				t.Errorf("exit %d, pass %v\n%s", code, rep.Pass, stderr)

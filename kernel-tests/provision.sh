@@ -29,6 +29,18 @@
 #     /dev/net/tun mode 0666 (else slirp4netns, rootless Podman's network,
 #     fails; runs with --network none work either way).
 #
+# provision.sh --reset takes the machine back to "never provisioned" for
+# every piece that can be reset safely, so that the first-run paths (the
+# ones a machine that already ran the suite hides) can be run again:
+# dockerd stopped, the test images and the provisioning probe gone,
+# rootful Podman's whole state (storage, networks, its network-backend
+# choice) reset, the containers.conf.d drop-in removed, the test user, its
+# home, runtime dir, rootless storage and sub-ids removed, the kernel
+# tests' busybox root folders removed. The Debian packages stay installed
+# (removing them is neither safe nor quick); so do / as a shared mount and
+# /dev/net/tun's mode (what udev and systemd do on an ordinary machine).
+# `make test-fresh` resets, then runs `make test` twice.
+#
 # Rootless Podman is then used as:
 #   cd / && runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 podman run --network none ...
 # (the working directory must be one dwtest can enter).
@@ -58,6 +70,20 @@ die() {
 	exit 1
 }
 
+RESET=
+case "${1:-}" in
+"") ;;
+--reset) RESET=1 ;;
+-h | --help)
+	sed -n '2,/^$/p' "$0" | sed 's/^# \{0,1\}//'
+	exit 0
+	;;
+*)
+	echo "provision: unknown argument '$1'; run '$0' to provision or '$0 --reset' to undo it" >&2
+	exit 2
+	;;
+esac
+
 [ "$(id -u)" = 0 ] || die "must run as root (it installs packages, starts dockerd and creates the user $DW_USER); run: sudo $0"
 [ -r /etc/debian_version ] || die "this script provisions Debian (12); install the packages listed at its top by hand on other systems"
 export DEBIAN_FRONTEND=noninteractive
@@ -68,6 +94,53 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 # dockerd).
 exec 9>/run/deathwatch-provision.lock
 flock 9
+
+# ------------------------------------------------------------------- reset
+if [ -n "$RESET" ]; then
+	DW_RUNDIR=/run/user/$DW_UID
+	if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+		ids=$(docker ps -aq --filter label=io.deathwatch.managed 2>/dev/null || true)
+		[ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
+		imgs=$(docker images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null | grep -E '^(deathwatch-test|deathwatch-provision)' || true)
+		[ -z "$imgs" ] || docker rmi -f $imgs >/dev/null 2>&1 || true
+		step "reset docker" "removed deathwatch containers and images"
+	fi
+	if [ -d /run/systemd/system ] && systemctl is-active -q docker 2>/dev/null; then
+		systemctl stop docker docker.socket >/dev/null 2>&1 || true
+		step "reset dockerd" "stopped (systemd)"
+	elif pgrep -x dockerd >/dev/null; then
+		pkill -TERM -x dockerd || true
+		for _ in $(seq 1 60); do pgrep -x dockerd >/dev/null || break; sleep 0.5; done
+		pkill -KILL -x dockerd 2>/dev/null || true
+		pkill -KILL -x containerd 2>/dev/null || true
+		step "reset dockerd" "stopped"
+	fi
+	if command -v podman >/dev/null; then
+		podman system reset --force >/dev/null 2>&1 || true
+		step "reset podman" "rootful state reset (storage, networks, network backend)"
+	fi
+	rm -f /etc/containers/containers.conf.d/50-deathwatch.conf
+	if getent passwd "$DW_USER" >/dev/null; then
+		home=$(getent passwd "$DW_USER" | cut -d: -f6)
+		if command -v podman >/dev/null && [ -d "$DW_RUNDIR" ]; then
+			(cd / && runuser -u "$DW_USER" -- env XDG_RUNTIME_DIR="$DW_RUNDIR" HOME="$home" podman system reset --force >/dev/null 2>&1 9>&-) || true
+		fi
+		pkill -KILL -u "$DW_USER" 2>/dev/null || true
+		sleep 0.2
+		userdel --remove "$DW_USER" >/dev/null 2>&1 || userdel "$DW_USER" >/dev/null 2>&1 || true
+		rm -rf "$home"
+		step "reset user" "removed $DW_USER and its home"
+	fi
+	getent group "$DW_USER" >/dev/null && groupdel "$DW_USER" >/dev/null 2>&1
+	mountpoint -q "$DW_RUNDIR" && umount -l "$DW_RUNDIR"
+	rm -rf "$DW_RUNDIR"
+	for f in /etc/subuid /etc/subgid; do
+		[ -f "$f" ] && sed -i "/^$DW_USER:/d" "$f"
+	done
+	rm -rf /tmp/deathwatch-rootfs-* /tmp/deathwatch-bin-*
+	step reset "done: the next run provisions from scratch (packages stay installed)"
+	exit 0
+fi
 
 # ---------------------------------------------------------------- packages
 missing=()
@@ -80,11 +153,14 @@ if [ ${#missing[@]} -eq 0 ]; then
 	step packages "ok (all ${#PACKAGES[@]} installed)"
 else
 	step packages "installing ${missing[*]}"
-	apt-get update -qq >/tmp/provision-apt.log 2>&1 || {
+	# A mirror hiccup or another apt holding the lock must not fail a
+	# first run: wait for the lock, and try the index once more.
+	APT=(apt-get -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
+	"${APT[@]}" update -qq >/tmp/provision-apt.log 2>&1 || { sleep 5 && "${APT[@]}" update -qq >>/tmp/provision-apt.log 2>&1; } || {
 		tail -20 /tmp/provision-apt.log >&2
 		die "apt-get update failed (log: /tmp/provision-apt.log); check the Debian mirror in /etc/apt/sources.list*"
 	}
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/provision-apt.log 2>&1 || {
+	"${APT[@]}" install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/provision-apt.log 2>&1 || {
 		tail -20 /tmp/provision-apt.log >&2
 		die "apt-get install ${missing[*]} failed (log: /tmp/provision-apt.log)"
 	}
@@ -113,17 +189,23 @@ else
 		setsid -f dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null 9>&-
 		step dockerd "started (log $DOCKERD_LOG); waiting for docker info"
 	fi
+	# A first start (or a loaded machine) can take a while: wait by the
+	# clock, not by a count of tries, and give up only when the daemon
+	# died or two minutes passed.
 	ok=
-	for _ in $(seq 1 120); do
+	end=$((SECONDS + 120))
+	while [ $SECONDS -lt $end ]; do
 		if docker info >/dev/null 2>&1; then
 			ok=1
 			break
 		fi
+		pgrep -x dockerd >/dev/null || break
 		sleep 0.5
 	done
 	if [ -z "$ok" ]; then
 		tail -20 "$DOCKERD_LOG" >&2 || true
-		die "dockerd did not answer docker info within 60s; see $DOCKERD_LOG"
+		pgrep -x dockerd >/dev/null || die "dockerd exited while starting; see $DOCKERD_LOG"
+		die "dockerd did not answer docker info within 120s; see $DOCKERD_LOG"
 	fi
 	step dockerd "ok (answering)"
 fi

@@ -176,3 +176,30 @@ func build(t *testing.T, cmd *exec.Cmd) {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
 }
+
+// TestProvisionAgain runs provision.sh on the machine it already
+// provisioned (make test ran it first): a later run must succeed and
+// change nothing — no package installed, no file rewritten, no user
+// created, no daemon started.
+func TestProvisionAgain(t *testing.T) {
+	ktest.RequireRoot(t)
+	cmd := exec.Command("bash", filepath.Join(ktest.RepoRoot(), "kernel-tests", "provision.sh"))
+	cmd.Stdin = nil
+	out, err := cmd.CombinedOutput()
+	t.Logf("provision.sh, second run:\n%s", out)
+	if err != nil {
+		t.Fatalf("provision.sh on a provisioned machine: %v", err)
+	}
+	// Every step reports "ok (...)" when it found its piece in place;
+	// the sub-id step prints the ranges, prefixed by "added;" only when
+	// it wrote them.
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		step, status, _ := strings.Cut(strings.TrimPrefix(line, "provision: "), ":")
+		status = strings.TrimSpace(status)
+		switch {
+		case step == "ready", step == "subordinate ids" && !strings.HasPrefix(status, "added"):
+		case !strings.HasPrefix(status, "ok"):
+			t.Errorf("a second run still changed something: %q", line)
+		}
+	}
+}

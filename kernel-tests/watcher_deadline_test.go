@@ -39,7 +39,7 @@ func TestWatcherDeadline(t *testing.T) {
 			requireAlive(t, marked, "half-way to the deadline")
 
 			res := c.Wait(deadline + grace + 5*time.Second)
-			requireDead(t, marked, readyAt, time.Second, "after the watcher exited")
+			requireDead(t, marked, readyAt, ktest.Slack, "after the watcher exited")
 			expectExit(t, c, res, shared.ExitDeadline, shared.ReasonDeadline, true)
 			took := res.At.Sub(readyAt)
 			t.Logf("ready → watcher exit %s (deadline %s, grace %s); %s; agent pid %d", took.Round(time.Millisecond), deadline, grace, fmtExit(res.Exit), ready.PID)
@@ -156,7 +156,7 @@ func TestWatcherMainExitSweep(t *testing.T) {
 			gcs := append(noterm, ktest.WithMarker(marker+"-gc-term")...)
 			exitAt := time.Now()
 			res := c.Wait(grace + 5*time.Second)
-			requireDead(t, gcs, exitAt, time.Second, "grandchildren after the watcher exited")
+			requireDead(t, gcs, exitAt, ktest.Slack, "grandchildren after the watcher exited")
 			expectExit(t, c, res, 7, shared.ReasonExited, true)
 			t.Logf("main exit → watcher exit %s (grace %s, %d grandchildren); %s", res.At.Sub(exitAt).Round(time.Millisecond), grace, len(gcs), fmtExit(res.Exit))
 			if !strings.Contains(c.Stdout(), "gc-got-TERM") {
@@ -185,7 +185,7 @@ func TestWatcherMainExitSweep(t *testing.T) {
 				t.Errorf("the sweep sent no TERM to the grandchildren (output %q)", out)
 			}
 			left := append(ktest.WithMarker(marker+"-gc-noterm"), ktest.WithMarker(marker+"-gc-term")...)
-			if _, alive := ktest.WaitDead(left, time.Now(), time.Second); len(alive) > 0 {
+			if _, alive := ktest.WaitDead(left, time.Now(), ktest.Slack); len(alive) > 0 {
 				t.Errorf("grandchildren left behind: %s", ktest.Describe(alive))
 			}
 		})

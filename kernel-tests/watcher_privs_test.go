@@ -177,7 +177,7 @@ func checkAgentFromOutside(t *testing.T, ns string, boxPID int, spec shared.Spec
 	// The watcher drops its own privileges just after it starts the
 	// agent: give it a moment.
 	var ist map[string]string
-	ktest.WaitFor(2*time.Second, func() bool {
+	ktest.WaitFor(ktest.Slack, func() bool {
 		ist, err = ktest.Status(init.PID)
 		return err == nil && !strings.HasPrefix(ist["Uid"], "0\t")
 	})

@@ -178,7 +178,7 @@ func TestWatcherEOFRightAfterSpec(t *testing.T) {
 			t.Logf("EOF right after the spec: watcher exit %d after %s; %s", res.Code, res.At.Sub(sent).Round(time.Millisecond), fmtExit(res.Exit))
 			expectExit(t, c, res, shared.ExitLivenessLost, shared.ReasonLivenessLost, true)
 			if left := append(ktest.WithMarker(marker), ktest.WithMarker(marker+"-noterm")...); len(left) > 0 {
-				if _, alive := ktest.WaitDead(left, time.Now(), time.Second); len(alive) > 0 {
+				if _, alive := ktest.WaitDead(left, time.Now(), ktest.Slack); len(alive) > 0 {
 					t.Errorf("agent processes outlived the watcher: %s", ktest.Describe(alive))
 				}
 			}

@@ -135,7 +135,7 @@ func TestWatcherFloodFrozenController(t *testing.T) {
 			} else {
 				t.Logf("frozen controller, flooding agent → agent processes dead after %s, the watcher too after %s (heartbeat %s)", agents.Round(time.Millisecond), took.Round(time.Millisecond), heartbeat)
 			}
-			if !ktest.WaitFor(3*time.Second, c.Exited) {
+			if !ktest.WaitFor(ktest.Slack, c.Exited) {
 				t.Errorf("the watcher is still running with a controller that does not read\n%s", c.WatcherOutput())
 			}
 			c.StopPings()

@@ -10,7 +10,8 @@ package shared
 //	240-247  deathwatch's own outcomes, below
 //
 // The reserved block sits above 128+64, so it never collides with a
-// signal status.
+// signal status. An OOM kill has no code of its own: it keeps 137
+// (128+9) and the exit record's reason says oom (see ReasonOOM).
 const (
 	ExitCannotExec = 126
 	ExitNotFound   = 127
@@ -19,7 +20,7 @@ const (
 	ExitUsage        = 240 // a bad flag, argument or spec: nothing was started
 	ExitEngine       = 241 // the runtime is missing or not running
 	ExitImage        = 242 // the image or template was not found
-	ExitRefused      = 243 // an unsafe or impossible combination (a rootful engine, agent uid 0, no kill domain)
+	ExitRefused      = 243 // an unsafe or impossible combination (a rootful engine, agent uid 0 or the watcher's own, no kill domain)
 	ExitSetupFailed  = 244 // the box or the agent could not be set up
 	ExitLivenessLost = 245 // the control stream reached EOF, went silent or broke
 	ExitDeadline     = 246 // the in-box deadline passed
@@ -41,7 +42,7 @@ var ExitTable = []ExitMeaning{
 	{"240", "usage: a bad flag, argument or spec; nothing was started"},
 	{"241", "engine: the runtime is missing or not running"},
 	{"242", "image: the image or template was not found"},
-	{"243", "refused: an unsafe or impossible combination (rootful engine, agent uid 0, no kill domain)"},
+	{"243", "refused: an unsafe or impossible combination (rootful engine, agent uid 0 or the watcher's own, no kill domain)"},
 	{"244", "setup failed: the box or the agent could not be set up"},
 	{"245", "liveness lost: the control stream reached EOF, went silent or broke"},
 	{"246", "deadline: the in-box deadline passed"},

@@ -323,6 +323,9 @@ func TestPayloadTruncatedAndTrailing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := c.enc()
 			for n := 0; n < len(b); n++ {
+				if c.ft == FrameSpec && n == specWithoutTail(b) {
+					continue // an older supervisor's spec: see TestSpecWithoutFilterFields
+				}
 				if _, err := c.parse(b[:n]); !IsProtocolError(err) {
 					t.Fatalf("prefix of %d/%d bytes: err = %v, want a ProtocolError", n, len(b), err)
 				}
@@ -493,4 +496,15 @@ func checkPayload(t *testing.T, fr Frame) {
 	if !bytes.Equal(again, fr.Payload) {
 		t.Fatalf("%v payload % x re-marshals to % x", fr.Type, fr.Payload, again)
 	}
+}
+
+// specWithoutTail is the length of spec payload b without the fields
+// added after the first protocol version (they are optional).
+func specWithoutTail(b []byte) int {
+	s, err := ParseSpec(b)
+	if err != nil {
+		return -1
+	}
+	s.AllowUserns, s.Seccomp = false, nil
+	return len(s.Marshal())
 }

@@ -111,6 +111,11 @@ const (
 	ReasonLivenessLost Reason = "liveness-lost" // EOF, silence or a protocol error on the stream
 	ReasonStopped      Reason = "stopped"       // the host sent stop
 	ReasonSetupFailed  Reason = "setup-failed"  // the agent could not be started
+	// ReasonOOM: the agent ended with 137 (SIGKILL, or a shell whose
+	// command died of it) and the box's memory cgroup counted an OOM kill
+	// while it ran. The code stays 137 (128+9), as with Docker's
+	// OOMKilled; the reason tells it from a plain kill.
+	ReasonOOM Reason = "oom"
 )
 
 // Exit is the watcher's final record.

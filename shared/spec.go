@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"deathwatch/shared/seccomp"
 )
 
 // Defaults for a spec that leaves them unset.
@@ -23,6 +25,10 @@ const (
 	MaxEnv       = 4096
 	MaxLinks     = 256
 	MaxStringLen = 128 << 10
+	// MaxDuration bounds the deadline, the grace and the heartbeat, so
+	// that their sum (a supervisor waits for deadline + grace + a
+	// margin) can never overflow into an instant kill.
+	MaxDuration = 10 * 365 * 24 * time.Hour
 )
 
 // Link is a mount bridge: the watcher makes Target a symlink to Source
@@ -49,6 +55,15 @@ type Spec struct {
 	TTY       bool
 	Rows      uint16
 	Cols      uint16
+
+	// AllowUserns lets the agent make nested user namespaces: the
+	// filter below was compiled with seccomp.Options.AllowUserns.
+	AllowUserns bool
+	// Seccomp is the agent's syscall filter, a classic BPF program as
+	// seccomp.Marshal encodes it (compiled by the supervisor; the
+	// watcher installs it right before the agent's exec). Empty means
+	// no filter: a spec from a supervisor that predates the field.
+	Seccomp []byte
 }
 
 // Validate names the first bad field.
@@ -86,11 +101,22 @@ func (s *Spec) Validate() error {
 			return bad("workdir", err)
 		}
 	}
+	// (uid_t)-1 is "leave unchanged" to setresuid: the agent would
+	// keep the watcher's identity.
+	if s.UID == noID {
+		return bad("uid", "4294967295 is not an id ((uid_t)-1 means \"unchanged\" to the kernel)")
+	}
+	if s.GID == noID {
+		return bad("gid", "4294967295 is not an id ((gid_t)-1 means \"unchanged\" to the kernel)")
+	}
 	if s.UID == 0 && !s.AllowRoot {
 		return &RootRefusedError{Field: "uid"}
 	}
 	if s.GID == 0 && !s.AllowRoot {
 		return &RootRefusedError{Field: "gid"}
+	}
+	if err := s.CheckWatcherID(DefaultWatcherUID, DefaultWatcherGID); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		name string
@@ -98,6 +124,9 @@ func (s *Spec) Validate() error {
 	}{{"deadline", s.Deadline}, {"grace", s.Grace}, {"heartbeat", s.Heartbeat}} {
 		if f.d < 0 {
 			return bad(f.name, "negative duration "+f.d.String())
+		}
+		if f.d > MaxDuration {
+			return bad(f.name, f.d.String()+" exceeds the limit of "+MaxDuration.String()+" (ten years)")
 		}
 	}
 	if len(s.Links) > MaxLinks {
@@ -114,8 +143,43 @@ func (s *Spec) Validate() error {
 			return bad(nth("links", i)+".source", err)
 		}
 	}
+	if len(s.Seccomp) > 0 {
+		if err := seccomp.Check(s.Seccomp); err != nil {
+			return bad("seccomp", err.Error())
+		}
+	}
+	return s.Fits()
+}
+
+// noID is (uid_t)-1.
+const noID = 1<<32 - 1
+
+// Fits reports whether the spec fits in one frame. A larger one could
+// never be sent: the supervisor must refuse it before anything starts.
+func (s *Spec) Fits() error {
+	if n := len(s.Marshal()); n > MaxPayload {
+		return errors.New("spec: size: " + itoa(n) + " bytes (argv, environment, filter) exceed the " + itoa(MaxPayload) + "-byte limit of one frame; pass less in the environment")
+	}
 	return nil
 }
+
+// CheckWatcherID refuses an agent that would share the watcher's uid
+// or gid: it could signal, ptrace or prlimit PID 1.
+func (s *Spec) CheckWatcherID(uid, gid uint32) error {
+	if s.UID == uid {
+		return &RefusedError{Field: "uid", Why: itoa(int(uid)) + " is the watcher's own uid; pick another UID"}
+	}
+	if s.GID == gid {
+		return &RefusedError{Field: "gid", Why: itoa(int(gid)) + " is the watcher's own gid; pick another GID"}
+	}
+	return nil
+}
+
+// RefusedError is a spec the watcher refuses to run (shared.ExitRefused)
+// for a reason other than root.
+type RefusedError struct{ Field, Why string }
+
+func (e *RefusedError) Error() string { return "spec: " + e.Field + ": " + e.Why }
 
 // RootRefusedError is a spec that would run the agent as root without
 // AllowRoot: a refusal (shared.ExitRefused), not a malformed spec.
@@ -167,6 +231,13 @@ func (s Spec) Marshal() []byte {
 	e.boolean(s.TTY)
 	e.u64(uint64(s.Rows))
 	e.u64(uint64(s.Cols))
+	// Fields added later follow only when one is set, so that a spec
+	// without them is byte for byte what an older supervisor sent (and
+	// one encoding per spec holds).
+	if s.AllowUserns || len(s.Seccomp) > 0 {
+		e.boolean(s.AllowUserns)
+		e.str(string(s.Seccomp))
+	}
 	return e.b
 }
 
@@ -197,5 +268,15 @@ func ParseSpec(b []byte) (Spec, error) {
 		d.fail("rows/cols", "out of range")
 	}
 	s.Rows, s.Cols = uint16(rows), uint16(cols)
+	// An older supervisor's spec ends here: no filter.
+	if d.err == nil && len(d.b) > 0 {
+		s.AllowUserns = d.boolean("allow_userns")
+		if f := d.str("seccomp"); f != "" {
+			s.Seccomp = []byte(f)
+		}
+		if d.err == nil && !s.AllowUserns && len(s.Seccomp) == 0 {
+			d.fail("allow_userns/seccomp", "present but empty (non-canonical)")
+		}
+	}
 	return s, d.done()
 }

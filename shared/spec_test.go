@@ -24,6 +24,9 @@ func fullSpec() Spec {
 		TTY:       true,
 		Rows:      50,
 		Cols:      132,
+		// Added later: without them the spec ends at Cols.
+		AllowUserns: true,
+		Seccomp:     []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f},
 	}
 }
 
@@ -132,6 +135,15 @@ func TestSpecValidateNamesTheBadField(t *testing.T) {
 		{"link target unclean", ok(func(s *Spec) { s.Links = []Link{{Target: "/a//b", Source: "/s"}} }), "links[0].target"},
 		{"link source relative", ok(func(s *Spec) { s.Links = []Link{{Target: "/t", Source: "../s"}} }), "links[0].source"},
 		{"link source empty", ok(func(s *Spec) { s.Links = []Link{{Target: "/t"}} }), "links[0].source"},
+		{"uid -1", ok(func(s *Spec) { s.UID = 1<<32 - 1 }), "uid"},
+		{"gid -1", ok(func(s *Spec) { s.GID = 1<<32 - 1 }), "gid"},
+		{"watcher uid", ok(func(s *Spec) { s.UID = DefaultWatcherUID }), "uid"},
+		{"watcher gid", ok(func(s *Spec) { s.GID = DefaultWatcherGID }), "gid"},
+		{"grace that overflows a sum", ok(func(s *Spec) { s.Deadline, s.Grace = time.Hour, 2562047*time.Hour }), "grace"},
+		{"deadline too long", ok(func(s *Spec) { s.Deadline = MaxDuration + 1 }), "deadline"},
+		{"heartbeat too long", ok(func(s *Spec) { s.Heartbeat = 1<<63 - 1 }), "heartbeat"},
+		{"filter not whole instructions", ok(func(s *Spec) { s.Seccomp = make([]byte, 12) }), "seccomp"},
+		{"over one frame", ok(func(s *Spec) { s.Env = make1("BIG="+strings.Repeat("x", MaxStringLen-4), 9) }), "size"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -197,7 +209,8 @@ func TestParseSpecMalformed(t *testing.T) {
 			return append(e.b, make([]byte, 10)...)
 		}(), "allow_root"},
 		{"trailing", append(append([]byte{}, good...), 9), "trailing"},
-		{"truncated", good[:len(good)-1], "cols"},
+		{"truncated", good[:len(good)-1], "seccomp"},
+		{"empty tail", append(oldSpec(fullSpec()).Marshal(), 0, 0), "non-canonical"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -233,4 +246,25 @@ func FuzzSpec(f *testing.F) {
 			t.Fatalf("spec % x re-marshals to % x", b, again)
 		}
 	})
+}
+
+// oldSpec is s as a supervisor before the filter fields sent it.
+func oldSpec(s Spec) Spec {
+	s.AllowUserns, s.Seccomp = false, nil
+	return s
+}
+
+// A spec from an older supervisor (no filter fields) still parses, with
+// no filter.
+func TestSpecWithoutFilterFields(t *testing.T) {
+	old := oldSpec(fullSpec())
+	b := fullSpec().Marshal()
+	n := len(old.Marshal())
+	got, err := ParseSpec(b[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, old) {
+		t.Fatalf("got %#v\nwant %#v", got, old)
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/shared/seccomp"
 )
 
 // ExecOptions is `supervisor exec` worked out as plain data. It holds
@@ -196,7 +197,19 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		fmt.Fprintf(x.Stderr, "supervisor: %s\n", w)
 	}
 	spec := o.Spec()
+	// The box's walls: every agent gets the syscall filter (compiled
+	// here, installed by the watcher). A pids limit the watcher cannot
+	// live under is a usage error; so are a spec over one frame and
+	// overlong durations (Validate); the watcher's own uid or gid for
+	// the agent is a refusal.
+	spec.Seccomp = seccomp.Default(spec.AllowUserns)
+	if err := shared.CheckPidsLimit(o.PidsLimit); err != nil {
+		return fail(UsageError("%w", err), shared.ExitUsage)
+	}
 	if err := spec.Validate(); err != nil {
+		if refused := (*shared.RefusedError)(nil); errors.As(err, &refused) {
+			return fail(RefusedError("--user %d:%d: %v", o.UID, o.GID, refused.Why), shared.ExitRefused)
+		}
 		var root *shared.RootRefusedError
 		if errors.As(err, &root) {
 			return fail(RefusedError("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID), shared.ExitRefused)

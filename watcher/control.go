@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/shared/seccomp"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,9 +54,14 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 	if err != nil {
 		return nil, w.lostBeforeStart(err)
 	}
-	if err := spec.Validate(); err != nil {
+	err = spec.Validate()
+	if err == nil {
+		err = spec.CheckWatcherID(w.cfg.WatcherUser.UID, w.cfg.WatcherUser.GID)
+	}
+	if err != nil {
 		var root *shared.RootRefusedError
-		if errors.As(err, &root) {
+		var refused *shared.RefusedError
+		if errors.As(err, &root) || errors.As(err, &refused) {
 			return nil, w.setupFailed(shared.ExitRefused, err.Error())
 		}
 		return nil, w.setupFailed(shared.ExitUsage, err.Error())
@@ -137,6 +143,13 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, w.setupFailed(shared.ExitSetupFailed, "spec: workdir: "+dir+" is not a directory in the box")
 	}
+	var filter []seccomp.Insn
+	if len(spec.Seccomp) > 0 {
+		if filter, err = seccomp.Unmarshal(spec.Seccomp); err != nil {
+			return nil, w.setupFailed(shared.ExitUsage, "spec: seccomp: "+err.Error())
+		}
+	}
+	w.oom = newOOMCounter()
 	return &agent{
 		Argv:     spec.Argv,
 		Env:      spec.Env,
@@ -146,7 +159,10 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		DropCaps: true,
 		// A session of its own: nothing the agent does reaches the
 		// watcher's (not even the SIGCONT a session member may send).
-		Setsid: true,
+		Setsid:     true,
+		NewKeyring: true,
+		Filter:     filter,
+		OOMScore:   agentOOMScore,
 	}, 0
 }
 

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"syscall"
 	"time"
-
-	"deathwatch/shared"
 )
 
 // reap is the one waiter: nothing else in the watcher calls wait4. It
@@ -30,11 +28,7 @@ func (w *watcher) reap() {
 			w.status = ws
 			w.ended = time.Now()
 			if !w.ending {
-				reason := shared.ReasonExited
-				if ws.Signaled() {
-					reason = shared.ReasonSignaled
-				}
-				w.beginEnd(reason, -1, w.grace)
+				w.beginEnd(w.endReason(ws), -1, w.grace)
 			}
 		}
 	}

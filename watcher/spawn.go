@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"deathwatch/shared/seccomp"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,6 +27,12 @@ type agent struct {
 	Cred     *syscall.Credential
 	DropCaps bool
 	Setsid   bool
+	// The box's walls (control mode): a session keyring of its own, a
+	// syscall filter installed right before the fork, and an
+	// oom_score_adj that makes the agent the OOM killer's first choice.
+	NewKeyring bool
+	Filter     []seccomp.Insn
+	OOMScore   int // 0: the watcher's own
 }
 
 // spawnAttr builds the ProcAttr for the agent. Pure: tested without root.
@@ -50,10 +57,23 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 // runtime throws that thread away afterwards: no_new_privs and the
 // bounding set are per-thread attributes the child inherits at clone,
 // and the rest of the watcher keeps its own.
-func spawn(a *agent) (int, error) {
-	if !a.DropCaps {
+//
+// The session keyring and the syscall filter are per-thread too, and
+// taken on the same thread, in that order (the filter denies keyctl).
+func spawn(a *agent) (pid int, err error) {
+	if !a.DropCaps && !a.NewKeyring && a.Filter == nil {
 		return syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
 	}
+	if a.OOMScore != 0 {
+		withOOMScore(a.OOMScore, func() { pid, err = spawnTainted(a) })
+		return pid, err
+	}
+	return spawnTainted(a)
+}
+
+// spawnTainted forks the agent from a locked thread that it taints
+// first and that the runtime throws away afterwards.
+func spawnTainted(a *agent) (int, error) {
 	type result struct {
 		pid int
 		err error
@@ -62,11 +82,9 @@ func spawn(a *agent) (int, error) {
 	go func() {
 		runtime.LockOSThread()
 		// No UnlockOSThread: the thread exits with this goroutine.
-		if a.DropCaps {
-			if err := taintThread(); err != nil {
-				done <- result{0, err}
-				return
-			}
+		if err := taintThread(a); err != nil {
+			done <- result{0, err}
+			return
 		}
 		pid, err := syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
 		done <- result{pid, err}
@@ -75,13 +93,35 @@ func spawn(a *agent) (int, error) {
 	return r.pid, r.err
 }
 
-// taintThread sets no_new_privs, empties the bounding set and clears
-// the inheritable set of the calling thread. It must be called with the
-// OS thread locked.
-func taintThread() error {
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", err)
+// taintThread applies to the calling thread what the agent inherits
+// from it: dropCaps, a new session keyring, the syscall filter. It must
+// be called with the OS thread locked.
+func taintThread(a *agent) error {
+	if a.DropCaps || a.Filter != nil {
+		// no_new_privs: also what lets an unprivileged thread install a filter.
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", err)
+		}
 	}
+	if a.DropCaps {
+		if err := dropCaps(); err != nil {
+			return err
+		}
+	}
+	if a.NewKeyring {
+		if err := joinNewSessionKeyring(); err != nil {
+			return err
+		}
+	}
+	if a.Filter != nil {
+		return installFilter(a.Filter)
+	}
+	return nil
+}
+
+// dropCaps empties the bounding set and clears the inheritable set of
+// the calling thread. It must be called with the OS thread locked.
+func dropCaps() error {
 	for c := 0; c <= lastCap(); c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return os.NewSyscallError("prctl(PR_CAPBSET_DROP) (the watcher needs CAP_SETPCAP)", err)

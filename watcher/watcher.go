@@ -38,6 +38,7 @@ type watcher struct {
 	pongs chan []byte
 
 	parentGone chan struct{} // the outer watcher died (see domain.go)
+	oom        *oomCounter   // the box's OOM kills (control mode; see oom.go)
 	// The agent's stdio as the watcher holds it until the agent starts.
 	childEnds []*os.File
 
@@ -116,7 +117,16 @@ func (w *watcher) run() int {
 		w.startRelay()
 	}
 
-	deadlineC := after(deadline)
+	// The deadline and its grace are measured from the agent's start,
+	// by the clock: time the watcher lost before this point (dropping
+	// its privileges waits for every thread to be scheduled, slow on a
+	// busy host) or while the TERM sweep ran comes off the wait, so the
+	// KILL lands at start + deadline + grace however late a timer fired.
+	var deadlineC <-chan time.Time
+	deadlineAt := w.started.Add(deadline)
+	if deadline > 0 {
+		deadlineC = time.After(time.Until(deadlineAt))
+	}
 	var hb *time.Timer
 	var heartbeatC <-chan time.Time
 	if heartbeat > 0 {
@@ -146,7 +156,7 @@ func (w *watcher) run() int {
 			w.lost("the outer watcher, outside this PID namespace, died")
 		case <-deadlineC:
 			deadlineC = nil
-			w.beginEnd(shared.ReasonDeadline, shared.ExitDeadline, w.grace)
+			w.beginEnd(shared.ReasonDeadline, shared.ExitDeadline, max(time.Until(deadlineAt.Add(w.grace)), 0))
 		case <-heartbeatC:
 			w.lost("no frame from the host for " + heartbeat.String() + " (heartbeat timeout)")
 		case <-w.graceC:
@@ -206,17 +216,7 @@ func pidsLimited() bool {
 // host, whose "0::" line names a v2 tree without controllers), else
 // "0::/path" on v2. "" when neither is there.
 func pidsCgroupDir(procCgroup string) string {
-	dir := ""
-	for _, line := range strings.Split(procCgroup, "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		switch {
-		case len(parts) != 3:
-		case parts[1] == "pids":
-			return "/sys/fs/cgroup/pids" + parts[2]
-		case parts[0] == "0" && parts[1] == "":
-			dir = "/sys/fs/cgroup" + parts[2]
-		}
-	}
+	dir, _ := cgroupDir(procCgroup, "pids")
 	return dir
 }
 
@@ -254,13 +254,6 @@ func notifyForwarded(c chan<- os.Signal) {
 		}
 		signal.Notify(c, s)
 	}
-}
-
-func after(d time.Duration) <-chan time.Time {
-	if d <= 0 {
-		return nil
-	}
-	return time.After(d)
 }
 
 // beginEnd starts the end of the box: TERM to every process, KILL after

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,7 +80,12 @@ type Controller struct {
 	pingStop chan struct{}
 	pingDone chan struct{}
 	paused   chan struct{} // non-nil while reading is paused
+	lastPong time.Time     // when the last pong arrived
 }
+
+// LastPong is when the last pong frame arrived (zero when none did):
+// the latest moment the test knows the watcher heard from the host.
+func (c *Controller) LastPong() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.lastPong }
 
 // maxKept is how much agent output a Controller keeps.
 const maxKept = 8 << 20
@@ -283,6 +287,9 @@ func (c *Controller) readLoop(f *os.File) {
 				}
 			}
 		default:
+			if fr.Type == shared.FramePong {
+				c.lastPong = time.Now()
+			}
 			c.frames = append(c.frames, fr)
 		}
 		c.notify()
@@ -633,54 +640,11 @@ func (c *Controller) cleanup() {
 	}
 }
 
-var (
-	standinOnce sync.Once
-	standinPath string
-	standinErr  error
-)
-
-// StandinPath builds the standin program once per test process into a
-// world-readable folder (an unprivileged agent runs its probe) and
-// returns its path. The folder is the same for every run, so runs leave
-// nothing behind; a build lands there by rename, so concurrent test
-// processes do not trip over each other.
+// StandinPath builds the standin program once per test process (see
+// ToolPath) and returns its path.
 func StandinPath(t testing.TB) string {
 	t.Helper()
-	standinOnce.Do(func() {
-		dir := filepath.Join(os.TempDir(), "deathwatch-ktest-standin")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			standinErr = err
-			return
-		}
-		if err := os.Chmod(dir, 0o755); err != nil {
-			standinErr = err
-			return
-		}
-		tmp, err := os.CreateTemp(dir, "standin-*.tmp")
-		if err != nil {
-			standinErr = err
-			return
-		}
-		tmp.Close()
-		defer os.Remove(tmp.Name())
-		cmd := exec.Command("go", "build", "-trimpath", "-o", tmp.Name(), "./kernel-tests/ktest/standin")
-		cmd.Dir = RepoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			standinErr = &buildError{pkg: "./kernel-tests/ktest/standin", out: string(out), err: err}
-			return
-		}
-		if err := os.Chmod(tmp.Name(), 0o755); err != nil {
-			standinErr = err
-			return
-		}
-		standinPath = filepath.Join(dir, "standin")
-		standinErr = os.Rename(tmp.Name(), standinPath)
-	})
-	if standinErr != nil {
-		t.Fatalf("build the stand-in controller: %v", standinErr)
-	}
-	return standinPath
+	return ToolPath(t, "standin")
 }
 
 // ExitStatus runs cmd to completion within timeout and returns its exit

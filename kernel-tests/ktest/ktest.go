@@ -11,7 +11,17 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
+
+// Slack is what a kernel test allows on top of any time the product
+// promises (a deadline, a grace, a heartbeat) or for anything that
+// happens "at once" on an idle machine, before it calls the outcome a
+// failure. Kernel tests assert containment and records; they must pass
+// on a 2-core machine at load 8, where a timer or a kill can run
+// hundreds of milliseconds late. Tight figures belong to make bench and
+// to prove-deathwatch's own verdict.
+const Slack = 5 * time.Second
 
 // RepoRoot is the checkout's top folder.
 func RepoRoot() string {

@@ -1,0 +1,130 @@
+// Command escape plays the attacker inside a box, as the agent: it tries
+// what a local-root exploit or a key thief needs and prints one
+// NAME=RESULT line per attempt (RESULT is "ok" or the errno's name), so
+// the kernel tests assert what the attacker got, not what the code
+// intended.
+//
+//	escape calls          the kernel surface (keyctl, bpf, io_uring, ...)
+//	escape keys SERIAL    read key SERIAL; plant a key in the session keyring
+//	escape x32            a syscall through the x32 ABI (amd64)
+//	escape oom-score      the agent's oom_score_adj
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	args := os.Args[1:]
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: escape calls|keys SERIAL|x32|oom-score")
+		os.Exit(2)
+	}
+	switch args[0] {
+	case "calls":
+		escapeCalls()
+	case "keys":
+		serial, _ := strconv.Atoi(args[1])
+		escapeKeys(serial)
+	case "x32":
+		if runtime.GOARCH != "amd64" {
+			fmt.Println("x32=not-amd64")
+			return
+		}
+		_, _, e := unix.RawSyscall(0x40000000|unix.SYS_GETPID, 0, 0, 0)
+		fmt.Println("x32=" + result(e)) // reached only when not killed
+	case "oom-score":
+		b, err := os.ReadFile("/proc/self/oom_score_adj")
+		fmt.Printf("oom_score_adj=%s%v\n", strings.TrimSpace(string(b)), errOrEmpty(err))
+	}
+}
+
+func errOrEmpty(err error) string {
+	if err != nil {
+		return " " + err.Error()
+	}
+	return ""
+}
+
+func result(e syscall.Errno) string {
+	if e == 0 {
+		return "ok"
+	}
+	return unix.ErrnoName(e)
+}
+
+func escapeCalls() {
+	status, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			fmt.Println("seccomp=" + strings.TrimSpace(v))
+		}
+	}
+	try := func(name string, trap uintptr, a ...uintptr) {
+		a = append(a, 0, 0, 0, 0, 0, 0)
+		r, _, e := unix.Syscall6(trap, a[0], a[1], a[2], a[3], a[4], a[5])
+		if e == 0 && name != "personality-query" {
+			_ = unix.Close(int(r)) // a descriptor for the calls that make one
+		}
+		fmt.Println(name + "=" + result(e))
+	}
+	// KEYCTL_GET_KEYRING_ID of the session keyring.
+	try("keyctl", unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, uintptr(int64(unix.KEY_SPEC_SESSION_KEYRING)&0xffffffff), 0)
+	desc, _ := unix.BytePtrFromString("dw-escape")
+	kt, _ := unix.BytePtrFromString("user")
+	try("add_key", unix.SYS_ADD_KEY, uintptr(unsafe.Pointer(kt)), uintptr(unsafe.Pointer(desc)), 0, 0, uintptr(int64(unix.KEY_SPEC_PROCESS_KEYRING)&0xffffffff))
+	// BPF_PROG_LOAD of nothing: EINVAL or EPERM from the kernel, EPERM from the filter.
+	var attr [128]byte
+	try("bpf", unix.SYS_BPF, unix.BPF_MAP_CREATE, uintptr(unsafe.Pointer(&attr[0])), uintptr(len(attr)))
+	pe := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK, Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})), Bits: unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv}
+	try("perf_event_open", unix.SYS_PERF_EVENT_OPEN, uintptr(unsafe.Pointer(&pe)), 0, ^uintptr(0), ^uintptr(0), 0)
+	var params [120]byte
+	try("io_uring_setup", unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])))
+	try("userfaultfd", unix.SYS_USERFAULTFD, unix.O_CLOEXEC|1 /* UFFD_USER_MODE_ONLY */)
+	src, _ := unix.BytePtrFromString("none")
+	dst, _ := unix.BytePtrFromString("/tmp")
+	fs, _ := unix.BytePtrFromString("tmpfs")
+	try("mount", unix.SYS_MOUNT, uintptr(unsafe.Pointer(src)), uintptr(unsafe.Pointer(dst)), uintptr(unsafe.Pointer(fs)), 0, 0)
+	try("fsopen", unix.SYS_FSOPEN, uintptr(unsafe.Pointer(fs)), 0)
+	try("personality-query", unix.SYS_PERSONALITY, 0xffffffff)
+	try("clone3", unix.SYS_CLONE3, 0, 0)
+	// A child in a new user namespace through clone (Go cannot unshare
+	// a user namespace from a process that has threads).
+	cmd := exec.Command("/proc/self/exe", "oom-score")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+	var errno syscall.Errno
+	switch err := cmd.Run(); {
+	case err == nil:
+		fmt.Println("clone-newuser=ok")
+	case errors.As(err, &errno):
+		fmt.Println("clone-newuser=" + result(errno))
+	default:
+		fmt.Printf("clone-newuser=%v\n", err)
+	}
+}
+
+func escapeKeys(serial int) {
+	buf := make([]byte, 256)
+	n, _, e := unix.Syscall6(unix.SYS_KEYCTL, unix.KEYCTL_READ, uintptr(serial), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0)
+	if e == 0 {
+		fmt.Printf("read=ok:%s\n", buf[:min(int(n), len(buf))])
+	} else {
+		fmt.Println("read=" + result(e))
+	}
+	_, err := unix.AddKey("user", "dw-planted", []byte("PLANTED-BY-AGENT"), unix.KEY_SPEC_SESSION_KEYRING)
+	if err != nil {
+		fmt.Println("plant=" + result(err.(syscall.Errno)))
+	} else {
+		fmt.Println("plant=ok")
+	}
+}

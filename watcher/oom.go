@@ -1,0 +1,147 @@
+package watcher
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// agentOOMScore is the agent's oom_score_adj: the most preferred victim,
+// as Kubernetes makes a best-effort pod. Whatever fills the box's memory
+// (even a tmpfs, whose pages no process's RSS shows), the kernel kills
+// an agent process before the watcher.
+const agentOOMScore = 1000
+
+// withOOMScore runs start (the fork of the agent) with the watcher's
+// oom_score_adj raised to score, so that the agent inherits it from the
+// fork on, and puts the watcher's own back. oom_score_adj belongs to the
+// whole process, so it cannot be set for the spawning thread alone, and
+// setting it on the agent's pid after the fork would leave the agent a
+// moment at the watcher's score. Raising needs no privilege; lowering
+// back to the value the watcher had does not either (the kernel refuses
+// only going below the floor a privileged writer set, oom_score_adj_min).
+//
+// The window is the fork alone, before any agent exists. When /proc is
+// missing the agent keeps the watcher's score and the watcher says so.
+//
+// Limit (measured): an agent may lower its own score again, down to the
+// floor it inherited (0 unless the watcher holds CAP_SYS_RESOURCE, whose
+// write of 1000 also sets the floor the agent inherits). Such an agent
+// that fills a tmpfs still makes the watcher the victim; only a memory
+// cgroup of the agent's own, below the box's, closes that.
+func withOOMScore(score int, start func()) {
+	const file = "/proc/self/oom_score_adj"
+	old, err := os.ReadFile(file)
+	if err == nil {
+		err = os.WriteFile(file, []byte(strconv.Itoa(score)), 0)
+	}
+	if err != nil {
+		logf("the agent keeps the watcher's oom_score_adj: " + err.Error())
+		start()
+		return
+	}
+	start()
+	if err := os.WriteFile(file, old, 0); err != nil {
+		logf("restore the watcher's oom_score_adj: " + err.Error())
+	}
+}
+
+// oomCounter reads the number of OOM kills in the box's memory cgroup
+// (the watcher's own, which holds the agent's processes): oom_kill in
+// memory.events on cgroup v2, in memory.oom_control on v1. A box that
+// does not show its cgroup (the native runtime mounts no cgroup file
+// system) counts the kernel's, oom_kill in /proc/vmstat: an agent
+// SIGKILLed while another OOM kill happened on the host is then also
+// reported as one.
+type oomCounter struct {
+	file string
+	base uint64
+}
+
+// newOOMCounter notes the count before the agent starts; nil when no
+// counter can be read (no OOM is then reported).
+func newOOMCounter() *oomCounter {
+	var files []string
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		if f := memoryEventsFile(string(b)); f != "" {
+			files = append(files, f)
+		}
+	}
+	for _, f := range append(files, "/proc/vmstat") {
+		c := &oomCounter{file: f}
+		if n, ok := c.read(); ok {
+			c.base = n
+			return c
+		}
+	}
+	return nil
+}
+
+// memoryEventsFile is the file holding oom_kill for the memory cgroup
+// named by the contents of /proc/self/cgroup.
+func memoryEventsFile(procCgroup string) string {
+	dir, v1 := cgroupDir(procCgroup, "memory")
+	switch {
+	case dir == "":
+		return ""
+	case v1:
+		return strings.TrimSuffix(dir, "/") + "/memory.oom_control"
+	}
+	return strings.TrimSuffix(dir, "/") + "/memory.events"
+}
+
+func (c *oomCounter) read() (uint64, bool) {
+	b, err := os.ReadFile(c.file)
+	if err != nil {
+		return 0, false
+	}
+	return oomKills(string(b))
+}
+
+// oomKills finds "oom_kill N" in memory.events or memory.oom_control.
+func oomKills(text string) (uint64, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// killed reports whether the kernel's OOM killer struck in the box
+// since the agent started. The counter moves right after the victim's
+// SIGKILL is sent, which can be a moment after its parent reaps it, so
+// an unchanged counter is read once more.
+func (c *oomCounter) killed() bool {
+	if c == nil {
+		return false
+	}
+	for i := 0; i < 2; i++ {
+		if n, ok := c.read(); ok && n > c.base {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// endReason is why an agent that ended by itself (status ws) ended: an
+// OOM kill when its status is 137 (it died of SIGKILL, or it is a shell
+// whose command did) and the box counted an OOM kill while it ran. The
+// status stays 137: the reason tells an OOM kill from any other.
+func (w *watcher) endReason(ws syscall.WaitStatus) shared.Reason {
+	killed := (ws.Signaled() && ws.Signal() == syscall.SIGKILL) ||
+		(ws.Exited() && ws.ExitStatus() == shared.SignalStatus(int(syscall.SIGKILL)))
+	switch {
+	case killed && w.oom.killed():
+		return shared.ReasonOOM
+	case ws.Signaled():
+		return shared.ReasonSignaled
+	}
+	return shared.ReasonExited
+}

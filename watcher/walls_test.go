@@ -1,0 +1,58 @@
+package watcher
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+
+	"deathwatch/shared/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// TestSpawnWalls: the keyring and the filter reach the child and only
+// the child: the test process keeps no filter and its own session
+// keyring. Needs no privilege (no_new_privs allows the filter).
+func TestSpawnWalls(t *testing.T) {
+	sh := "/bin/sh"
+	if _, err := os.Stat(sh); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	runtime.LockOSThread() // keyrings are per thread: ask the same one twice
+	defer runtime.UnlockOSThread()
+	before, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false)
+	if err != nil {
+		t.Skipf("no keyrings here (%v)", err)
+	}
+	prog, err := seccomp.Unmarshal(seccomp.Default(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &agent{Path: sh, Argv: []string{sh, "-c", "grep '^Seccomp:' /proc/self/status"},
+		Files: []uintptr{0, w.Fd(), w.Fd()}, NewKeyring: true, Filter: prog}
+	pid, err := spawn(a)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, 4096)
+	n, _ := r.Read(out)
+	if !strings.Contains(string(out[:n]), "Seccomp:\t2") {
+		t.Errorf("child status: %q, want Seccomp: 2", out[:n])
+	}
+	if s, _ := os.ReadFile("/proc/self/status"); !strings.Contains(string(s), "Seccomp:\t0") {
+		t.Errorf("the test process got a filter too")
+	}
+	if after, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false); err != nil || after != before {
+		t.Errorf("the test's session keyring changed: %d -> %d (%v)", before, after, err)
+	}
+}
