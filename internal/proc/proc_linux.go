@@ -18,6 +18,7 @@ type Stat struct {
 	State     byte // R, S, D, Z, T, ...
 	Comm      string
 	Start     uint64 // clock ticks since boot (field 22)
+	CPU       uint64 // user + system time in clock ticks (fields 14, 15)
 }
 
 // ReadStat parses /proc/PID/stat.
@@ -48,7 +49,32 @@ func ParseStat(pid int, b []byte) (Stat, error) {
 	if err != nil {
 		return Stat{}, fmt.Errorf("parse /proc/%d/stat starttime: %w", pid, err)
 	}
-	return Stat{PID: pid, PPID: ppid, Session: sid, State: rest[0][0], Comm: string(b[open+1 : end]), Start: start}, nil
+	utime, _ := strconv.ParseUint(rest[11], 10, 64)
+	stime, _ := strconv.ParseUint(rest[12], 10, 64)
+	return Stat{PID: pid, PPID: ppid, Session: sid, State: rest[0][0], Comm: string(b[open+1 : end]), Start: start, CPU: utime + stime}, nil
+}
+
+// ContextSwitches is how often the threads of pid were switched in,
+// voluntarily or not, summed over /proc/PID/task/*/status: each one is
+// a wake-up of the process.
+func ContextSwitches(pid int) (int64, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if err != nil {
+			continue // the thread exited
+		}
+		st := ParseStatus(string(b))
+		for _, f := range []string{"voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"} {
+			v, _ := strconv.ParseInt(st[f], 10, 64)
+			n += v
+		}
+	}
+	return n, nil
 }
 
 // StartTime is a process's start time in clock ticks since boot

@@ -122,6 +122,7 @@ const (
 	rankDeath
 	rankSupervisorLaunch
 	rankSupervisorKill
+	rankHeartbeat
 )
 
 // newSection adds a section to the report at rank. Make it before
