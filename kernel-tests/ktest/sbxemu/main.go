@@ -373,6 +373,10 @@ func (e *emu) create(r createReq) error {
 		"--label", labelState + "=" + e.state, "--label", labelSandbox + "=" + r.Name,
 		"--network", "none", "--hostname", r.Name, "--user", "0:0",
 		"--pull", "never", "--restart", "no", "--log-driver", "none",
+		// Root in a microVM holds every capability of its own kernel;
+		// CAP_SYS_ADMIN is the one the watcher's PID namespace needs
+		// (an exec user other than root holds none).
+		"--cap-add", "SYS_ADMIN",
 		"-v", self + ":" + initPath + ":ro", "--entrypoint", initPath}
 	if r.Memory != "" {
 		args = append(args, "--memory", r.Memory)
