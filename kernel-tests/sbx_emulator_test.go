@@ -123,7 +123,7 @@ func TestSbxEmulator(t *testing.T) {
 	if out, err := s.Cmd("exec", "emu-a", "nc", "-w", "2", "192.0.2.1", "80").CombinedOutput(); err == nil {
 		t.Errorf("the sandbox has a route out besides the forwarder: %s", out)
 	}
-	s.Run(t, "create", "shell", "--name", "emu-b", "--template", img)
+	s.Run(t, "create", "shell", ws, "--name", "emu-b", "--template", img)
 	s.Run(t, "exec", "emu-b", "true")
 	s.Run(t, "policy", "allow", "network", "--sandbox", "emu-b", "localhost:"+p)
 	s.Run(t, "policy", "allow", "network", "--sandbox", "emu-a", "host.docker.internal:"+p)
@@ -140,7 +140,7 @@ func TestSbxEmulator(t *testing.T) {
 	if out := s.Run(t, "policy", "ls"); !strings.Contains(out, "sandbox:emu-a") {
 		t.Errorf("policy ls does not show the scoped rule:\n%s", out)
 	}
-	s.Run(t, "policy", "rm", "network", "--sandbox", "emu-a", "localhost:"+p)
+	s.Run(t, "policy", "rm", "network", "--sandbox", "emu-a", "--resource", "localhost:"+p)
 	if reach("emu-a") {
 		t.Error("reached the host's port after the rule was removed (the rule must be checked at connect time)")
 	}
@@ -159,10 +159,10 @@ func TestSbxEmulator(t *testing.T) {
 		t.Error("exec of a stopped sandbox did not start its forwarder")
 	}
 
-	// rm: --force for a running sandbox; the forwarder dies with it; a
-	// scoped rule outlives its sandbox (strict: the docs do not say).
+	// rm: without --force it would prompt; the forwarder dies with the
+	// sandbox; a scoped rule outlives it (strict: the docs do not say).
 	if out, err := s.Cmd("rm", "emu-a").CombinedOutput(); err == nil {
-		t.Errorf("rm of a running sandbox without --force succeeded: %s", out)
+		t.Errorf("rm without --force succeeded: %s", out)
 	}
 	fwd = s.ForwarderPID("emu-a")
 	s.Run(t, "rm", "--force", "emu-a", "emu-b")
@@ -178,7 +178,10 @@ func TestSbxEmulator(t *testing.T) {
 	if out := s.Run(t, "policy", "ls"); !strings.Contains(out, "sandbox:emu-b") {
 		t.Errorf("emu-b's rule went with the sandbox (the emulator keeps it):\n%s", out)
 	}
-	s.Run(t, "policy", "rm", "network", "--sandbox", "emu-b", "localhost:"+p)
+	s.Run(t, "policy", "rm", "network", "--sandbox", "emu-b", "--resource", "localhost:"+p)
+	if out, err := s.Cmd("policy", "rm", "network", "--sandbox", "emu-b", "--resource", "localhost:"+p).CombinedOutput(); err == nil {
+		t.Errorf("policy rm of a rule that is gone succeeded: %s", out)
+	}
 
 	// Every call is recorded, the environment by name only.
 	calls := s.Calls(t)

@@ -39,7 +39,7 @@ func TestSbxEmulatorNonce(t *testing.T) {
 	img := ktest.DockerImage(t, "docker")
 	s.LoadTemplate(t, img)
 	const name = "dw-ktest-20261130-151001-0123abcd"
-	s.Run(t, "create", "shell", "--name", name, "--template", img)
+	s.Run(t, "create", "shell", t.TempDir(), "--name", name, "--template", img)
 
 	const nonce = "00112233445566778899aabbccddeeff"
 	w := s.Cmd(sbx.NonceWriteArgs(name)...)
@@ -92,7 +92,7 @@ func TestSbxEmulatorWatcherKillDomain(t *testing.T) {
 	img := ktest.DockerImage(t, "docker")
 	s.LoadTemplate(t, img)
 	const name = "dw-ktest-20261130-151002-0123abcd"
-	s.Run(t, "create", "shell", "--name", name, "--template", img)
+	s.Run(t, "create", "shell", t.TempDir(), "--name", name, "--template", img)
 
 	c := ktest.StartController(t, sbxWatcherScript(t, s, name, "root"), ktest.Options{Control: ktest.ControlStdin, Standin: true})
 	marker := "dw-sbx-marker-" + fmt.Sprint(time.Now().UnixNano())
@@ -137,7 +137,7 @@ func TestSbxEmulatorWatcherNotRoot(t *testing.T) {
 	img := ktest.DockerImage(t, "docker")
 	s.LoadTemplate(t, img)
 	const name = "dw-ktest-20261130-151003-0123abcd"
-	s.Run(t, "create", "shell", "--name", name, "--template", img)
+	s.Run(t, "create", "shell", t.TempDir(), "--name", name, "--template", img)
 
 	c := ktest.StartController(t, sbxWatcherScript(t, s, name, "1000"), ktest.Options{Control: ktest.ControlStdin})
 	marker := "dw-sbx-marker-" + fmt.Sprint(time.Now().UnixNano())

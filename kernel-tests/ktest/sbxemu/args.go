@@ -107,10 +107,10 @@ func parseFlags(args []string, defs []flagDef, stopAt int) (parsed, error) {
 
 var helpFlag = flagDef{names: []string{"--help", "-h"}}
 
-// sandboxNameRE is what the emulator accepts as a sandbox name. The
-// docs do not say; the emulator is strict: a DNS label (it becomes a
-// host name), lower case.
-var sandboxNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+// sandboxNameRE is what `sbx create --name` documents: letters,
+// numbers, hyphens, periods and plus signs. The docs give no length;
+// the emulator allows 63 (strict: a sandbox's host name is one label).
+var sandboxNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+-]{0,62}$`)
 
 // agents the emulator knows: the documented `sbx create AGENT`
 // subcommands. Unknown ones are refused.
@@ -139,6 +139,9 @@ func parseCreate(args []string) (createReq, error) {
 		{names: []string{"--template", "-t"}, value: true},
 		{names: []string{"--memory", "-m"}, value: true},
 		{names: []string{"--cpus"}, value: true},
+		{names: []string{"--branch"}, value: true},
+		{names: []string{"--kit"}, value: true},
+		{names: []string{"--quiet", "-q"}},
 		{names: []string{"--env", "-e"}, value: true},
 		helpFlag,
 	}, 0)
@@ -171,6 +174,11 @@ func parseCreate(args []string) (createReq, error) {
 		}
 		r.EnvNames = append(r.EnvNames, name)
 	}
+	if len(p.pos) < 2 {
+		// Documented: sbx create [flags] AGENT PATH [PATH...], "the
+		// workspace path is required".
+		return r, fmt.Errorf(`"sbx create %s" requires a workspace: sbx create AGENT PATH [PATH...]`, r.Agent)
+	}
 	for _, a := range p.pos[1:] {
 		w, err := parseWorkspace(a)
 		if err != nil {
@@ -179,14 +187,11 @@ func parseCreate(args []string) (createReq, error) {
 		r.Workspaces = append(r.Workspaces, w)
 	}
 	if r.Name == "" {
-		base := "sandbox"
-		if len(r.Workspaces) > 0 {
-			base = strings.ToLower(filepath.Base(r.Workspaces[0].Path))
-		}
-		r.Name = r.Agent + "-" + base
+		// Documented default: <agent>-<workdir>.
+		r.Name = r.Agent + "-" + filepath.Base(r.Workspaces[0].Path)
 	}
 	if !sandboxNameRE.MatchString(r.Name) {
-		return r, fmt.Errorf("invalid sandbox name %q: use lower-case letters, digits and '-' (at most 63)", r.Name)
+		return r, fmt.Errorf("invalid sandbox name %q: letters, numbers, hyphens, periods and plus signs only (at most 63)", r.Name)
 	}
 	return r, nil
 }
@@ -208,29 +213,27 @@ func parseWorkspace(a string) (workspace, error) {
 	return w, nil
 }
 
-// parseMemory reads 512m, 4g, 1073741824 into bytes.
+// parseMemory reads the documented "binary units (e.g., 1024m, 8g)"
+// into bytes; nothing else (strict: no bare bytes, no k).
 func parseMemory(s string) (int64, error) {
-	mult := int64(1)
-	num := strings.ToLower(s)
-	for suf, m := range map[string]int64{"k": 1 << 10, "m": 1 << 20, "g": 1 << 30} {
-		if n, ok := strings.CutSuffix(num, suf); ok {
-			num, mult = n, m
-			break
+	for suf, mult := range map[string]int64{"m": 1 << 20, "g": 1 << 30} {
+		if num, ok := strings.CutSuffix(strings.ToLower(s), suf); ok {
+			if n, err := strconv.ParseInt(num, 10, 64); err == nil && n > 0 {
+				return n * mult, nil
+			}
 		}
 	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("invalid --memory %q", s)
-	}
-	return n * mult, nil
+	return 0, fmt.Errorf("invalid --memory %q: give binary units such as 1024m or 8g", s)
 }
 
 type execReq struct {
-	Interactive, TTY, Detach bool
-	Env                      []string // K=V or K
-	User, Workdir            string
-	Name                     string
-	Argv                     []string
+	Interactive, TTY, Detach, Privileged bool
+	Env                                  []string // K=V or K
+	EnvFiles                             []string
+	DetachKeys                           string
+	User, Workdir                        string
+	Name                                 string
+	Argv                                 []string
 }
 
 func parseExec(args []string) (execReq, error) {
@@ -241,12 +244,16 @@ func parseExec(args []string) (execReq, error) {
 		{names: []string{"--env", "-e"}, value: true},
 		{names: []string{"--user", "-u"}, value: true},
 		{names: []string{"--workdir", "-w"}, value: true},
+		{names: []string{"--privileged"}},
+		{names: []string{"--env-file"}, value: true},
+		{names: []string{"--detach-keys"}, value: true},
 	}, 1)
 	if err != nil {
 		return execReq{}, err
 	}
 	r := execReq{Interactive: p.has("--interactive"), TTY: p.has("--tty"), Detach: p.has("--detach"),
-		Env: p.flags["--env"], User: p.last("--user"), Workdir: p.last("--workdir")}
+		Privileged: p.has("--privileged"), Env: p.flags["--env"], EnvFiles: p.flags["--env-file"],
+		DetachKeys: p.last("--detach-keys"), User: p.last("--user"), Workdir: p.last("--workdir")}
 	if len(p.pos) < 2 {
 		return r, errors.New(`"sbx exec" requires at least 2 arguments: sbx exec [OPTIONS] SANDBOX COMMAND [ARG...]`)
 	}
@@ -263,26 +270,32 @@ func parseExec(args []string) (execReq, error) {
 }
 
 type rmReq struct {
-	Force bool
-	Names []string
+	Force, All bool
+	Names      []string
 }
 
 func parseRm(args []string) (rmReq, error) {
-	p, err := parseFlags(args, []flagDef{{names: []string{"--force", "-f"}}}, 0)
+	p, err := parseFlags(args, []flagDef{{names: []string{"--force", "-f"}}, {names: []string{"--all"}}}, 0)
 	if err != nil {
 		return rmReq{}, err
 	}
-	if len(p.pos) == 0 {
-		return rmReq{}, errors.New(`"sbx rm" requires at least 1 argument: sbx rm [--force] SANDBOX...`)
+	r := rmReq{Force: p.has("--force"), All: p.has("--all"), Names: p.pos}
+	switch {
+	case r.All && len(r.Names) > 0:
+		return r, errors.New("--all takes no sandbox names")
+	case !r.All && len(r.Names) == 0:
+		return r, errors.New(`"sbx rm" requires a sandbox name or --all: sbx rm [SANDBOX...] [flags]`)
 	}
-	return rmReq{Force: p.has("--force"), Names: p.pos}, nil
+	return r, nil
 }
 
-// policyReq is `sbx policy allow|deny|rm network [--sandbox NAME] RESOURCES`.
+// policyReq is `sbx policy allow network [--sandbox NAME] RESOURCES`
+// or `sbx policy rm network [--sandbox NAME] [--id ID] [--resource RESOURCES]`.
 type policyReq struct {
 	Verb      string // allow | rm
 	Sandbox   string // "" = global
 	Resources []string
+	ID        string // rm only
 	Help      bool
 }
 
@@ -293,21 +306,37 @@ func parsePolicyNetwork(verb string, args []string, scoped bool) (policyReq, err
 	if scoped {
 		defs = append(defs, flagDef{names: []string{"--sandbox"}, value: true})
 	}
+	if verb == "rm" {
+		defs = append(defs, flagDef{names: []string{"--id"}, value: true}, flagDef{names: []string{"--resource"}, value: true})
+	}
 	p, err := parseFlags(args, defs, 0)
 	if err != nil {
 		return policyReq{}, err
 	}
-	r := policyReq{Verb: verb, Sandbox: p.last("--sandbox"), Help: p.has("--help")}
+	r := policyReq{Verb: verb, Sandbox: p.last("--sandbox"), ID: p.last("--id"), Help: p.has("--help")}
 	if r.Help {
 		return r, nil
 	}
 	if r.Sandbox != "" && p.has("--global") {
 		return r, errors.New("--sandbox and --global are mutually exclusive")
 	}
-	if len(p.pos) != 1 {
+	list := ""
+	switch {
+	case verb == "rm" && len(p.pos) != 0:
+		return r, errors.New(`"sbx policy rm network" takes no arguments: name the rule with --id and/or --resource`)
+	case verb == "rm" && r.ID == "" && !p.has("--resource"):
+		return r, errors.New(`"sbx policy rm network" needs --id or --resource`)
+	case verb == "rm":
+		list = p.last("--resource")
+		if list == "" {
+			return r, nil
+		}
+	case len(p.pos) != 1:
 		return r, fmt.Errorf(`"sbx policy %s network" requires exactly 1 argument: RESOURCES (comma-separated)`, verb)
+	default:
+		list = p.pos[0]
 	}
-	for _, res := range strings.Split(p.pos[0], ",") {
+	for _, res := range strings.Split(list, ",") {
 		if err := checkResource(res); err != nil {
 			return r, err
 		}
@@ -353,13 +382,13 @@ func ruleMatches(resource, host string, port int) bool {
 	return strings.EqualFold(rh, host)
 }
 
-func parseLs(args []string) (jsonOut bool, err error) {
-	p, err := parseFlags(args, []flagDef{{names: []string{"--json"}}}, 0)
+func parseLs(args []string) (jsonOut, quiet bool, err error) {
+	p, err := parseFlags(args, []flagDef{{names: []string{"--json"}}, {names: []string{"--quiet", "-q"}}}, 0)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if len(p.pos) != 0 {
-		return false, fmt.Errorf("unexpected argument %q", p.pos[0])
+		return false, false, fmt.Errorf("unexpected argument %q", p.pos[0])
 	}
-	return p.has("--json"), nil
+	return p.has("--json"), p.has("--quiet"), nil
 }

@@ -16,16 +16,20 @@ func TestParseCreate(t *testing.T) {
 			want: createReq{Agent: "shell", Name: "dw-x", Template: "img:1", Memory: "512m",
 				Workspaces: []workspace{{Path: "/w"}, {Path: "/b", ReadOnly: true}}}},
 		{args: []string{"--template=t", "-e", "A=1", "-eB", "claude", "/Work"},
-			want: createReq{Agent: "claude", Name: "claude-work", Template: "t", EnvNames: []string{"A", "B"},
+			want: createReq{Agent: "claude", Name: "claude-Work", Template: "t", EnvNames: []string{"A", "B"},
 				Workspaces: []workspace{{Path: "/Work"}}}},
+		{args: []string{"shell", "--template", "t"}, wantErr: "requires a workspace"},
+		{args: []string{"shell", "/w", "--template", "t", "--name", "a+b.c-D"},
+			want: createReq{Agent: "shell", Name: "a+b.c-D", Template: "t", Workspaces: []workspace{{Path: "/w"}}}},
+		{args: []string{"shell", "/w", "--template", "t", "--memory", "1073741824"}, wantErr: "binary units"},
 		{args: []string{"shell", "/src:/work", "--template", "t"}, wantErr: "no SOURCE:TARGET"},
 		{args: []string{"shell", "rel", "--template", "t"}, wantErr: "absolute"},
 		{args: []string{"shell", "/a/../b", "--template", "t"}, wantErr: "absolute, clean"},
 		{args: []string{"nosuch", "--template", "t"}, wantErr: "unknown agent"},
 		{args: []string{"shell"}, wantErr: "--template"},
-		{args: []string{"shell", "--template", "t", "--name", "Bad_Name"}, wantErr: "invalid sandbox name"},
-		{args: []string{"shell", "--template", "t", "--memory", "lots"}, wantErr: "invalid --memory"},
-		{args: []string{"shell", "--template", "t", "--network", "host"}, wantErr: "unknown flag: --network"},
+		{args: []string{"shell", "/w", "--template", "t", "--name", "Bad_Name"}, wantErr: "invalid sandbox name"},
+		{args: []string{"shell", "/w", "--template", "t", "--memory", "lots"}, wantErr: "invalid --memory"},
+		{args: []string{"shell", "/w", "--template", "t", "--network", "host"}, wantErr: "unknown flag: --network"},
 		{args: []string{}, wantErr: "requires an agent"},
 	} {
 		got, err := parseCreate(tc.args)
@@ -54,7 +58,7 @@ func TestParseExec(t *testing.T) {
 	}{
 		{[]string{"box"}, "at least 2"},
 		{[]string{"-w", "rel", "box", "ls"}, "not absolute"},
-		{[]string{"--privileged", "box", "ls"}, "unknown flag"},
+		{[]string{"--user-ns", "box", "ls"}, "unknown flag"},
 		{[]string{"-ix", "box", "ls"}, "unknown shorthand"},
 		{[]string{"-u"}, "needs an argument"},
 	} {
@@ -69,8 +73,13 @@ func TestParseRm(t *testing.T) {
 	if err != nil || !got.Force || !reflect.DeepEqual(got.Names, []string{"a", "b"}) {
 		t.Fatalf("parseRm = %+v, %v", got, err)
 	}
-	if _, err := parseRm(nil); err == nil {
-		t.Fatal("parseRm() without a name succeeded")
+	if got, err := parseRm([]string{"--all", "-f"}); err != nil || !got.All || !got.Force {
+		t.Fatalf("parseRm(--all -f) = %+v, %v", got, err)
+	}
+	for _, bad := range [][]string{nil, {"--all", "a"}} {
+		if _, err := parseRm(bad); err == nil {
+			t.Errorf("parseRm(%q) succeeded", bad)
+		}
 	}
 }
 
@@ -86,6 +95,19 @@ func TestParsePolicyNetwork(t *testing.T) {
 	for _, bad := range [][]string{{"localhost:0"}, {"localhost:x"}, {"a b"}, {}, {"-g", "--sandbox", "b", "x"}} {
 		if _, err := parsePolicyNetwork("allow", bad, true); err == nil {
 			t.Errorf("parsePolicyNetwork(%q) succeeded", bad)
+		}
+	}
+	// rm names the rule with --id and/or --resource (the reference), never a positional.
+	got, err = parsePolicyNetwork("rm", []string{"--sandbox", "box", "--resource", "localhost:8080,localhost:9090"}, true)
+	if err != nil || !reflect.DeepEqual(got.Resources, []string{"localhost:8080", "localhost:9090"}) {
+		t.Errorf("policy rm --resource = %+v, %v", got, err)
+	}
+	if got, err := parsePolicyNetwork("rm", []string{"--id", "rule-3"}, true); err != nil || got.ID != "rule-3" {
+		t.Errorf("policy rm --id = %+v, %v", got, err)
+	}
+	for _, bad := range [][]string{{"localhost:8080"}, {"--sandbox", "box"}} {
+		if _, err := parsePolicyNetwork("rm", bad, true); err == nil {
+			t.Errorf("policy rm %q succeeded", bad)
 		}
 	}
 }

@@ -4,13 +4,13 @@
 // Docker engine, strict wherever the documentation is silent:
 //
 //	sbx version
-//	sbx ls [--json]
-//	sbx create AGENT [PATH[:ro]...] --template T [--name N] [--memory M] [-e K=V]...
-//	sbx exec [-i] [-t] [-d] [-e K[=V]]... [-u USER] [-w DIR] NAME CMD [ARG...]
+//	sbx ls [--json] [-q]
+//	sbx create AGENT PATH[:ro] [PATH[:ro]...] --template T [--name N] [--memory M] [-e K=V]...
+//	sbx exec [-i] [-t] [-d] [--privileged] [-e K[=V]]... [--env-file F] [-u USER] [-w DIR] NAME CMD [ARG...]
 //	sbx stop NAME
-//	sbx rm [--force] NAME...
+//	sbx rm --force NAME... | sbx rm --force --all
 //	sbx policy allow network [--sandbox NAME | -g] RESOURCES
-//	sbx policy rm network [--sandbox NAME | -g] RESOURCES
+//	sbx policy rm network [--sandbox NAME | -g] [--id ID] [--resource RESOURCES]
 //	sbx policy ls
 //	sbx template load FILE.tar | sbx template ls
 //
@@ -35,7 +35,8 @@
 //   - create-time -e variables are not visible to exec (they are kept nowhere);
 //   - exec runs as the template's unprivileged user (uid 1000) unless -u says otherwise;
 //   - a rule outlives its sandbox: rm does not remove the sandbox's rules;
-//   - rm of a running sandbox needs --force; rm of an unknown one fails;
+//   - rm without --force fails (it would prompt); rm of an unknown sandbox fails;
+//   - policy rm that matches no rule fails;
 //   - create needs a template that `sbx template load` loaded;
 //   - only explicit localhost:PORT rules open a port on host.docker.internal.
 //
@@ -148,11 +149,11 @@ func (e *emu) dispatch(args []string) (int, error) {
 		fmt.Printf("sbx version %s (deathwatch kernel-tests emulator)\n", version)
 		return 0, nil
 	case "ls":
-		j, err := parseLs(rest)
+		j, q, err := parseLs(rest)
 		if err != nil {
 			return 1, err
 		}
-		return 0, e.ls(j)
+		return 0, e.ls(j, q)
 	case "create":
 		r, err := parseCreate(rest)
 		if err != nil {
@@ -293,9 +294,15 @@ func docker(args ...string) (string, error) {
 	return string(out), nil
 }
 
+// containerName is the sandbox's container: docker names take no '+'
+// (sbx names take no '_', so the mapping is one to one).
+func containerName(sandbox string) string {
+	return containerPrefix + strings.ReplaceAll(sandbox, "+", "_")
+}
+
 // containerPID is the host pid of the sandbox's init, 0 when it is not running.
 func containerPID(name string) int {
-	out, err := docker("inspect", "--format", "{{.State.Running}} {{.State.Pid}}", containerPrefix+name)
+	out, err := docker("inspect", "--format", "{{.State.Running}} {{.State.Pid}}", containerName(name))
 	if err != nil {
 		return 0
 	}
@@ -309,7 +316,7 @@ func containerPID(name string) int {
 
 // ---- verbs ----
 
-func (e *emu) ls(jsonOut bool) error {
+func (e *emu) ls(jsonOut, quiet bool) error {
 	ss, err := e.sandboxes()
 	if err != nil {
 		return err
@@ -337,6 +344,12 @@ func (e *emu) ls(jsonOut bool) error {
 			ws = append(ws, p)
 		}
 		rows = append(rows, row{s.Name, s.Agent, status, s.Template, ws, s.Created})
+	}
+	if quiet {
+		for _, r := range rows {
+			fmt.Println(r.Name)
+		}
+		return nil
 	}
 	if jsonOut {
 		b, _ := json.MarshalIndent(map[string]any{"sandboxes": rows}, "", "  ")
@@ -405,7 +418,7 @@ func (e *emu) create(r createReq) error {
 	s := sandbox{Name: r.Name, Agent: r.Agent, Template: r.Template, Memory: r.Memory,
 		Workspaces: r.Workspaces, Created: time.Now().UTC().Format(time.RFC3339)}
 	if err := writeJSON(e.path("sandboxes", r.Name+".json"), s); err != nil {
-		_, _ = docker("rm", "-f", containerPrefix+r.Name)
+		_, _ = docker("rm", "-f", containerName(r.Name))
 		return err
 	}
 	fmt.Printf("Created sandbox %s\n", r.Name)
@@ -419,7 +432,7 @@ func (e *emu) start(name string) error {
 		return nil
 	}
 	if containerPID(name) == 0 {
-		if _, err := docker("start", containerPrefix+name); err != nil {
+		if _, err := docker("start", containerName(name)); err != nil {
 			return fmt.Errorf("start sandbox %s: %w", name, err)
 		}
 	}
@@ -532,6 +545,15 @@ func (e *emu) exec(r execReq) (int, error) {
 	if r.Detach {
 		args = append(args, "-d")
 	}
+	if r.Privileged {
+		args = append(args, "--privileged")
+	}
+	if r.DetachKeys != "" {
+		args = append(args, "--detach-keys", r.DetachKeys)
+	}
+	for _, f := range r.EnvFiles {
+		args = append(args, "--env-file", f)
+	}
 	for _, kv := range r.Env {
 		args = append(args, "-e", kv)
 	}
@@ -543,7 +565,7 @@ func (e *emu) exec(r execReq) (int, error) {
 	if r.Workdir != "" {
 		args = append(args, "-w", r.Workdir)
 	}
-	args = append(args, containerPrefix+r.Name)
+	args = append(args, containerName(r.Name))
 	args = append(args, r.Argv...)
 	bin, err := exec.LookPath("docker")
 	if err != nil {
@@ -560,24 +582,34 @@ func (e *emu) stop(name string) error {
 		return err
 	}
 	e.killForwarder(name)
-	_, err := docker("stop", "--time", "1", containerPrefix+name)
+	_, err := docker("stop", "--time", "1", containerName(name))
 	return err
 }
 
 func (e *emu) rm(r rmReq) error {
+	if !r.Force {
+		// Documented: rm asks for confirmation, --force skips it "for
+		// non-interactive scripts". The emulator never has a terminal.
+		return errors.New("sbx rm asks for confirmation and there is no terminal; pass --force")
+	}
 	defer e.lock()()
+	if r.All {
+		ss, err := e.sandboxes()
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			r.Names = append(r.Names, s.Name)
+		}
+	}
 	var errs []error
 	for _, name := range r.Names {
 		if _, err := e.sandbox(name); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if containerPID(name) != 0 && !r.Force {
-			errs = append(errs, fmt.Errorf("sandbox %q is running; pass --force to remove it", name))
-			continue
-		}
 		e.killForwarder(name)
-		if out, err := docker("rm", "-f", containerPrefix+name); err != nil && !strings.Contains(out, "No such container") {
+		if out, err := docker("rm", "-f", containerName(name)); err != nil && !strings.Contains(out, "No such container") {
 			errs = append(errs, err)
 			continue
 		}
@@ -671,14 +703,23 @@ func (e *emu) changePolicy(r policyReq) error {
 			fmt.Printf("Added allow rule rule-%d for %s\n", p.Next, res)
 		}
 	case "rm":
-		for _, res := range r.Resources {
+		// Strict where the docs are silent: a filter that matches no
+		// rule is an error, not a quiet success.
+		match := func(x rule, res string) bool {
+			return x.Sandbox == r.Sandbox && (r.ID == "" || x.Name == r.ID) && (res == "" || x.Resource == res)
+		}
+		resources := r.Resources
+		if len(resources) == 0 {
+			resources = []string{""}
+		}
+		for _, res := range resources {
 			n := len(p.Rules)
-			p.Rules = slicesDelete(p.Rules, func(x rule) bool { return x.Sandbox == r.Sandbox && x.Resource == res })
+			p.Rules = slicesDelete(p.Rules, func(x rule) bool { return match(x, res) })
 			if len(p.Rules) == n {
 				unlock()
-				return fmt.Errorf("no rule for %s in scope %q", res, scopeName(r.Sandbox))
+				return fmt.Errorf("no rule matches --id %q --resource %q in scope %s", r.ID, res, scopeName(r.Sandbox))
 			}
-			fmt.Printf("Removed rule for %s\n", res)
+			fmt.Printf("Removed %d rule(s)\n", n-len(p.Rules))
 		}
 	}
 	err = writeJSON(e.path("policy.json"), p)

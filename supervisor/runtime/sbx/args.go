@@ -51,8 +51,8 @@ func lsArgs(json bool) []string {
 
 // createArgs creates the sandbox: the run-scoped name, the template,
 // the memory bound and each workspace (":ro" when read-only) after the
-// agent, as the documentation spells `sbx create AGENT [PATH...]`. No
-// -e: the environment travels only inside the spec frame.
+// agent, as the documentation spells `sbx create [flags] AGENT PATH
+// [PATH...]`. No -e: the environment travels only inside the spec frame.
 func createArgs(c CreateConfig) []string {
 	a := []string{"create", "--name", c.Name, "--template", c.Template}
 	if c.Memory > 0 {
@@ -69,17 +69,14 @@ func createArgs(c CreateConfig) []string {
 	return a
 }
 
-// memoryArg spells bytes the way the CLI takes them: 4g, 512m, or bytes.
+// memoryArg spells bytes in the documented "binary units (e.g., 1024m,
+// 8g)": whole GiB as g, anything else as MiB, rounded up (a bound is
+// never made tighter than asked, nor silently dropped).
 func memoryArg(n int64) string {
-	switch {
-	case n%(1<<30) == 0:
+	if n%(1<<30) == 0 {
 		return strconv.FormatInt(n>>30, 10) + "g"
-	case n%(1<<20) == 0:
-		return strconv.FormatInt(n>>20, 10) + "m"
-	case n%(1<<10) == 0:
-		return strconv.FormatInt(n>>10, 10) + "k"
 	}
-	return strconv.FormatInt(n, 10)
+	return strconv.FormatInt((n+(1<<20)-1)>>20, 10) + "m"
 }
 
 // execArgs starts the watcher in control mode: -i so that the exec's
@@ -114,9 +111,11 @@ func policyAllowArgs(name string, port int) []string {
 	return []string{"policy", "allow", "network", "--sandbox", name, PolicyResource(port)}
 }
 
-// policyRmArgs removes that rule again.
+// policyRmArgs removes that rule again. The reference names the rule
+// with --resource (or --id), not a positional; --sandbox keeps the
+// removal to this sandbox's own rule.
 func policyRmArgs(name string, port int) []string {
-	return []string{"policy", "rm", "network", "--sandbox", name, PolicyResource(port)}
+	return []string{"policy", "rm", "network", "--sandbox", name, "--resource", PolicyResource(port)}
 }
 
 // policyHelpArgs prints the help policyScopeSupported reads.
@@ -166,7 +165,14 @@ func CheckOptions(network, transport string, hostPorts []int) error {
 // to its source inside the box, so the agent's commands keep naming the
 // targets. A target that is the source needs no link; two mounts of one
 // source must agree on read-only.
+//
+// sbx create takes at least one workspace (documented: AGENT PATH
+// [PATH...]), so no mounts is an error; the caller may add a scratch
+// folder of its own.
 func Bridge(mounts []Mount) ([]Workspace, []shared.Link, error) {
+	if len(mounts) == 0 {
+		return nil, nil, errors.New("sbx: a sandbox needs at least one workspace (sbx create AGENT PATH...); pass --mount")
+	}
 	var ws []Workspace
 	var links []shared.Link
 	bySource := map[string]int{}

@@ -33,7 +33,7 @@ func TestArgs(t *testing.T) {
 		{"rm: whatever its state", rmArgs(name), []string{"rm", "--force", name}},
 		{"policy allow: scoped to the sandbox, localhost (the proxy's rewrite of host.docker.internal)",
 			policyAllowArgs(name, 8080), []string{"policy", "allow", "network", "--sandbox", name, "localhost:8080"}},
-		{"policy rm: the same rule", policyRmArgs(name, 8080), []string{"policy", "rm", "network", "--sandbox", name, "localhost:8080"}},
+		{"policy rm: the same rule, by --resource", policyRmArgs(name, 8080), []string{"policy", "rm", "network", "--sandbox", name, "--resource", "localhost:8080"}},
 		{"policy help: what the scope probe reads", policyHelpArgs(), []string{"policy", "allow", "network", "--help"}},
 		{"policy ls", policyLsArgs(), []string{"policy", "ls"}},
 		{"template load", templateLoadArgs("/tmp/t.tar"), []string{"template", "load", "/tmp/t.tar"}},
@@ -47,7 +47,7 @@ func TestArgs(t *testing.T) {
 }
 
 func TestMemoryArg(t *testing.T) {
-	for n, want := range map[int64]string{4 << 30: "4g", 512 << 20: "512m", 1536 << 20: "1536m", 64 << 10: "64k", 1000: "1000"} {
+	for n, want := range map[int64]string{4 << 30: "4g", 512 << 20: "512m", 1536 << 20: "1536m", 64 << 10: "1m", 1000: "1m", 512<<20 + 1: "513m"} {
 		if got := memoryArg(n); got != want {
 			t.Errorf("memoryArg(%d) = %q, want %q", n, got, want)
 		}
@@ -112,6 +112,7 @@ func TestBridge(t *testing.T) {
 		mounts  []Mount
 		wantErr string
 	}{
+		{nil, "at least one workspace"},
 		{[]Mount{{Source: "rel", Target: "/w"}}, "absolute"},
 		{[]Mount{{Source: "/a/../b", Target: "/w"}}, "absolute"},
 		{[]Mount{{Source: "/a:ro", Target: "/w"}}, "cannot be a workspace path"},
