@@ -27,6 +27,7 @@ func SbxEmulator(t testing.TB) *Sbx {
 	t.Helper()
 	RequireRoot(t)
 	RequireCmd(t, "docker")
+	sweepStaleSbx(t)
 	emu := ToolPath(t, "sbxemu")
 	bin := t.TempDir()
 	if err := os.Symlink(emu, filepath.Join(bin, "sbx")); err != nil {
@@ -140,5 +141,25 @@ func (s *Sbx) cleanup(t testing.TB) {
 	ids, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=sbxemu.state="+s.State).Output()
 	for _, id := range strings.Fields(string(ids)) {
 		_ = exec.Command("docker", "rm", "-f", id).Run()
+	}
+}
+
+// sweepStaleSbx removes the containers of emulators whose state folder
+// is gone: a test run that was killed before its cleanup. Their
+// forwarders exit by themselves once the state is gone.
+func sweepStaleSbx(t testing.TB) {
+	out, err := exec.Command("docker", "ps", "-a", "--filter", "label=sbxemu.state", "--format", `{{.ID}} {{.Label "sbxemu.state"}}`).Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		id, state, ok := strings.Cut(line, " ")
+		if !ok || !filepath.IsAbs(state) {
+			continue
+		}
+		if _, err := os.Stat(state); os.IsNotExist(err) {
+			t.Logf("removing container %s of a gone emulator state %s", id, state)
+			_ = exec.Command("docker", "rm", "-f", id).Run()
+		}
 	}
 }

@@ -144,9 +144,14 @@ func columns(h string) []column {
 	return cs
 }
 
-// cellsAt cuts a row at the header's column starts: a cell runs from
-// its column's start to the next column's; an empty cell stays empty.
+// cellsAt cuts a row into the header's columns: by white space when
+// that gives exactly one field per column, else at the header's column
+// starts (a cell runs from its column's start to the next column's; an
+// empty cell stays empty).
 func cellsAt(row string, hcols []column) []string {
+	if f := strings.Fields(row); len(f) == len(hcols) {
+		return f
+	}
 	cells := make([]string, len(hcols))
 	for i, c := range hcols {
 		if c.start >= len(row) {

@@ -82,6 +82,9 @@ func TestParsePolicyList(t *testing.T) {
 	if got[0].Sandbox() != "" || got[1].Sandbox() != "dw-a" {
 		t.Errorf("Sandbox() = %q, %q", got[0].Sandbox(), got[1].Sandbox())
 	}
+	if got := parsePolicyList("NAME   TYPE   ORIGIN   DECISION   STATUS   RESOURCES\n"); got == nil || len(got) != 0 {
+		t.Errorf("a header alone = %#v, want an empty, readable list", got)
+	}
 	// The newer summary listing has no rule columns: nothing, not a guess.
 	if got := parsePolicyList("POLICY   SOURCE   APPLIES TO          SUMMARY\nlocal-policy   local   all   network: 42 allow\n"); got != nil {
 		t.Errorf("a summary listing parsed as rules: %+v", got)

@@ -35,13 +35,10 @@ func (r PolicyRule) Sandbox() string {
 
 // parsePolicyList reads the table of `sbx policy ls` (NAME, ORIGIN,
 // DECISION, RESOURCES columns, others ignored). A listing without those
-// columns yields nothing: reconcile then removes rules only by what the
-// journal holds.
+// columns is unreadable (nil): reconcile then goes by what the journal
+// holds. A header alone is an empty, readable list.
 func parsePolicyList(out string) []PolicyRule {
 	lines := strings.Split(strings.ReplaceAll(strings.TrimSpace(out), "\r\n", "\n"), "\n")
-	if len(lines) < 2 {
-		return nil
-	}
 	hcols := columns(lines[0])
 	idx := map[string]int{}
 	for i, c := range hcols {
@@ -53,7 +50,7 @@ func parsePolicyList(out string) []PolicyRule {
 			return nil
 		}
 	}
-	var rules []PolicyRule
+	rules := []PolicyRule{}
 	for _, line := range lines[1:] {
 		if strings.TrimSpace(line) == "" {
 			continue
