@@ -35,11 +35,8 @@ func sbxWatcherScript(t *testing.T, s *ktest.Sbx, name, user string) string {
 }
 
 func TestSbxEmulatorNonce(t *testing.T) {
-	s := ktest.SbxEmulator(t)
-	img := ktest.DockerImage(t, "docker")
-	s.LoadTemplate(t, img)
 	const name = "dw-ktest-20261130-151001-0123abcd"
-	s.Run(t, "create", "shell", t.TempDir(), "--name", name, "--template", img)
+	s := emulatedSandbox(t, name)
 
 	const nonce = "00112233445566778899aabbccddeeff"
 	w := s.Cmd(sbx.NonceWriteArgs(name)...)
@@ -88,11 +85,8 @@ func TestSbxEmulatorNonce(t *testing.T) {
 }
 
 func TestSbxEmulatorWatcherKillDomain(t *testing.T) {
-	s := ktest.SbxEmulator(t)
-	img := ktest.DockerImage(t, "docker")
-	s.LoadTemplate(t, img)
 	const name = "dw-ktest-20261130-151002-0123abcd"
-	s.Run(t, "create", "shell", t.TempDir(), "--name", name, "--template", img)
+	s := emulatedSandbox(t, name)
 
 	c := ktest.StartController(t, sbxWatcherScript(t, s, name, "root"), ktest.Options{Control: ktest.ControlStdin, Standin: true})
 	marker := "dw-sbx-marker-" + fmt.Sprint(time.Now().UnixNano())
@@ -133,11 +127,8 @@ func TestSbxEmulatorWatcherKillDomain(t *testing.T) {
 // An exec user without root in the VM: the watcher cannot make a PID
 // namespace of its own, and must not run the agent unwatched.
 func TestSbxEmulatorWatcherNotRoot(t *testing.T) {
-	s := ktest.SbxEmulator(t)
-	img := ktest.DockerImage(t, "docker")
-	s.LoadTemplate(t, img)
 	const name = "dw-ktest-20261130-151003-0123abcd"
-	s.Run(t, "create", "shell", t.TempDir(), "--name", name, "--template", img)
+	s := emulatedSandbox(t, name)
 
 	c := ktest.StartController(t, sbxWatcherScript(t, s, name, "1000"), ktest.Options{Control: ktest.ControlStdin})
 	marker := "dw-sbx-marker-" + fmt.Sprint(time.Now().UnixNano())
@@ -157,6 +148,17 @@ func TestSbxEmulatorWatcherNotRoot(t *testing.T) {
 		t.Errorf("the watcher exited 0 without running the agent")
 	}
 	s.Run(t, "rm", "--force", name)
+}
+
+// emulatedSandbox is an emulator with the test image loaded as a
+// template and one sandbox made from it, with a workspace of its own.
+func emulatedSandbox(t *testing.T, name string) *ktest.Sbx {
+	t.Helper()
+	s := ktest.SbxEmulator(t)
+	img := ktest.DockerImage(t, "docker")
+	s.LoadTemplate(t, img)
+	s.Run(t, "create", "shell", t.TempDir(), "--name", name, "--template", img)
+	return s
 }
 
 func containerInitPID(t *testing.T, name string) int {
