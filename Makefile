@@ -104,6 +104,9 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	@# The sbx runtime drives Docker Sandboxes from macOS and Windows too.
+	CGO_ENABLED=0 GOOS=darwin GOARCH=arm64 $(GO) vet ./supervisor/runtime/sbx
+	CGO_ENABLED=0 GOOS=windows GOARCH=amd64 $(GO) vet ./supervisor/runtime/sbx
 
 unit:
 	$(GO) test -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
@@ -118,6 +121,7 @@ fuzz-ci:
 		echo "fuzz $$f for $(FUZZ_CI_TIME)"; \
 		$(GO) test ./shared -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZ_CI_TIME) || exit 1; \
 	done
+	$(GO) test ./supervisor/runtime/sbx -run '^$$' -fuzz '^FuzzParseSandboxList$$' -fuzztime $(FUZZ_CI_TIME)
 
 fuzz:
 	@for f in $(FUZZ_TARGETS); do \
