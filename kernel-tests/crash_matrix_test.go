@@ -29,7 +29,7 @@ import (
 	"testing"
 	"time"
 
-	"deathwatch/internal/proc"
+	"deathwatch/supervisor/proc"
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"

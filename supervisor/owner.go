@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"deathwatch/internal/proc"
+	"deathwatch/supervisor/proc"
 )
 
 // SelfOwner is the Owner record of this process.

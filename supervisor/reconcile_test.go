@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"deathwatch/internal/proc"
+	"deathwatch/supervisor/proc"
 	"deathwatch/shared"
 )
 

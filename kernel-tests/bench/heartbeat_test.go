@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"deathwatch/internal/proc"
+	"deathwatch/supervisor/proc"
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
 )

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"time"
 
-	"deathwatch/internal/proc"
+	"deathwatch/supervisor/proc"
 )
 
-// The process table as the tests read it: internal/proc is the one
+// The process table as the tests read it: supervisor/proc is the one
 // reader of /proc, shared with the supervisor.
 
 // Proc names one process and guards against pid reuse: a process is the

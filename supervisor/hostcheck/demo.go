@@ -3,7 +3,7 @@ package hostcheck
 import (
 	"bufio"
 	"context"
-	"deathwatch/internal/proc"
+	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor"
 	"encoding/json"
 	"errors"

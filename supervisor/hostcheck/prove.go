@@ -9,7 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"deathwatch/internal/proc"
+	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor"
 	"encoding/json"
 	"errors"
