@@ -1,0 +1,491 @@
+package kerneltests
+
+import (
+	"bytes"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"deathwatch/kernel-tests/ktest"
+)
+
+// The watcher as a tini drop-in (issue 11), each behaviour beside
+// Debian's tini and dumb-init run on the same commands as controls:
+// their figures are logged, the watcher's are asserted.
+
+// parityInit is one init under test and how it is told to run a command.
+type parityInit struct {
+	name, bin string
+	watcher   bool
+}
+
+func (p parityInit) argv(pid1 bool, argv ...string) []string {
+	var args []string
+	switch {
+	case p.name == "tini" && !pid1:
+		args = []string{"-s", "--"} // reap as a subreaper
+	case p.name != "dumb-init":
+		args = []string{"--"}
+	}
+	return ktest.WatcherArgv(p.bin, pid1, append(args, argv...)...)
+}
+
+func (p parityInit) command(pid1 bool, argv ...string) *exec.Cmd {
+	full := p.argv(pid1, argv...)
+	cmd := exec.Command(full[0], full[1:]...)
+	cmd.Env = ktest.WatcherEnv()
+	return cmd
+}
+
+// parityInits are the watcher, tini and dumb-init (failing when a
+// control is not installed).
+func parityInits(t *testing.T) []parityInit {
+	t.Helper()
+	return []parityInit{
+		{"watcher", watcherBin(t), true},
+		{"tini", tiniBin(t), false},
+		{"dumb-init", ktest.RequireCmd(t, "dumb-init"), false},
+	}
+}
+
+func domainName(pid1 bool) string {
+	if pid1 {
+		return "pid1"
+	}
+	return "ownns"
+}
+
+// ptyRun is a command whose stdin, stdout and stderr are a new pty,
+// its controlling terminal, as under `docker run -it` or a login shell.
+type ptyRun struct {
+	cmd    *exec.Cmd
+	master *os.File
+	mu     sync.Mutex
+	out    bytes.Buffer
+	done   chan struct{}
+}
+
+func startPty(t *testing.T, cmd *exec.Cmd) *ptyRun {
+	t.Helper()
+	r := &ptyRun{cmd: cmd, done: make(chan struct{})}
+	master, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatalf("start %s on a pty: %v", cmd.Args[0], err)
+	}
+	r.master = master
+	go func() {
+		var b [4096]byte
+		for {
+			n, err := master.Read(b[:])
+			r.mu.Lock()
+			r.out.Write(b[:n])
+			r.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() { _ = cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() {
+		killTree(cmd.Process.Pid)
+		select {
+		case <-r.done:
+		case <-time.After(10 * time.Second):
+		}
+		master.Close()
+	})
+	return r
+}
+
+func (r *ptyRun) output() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.out.String()
+}
+
+func (r *ptyRun) waitOutput(s string, timeout time.Duration) bool {
+	return ktest.WaitFor(timeout, func() bool { return strings.Contains(r.output(), s) })
+}
+
+func (r *ptyRun) wait(timeout time.Duration) (int, bool) {
+	select {
+	case <-r.done:
+		return r.cmd.ProcessState.ExitCode(), true
+	case <-time.After(timeout):
+		return -1, false
+	}
+}
+
+// keyScript traps SIGINT and SIGQUIT, says which it got, and exits 2 s
+// (40 naps) after the first, time enough for a second copy to arrive.
+const keyScript = `trap 'echo got-INT; n=1' INT; trap 'echo got-QUIT; n=1' QUIT; echo ready; c=0; while [ $c -lt 40 ]; do sleep 0.05; [ -n "$n" ] && c=$((c+1)); done; echo finished`
+
+// typeKeys types ^C and then ^\ on r's terminal and returns how many
+// SIGINTs and SIGQUITs the script saw.
+func typeKeys(t *testing.T, r *ptyRun, what string) (ints, quits int) {
+	t.Helper()
+	if !r.waitOutput("ready", 30*time.Second) {
+		t.Fatalf("%s: the agent did not start: %q", what, r.output())
+	}
+	for _, k := range []struct{ key, seen string }{{"\x03", "got-INT"}, {"\x1c", "got-QUIT"}} {
+		if _, err := r.master.Write([]byte(k.key)); err != nil {
+			t.Fatal(err)
+		}
+		if !r.waitOutput(k.seen, 10*time.Second) {
+			t.Logf("%s: %q typed, the agent did not see it in 10 s: %q", what, k.key, r.output())
+		}
+	}
+	if !r.waitOutput("finished", 30*time.Second) {
+		t.Logf("%s: the agent did not finish: %q", what, r.output())
+	}
+	out := r.output()
+	return strings.Count(out, "got-INT"), strings.Count(out, "got-QUIT")
+}
+
+// TestTiniParityTerminalKeys: one ^C and one ^\ typed on the terminal
+// reach the agent once each: the agent is the terminal's foreground
+// process group and the watcher is not in it, so nothing is forwarded
+// twice.
+func TestTiniParityTerminalKeys(t *testing.T) {
+	for _, pid1 := range []bool{true, false} {
+		for _, in := range parityInits(t) {
+			t.Run(domainName(pid1)+"/"+in.name, func(t *testing.T) {
+				r := startPty(t, in.command(pid1, bbox, "sh", "-c", keyScript))
+				ints, quits := typeKeys(t, r, in.name)
+				t.Logf("%s (%s): one ^C → %d SIGINT, one ^\\ → %d SIGQUIT", in.name, domainName(pid1), ints, quits)
+				if in.watcher && (ints != 1 || quits != 1) {
+					t.Errorf("the agent got %d SIGINT and %d SIGQUIT for one key each, want 1 and 1\n%s", ints, quits, r.output())
+				}
+			})
+		}
+	}
+}
+
+// TestTiniParityKillZero: the agent's `kill 0` reaches its own process
+// group, never the caller of the init (here a shell that traps SIGUSR1
+// and runs the init in its own process group).
+func TestTiniParityKillZero(t *testing.T) {
+	for _, pid1 := range []bool{true, false} {
+		for _, in := range parityInits(t) {
+			t.Run(domainName(pid1)+"/"+in.name, func(t *testing.T) {
+				agent := []string{bbox, "sh", "-c", `trap '' USR1; kill -USR1 0; echo agent-sent`}
+				args := append([]string{"sh", "-c", `trap 'echo caller-got-USR1' USR1; "$@"; echo caller-done`, "caller"}, in.argv(pid1, agent...)...)
+				cmd := exec.Command(bbox, args...)
+				cmd.Env = ktest.WatcherEnv()
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				code, out, err := ktest.ExitStatus(cmd, 30*time.Second)
+				t.Logf("%s (%s): exit %d, %q", in.name, domainName(pid1), code, out)
+				if err != nil || !strings.Contains(out, "agent-sent") || !strings.Contains(out, "caller-done") {
+					t.Fatalf("the caller did not run to its end: %v, %q", err, out)
+				}
+				if in.watcher && strings.Contains(out, "caller-got-USR1") {
+					t.Errorf("the agent's kill 0 reached the shell that started the watcher")
+				}
+			})
+		}
+	}
+}
+
+// TestTiniParityOwnProc: a watcher that is not PID 1 gives the box a
+// /proc of its PID namespace: /proc/$$ is the agent, ps works and lists
+// the box only, and the caller's /proc is untouched.
+func TestTiniParityOwnProc(t *testing.T) {
+	bin := watcherBin(t)
+	ps := ktest.RequireCmd(t, "ps")
+	marker := newMarker(t)
+	script := `tr '\0' ' ' < /proc/$$/cmdline; echo; echo self=$(readlink /proc/self); ` + ps + ` -e -o pid=,args=; echo ps-status=$?`
+	cmd := plainCmd(bin, false, nil, bbox, "sh", "-c", script, marker)
+	code, out, err := ktest.ExitStatus(cmd, 30*time.Second)
+	t.Logf("exit %d:\n%s", code, out)
+	if err != nil || code != 0 {
+		t.Fatalf("exit %d (%v)", code, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !strings.Contains(lines[0], marker) {
+		t.Errorf("/proc/$$/cmdline of the agent is %q, not the agent's (%s)", lines[0], marker)
+	}
+	if !strings.Contains(out, "ps-status=0") {
+		t.Errorf("ps failed in the box")
+	}
+	var listed []string
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) > 1 {
+			if _, err := strconv.Atoi(f[0]); err == nil {
+				listed = append(listed, l)
+			}
+		}
+	}
+	if len(listed) == 0 || len(listed) > 5 || !strings.HasPrefix(strings.TrimSpace(listed[0]), "1 ") {
+		t.Errorf("ps in the box lists %d processes %q, want the box's few, PID 1 first", len(listed), listed)
+	}
+	if self, err := os.Readlink("/proc/self"); err != nil || self != strconv.Itoa(os.Getpid()) {
+		t.Errorf("the caller's /proc/self is %q (%v), want %d: the box's /proc leaked out", self, err, os.Getpid())
+	}
+}
+
+// TestTiniParityInteractiveDash: an interactive dash on a terminal, the
+// init not PID 1 (tini -s as the control), takes the terminal and exits
+// 0 at `exit 0`.
+func TestTiniParityInteractiveDash(t *testing.T) {
+	dash := ktest.RequireCmd(t, "dash")
+	for _, in := range parityInits(t)[:2] {
+		t.Run(in.name, func(t *testing.T) {
+			r := startPty(t, in.command(false, dash, "-i"))
+			if !r.waitOutput("# ", 30*time.Second) {
+				t.Fatalf("no prompt: %q", r.output())
+			}
+			if _, err := r.master.Write([]byte("echo dash-$((6*7)); exit 0\n")); err != nil {
+				t.Fatal(err)
+			}
+			code, ok := r.wait(30 * time.Second)
+			t.Logf("%s -- dash -i: exit %d, %q", in.name, code, r.output())
+			if !ok {
+				t.Fatalf("dash did not exit: %q", r.output())
+			}
+			if in.watcher && (code != 0 || !strings.Contains(r.output(), "dash-42") || strings.Contains(r.output(), "Cannot set tty")) {
+				t.Errorf("interactive dash under the watcher: exit %d, output %q; want 0, dash-42 and no tty complaint", code, r.output())
+			}
+		})
+	}
+}
+
+// findAgent waits for the agent (busybox running script marker) below
+// cmd and returns its pid and the pid to signal for the init: the
+// agent's parent as PID 1 (what `docker kill` signals), else cmd.
+func findAgent(t *testing.T, cmd *exec.Cmd, marker string, pid1 bool) (agent, init int) {
+	t.Helper()
+	ok := ktest.WaitFor(30*time.Second, func() bool {
+		for _, p := range ktest.Descendants(cmd.Process.Pid) {
+			if a := ktest.Cmdline(p.PID); len(a) > 1 && a[0] == bbox && a[len(a)-1] == marker {
+				agent = p.PID
+				return true
+			}
+		}
+		return false
+	})
+	if !ok {
+		t.Fatalf("%s: the agent did not start", cmd.Args[0])
+	}
+	init = cmd.Process.Pid
+	if pid1 {
+		st, err := ktest.ReadStat(agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		init = st.PPID
+	}
+	return agent, init
+}
+
+// catches reports whether pid has a handler for sig (SigCgt).
+func catches(pid int, sig syscall.Signal) bool {
+	v, err := ktest.StatusField(pid, "SigCgt")
+	if err != nil {
+		return false
+	}
+	mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+	return err == nil && mask&(1<<(uint(sig)-1)) != 0
+}
+
+// signalRun starts in with an agent that exits 0 at sig, waits until
+// the agent catches it, sends sig to the init at once and returns the
+// init's status: "exit N", "killed by S" or "lost" (no exit in 10 s).
+func signalRun(t *testing.T, in parityInit, pid1 bool, sig syscall.Signal) string {
+	t.Helper()
+	marker := fmt.Sprintf("dwk-sig-%d", mrand.Uint64())
+	script := fmt.Sprintf(`trap 'exit 0' %d; while :; do sleep 0.01; done`, int(sig))
+	cmd := in.command(pid1, bbox, "sh", "-c", script, marker)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	defer func() { killTree(cmd.Process.Pid); <-done }()
+	agent, init := findAgent(t, cmd, marker, pid1)
+	if !ktest.WaitFor(30*time.Second, func() bool { return catches(agent, sig) }) {
+		t.Fatalf("%s: the agent never installed its trap\n%s", in.name, out.String())
+	}
+	if err := syscall.Kill(init, sig); err != nil {
+		t.Fatalf("signal the init: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		return "lost"
+	}
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return "killed by " + ws.Signal().String()
+	}
+	return "exit " + strconv.Itoa(ws.ExitStatus())
+}
+
+// TestTiniParityEarlySignals: SIGALRM and SIGWINCH sent to the init the
+// moment the agent can take them, 50 times each, as PID 1: none lost.
+func TestTiniParityEarlySignals(t *testing.T) {
+	const runs = 50
+	for _, in := range parityInits(t) {
+		for _, sig := range []syscall.Signal{syscall.SIGALRM, syscall.SIGWINCH} {
+			t.Run(in.name+"/"+strings.ToUpper(sig.String()), func(t *testing.T) {
+				bad := map[string]int{}
+				for i := 0; i < runs; i++ {
+					if got := signalRun(t, in, true, sig); got != "exit 0" {
+						bad[got]++
+					}
+				}
+				n := 0
+				for _, c := range bad {
+					n += c
+				}
+				t.Logf("%s as PID 1: %d of %d early %v not delivered %v", in.name, n, runs, sig, bad)
+				if in.watcher && n > 0 {
+					t.Errorf("the watcher lost %d of %d early %v: %v", n, runs, sig, bad)
+				}
+			})
+		}
+	}
+}
+
+// TestTiniParityReservedSignals: signal 34 (glibc's SIGRTMIN) and
+// 35-64 reach the agent and kill neither the watcher nor the box;
+// signal 32 (which busybox cannot trap) reaches it too: the agent dies
+// of it and the watcher reports 128+32.
+func TestTiniParityReservedSignals(t *testing.T) {
+	for _, pid1 := range []bool{true, false} {
+		for _, in := range parityInits(t) {
+			t.Run(domainName(pid1)+"/"+in.name, func(t *testing.T) {
+				for _, sig := range []syscall.Signal{34, 35, 64} {
+					got := signalRun(t, in, pid1, sig)
+					t.Logf("%s (%s), signal %d: %s", in.name, domainName(pid1), int(sig), got)
+					if in.watcher && got != "exit 0" {
+						t.Errorf("signal %d: %s, want it forwarded (exit 0)", int(sig), got)
+					}
+				}
+				marker := fmt.Sprintf("dwk-sig32-%d", mrand.Uint64())
+				cmd := in.command(pid1, bbox, "sh", "-c", `while :; do sleep 0.01; done`, marker)
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan struct{})
+				go func() { _ = cmd.Wait(); close(done) }()
+				defer func() { killTree(cmd.Process.Pid); <-done }()
+				_, init := findAgent(t, cmd, marker, pid1)
+				_ = syscall.Kill(init, 32)
+				got := "lost"
+				select {
+				case <-done:
+					ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+					got = "exit " + strconv.Itoa(ws.ExitStatus())
+					if ws.Signaled() {
+						got = "killed by signal " + strconv.Itoa(int(ws.Signal()))
+					}
+				case <-time.After(5 * time.Second):
+				}
+				t.Logf("%s (%s), signal 32: %s", in.name, domainName(pid1), got)
+				if in.watcher && got != "exit 160" {
+					t.Errorf("signal 32: %s, want exit 160 (forwarded, the agent died of it)", got)
+				}
+			})
+		}
+	}
+}
+
+// sigconfScript is tini's signal-configuration test as a Perl launcher:
+// SIGTTOU, SIGSEGV and SIGINT ignored, SIGTTIN, SIGILL and SIGTERM
+// blocked, then exec of the rest of the command line.
+const sigconfScript = `use POSIX; $SIG{TTOU}='IGNORE'; $SIG{SEGV}='IGNORE'; $SIG{INT}='IGNORE';
+sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGTTIN, SIGILL, SIGTERM)); exec @ARGV or die "exec: $!";`
+
+// TestTiniParitySignalState: the agent starts with the signals the init
+// was started with ignored and blocked, as far as the Go runtime lets
+// the watcher know them (the README lists what it hides: an inherited
+// SIG_IGN of any signal but SIGHUP, SIGINT, the job-control signals and
+// 32/34, and blocked signals the runtime unblocks at start). And
+// `nohup watcher -- cmd` survives SIGHUP, as under tini.
+func TestTiniParitySignalState(t *testing.T) {
+	perl := ktest.RequireCmd(t, "perl")
+	nohup := ktest.RequireCmd(t, "nohup")
+	bit := func(s syscall.Signal) uint64 { return 1 << (uint(s) - 1) }
+	wantIgn := bit(syscall.SIGINT) | bit(syscall.SIGTTOU)
+	wantBlk := bit(syscall.SIGTTIN)
+	for _, pid1 := range []bool{true, false} {
+		for _, in := range parityInits(t) {
+			t.Run(domainName(pid1)+"/"+in.name, func(t *testing.T) {
+				argv := append([]string{perl, "-e", sigconfScript}, in.argv(pid1, bbox, "grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status")...)
+				cmd := exec.Command(argv[0], argv[1:]...)
+				cmd.Env = ktest.WatcherEnv()
+				code, out, err := ktest.ExitStatus(cmd, 30*time.Second)
+				st := ktest.ParseStatus(out)
+				ign, _ := strconv.ParseUint(strings.TrimSpace(st["SigIgn"]), 16, 64)
+				blk, _ := strconv.ParseUint(strings.TrimSpace(st["SigBlk"]), 16, 64)
+				t.Logf("%s (%s): exit %d, agent SigIgn %016x SigBlk %016x (tini's test sets ignored %016x, blocked %016x)", in.name, domainName(pid1), code, ign, blk,
+					bit(syscall.SIGTTOU)|bit(syscall.SIGSEGV)|bit(syscall.SIGINT), bit(syscall.SIGTTIN)|bit(syscall.SIGILL)|bit(syscall.SIGTERM))
+				if err != nil || code != 0 {
+					t.Fatalf("exit %d (%v): %q", code, err, out)
+				}
+				if in.watcher && (ign&wantIgn != wantIgn || blk&wantBlk != wantBlk) {
+					t.Errorf("agent SigIgn %016x SigBlk %016x, want at least %016x and %016x", ign, blk, wantIgn, wantBlk)
+				}
+
+				argv = append([]string{nohup}, in.argv(pid1, bbox, "sh", "-c", `kill -HUP $$; echo survived`)...)
+				cmd = exec.Command(argv[0], argv[1:]...)
+				cmd.Env = ktest.WatcherEnv()
+				cmd.Dir = t.TempDir()
+				code, out, err = ktest.ExitStatus(cmd, 30*time.Second)
+				t.Logf("nohup %s (%s) -- sh -c 'kill -HUP $$': exit %d, %q", in.name, domainName(pid1), code, out)
+				if in.watcher && (err != nil || code != 0 || !strings.Contains(out, "survived")) {
+					t.Errorf("under nohup the agent died of SIGHUP: exit %d (%v)", code, err)
+				}
+			})
+		}
+	}
+}
+
+// TestTiniParityEngineTerminal: `docker run -it` and `podman run -it`
+// with the watcher as the container's init, on a pty: one ^C and one
+// ^\ reach the agent once each. The engines' own inits (docker --init,
+// podman --init) are the controls.
+func TestTiniParityEngineTerminal(t *testing.T) {
+	bin := watcherBin(t)
+	for _, engine := range []string{"docker", "podman"} {
+		ktest.RequireCmd(t, engine)
+		image := ktest.DockerImage(t, engine)
+		for _, init := range []string{"watcher", engine + "-init"} {
+			t.Run(engine+"/"+init, func(t *testing.T) {
+				name := fmt.Sprintf("dwk-tty-%d", mrand.Uint64())
+				args := []string{"run", "--rm", "-it", "--name", name, "--network", "none"}
+				switch {
+				case init != "watcher":
+					args = append(args, "--init", image)
+				case engine == "podman":
+					args = append(args, "--init", "--init-path", bin, image)
+				default:
+					args = append(args, "--entrypoint", ktest.ImageWatcher, image, "--")
+				}
+				args = append(args, "sh", "-c", keyScript)
+				cmd := exec.Command(engine, args...)
+				cmd.Env = append(ktest.WatcherEnv(), "HOME=/root", "TERM=xterm")
+				t.Cleanup(func() { _ = exec.Command(engine, "rm", "-f", name).Run() })
+				r := startPty(t, cmd)
+				ints, quits := typeKeys(t, r, engine+" "+init)
+				code, _ := r.wait(30 * time.Second)
+				t.Logf("%s run -it with %s: one ^C → %d SIGINT, one ^\\ → %d SIGQUIT; exit %d", engine, init, ints, quits, code)
+				if init == "watcher" && (ints != 1 || quits != 1) {
+					t.Errorf("the agent got %d SIGINT and %d SIGQUIT for one key each, want 1 and 1\n%s", ints, quits, r.output())
+				}
+			})
+		}
+	}
+}
+
