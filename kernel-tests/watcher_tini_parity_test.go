@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"deathwatch/kernel-tests/ktest"
 )
@@ -337,7 +338,7 @@ func TestTiniParityEarlySignals(t *testing.T) {
 	const runs = 50
 	for _, in := range parityInits(t) {
 		for _, sig := range []syscall.Signal{syscall.SIGALRM, syscall.SIGWINCH} {
-			t.Run(in.name+"/"+strings.ToUpper(sig.String()), func(t *testing.T) {
+			t.Run(in.name+"/"+unix.SignalName(sig), func(t *testing.T) {
 				bad := map[string]int{}
 				for i := 0; i < runs; i++ {
 					if got := signalRun(t, in, true, sig); got != "exit 0" {
@@ -488,4 +489,3 @@ func TestTiniParityEngineTerminal(t *testing.T) {
 		}
 	}
 }
-
