@@ -302,32 +302,54 @@ func catches(pid int, sig syscall.Signal) bool {
 // init's status: "exit N", "killed by S" or "lost" (no exit in 10 s).
 func signalRun(t *testing.T, in parityInit, pid1 bool, sig syscall.Signal) string {
 	t.Helper()
-	marker := fmt.Sprintf("dwk-sig-%d", mrand.Uint64())
-	script := fmt.Sprintf(`trap 'exit 0' %d; while :; do sleep 0.01; done`, int(sig))
-	cmd := in.command(pid1, bbox, "sh", "-c", script, marker)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	defer func() { killTree(cmd.Process.Pid); <-done }()
-	agent, init := findAgent(t, cmd, marker, pid1)
+	r := startAgent(t, in, pid1, fmt.Sprintf(`trap 'exit 0' %d; while :; do sleep 0.01; done`, int(sig)))
+	defer r.stop()
+	agent, init := r.agent, r.init
 	if !ktest.WaitFor(30*time.Second, func() bool { return catches(agent, sig) }) {
-		t.Fatalf("%s: the agent never installed its trap\n%s", in.name, out.String())
+		t.Fatalf("%s: the agent never installed its trap\n%s", in.name, r.out.String())
 	}
 	if err := syscall.Kill(init, sig); err != nil {
 		t.Fatalf("signal the init: %v", err)
 	}
+	return outcome(r.cmd, r.done, 10*time.Second)
+}
+
+// agentRun is an init running a busybox script whose $0 is a marker,
+// started, with its agent found.
+type agentRun struct {
+	cmd         *exec.Cmd
+	done        chan struct{} // closed when cmd.Wait returned
+	out         bytes.Buffer
+	agent, init int // see findAgent
+}
+
+// startAgent starts in running script; the caller defers stop.
+func startAgent(t *testing.T, in parityInit, pid1 bool, script string) *agentRun {
+	t.Helper()
+	marker := fmt.Sprintf("dwk-parity-%d", mrand.Uint64())
+	r := &agentRun{cmd: in.command(pid1, bbox, "sh", "-c", script, marker), done: make(chan struct{})}
+	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = r.cmd.Wait(); close(r.done) }()
+	r.agent, r.init = findAgent(t, r.cmd, marker, pid1)
+	return r
+}
+
+func (r *agentRun) stop() { killTree(r.cmd.Process.Pid); <-r.done }
+
+// outcome waits up to timeout for done (closed when cmd.Wait returned)
+// and says how cmd ended: "exit N", "killed by signal N", or "lost".
+func outcome(cmd *exec.Cmd, done <-chan struct{}, timeout time.Duration) string {
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(timeout):
 		return "lost"
 	}
 	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
-		return "killed by " + ws.Signal().String()
+		return "killed by signal " + strconv.Itoa(int(ws.Signal()))
 	}
 	return "exit " + strconv.Itoa(ws.ExitStatus())
 }
@@ -373,26 +395,10 @@ func TestTiniParityReservedSignals(t *testing.T) {
 						t.Errorf("signal %d: %s, want it forwarded (exit 0)", int(sig), got)
 					}
 				}
-				marker := fmt.Sprintf("dwk-sig32-%d", mrand.Uint64())
-				cmd := in.command(pid1, bbox, "sh", "-c", `while :; do sleep 0.01; done`, marker)
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				done := make(chan struct{})
-				go func() { _ = cmd.Wait(); close(done) }()
-				defer func() { killTree(cmd.Process.Pid); <-done }()
-				_, init := findAgent(t, cmd, marker, pid1)
-				_ = syscall.Kill(init, 32)
-				got := "lost"
-				select {
-				case <-done:
-					ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-					got = "exit " + strconv.Itoa(ws.ExitStatus())
-					if ws.Signaled() {
-						got = "killed by signal " + strconv.Itoa(int(ws.Signal()))
-					}
-				case <-time.After(5 * time.Second):
-				}
+				r := startAgent(t, in, pid1, `while :; do sleep 0.01; done`)
+				defer r.stop()
+				_ = syscall.Kill(r.init, 32)
+				got := outcome(r.cmd, r.done, 5*time.Second)
 				t.Logf("%s (%s), signal 32: %s", in.name, domainName(pid1), got)
 				if in.watcher && got != "exit 160" {
 					t.Errorf("signal 32: %s, want exit 160 (forwarded, the agent died of it)", got)
