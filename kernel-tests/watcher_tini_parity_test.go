@@ -329,6 +329,8 @@ func startAgent(t *testing.T, in parityInit, pid1 bool, script string) *agentRun
 	marker := fmt.Sprintf("dwk-parity-%d", mrand.Uint64())
 	r := &agentRun{cmd: in.command(pid1, bbox, "sh", "-c", script, marker), done: make(chan struct{})}
 	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
+	// An agent that outlives a control init keeps the output pipe open.
+	r.cmd.WaitDelay = time.Second
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +339,11 @@ func startAgent(t *testing.T, in parityInit, pid1 bool, script string) *agentRun
 	return r
 }
 
-func (r *agentRun) stop() { killTree(r.cmd.Process.Pid); <-r.done }
+func (r *agentRun) stop() {
+	killTree(r.cmd.Process.Pid)
+	killTree(r.agent) // outside the tree once a control init died
+	<-r.done
+}
 
 // outcome waits up to timeout for done (closed when cmd.Wait returned)
 // and says how cmd ended: "exit N", "killed by signal N", or "lost".
