@@ -1,8 +1,10 @@
 package kerneltests
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
@@ -259,89 +261,93 @@ func TestTiniParityInteractiveDash(t *testing.T) {
 	}
 }
 
-// findAgent waits for the agent (busybox running script marker) below
-// cmd and returns its pid and the pid to signal for the init: the
-// agent's parent as PID 1 (what `docker kill` signals), else cmd.
-func findAgent(t *testing.T, cmd *exec.Cmd, marker string, pid1 bool) (agent, init int) {
-	t.Helper()
-	ok := ktest.WaitFor(30*time.Second, func() bool {
-		for _, p := range ktest.Descendants(cmd.Process.Pid) {
-			if a := ktest.Cmdline(p.PID); len(a) > 1 && a[0] == bbox && a[len(a)-1] == marker {
-				agent = p.PID
-				return true
-			}
-		}
-		return false
-	})
-	if !ok {
-		t.Fatalf("%s: the agent did not start", cmd.Args[0])
-	}
-	init = cmd.Process.Pid
-	if pid1 {
-		st, err := ktest.ReadStat(agent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		init = st.PPID
-	}
-	return agent, init
-}
-
-// catches reports whether pid has a handler for sig (SigCgt).
-func catches(pid int, sig syscall.Signal) bool {
-	v, err := ktest.StatusField(pid, "SigCgt")
-	if err != nil {
-		return false
-	}
-	mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-	return err == nil && mask&(1<<(uint(sig)-1)) != 0
-}
-
-// signalRun starts in with an agent that exits 0 at sig, waits until
-// the agent catches it, sends sig to the init at once and returns the
-// init's status: "exit N", "killed by S" or "lost" (no exit in 10 s).
+// signalRun starts in with an agent that exits 0 at sig, sends sig to
+// the init the moment the agent says it is ready, and returns the init's
+// status (see outcome; "lost" after 10 s).
 func signalRun(t *testing.T, in parityInit, pid1 bool, sig syscall.Signal) string {
 	t.Helper()
-	r := startAgent(t, in, pid1, fmt.Sprintf(`trap 'exit 0' %d; while :; do sleep 0.01; done`, int(sig)))
+	r := startAgent(t, in, pid1, fmt.Sprintf(`trap 'exit 0' %d; echo ready; while :; do sleep 0.01; done`, int(sig)))
 	defer r.stop()
-	agent, init := r.agent, r.init
-	if !ktest.WaitFor(30*time.Second, func() bool { return catches(agent, sig) }) {
-		t.Fatalf("%s: the agent never installed its trap\n%s", in.name, r.out.String())
-	}
-	if err := syscall.Kill(init, sig); err != nil {
+	if err := syscall.Kill(r.init, sig); err != nil {
 		t.Fatalf("signal the init: %v", err)
 	}
 	return outcome(r.cmd, r.done, 10*time.Second)
 }
 
-// agentRun is an init running a busybox script whose $0 is a marker,
-// started, with its agent found.
+// agentRun is an init running a busybox script whose $0 is a marker.
 type agentRun struct {
-	cmd         *exec.Cmd
-	done        chan struct{} // closed when cmd.Wait returned
-	out         bytes.Buffer
-	agent, init int // see findAgent
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when cmd.Wait returned
+	marker string
+	init   int // the pid to signal for the init
 }
 
-// startAgent starts in running script; the caller defers stop.
+// startAgent starts in running script, which prints "ready" once it
+// can take what the test sends, and returns as soon as it has (reading
+// a pipe, not polling /proc: the early-signal window is a millisecond
+// wide). The pid to signal is the PID 1 that unshare forked (what
+// `docker kill` signals), else the init the test started. The caller
+// defers stop.
 func startAgent(t *testing.T, in parityInit, pid1 bool, script string) *agentRun {
 	t.Helper()
-	marker := fmt.Sprintf("dwk-parity-%d", mrand.Uint64())
-	r := &agentRun{cmd: in.command(pid1, bbox, "sh", "-c", script, marker), done: make(chan struct{})}
-	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
-	// An agent that outlives a control init keeps the output pipe open.
-	r.cmd.WaitDelay = time.Second
-	if err := r.cmd.Start(); err != nil {
+	r := &agentRun{marker: fmt.Sprintf("dwk-parity-%d", mrand.Uint64()), done: make(chan struct{})}
+	r.cmd = in.command(pid1, bbox, "sh", "-c", script, r.marker)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cmd.Stdout, r.cmd.Stderr = pw, pw
+	err = r.cmd.Start()
+	pw.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = r.cmd.Wait(); close(r.done) }()
-	r.agent, r.init = findAgent(t, r.cmd, marker, pid1)
+	r.init = r.cmd.Process.Pid
+	if pid1 {
+		children := fmt.Sprintf("/proc/%d/task/%d/children", r.init, r.init)
+		found := ktest.WaitFor(30*time.Second, func() bool {
+			b, _ := os.ReadFile(children)
+			f := strings.Fields(string(b))
+			if len(f) == 0 {
+				return false
+			}
+			r.init, err = strconv.Atoi(f[0])
+			return err == nil
+		})
+		if !found {
+			r.stop()
+			t.Fatalf("%s: unshare started no init", in.name)
+		}
+	}
+	ready := make(chan string, 1)
+	go func() {
+		// Read to the end: a closed pipe would be a SIGPIPE to whoever
+		// writes next.
+		br := bufio.NewReader(pr)
+		line, _ := br.ReadString('\n')
+		ready <- line
+		_, _ = io.Copy(io.Discard, br)
+		pr.Close()
+	}()
+	select {
+	case line := <-ready:
+		if line != "ready\n" {
+			r.stop()
+			t.Fatalf("%s: the agent said %q, not ready", in.name, line)
+		}
+	case <-time.After(30 * time.Second):
+		r.stop()
+		t.Fatalf("%s: the agent was not ready after 30 s", in.name)
+	}
 	return r
 }
 
 func (r *agentRun) stop() {
 	killTree(r.cmd.Process.Pid)
-	killTree(r.agent) // outside the tree once a control init died
+	for _, p := range ktest.WithMarker(r.marker) { // outside the tree once a control init died
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	}
 	<-r.done
 }
 
@@ -377,9 +383,9 @@ func TestTiniParityEarlySignals(t *testing.T) {
 				for _, c := range bad {
 					n += c
 				}
-				t.Logf("%s as PID 1: %d of %d early %v not delivered %v", in.name, n, runs, sig, bad)
+				t.Logf("%s as PID 1: %d of %d early %s not delivered %v", in.name, n, runs, unix.SignalName(sig), bad)
 				if in.watcher && n > 0 {
-					t.Errorf("the watcher lost %d of %d early %v: %v", n, runs, sig, bad)
+					t.Errorf("the watcher lost %d of %d early %s: %v", n, runs, unix.SignalName(sig), bad)
 				}
 			})
 		}
@@ -401,7 +407,7 @@ func TestTiniParityReservedSignals(t *testing.T) {
 						t.Errorf("signal %d: %s, want it forwarded (exit 0)", int(sig), got)
 					}
 				}
-				r := startAgent(t, in, pid1, `while :; do sleep 0.01; done`)
+				r := startAgent(t, in, pid1, `echo ready; while :; do sleep 0.01; done`)
 				defer r.stop()
 				_ = syscall.Kill(r.init, 32)
 				got := outcome(r.cmd, r.done, 5*time.Second)
