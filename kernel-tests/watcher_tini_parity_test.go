@@ -74,18 +74,20 @@ type ptyRun struct {
 	master *os.File
 	mu     sync.Mutex
 	out    bytes.Buffer
-	done   chan struct{}
+	done   chan struct{} // closed when cmd.Wait returned
+	read   chan struct{} // closed when the master reached EOF or an error
 }
 
 func startPty(t *testing.T, cmd *exec.Cmd) *ptyRun {
 	t.Helper()
-	r := &ptyRun{cmd: cmd, done: make(chan struct{})}
+	r := &ptyRun{cmd: cmd, done: make(chan struct{}), read: make(chan struct{})}
 	master, err := pty.Start(cmd)
 	if err != nil {
 		t.Fatalf("start %s on a pty: %v", cmd.Args[0], err)
 	}
 	r.master = master
 	go func() {
+		defer close(r.read)
 		var b [4096]byte
 		for {
 			n, err := master.Read(b[:])
@@ -122,15 +124,24 @@ func (r *ptyRun) waitOutput(s string, timeout time.Duration) bool {
 func (r *ptyRun) wait(timeout time.Duration) (int, bool) {
 	select {
 	case <-r.done:
-		return r.cmd.ProcessState.ExitCode(), true
 	case <-time.After(timeout):
 		return -1, false
 	}
+	select { // what the command wrote last
+	case <-r.read:
+	case <-time.After(5 * time.Second):
+	}
+	return r.cmd.ProcessState.ExitCode(), true
 }
 
-// keyScript traps SIGINT and SIGQUIT, says which it got, and exits 2 s
-// (40 naps) after the first, time enough for a second copy to arrive.
-const keyScript = `trap 'echo got-INT; n=1' INT; trap 'echo got-QUIT; n=1' QUIT; echo ready; c=0; while [ $c -lt 40 ]; do sleep 0.05; [ -n "$n" ] && c=$((c+1)); done; echo finished`
+// keyScript traps SIGINT and SIGQUIT, says which it got, and exits 1 s
+// (20 naps) after the first, time enough for a second copy to arrive.
+// It naps in a builtin read from a FIFO no one writes, not in sleep: a
+// shell waiting for a child runs a trap once however many copies of
+// the signal came meanwhile.
+const keyScript = `f=/dev/shm/dwk-fifo-$$; mkfifo $f; exec 3<>$f; rm $f; ` +
+	`trap 'echo got-INT; n=1' INT; trap 'echo got-QUIT; n=1' QUIT; echo ready; ` +
+	`c=0; while [ $c -lt 20 ]; do read -t 0.05 _ <&3; [ -n "$n" ] && c=$((c+1)); done; echo finished`
 
 // typeKeys types ^C and then ^\ on r's terminal and returns how many
 // SIGINTs and SIGQUITs the script saw.
