@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/containerd/cgroups/v3 v3.1.3
+	github.com/creack/pty v1.1.24
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/vishvananda/netlink v1.3.1
 	golang.org/x/sys v0.50.0

@@ -3,7 +3,6 @@ package watcher
 import (
 	"errors"
 	"os"
-	"os/signal"
 	"runtime"
 	"syscall"
 
@@ -18,11 +17,9 @@ import (
 
 // reexecAsInit is the transparent parent. It returns the inner
 // watcher's status.
-func reexecAsInit(cfg *Config) int {
+func reexecAsInit(cfg *Config, sigs chan os.Signal) int {
 	// Pdeathsig belongs to the thread that forks: keep it for good.
 	runtime.LockOSThread()
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs)
 
 	files := []uintptr{0, 1, 2}
 	if cfg.Control == "fd" {
@@ -45,7 +42,7 @@ func reexecAsInit(cfg *Config) int {
 	attr := &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: files,
-		Sys:   &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL},
+		Sys:   &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL},
 	}
 	argv := append([]string{"watcher", "--parent-fd=" + itoa(parentFD)}, os.Args[1:]...)
 	pid, err := syscall.ForkExec("/proc/self/exe", argv, attr)
@@ -64,19 +61,35 @@ func reexecAsInit(cfg *Config) int {
 		return shared.ExitRefused
 	}
 	for s := range sigs {
-		switch s {
-		case syscall.SIGURG:
-		case syscall.SIGCHLD:
+		switch s := s.(syscall.Signal); {
+		case s == syscall.SIGCHLD:
 			var ws syscall.WaitStatus
 			got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 			if got == pid || errors.Is(err, syscall.ECHILD) {
 				return waitCode(ws)
 			}
-		default:
-			_ = syscall.Kill(pid, s.(syscall.Signal))
+		case forwarded(s):
+			_ = syscall.Kill(pid, s)
 		}
 	}
 	return shared.ExitSetupFailed
+}
+
+// mountProc gives the inner watcher, PID 1 of the namespace the outer
+// one made, a /proc of that namespace (as `unshare --mount-proc` does),
+// in the mount namespace made with it, private so that nothing mounted
+// here reaches the outer one. Without it /proc still shows the outer
+// namespace: /proc/self names another process, ps fails, job control
+// in a shell does not work. A failure (a /proc the kernel will not
+// mount again in a user namespace) costs only that, so it is logged.
+func mountProc() {
+	err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, "")
+	if err == nil {
+		err = syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "")
+	}
+	if err != nil {
+		logf("mount a /proc for the box's PID namespace: " + err.Error() + "; /proc shows the outer namespace")
+	}
 }
 
 // waitCode is the exit status that reports ws: the code, or 128+N for

@@ -9,6 +9,9 @@ import (
 
 // Main runs the watcher and returns its exit status.
 func Main(args []string) int {
+	// Signals first: one sent while the watcher starts is forwarded.
+	st := startState()
+	sigs := catchSignals(st)
 	cfg, err := parseFlags(args)
 	if err != nil {
 		logf(err.Error())
@@ -26,9 +29,9 @@ func Main(args []string) int {
 		return 0
 	}
 	if os.Getpid() != 1 {
-		return reexecAsInit(cfg)
+		return reexecAsInit(cfg, sigs)
 	}
-	return newWatcher(cfg).run()
+	return newWatcher(cfg, sigs).run()
 }
 
 // logf writes one line to the watcher's own stderr; never into frames.

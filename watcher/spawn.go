@@ -33,6 +33,11 @@ type agent struct {
 	NewKeyring bool
 	Filter     []seccomp.Insn
 	OOMScore   int // 0: the watcher's own
+	// Setpgid makes the agent lead a process group of its own;
+	// Foreground also makes that group the foreground group of the
+	// terminal on the agent's fd 0.
+	Setpgid    bool
+	Foreground bool
 }
 
 // spawnAttr builds the ProcAttr for the agent. Pure: tested without root.
@@ -41,7 +46,7 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 		Dir:   a.Dir,
 		Env:   a.Env,
 		Files: a.Files,
-		Sys:   &syscall.SysProcAttr{Setsid: a.Setsid},
+		Sys:   &syscall.SysProcAttr{Setsid: a.Setsid, Setpgid: a.Setpgid, Foreground: a.Foreground, Ctty: 0},
 	}
 	if a.Cred != nil {
 		c := *a.Cred
@@ -153,6 +158,13 @@ func lastCap() int {
 		n = n*10 + int(ch-'0')
 	}
 	return n
+}
+
+// stdinIsCtty reports whether fd 0 is the watcher's controlling
+// terminal, where tini calls tcsetpgrp (any other fd 0 makes it fail).
+func stdinIsCtty() bool {
+	_, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil
 }
 
 // errNotFound marks a command that is nowhere on PATH.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"sync"
@@ -57,14 +56,15 @@ type frameEvent struct {
 	err error
 }
 
-func newWatcher(cfg *Config) *watcher {
-	return &watcher{cfg: cfg, sigs: make(chan os.Signal, 64), grace: cfg.Grace, code: -1}
+func newWatcher(cfg *Config, sigs chan os.Signal) *watcher {
+	return &watcher{cfg: cfg, sigs: sigs, grace: cfg.Grace, code: -1}
 }
 
 // run is the PID-1 loop. It returns the watcher's exit status.
 func (w *watcher) run() int {
 	markCloexec()
 	if w.cfg.ParentFD > 0 {
+		mountProc()
 		w.parentGone = make(chan struct{})
 		go watchParent(w.cfg.ParentFD, w.parentGone)
 	}
@@ -86,11 +86,6 @@ func (w *watcher) run() int {
 		deadline, heartbeat, w.grace = spec.Deadline, spec.Heartbeat, spec.Grace
 	}
 
-	// The signals a runtime or a shell sends (docker stop, kill, ^C)
-	// are caught before the agent exists; the rest follow in the
-	// background (notifyForwarded).
-	signal.Notify(w.sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
-		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	if pidsLimited() {
 		warmThreads(spareThreads)
 	}
@@ -104,7 +99,6 @@ func (w *watcher) run() int {
 		return w.setupFailed(execStatus(err), "start "+a.Argv[0]+": "+err.Error())
 	}
 	w.started = time.Now()
-	go notifyForwarded(w.sigs)
 	if os.Geteuid() == 0 && (w.cfg.Control != "" || w.cfg.User != nil) {
 		if err := dropSelf(w.cfg.WatcherUser); err != nil {
 			killAll(syscall.SIGKILL)
@@ -137,14 +131,11 @@ func (w *watcher) run() int {
 	for !(w.mainDone && w.empty) {
 		select {
 		case s := <-w.sigs:
-			switch s {
-			case syscall.SIGCHLD:
+			switch s := s.(syscall.Signal); {
+			case s == syscall.SIGCHLD:
 				w.reap()
-			case syscall.SIGURG: // the Go runtime's own
-			default:
-				if !w.mainDone {
-					_ = syscall.Kill(w.mainPid, s.(syscall.Signal))
-				}
+			case forwarded(s) && !w.mainDone:
+				_ = syscall.Kill(w.mainPid, s)
 			}
 		case ev := <-w.frames:
 			if hb != nil {
@@ -239,21 +230,6 @@ func warmThreads(n int) {
 	parked.Wait()
 	close(release)
 	done.Wait()
-}
-
-// notifyForwarded asks for every other signal the watcher forwards. The
-// Go runtime enables each signal with a round trip to a thread of its
-// own (about 15 µs apiece, a millisecond for all 60), so this runs
-// while the agent starts rather than before it.
-func notifyForwarded(c chan<- os.Signal) {
-	for s := syscall.Signal(1); s <= 64; s++ {
-		switch s {
-		case syscall.SIGCHLD, syscall.SIGURG, syscall.SIGKILL, syscall.SIGSTOP,
-			syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2:
-			continue
-		}
-		signal.Notify(c, s)
-	}
 }
 
 // beginEnd starts the end of the box: TERM to every process, KILL after
@@ -354,9 +330,12 @@ func execStatus(err error) int {
 }
 
 // plainAgent: tini's shape, the agent inherits fds 0-2 and the
-// environment.
+// environment, and leads a process group of its own, which is the
+// terminal's foreground group when stdin is the watcher's controlling
+// terminal: ^C reaches the agent once, from the terminal, and not the
+// watcher; a `kill 0` of the agent reaches its own group only.
 func (w *watcher) plainAgent() *agent {
-	a := &agent{Argv: w.cfg.Argv, Env: os.Environ(), Files: []uintptr{0, 1, 2}}
+	a := &agent{Argv: w.cfg.Argv, Env: os.Environ(), Files: []uintptr{0, 1, 2}, Setpgid: true, Foreground: stdinIsCtty()}
 	if u := w.cfg.User; u != nil {
 		a.Cred = &syscall.Credential{Uid: u.UID, Gid: u.GID}
 		a.DropCaps = true
