@@ -29,10 +29,10 @@ import (
 	"testing"
 	"time"
 
-	"deathwatch/supervisor/proc"
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor/runtime/native"
 )
 

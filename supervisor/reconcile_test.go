@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"deathwatch/supervisor/proc"
 	"deathwatch/shared"
+	"deathwatch/supervisor/proc"
 )
 
 // memRuntime is an in-memory runtime for reconcile's unit tests.

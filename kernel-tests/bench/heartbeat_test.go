@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"deathwatch/supervisor/proc"
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/proc"
 )
 
 // idleCost is what one process did while its box sat idle: how often

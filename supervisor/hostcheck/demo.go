@@ -3,8 +3,8 @@ package hostcheck
 import (
 	"bufio"
 	"context"
-	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/proc"
 	"encoding/json"
 	"errors"
 	"fmt"

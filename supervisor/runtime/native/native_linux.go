@@ -3,8 +3,8 @@ package native
 import (
 	"bufio"
 	"context"
-	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/proc"
 	"encoding/json"
 	"errors"
 	"fmt"
