@@ -51,6 +51,7 @@ type ExecOptions struct {
 	Heartbeat  time.Duration
 
 	AllowRootful   bool
+	AllowUserns    bool   // the agent may make nested user namespaces
 	WatcherPath    string // host watcher to bind-mount
 	WatcherInImage string // watcher baked into the image
 	UID, GID       uint32
@@ -172,6 +173,8 @@ func (o *ExecOptions) Spec() shared.Spec {
 		Deadline:  o.Deadline,
 		Grace:     o.Grace,
 		Heartbeat: o.Heartbeat,
+
+		AllowUserns: o.AllowUserns,
 	}
 }
 

@@ -32,6 +32,7 @@ type ExecCmd struct {
 	Heartbeat      time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"10s"`
 	Events         string        `help:"Write line-delimited JSON lifecycle events (journaled, created, started, ready, exited, removed) to FILE or fd:N." placeholder:"FILE|fd:N"`
 	AllowRootful   bool          `help:"Accept a rootful engine (a box escape is root on the host)."`
+	AllowUserns    bool          `help:"Let the agent make nested user namespaces (and mount inside them): the syscall filter refuses them otherwise, as most local-root exploits start there."`
 	Watcher        string        `help:"Host watcher binary to bind-mount read-only as the box's entrypoint (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
 	WatcherInImage string        `help:"Use the watcher baked into the image at PATH instead of bind-mounting one." placeholder:"PATH"`
 	User           string        `help:"UID:GID the agent runs as (0 is refused)." default:"1000:1000" placeholder:"UID:GID"`
@@ -109,7 +110,7 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 		Instance: g.Instance, JournalDir: g.journalDir(), Runtime: e.Runtime, Image: e.Image,
 		NamePrefix: e.Name, RunKey: e.RunKey, Workdir: e.Workdir, PidsLimit: e.PidsLimit,
 		Network: e.Network, Deadline: e.Deadline, Grace: e.Grace, Heartbeat: e.Heartbeat,
-		AllowRootful: e.AllowRootful, WatcherInImage: e.WatcherInImage, Argv: e.Command,
+		AllowRootful: e.AllowRootful, AllowUserns: e.AllowUserns, WatcherInImage: e.WatcherInImage, Argv: e.Command,
 	}
 	// On the command line 0 is the explicit "off"; in ExecOptions 0
 	// means "the default".
