@@ -33,6 +33,9 @@ type agent struct {
 	NewKeyring bool
 	Filter     []seccomp.Insn
 	OOMScore   int // 0: the watcher's own
+	// Setctty makes the agent's fd 0, a terminal, the controlling
+	// terminal of its session (with Setsid).
+	Setctty bool
 }
 
 // spawnAttr builds the ProcAttr for the agent. Pure: tested without root.
@@ -49,6 +52,7 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 		c.NoSetGroups = false
 		attr.Sys.Credential = &c
 	}
+	attr.Sys.Setctty = a.Setctty // Ctty 0: a descriptor of the child
 	return attr
 }
 

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,6 +42,12 @@ type watcher struct {
 	oom        *oomCounter   // the box's OOM kills (control mode; see oom.go)
 	// The agent's stdio as the watcher holds it until the agent starts.
 	childEnds []*os.File
+	// relayed counts output frames sent (see waitOutput).
+	relayed atomic.Int64
+	// pty is the master of the agent's terminal (a tty spec); stdin
+	// feeds the agent's input (a stdin or tty spec). See stdin.go.
+	pty   *os.File
+	stdin *stdinRelay
 
 	// The end of the box, once it began.
 	ending     bool
@@ -141,6 +148,12 @@ func (w *watcher) run() int {
 			case syscall.SIGCHLD:
 				w.reap()
 			case syscall.SIGURG: // the Go runtime's own
+			case syscall.SIGPIPE:
+				// The watcher's own write to a closed pipe (the agent's
+				// stdin, the control stream) raised it: not the agent's.
+				if w.out == nil && !w.mainDone {
+					_ = syscall.Kill(w.mainPid, syscall.SIGPIPE)
+				}
 			default:
 				if !w.mainDone {
 					_ = syscall.Kill(w.mainPid, s.(syscall.Signal))
@@ -316,9 +329,9 @@ func (w *watcher) finish() int {
 	}
 	if w.out != nil {
 		// Output first: every writer is dead, so the pipes reach EOF.
-		waitTimeout(w.relay.Wait, time.Second)
+		w.waitOutput()
 		rec := shared.Exit{Reason: w.reason, Code: code, Signal: sig, Runtime: w.ended.Sub(w.started), Sweep: sweep, Message: w.message}
-		waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
+		waitTimeout(func() { w.stdin.stop(); _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
 	}
 	return code
 }
