@@ -17,11 +17,16 @@ import (
 // limit and the watcher never stops reading the stream (pings and EOF
 // must always get through):
 //
-//   - After ready, a watcher that relays input sends stdin-credit
-//     granting StdinWindowSize bytes. It grants again as bytes leave its
-//     queue (written to the agent's stdin, or discarded once the agent's
-//     stdin is gone): when the returned bytes reach a quarter of the
-//     window, or whenever its queue runs empty.
+//   - After ready, a watcher that relays input (the spec asked for stdin
+//     or tty; never otherwise, so a host that predates input never sees
+//     the frame) sends stdin-credit granting StdinWindowSize bytes. It
+//     grants again as bytes leave its queue (written to the agent's
+//     stdin, or discarded once the agent's stdin is gone): when the
+//     returned bytes reach a quarter of the window, or whenever its
+//     queue runs empty. No stdin-credit follows the exit record.
+//   - The host sends no stdin, stdin-eof or resize before ready (the
+//     spec carries the first window size); stdin before the first
+//     stdin-credit is beyond the credit.
 //   - The host may have at most the granted bytes in flight: the sum of
 //     stdin payloads it sent never exceeds the sum of the credit it
 //     received. Its stdin frames carry 1 to MaxChunk bytes each; it
@@ -33,9 +38,11 @@ import (
 //     read in canonical mode, as a typist's ^D would). At most one, and
 //     no stdin frame follows it.
 //   - A stdin frame beyond the credit, an empty or oversized one, one
-//     after stdin-eof, any input to a box that granted none, and a
-//     payload on stdin-eof are protocol errors: the watcher kills the
-//     box (fail closed).
+//     after stdin-eof, a stdin frame to a box that granted no credit, a
+//     second stdin-eof and a payload on stdin-eof are protocol errors:
+//     the watcher kills the box (fail closed). stdin-eof to a box
+//     without input is accepted and changes nothing (its stdin,
+//     /dev/null, is at its end already).
 //   - resize (rows, cols) sets the pty's window size; the kernel sends
 //     the agent's foreground process group SIGWINCH. Without a pty it is
 //     accepted and ignored.
