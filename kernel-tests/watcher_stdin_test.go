@@ -79,11 +79,7 @@ func TestWatcherStdinEcho(t *testing.T) {
 			if c.Exited() {
 				t.Fatalf("the watcher exited before stdin-eof\n%s", c.Diagnostics())
 			}
-			if err := c.SendStdinEOF(); err != nil {
-				t.Fatal(err)
-			}
-			res := c.Wait(10 * time.Second)
-			expectExit(t, c, res, 0, shared.ReasonExited, true)
+			endInput(t, c)
 			if !strings.HasSuffix(c.Stdout(), "loop-ended\n") {
 				t.Errorf("the agent did not see the end of its input\n%s", c.Diagnostics())
 			}
@@ -102,21 +98,12 @@ func TestWatcherStdinEOF(t *testing.T) {
 			spec := stdinSpec("", "")
 			spec.Argv = []string{bbox, "cat"}
 			c.Launch(spec)
-			if err := c.SendStdin([]byte("hello, cat\n")); err != nil {
-				t.Fatal(err)
-			}
-			if !c.WaitStdout("hello, cat\n", ktest.Slack) {
-				t.Fatalf("cat did not echo its input\n%s", c.Diagnostics())
-			}
+			echoOnce(t, c, "hello, cat\n")
 			time.Sleep(300 * time.Millisecond)
 			if c.Exited() {
 				t.Fatalf("cat ended before stdin-eof\n%s", c.Diagnostics())
 			}
-			if err := c.SendStdinEOF(); err != nil {
-				t.Fatal(err)
-			}
-			res := c.Wait(10 * time.Second)
-			expectExit(t, c, res, 0, shared.ReasonExited, true)
+			endInput(t, c)
 		})
 		t.Run(d.name+"/host-dies", func(t *testing.T) {
 			marker := newMarker(t)
@@ -124,12 +111,7 @@ func TestWatcherStdinEOF(t *testing.T) {
 			spec := stdinSpec(`busybox cat; echo cat-ended`, marker)
 			spec.Grace = 10 * time.Second
 			c.Launch(spec)
-			if err := c.SendStdin([]byte("before the host dies\n")); err != nil {
-				t.Fatal(err)
-			}
-			if !c.WaitStdout("before the host dies\n", ktest.Slack) {
-				t.Fatalf("cat did not echo its input\n%s", c.Diagnostics())
-			}
+			echoOnce(t, c, "before the host dies\n")
 			box := waitMarkers(t, c, ktest.Slack, marker)
 			killed := c.KillStandin()
 			took := requireDead(t, box, killed, 3*time.Second, "after the host died without stdin-eof")
@@ -143,6 +125,27 @@ func TestWatcherStdinEOF(t *testing.T) {
 			}
 		})
 	}
+}
+
+// echoOnce sends line as input and waits for the agent to echo it.
+func echoOnce(t *testing.T, c *ktest.Controller, line string) {
+	t.Helper()
+	if err := c.SendStdin([]byte(line)); err != nil {
+		t.Fatal(err)
+	}
+	if !c.WaitStdout(line, ktest.Slack) {
+		t.Fatalf("the agent did not echo %q\n%s", line, c.Diagnostics())
+	}
+}
+
+// endInput sends stdin-eof and expects the agent to end with 0.
+func endInput(t *testing.T, c *ktest.Controller) {
+	t.Helper()
+	if err := c.SendStdinEOF(); err != nil {
+		t.Fatal(err)
+	}
+	res := c.Wait(10 * time.Second)
+	expectExit(t, c, res, 0, shared.ReasonExited, true)
 }
 
 // TestWatcherStdinBounded: a host that has more input than a sleeping

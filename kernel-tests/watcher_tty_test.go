@@ -103,11 +103,7 @@ func TestWatcherTTY(t *testing.T) {
 			waitScreen(t, c, `after \^C 42\r\n`, ktest.Slack)
 			t.Logf("^C through a stdin frame: the shell answered %s later", time.Since(sent).Round(time.Millisecond))
 
-			if err := c.SendStdinEOF(); err != nil {
-				t.Fatal(err)
-			}
-			res := c.Wait(10 * time.Second)
-			expectExit(t, c, res, 0, shared.ReasonExited, true)
+			endInput(t, c) // ^D at the prompt
 		})
 	}
 }

@@ -33,8 +33,31 @@ func TestCheckStdinPayloads(t *testing.T) {
 // used up, resumes on the next grant, never sends a frame over MaxChunk
 // or an empty one, and the bytes arrive whole and in order.
 func TestStdinWindowSendsNoMoreThanGranted(t *testing.T) {
-	var stream syncBuffer
-	out := NewWriter(&stream)
+	rd, wr := io.Pipe()
+	out := NewWriter(wr)
+	// The receiving end: every frame a good stdin frame, the bytes in order.
+	var mu sync.Mutex
+	var got []byte
+	var bad error
+	go func() {
+		r := NewReader(rd)
+		for {
+			f, err := r.Next()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if f.Type != FrameStdin {
+				bad = errors.New("a " + f.Type.String() + " frame, want stdin")
+			} else if err := CheckStdin(f.Payload); err != nil {
+				bad = err
+			}
+			got = append(got, f.Payload...)
+			mu.Unlock()
+		}
+	}()
+	received := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+
 	var win StdinWindow
 	if err := win.Grant(Credit{Bytes: 100 << 10}.Marshal()); err != nil {
 		t.Fatal(err)
@@ -44,14 +67,14 @@ func TestStdinWindowSendsNoMoreThanGranted(t *testing.T) {
 	go func() { done <- win.Send(out, data) }()
 
 	// Stalls once 100 KiB went out.
-	waitUntil(t, func() bool { return stream.Len() >= 100<<10 })
+	waitUntil(t, func() bool { return received() >= 100<<10 })
 	select {
 	case err := <-done:
 		t.Fatalf("Send returned (%v) with 100 KiB of credit for 320 KiB", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if win.Avail() != 0 {
-		t.Fatalf("Avail() = %d after the credit was used up", win.Avail())
+	if win.Avail() != 0 || received() != 100<<10 {
+		t.Fatalf("Avail() = %d, %d bytes received after the credit of %d was used up", win.Avail(), received(), 100<<10)
 	}
 	for granted := 100 << 10; granted < len(data); granted += 70 << 10 {
 		if err := win.Grant(Credit{Bytes: 70 << 10}.Marshal()); err != nil {
@@ -61,28 +84,15 @@ func TestStdinWindowSendsNoMoreThanGranted(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-
-	r := NewReader(bytes.NewReader(stream.Bytes()))
-	var got []byte
-	for {
-		f, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Type != FrameStdin {
-			t.Fatalf("a %v frame, want stdin", f.Type)
-		}
-		if err := CheckStdin(f.Payload); err != nil {
-			t.Fatalf("sent a bad stdin frame: %v", err)
-		}
-		got = append(got, f.Payload...)
+	waitUntil(t, func() bool { return received() == len(data) })
+	mu.Lock()
+	if bad != nil {
+		t.Fatalf("sent a bad frame: %v", bad)
 	}
 	if !bytes.Equal(got, data) {
 		t.Fatalf("received %d bytes, not the %d sent in order", len(got), len(data))
 	}
+	mu.Unlock()
 	// 320 KiB granted 100 + 4×70 = 380: 60 KiB left.
 	if win.Avail() != 60<<10 {
 		t.Errorf("Avail() = %d, want %d", win.Avail(), 60<<10)
@@ -120,23 +130,6 @@ func TestStdinWindowRefusesTooMuchCredit(t *testing.T) {
 	if n, err := win.Take(0); n != 0 || err != nil {
 		t.Fatalf("Take(0) = %d, %v", n, err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) Len() int { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Len() }
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]byte(nil), s.b.Bytes()...)
 }
 
 func waitUntil(t *testing.T, cond func() bool) {

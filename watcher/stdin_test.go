@@ -5,49 +5,39 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"deathwatch/shared"
 )
 
-// frameLog records the frames a relay sends the host.
-type frameLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *frameLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// credit sums the stdin-credit frames so far.
-func (l *frameLog) credit(t *testing.T) int {
-	t.Helper()
-	l.mu.Lock()
-	r := shared.NewReader(bytes.NewReader(append([]byte(nil), l.b.Bytes()...)))
-	l.mu.Unlock()
-	sum := 0
-	for {
-		f, err := r.Next()
-		if err == io.EOF {
-			return sum
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Type != shared.FrameStdinCredit {
-			t.Fatalf("the relay sent a %v frame", f.Type)
-		}
-		c, err := shared.ParseCredit(f.Payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum += int(c.Bytes)
+// credits reads the frames a relay sends the host and sums the credit
+// they grant; a frame of another type makes the sum negative.
+func credits(t *testing.T) (*shared.Writer, *atomic.Int64) {
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { wr.Close() })
+	var sum atomic.Int64
+	go func() {
+		defer rd.Close()
+		fr := shared.NewReader(rd)
+		for {
+			f, err := fr.Next()
+			if err != nil {
+				return
+			}
+			c, err := shared.ParseCredit(f.Payload)
+			if f.Type != shared.FrameStdinCredit || err != nil {
+				sum.Store(-1 << 40)
+				return
+			}
+			sum.Add(int64(c.Bytes))
+		}
+	}()
+	return shared.NewWriter(wr), &sum
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -69,11 +59,11 @@ func TestStdinRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rd.Close()
-	var log frameLog
-	r := newStdinRelay(wr, false, shared.NewWriter(&log))
+	out, granted := credits(t)
+	r := newStdinRelay(wr, false, out)
 	r.window = 64 << 10 // smaller than the pipe's buffer: the test need not read
 	go r.run()
-	waitFor(t, "the first grant", func() bool { return log.credit(t) == r.window })
+	waitFor(t, "the first grant", func() bool { return granted.Load() == int64(r.window) })
 
 	if err := r.push(bytes.Repeat([]byte{'x'}, shared.MaxChunk+1)); !shared.IsProtocolError(err) {
 		t.Fatalf("push of MaxChunk+1 bytes = %v, want a ProtocolError", err)
@@ -88,7 +78,7 @@ func TestStdinRelay(t *testing.T) {
 	}
 	// The whole window went out: the rest waits for credit, unless the
 	// relay already gave some back.
-	waitFor(t, "the credit back", func() bool { return log.credit(t) == 2*r.window })
+	waitFor(t, "the credit back", func() bool { return granted.Load() == int64(2*r.window) })
 	r.mu.Lock()
 	credit := r.credit
 	r.mu.Unlock()
@@ -135,23 +125,23 @@ func TestStdinRelayDropsForAGoneReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd.Close()
-	var log frameLog
-	r := newStdinRelay(wr, false, shared.NewWriter(&log))
+	out, granted := credits(t)
+	r := newStdinRelay(wr, false, out)
 	go r.run()
-	waitFor(t, "the first grant", func() bool { return log.credit(t) == r.window })
+	waitFor(t, "the first grant", func() bool { return granted.Load() == int64(r.window) })
 	for i := 0; i < 3*r.window/shared.MaxChunk; i++ {
 		waitFor(t, "credit", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.credit >= shared.MaxChunk })
 		if err := r.push(make([]byte, shared.MaxChunk)); err != nil {
 			t.Fatalf("push %d: %v", i, err)
 		}
 	}
-	waitFor(t, "all the credit back", func() bool { return log.credit(t) == 4*r.window })
+	waitFor(t, "all the credit back", func() bool { return granted.Load() == int64(4*r.window) })
 	r.stop()
 	if err := r.push(make([]byte, shared.MaxChunk)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if got := log.credit(t); got != 4*r.window {
+	if got := granted.Load(); got != int64(4*r.window) {
 		t.Fatalf("credit granted after stop: %d, want %d", got, 4*r.window)
 	}
 }
