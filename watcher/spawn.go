@@ -76,25 +76,32 @@ func spawn(a *agent) (pid int, err error) {
 }
 
 // spawnTainted forks the agent from a locked thread that it taints
-// first and that the runtime throws away afterwards.
+// first and that the runtime throws away afterwards. The main thread is
+// never thrown away (the runtime parks it for good instead, taint and
+// all, and /proc shows the process as its main thread): when the work
+// lands there, it holds that thread while another does the work.
 func spawnTainted(a *agent) (int, error) {
-	type result struct {
-		pid int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
+	var pid int
+	var err error
+	finished := make(chan struct{})
+	var work func()
+	work = func() {
 		runtime.LockOSThread()
-		// No UnlockOSThread: the thread exits with this goroutine.
-		if err := taintThread(a); err != nil {
-			done <- result{0, err}
+		if syscall.Gettid() == syscall.Getpid() {
+			go work() // on another thread: this one is locked to us
+			<-finished
+			runtime.UnlockOSThread()
 			return
 		}
-		pid, err := syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
-		done <- result{pid, err}
-	}()
-	r := <-done
-	return r.pid, r.err
+		// No UnlockOSThread: the thread exits with this goroutine.
+		if err = taintThread(a); err == nil {
+			pid, err = syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
+		}
+		close(finished)
+	}
+	go work()
+	<-finished
+	return pid, err
 }
 
 // taintThread applies to the calling thread what the agent inherits
