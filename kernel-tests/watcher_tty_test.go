@@ -8,19 +8,23 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
+	"deathwatch/shared/seccomp"
 )
 
-// ttySpec runs argv as uid:gid 1000:1000 on a pty of rows x cols.
+// ttySpec runs argv as uid:gid 1000:1000 on a pty of rows x cols,
+// behind the default syscall filter as the supervisor sends it (the
+// controlling terminal is taken under it).
 func ttySpec(rows, cols uint16, argv ...string) shared.Spec {
 	return shared.Spec{
-		Argv:  argv,
-		Env:   []string{agentPath, "PS1=$ "},
-		UID:   shared.DefaultAgentUID,
-		GID:   shared.DefaultAgentGID,
-		Grace: time.Second,
-		TTY:   true,
-		Rows:  rows,
-		Cols:  cols,
+		Seccomp: seccomp.Default(false),
+		Argv:    argv,
+		Env:     []string{agentPath, "PS1=$ "},
+		UID:     shared.DefaultAgentUID,
+		GID:     shared.DefaultAgentGID,
+		Grace:   time.Second,
+		TTY:     true,
+		Rows:    rows,
+		Cols:    cols,
 	}
 }
 
