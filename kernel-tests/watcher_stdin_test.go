@@ -161,7 +161,7 @@ func TestWatcherStdinBounded(t *testing.T) {
 		t.Run(d.name+"/credit", func(t *testing.T) {
 			c := ktest.StartController(t, bin, d.options(false))
 			spec := stdinSpec(`echo sleeping; busybox sleep 3; busybox wc -c`, newMarker(t))
-			spec.Heartbeat = time.Second
+			spec.Heartbeat = 2 * time.Second // shorter than the stall: pings keep the box
 			c.Launch(spec)
 			c.StartPings(100 * time.Millisecond)
 			init, err := ktest.BoxInit(c.BoxNamespace(ktest.Slack))

@@ -98,7 +98,19 @@ func TestWatcherTTY(t *testing.T) {
 			// job (the shell would not answer for a minute otherwise)
 			// and not the shell.
 			typeLine(t, c, `busybox sleep 60`)
-			time.Sleep(300 * time.Millisecond)
+			ns := c.BoxNamespace(ktest.Slack)
+			var sleeper []ktest.Proc
+			if !ktest.WaitFor(ktest.Slack, func() bool {
+				sleeper = nil
+				for _, p := range ktest.InNamespace(ns) {
+					if strings.Join(ktest.Cmdline(p.PID), " ") == "busybox sleep 60" {
+						sleeper = append(sleeper, p)
+					}
+				}
+				return len(sleeper) > 0
+			}) {
+				t.Fatalf("the foreground job did not start\n%s", c.Diagnostics())
+			}
 			sent := time.Now()
 			if err := c.SendStdin([]byte{0x03}); err != nil {
 				t.Fatal(err)
@@ -106,6 +118,7 @@ func TestWatcherTTY(t *testing.T) {
 			typeLine(t, c, `echo "after ^C $((40+2))"`)
 			waitScreen(t, c, `after \^C 42\r\n`, ktest.Slack)
 			t.Logf("^C through a stdin frame: the shell answered %s later", time.Since(sent).Round(time.Millisecond))
+			requireDead(t, sleeper, sent, ktest.Slack, "the foreground job after ^C")
 
 			endInput(t, c) // ^D at the prompt
 		})
