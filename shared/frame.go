@@ -29,12 +29,15 @@ const (
 	FrameStderr FrameType = 0x83 // raw bytes the agent wrote to stderr
 	FramePong   FrameType = 0x84 // Ping echoed
 	FrameExit   FrameType = 0x85 // Exit: the final record
+	// Credit: more bytes of input the host may send (see stdin.go).
+	FrameStdinCredit FrameType = 0x86
 )
 
 var frameNames = map[FrameType]string{
 	FrameHello: "hello", FrameSpec: "spec", FramePing: "ping", FrameStdin: "stdin",
 	FrameStdinEOF: "stdin-eof", FrameSignal: "signal", FrameResize: "resize", FrameStop: "stop",
 	FrameReady: "ready", FrameStdout: "stdout", FrameStderr: "stderr", FramePong: "pong", FrameExit: "exit",
+	FrameStdinCredit: "stdin-credit",
 }
 
 func (t FrameType) String() string {

@@ -15,7 +15,7 @@ import (
 // allFrameTypes lists every frame type of this protocol version.
 var allFrameTypes = []FrameType{
 	FrameHello, FrameSpec, FramePing, FrameStdin, FrameStdinEOF, FrameSignal, FrameResize, FrameStop,
-	FrameReady, FrameStdout, FrameStderr, FramePong, FrameExit,
+	FrameReady, FrameStdout, FrameStderr, FramePong, FrameExit, FrameStdinCredit,
 }
 
 func TestFrameTypesKnownAndNamed(t *testing.T) {
@@ -271,7 +271,10 @@ func payloadCases() []payloadCase {
 	stop := Stop{Grace: 2500 * time.Millisecond}
 	exit := Exit{Reason: ReasonDeadline, Code: ExitDeadline, Signal: 9, Runtime: 90 * time.Second, Sweep: 3 * time.Millisecond, Message: "deadline of 1m30s passed; 2 processes killed"}
 	spec := fullSpec()
+	credit := Credit{Bytes: StdinWindowSize}
 	return []payloadCase{
+		{"credit", FrameStdinCredit, credit, credit.Marshal, func(b []byte) (any, error) { return ParseCredit(b) }},
+		{"credit-1", FrameStdinCredit, Credit{Bytes: 1}, Credit{Bytes: 1}.Marshal, func(b []byte) (any, error) { return ParseCredit(b) }},
 		{"hello", FrameHello, hello, hello.Marshal, func(b []byte) (any, error) { return ParseHello(b) }},
 		{"hello-empty", FrameHello, Hello{}, Hello{}.Marshal, func(b []byte) (any, error) { return ParseHello(b) }},
 		{"ready", FrameReady, ready, ready.Marshal, func(b []byte) (any, error) {
@@ -323,7 +326,7 @@ func TestPayloadTruncatedAndTrailing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := c.enc()
 			for n := 0; n < len(b); n++ {
-				if c.ft == FrameSpec && n == specWithoutTail(b) {
+				if c.ft == FrameSpec && specTails(b)[n] {
 					continue // an older supervisor's spec: see TestSpecWithoutFilterFields
 				}
 				if _, err := c.parse(b[:n]); !IsProtocolError(err) {
@@ -350,6 +353,8 @@ func TestPayloadBadValues(t *testing.T) {
 	}{
 		{"signal 0", func(b []byte) error { _, err := ParseSignal(b); return err }, bigVarint(0), "number"},
 		{"signal 65", func(b []byte) error { _, err := ParseSignal(b); return err }, bigVarint(65), "number"},
+		{"credit 0", func(b []byte) error { _, err := ParseCredit(b); return err }, bigVarint(0), "bytes"},
+		{"credit over the most outstanding", func(b []byte) error { _, err := ParseCredit(b); return err }, bigVarint(MaxStdinWindow + 1), "bytes"},
 		{"resize rows 65536", func(b []byte) error { _, err := ParseResize(b); return err }, append(bigVarint(65536), 1), "rows/cols"},
 		{"stop negative", func(b []byte) error { _, err := ParseStop(b); return err }, Stop{Grace: -1}.Marshal(), "grace"},
 		{"hello version > 32 bits", func(b []byte) error { _, err := ParseHello(b); return err }, append(e.b, 0), "version"},
@@ -410,6 +415,8 @@ func FuzzReader(f *testing.F) {
 	f.Add(header(0x7f, 0))
 	f.Add([]byte{byte(FramePing), 0, 0})
 	f.Add(AppendFrame(nil, FrameStdin, []byte("data")))
+	f.Add(AppendFrame(AppendFrame(nil, FrameStdin, bytes.Repeat([]byte{'x'}, MaxChunk+1)), FrameStdinEOF, nil))
+	f.Add(AppendFrame(nil, FrameStdinEOF, []byte{0}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := NewReader(bytes.NewReader(data))
 		consumed := 0
@@ -484,7 +491,18 @@ func checkPayload(t *testing.T, fr Frame) {
 		if v, err = ParseExit(fr.Payload); err == nil {
 			again = v.Marshal()
 		}
-	default: // raw data frames: stdin, stdin-eof, stdout, stderr
+	case FrameStdinCredit:
+		var v Credit
+		if v, err = ParseCredit(fr.Payload); err == nil {
+			again = v.Marshal()
+		}
+	case FrameStdin:
+		if err = CheckStdin(fr.Payload); err == nil {
+			again = fr.Payload
+		}
+	case FrameStdinEOF:
+		err = CheckStdinEOF(fr.Payload)
+	default: // raw output: stdout, stderr
 		return
 	}
 	if err != nil {
@@ -498,13 +516,13 @@ func checkPayload(t *testing.T, fr Frame) {
 	}
 }
 
-// specWithoutTail is the length of spec payload b without the fields
-// added after the first protocol version (they are optional).
-func specWithoutTail(b []byte) int {
+// specTails are the lengths at which spec payload b, cut short, is
+// still a whole spec: without the field groups added after the first
+// protocol version (they are optional).
+func specTails(b []byte) map[int]bool {
 	s, err := ParseSpec(b)
 	if err != nil {
-		return -1
+		return nil
 	}
-	s.AllowUserns, s.Seccomp = false, nil
-	return len(s.Marshal())
+	return map[int]bool{len(oldSpec(s).Marshal()): true, len(noStdin(s).Marshal()): true}
 }

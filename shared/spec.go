@@ -52,9 +52,12 @@ type Spec struct {
 	Grace     time.Duration
 	Heartbeat time.Duration // silence longer than this is a liveness loss; 0 disables
 	Links     []Link
-	TTY       bool
-	Rows      uint16
-	Cols      uint16
+	// TTY runs the agent on a pseudo-terminal the watcher allocates in
+	// the box (fds 0-2, its controlling terminal), Rows x Cols at the
+	// start (0 leaves the size unset); stdin frames are its input.
+	TTY  bool
+	Rows uint16
+	Cols uint16
 
 	// AllowUserns lets the agent make nested user namespaces: the
 	// filter below was compiled with seccomp.Options.AllowUserns.
@@ -64,6 +67,12 @@ type Spec struct {
 	// watcher installs it right before the agent's exec). Empty means
 	// no filter: a spec from a supervisor that predates the field.
 	Seccomp []byte
+
+	// Stdin gives the agent a pipe for its stdin fed by stdin frames,
+	// under the credit of stdin.go; without it (and without TTY) the
+	// agent's stdin is /dev/null. With TTY it changes nothing: a pty
+	// always takes input.
+	Stdin bool
 }
 
 // Validate names the first bad field.
@@ -148,6 +157,9 @@ func (s *Spec) Validate() error {
 			return bad("seccomp", err.Error())
 		}
 	}
+	if !s.TTY && (s.Rows != 0 || s.Cols != 0) {
+		return bad("rows/cols", "a window size without tty; set tty or leave them 0")
+	}
 	return s.Fits()
 }
 
@@ -231,12 +243,16 @@ func (s Spec) Marshal() []byte {
 	e.boolean(s.TTY)
 	e.u64(uint64(s.Rows))
 	e.u64(uint64(s.Cols))
-	// Fields added later follow only when one is set, so that a spec
-	// without them is byte for byte what an older supervisor sent (and
-	// one encoding per spec holds).
-	if s.AllowUserns || len(s.Seccomp) > 0 {
+	// Fields added later come in groups, each written only when it or a
+	// later one is set, so that a spec without them is byte for byte
+	// what an older supervisor sent (and one encoding per spec holds: the
+	// last group present is never all zero).
+	if s.AllowUserns || len(s.Seccomp) > 0 || s.Stdin {
 		e.boolean(s.AllowUserns)
 		e.str(string(s.Seccomp))
+	}
+	if s.Stdin {
+		e.boolean(s.Stdin)
 	}
 	return e.b
 }
@@ -274,8 +290,15 @@ func ParseSpec(b []byte) (Spec, error) {
 		if f := d.str("seccomp"); f != "" {
 			s.Seccomp = []byte(f)
 		}
-		if d.err == nil && !s.AllowUserns && len(s.Seccomp) == 0 {
+		if d.err == nil && len(d.b) == 0 && !s.AllowUserns && len(s.Seccomp) == 0 {
 			d.fail("allow_userns/seccomp", "present but empty (non-canonical)")
+		}
+	}
+	// ... or here: no stdin relay.
+	if d.err == nil && len(d.b) > 0 {
+		s.Stdin = d.boolean("stdin")
+		if d.err == nil && !s.Stdin {
+			d.fail("stdin", "present but false (non-canonical)")
 		}
 	}
 	return s, d.done()

@@ -27,6 +27,7 @@ func fullSpec() Spec {
 		// Added later: without them the spec ends at Cols.
 		AllowUserns: true,
 		Seccomp:     []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f},
+		Stdin:       true,
 	}
 }
 
@@ -35,6 +36,9 @@ func TestSpecRoundTrip(t *testing.T) {
 		"full":    fullSpec(),
 		"minimal": {Argv: []string{"true"}, UID: 1000, GID: 1000},
 		"zero":    {},
+		// A later group set, an earlier one empty.
+		"stdin only": {Argv: []string{"cat"}, UID: 1000, GID: 1000, Stdin: true},
+		"tty":        {Argv: []string{"sh"}, UID: 1000, GID: 1000, TTY: true, Rows: 24, Cols: 80},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := s.Marshal()
@@ -143,6 +147,7 @@ func TestSpecValidateNamesTheBadField(t *testing.T) {
 		{"deadline too long", ok(func(s *Spec) { s.Deadline = MaxDuration + 1 }), "deadline"},
 		{"heartbeat too long", ok(func(s *Spec) { s.Heartbeat = 1<<63 - 1 }), "heartbeat"},
 		{"filter not whole instructions", ok(func(s *Spec) { s.Seccomp = make([]byte, 12) }), "seccomp"},
+		{"window size without tty", ok(func(s *Spec) { s.Rows, s.Cols = 24, 80 }), "rows/cols"},
 		{"over one frame", ok(func(s *Spec) { s.Env = make1("BIG="+strings.Repeat("x", MaxStringLen-4), 9) }), "size"},
 	}
 	for _, c := range cases {
@@ -209,8 +214,10 @@ func TestParseSpecMalformed(t *testing.T) {
 			return append(e.b, make([]byte, 10)...)
 		}(), "allow_root"},
 		{"trailing", append(append([]byte{}, good...), 9), "trailing"},
-		{"truncated", good[:len(good)-1], "seccomp"},
+		{"truncated filter", noStdin(fullSpec()).Marshal()[:len(noStdin(fullSpec()).Marshal())-1], "seccomp"},
 		{"empty tail", append(oldSpec(fullSpec()).Marshal(), 0, 0), "non-canonical"},
+		{"stdin false", append(oldSpec(fullSpec()).Marshal(), 0, 0, 0), "non-canonical"},
+		{"stdin not a boolean", append(oldSpec(fullSpec()).Marshal(), 0, 0, 2), "stdin"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -251,6 +258,12 @@ func FuzzSpec(f *testing.F) {
 // oldSpec is s as a supervisor before the filter fields sent it.
 func oldSpec(s Spec) Spec {
 	s.AllowUserns, s.Seccomp = false, nil
+	return noStdin(s)
+}
+
+// noStdin is s as a supervisor before the stdin field sent it.
+func noStdin(s Spec) Spec {
+	s.Stdin = false
 	return s
 }
 
@@ -266,5 +279,29 @@ func TestSpecWithoutFilterFields(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, old) {
 		t.Fatalf("got %#v\nwant %#v", got, old)
+	}
+}
+
+// A spec from a supervisor with the filter fields but before the stdin
+// field still parses, without a stdin relay; so does one with only the
+// stdin field set (the filter group present but empty).
+func TestSpecWithoutStdinField(t *testing.T) {
+	for name, want := range map[string]Spec{
+		"filter, no stdin": noStdin(fullSpec()),
+		"stdin, no filter": func() Spec { s := fullSpec(); s.AllowUserns, s.Seccomp = false, nil; return s }(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := want.Marshal()
+			got, err := ParseSpec(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %#v\nwant %#v", got, want)
+			}
+		})
+	}
+	if n, m := len(noStdin(fullSpec()).Marshal()), len(fullSpec().Marshal()); m != n+1 {
+		t.Fatalf("the stdin field takes %d bytes, want 1", m-n)
 	}
 }

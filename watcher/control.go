@@ -111,30 +111,15 @@ func streamError(err error) string {
 
 // controlAgent prepares the agent of a spec: links, stdio, identity.
 func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
-	if spec.TTY {
-		return nil, w.setupFailed(shared.ExitUsage, "spec: tty: this watcher does not relay a pty yet; run without a tty")
-	}
 	for _, l := range spec.Links {
 		if err := makeLink(l); err != nil {
 			return nil, w.setupFailed(shared.ExitSetupFailed, err.Error())
 		}
 	}
-	stdin, err := os.Open("/dev/null")
+	files, err := w.agentStdio(spec)
 	if err != nil {
-		// A box without /dev/null: an empty pipe reads as EOF too.
-		var wr *os.File
-		if stdin, wr, err = os.Pipe(); err != nil {
-			return nil, w.setupFailed(shared.ExitSetupFailed, "agent stdin: "+err.Error())
-		}
-		wr.Close()
+		return nil, w.setupFailed(shared.ExitSetupFailed, err.Error())
 	}
-	outR, outW, err1 := os.Pipe()
-	errR, errW, err2 := os.Pipe()
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, w.setupFailed(shared.ExitSetupFailed, "agent output pipes: "+err.Error())
-	}
-	w.childEnds = []*os.File{stdin, outW, errW}
-	w.outputs = []*os.File{outR, errR}
 
 	dir := spec.Workdir
 	if dir == "" {
@@ -154,12 +139,14 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		Argv:     spec.Argv,
 		Env:      spec.Env,
 		Dir:      dir,
-		Files:    []uintptr{stdin.Fd(), outW.Fd(), errW.Fd()},
+		Files:    []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
 		Cred:     &syscall.Credential{Uid: spec.UID, Gid: spec.GID},
 		DropCaps: true,
 		// A session of its own: nothing the agent does reaches the
-		// watcher's (not even the SIGCONT a session member may send).
+		// watcher's (not even the SIGCONT a session member may send);
+		// with a tty, the pty is that session's terminal.
 		Setsid:     true,
+		Setctty:    spec.TTY,
 		NewKeyring: true,
 		Filter:     filter,
 		OOMScore:   agentOOMScore,
@@ -175,12 +162,16 @@ func (w *watcher) closeChildEnds(*agent) {
 	w.childEnds = nil
 }
 
-// startRelay relays the agent's output once ready is on its way, so
-// that ready comes first.
+// startRelay relays the agent's output (and its input, with stdin or a
+// tty) once ready is on its way, so that ready comes first.
 func (w *watcher) startRelay() {
-	w.relay.Add(2)
-	go w.relayOutput(w.outputs[0], shared.FrameStdout)
-	go w.relayOutput(w.outputs[1], shared.FrameStderr)
+	for i, t := range []shared.FrameType{shared.FrameStdout, shared.FrameStderr}[:len(w.outputs)] {
+		w.relay.Add(1)
+		go w.relayOutput(w.outputs[i], t)
+	}
+	if w.stdin != nil {
+		go w.stdin.run()
+	}
 }
 
 // pong answers a ping without ever blocking the loop: a host that does
@@ -210,9 +201,34 @@ func (w *watcher) relayOutput(r *os.File, t shared.FrameType) {
 				// The host is gone; keep draining so writers never block.
 				continue
 			}
+			w.relayed.Add(1)
 		}
+		// A pty's master reads EIO once no process holds the slave,
+		// after everything written to it was read.
 		if err != nil {
 			return
+		}
+	}
+}
+
+// waitOutput waits until the agent's output has all been sent: as long
+// as it keeps going out, and up to a second more after the last frame
+// went (a host that stopped reading must not hold the box open).
+func (w *watcher) waitOutput() {
+	done := make(chan struct{})
+	go func() { w.relay.Wait(); close(done) }()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for last := w.relayed.Load(); ; {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			n := w.relayed.Load()
+			if n == last {
+				return
+			}
+			last = n
 		}
 	}
 }
@@ -240,10 +256,16 @@ func (w *watcher) handleFrame(ev frameEvent) {
 		if s, err = shared.ParseStop(f.Payload); err == nil {
 			w.beginEnd(shared.ReasonStopped, -1, s.Grace)
 		}
-	case shared.FrameStdin, shared.FrameStdinEOF:
-		// The agent's stdin is /dev/null: input is accepted and dropped.
+	case shared.FrameStdin:
+		err = w.input(f.Payload)
+	case shared.FrameStdinEOF:
+		err = w.inputEOF(f.Payload)
 	case shared.FrameResize:
-		_, err = shared.ParseResize(f.Payload)
+		// Without a pty a window size means nothing: accepted, ignored.
+		var r shared.Resize
+		if r, err = shared.ParseResize(f.Payload); err == nil && w.pty != nil {
+			_ = setWinsize(w.pty, r)
+		}
 	default:
 		err = &shared.ProtocolError{Reason: "unexpected " + f.Type.String() + " frame while the agent runs"}
 	}

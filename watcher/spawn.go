@@ -38,6 +38,9 @@ type agent struct {
 	// terminal on the agent's fd 0.
 	Setpgid    bool
 	Foreground bool
+	// Setctty makes the agent's fd 0, a terminal, the controlling
+	// terminal of its session (with Setsid).
+	Setctty bool
 }
 
 // spawnAttr builds the ProcAttr for the agent. Pure: tested without root.
@@ -46,7 +49,8 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 		Dir:   a.Dir,
 		Env:   a.Env,
 		Files: a.Files,
-		Sys:   &syscall.SysProcAttr{Setsid: a.Setsid, Setpgid: a.Setpgid, Foreground: a.Foreground, Ctty: 0},
+		// Ctty 0: with Setctty or Foreground, the child's fd 0 is the terminal.
+		Sys: &syscall.SysProcAttr{Setsid: a.Setsid, Setctty: a.Setctty, Setpgid: a.Setpgid, Foreground: a.Foreground},
 	}
 	if a.Cred != nil {
 		c := *a.Cred

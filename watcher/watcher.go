@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,12 @@ type watcher struct {
 	oom        *oomCounter   // the box's OOM kills (control mode; see oom.go)
 	// The agent's stdio as the watcher holds it until the agent starts.
 	childEnds []*os.File
+	// relayed counts output frames sent (see waitOutput).
+	relayed atomic.Int64
+	// pty is the master of the agent's terminal (a tty spec); stdin
+	// feeds the agent's input (a stdin or tty spec). See stdin.go.
+	pty   *os.File
+	stdin *stdinRelay
 
 	// The end of the box, once it began.
 	ending     bool
@@ -134,6 +141,9 @@ func (w *watcher) run() int {
 			switch s := s.(syscall.Signal); {
 			case s == syscall.SIGCHLD:
 				w.reap()
+			case s == syscall.SIGPIPE && w.out != nil:
+				// The watcher's own write to a closed pipe (the agent's
+				// stdin, the control stream) raised it: not the agent's.
 			case forwarded(s) && !w.mainDone:
 				_ = syscall.Kill(w.mainPid, s)
 			}
@@ -292,9 +302,9 @@ func (w *watcher) finish() int {
 	}
 	if w.out != nil {
 		// Output first: every writer is dead, so the pipes reach EOF.
-		waitTimeout(w.relay.Wait, time.Second)
+		w.waitOutput()
 		rec := shared.Exit{Reason: w.reason, Code: code, Signal: sig, Runtime: w.ended.Sub(w.started), Sweep: sweep, Message: w.message}
-		waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
+		waitTimeout(func() { w.stdin.stop(); _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
 	}
 	return code
 }

@@ -81,6 +81,10 @@ type Controller struct {
 	pingDone chan struct{}
 	paused   chan struct{} // non-nil while reading is paused
 	lastPong time.Time     // when the last pong arrived
+	// Stdin is the credit the watcher granted (stdin-credit frames are
+	// counted here, not kept in frames); SendStdin honours it.
+	Stdin   shared.StdinWindow
+	credits int
 }
 
 // LastPong is when the last pong frame arrived (zero when none did):
@@ -267,11 +271,21 @@ func (c *Controller) readLoop(f *os.File) {
 		c.mu.Lock()
 		if err != nil {
 			c.readErr, c.readDone = err, true
+			c.Stdin.Close()
 			c.notify()
 			c.mu.Unlock()
 			return
 		}
 		switch fr.Type {
+		case shared.FrameStdinCredit:
+			c.credits++
+			if err := c.Stdin.Grant(fr.Payload); err != nil {
+				c.readErr, c.readDone = err, true
+				c.Stdin.Close()
+				c.notify()
+				c.mu.Unlock()
+				return
+			}
 		case shared.FrameStdout, shared.FrameStderr:
 			// A flooding agent must not flood the test's memory: keep
 			// the first maxKept bytes of output, count the rest.
@@ -286,6 +300,9 @@ func (c *Controller) readLoop(f *os.File) {
 					c.stderr.Write(fr.Payload)
 				}
 			}
+		case shared.FrameExit:
+			c.Stdin.Close()
+			c.frames = append(c.frames, fr)
 		default:
 			if fr.Type == shared.FramePong {
 				c.lastPong = time.Now()
@@ -295,6 +312,21 @@ func (c *Controller) readLoop(f *os.File) {
 		c.notify()
 		c.mu.Unlock()
 	}
+}
+
+// Credits is how many stdin-credit frames arrived.
+func (c *Controller) Credits() int { c.mu.Lock(); defer c.mu.Unlock(); return c.credits }
+
+// SendStdin sends data as stdin frames as the credit allows, as a
+// supervisor must: it waits whenever the credit is used up.
+func (c *Controller) SendStdin(data []byte) error { return c.Stdin.Send(c.w, data) }
+
+// SendStdinEOF ends the agent's input.
+func (c *Controller) SendStdinEOF() error { return c.Send(shared.FrameStdinEOF, nil) }
+
+// Resize sends a new window size for the agent's pty.
+func (c *Controller) Resize(rows, cols uint16) error {
+	return c.Send(shared.FrameResize, shared.Resize{Rows: rows, Cols: cols}.Marshal())
 }
 
 func (c *Controller) waitLoop() {
@@ -616,6 +648,7 @@ func BoxInit(ns string) (Proc, error) {
 }
 
 func (c *Controller) cleanup() {
+	c.Stdin.Close()
 	c.ResumeReading()
 	c.StopPings()
 	if c.Standin != nil && c.Standin.Process != nil {
