@@ -486,9 +486,10 @@ func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
 		return err
 	}
 	// The engine's auto-remove may be under way ("removal ... already in
-	// progress"): wait until the box is gone.
-	s := strings.ToLower(err.Error())
-	if strings.Contains(s, "already in progress") || strings.Contains(s, "is being removed") {
+	// progress"; rootless podman was seen failing `rm --force` with
+	// "container not running" while its --rm cleanup ran): wait until
+	// the box is gone, then try once more.
+	if autoRemoveRace(err) {
 		for i := 0; i < 200; i++ {
 			if _, ierr := e.run(ctx, inspectArgs(e.Kind, b.Name)); isNoSuch(ierr) {
 				return nil
@@ -499,8 +500,18 @@ func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
 			case <-time.After(25 * time.Millisecond):
 			}
 		}
+		if _, err = e.run(ctx, removeArgs(e.Kind, b.Name)); err == nil || isNoSuch(err) {
+			return nil
+		}
 	}
 	return fmt.Errorf("remove box %s: %w", b.Name, err)
+}
+
+// autoRemoveRace reports whether a failed `rm --force` met the engine's
+// own removal of the box half-way.
+func autoRemoveRace(err error) bool {
+	s := strings.ToLower(err.Error())
+	return strings.Contains(s, "already in progress") || strings.Contains(s, "is being removed") || strings.Contains(s, "container not running")
 }
 
 func (e *Engine) List(ctx context.Context, instance string) ([]supervisor.Listed, error) {

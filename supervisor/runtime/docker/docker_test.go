@@ -1,10 +1,12 @@
 package docker
 
 import (
-	"deathwatch/supervisor"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	"deathwatch/supervisor"
 )
 
 func TestCreateArgs(t *testing.T) {
@@ -156,5 +158,18 @@ func TestImageWatcherArgs(t *testing.T) {
 	}
 	if got := inspectPidArgs("dw-1"); !reflect.DeepEqual(got, []string{"container", "inspect", "--format", "{{.State.Pid}}", "--", "dw-1"}) {
 		t.Errorf("inspectPidArgs %q", got)
+	}
+}
+
+func TestAutoRemoveRace(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"Error response from daemon: removal of container dw-1 is already in progress": true,
+		`time="2026-11-30T15:24:07Z" level=error msg="container not running"`:          true,
+		"Error: no container with name or ID \"dw-1\" found":                           false,
+		"permission denied": false,
+	} {
+		if got := autoRemoveRace(errors.New(msg)); got != want {
+			t.Errorf("autoRemoveRace(%q) = %v", msg, got)
+		}
 	}
 }
