@@ -131,7 +131,9 @@ func TestExecExitStatus(t *testing.T) {
 			if !slices.Equal(r.eventNames(), tc.events) {
 				t.Errorf("events %v, want %v", r.eventNames(), tc.events)
 			}
-			if got := verbs(fe.calls()); !slices.Equal(got, []string{"image", "info", "create", "start", "rm"}) {
+			// The engine's --rm removed the box: the listing says so, and
+			// no rm is needed.
+			if got := verbs(fe.calls()); !slices.Equal(got, []string{"image", "info", "create", "start", "ps"}) {
 				t.Errorf("engine calls %v", got)
 			}
 			if b := fe.boxes(); len(b) != 0 {
@@ -186,9 +188,9 @@ func TestExecPodman(t *testing.T) {
 			if v := verbs(calls); !slices.Contains(v[:2], tc.probe) {
 				t.Errorf("probe calls %v, want %s", v[:2], tc.probe)
 			}
-			rm := calls[len(calls)-1]
-			if !slices.Equal(rm, []string{"podman", "rm", "--force", "--time", "0", "--", r.events[0].Box}) {
-				t.Errorf("remove call %v", rm)
+			look := calls[len(calls)-1]
+			if !slices.Equal(look, []string{"podman", "ps", "--all", "--no-trunc", "--filter", "name=" + r.events[0].Box, "--format", "{{.Names}}"}) {
+				t.Errorf("last call %v: want the name lookup that finds the box gone", look)
 			}
 		})
 	}
@@ -243,7 +245,7 @@ func TestExecCreateFails(t *testing.T) {
 	if r.code != shared.ExitSetupFailed {
 		t.Fatalf("exit status %d; stderr %q", r.code, r.stderr)
 	}
-	if got := verbs(fe.calls()); !slices.Equal(got, []string{"image", "info", "create", "rm"}) {
+	if got := verbs(fe.calls()); !slices.Equal(got, []string{"image", "info", "create", "ps"}) {
 		t.Errorf("engine calls %v", got)
 	}
 	es := journalEntries(t, r.journal)
@@ -552,8 +554,8 @@ func TestExecRemoveInProgress(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	if v := verbs(fe.calls()); !slices.Equal(v[len(v)-2:], []string{"rm", "container"}) {
-		t.Errorf("calls %v: want rm, then container inspect", v)
+	if v := verbs(fe.calls()); !slices.Equal(v[len(v)-3:], []string{"ps", "rm", "ps"}) {
+		t.Errorf("calls %v: want the box listed, rm, then the listing without it", v)
 	}
 	if es := journalEntries(t, r.journal); es[0].State != supervisor.StateRemoved {
 		t.Errorf("journal %+v", es[0])

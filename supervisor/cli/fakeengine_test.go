@@ -160,6 +160,21 @@ func fakeMain(kind string, args []string) int {
 		}
 		fmt.Println("0123456789abcdef")
 		return 0
+	case args[0] == "ps" && slices.Contains(args, "{{.Names}}"):
+		// namedArgs: the boxes whose name contains the filter's.
+		filter := ""
+		for j, a := range args {
+			if a == "--filter" {
+				filter, _ = strings.CutPrefix(args[j+1], "name=")
+			}
+		}
+		des, _ := os.ReadDir(boxes)
+		for _, de := range des {
+			if strings.Contains(de.Name(), filter) {
+				fmt.Println(de.Name())
+			}
+		}
+		return 0
 	case args[0] == "ps":
 		des, _ := os.ReadDir(boxes)
 		var rows []map[string]any

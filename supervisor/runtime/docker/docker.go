@@ -193,11 +193,6 @@ func removeArgs(kind, name string) []string {
 	return []string{"rm", "--force", "--", name}
 }
 
-// inspectArgs prints the box's id (exit 1 "no such ..." when gone).
-func inspectArgs(kind, name string) []string {
-	return []string{"container", "inspect", "--format", "{{.Id}}", "--", name}
-}
-
 // listArgs lists every box (running or not) that carries the instance label.
 func listArgs(kind, instance string) []string {
 	format := "{{json .}}" // one object per line (docker 20.10 and later)
@@ -343,13 +338,22 @@ func (c *cliError) Error() string {
 }
 func (c *cliError) Unwrap() error { return c.err }
 
-func isNoSuch(err error) bool {
-	var ce *cliError
-	if !errors.As(err, &ce) {
-		return false
+// namedArgs lists the boxes whose name contains name, one name per line
+// (docker prints a box's several names comma-separated).
+func namedArgs(name string) []string {
+	return []string{"ps", "--all", "--no-trunc", "--filter", "name=" + name, "--format", "{{.Names}}"}
+}
+
+// listsName reports whether namedArgs' output names exactly name.
+func listsName(out []byte, name string) bool {
+	for _, line := range strings.Split(string(out), "\n") {
+		for _, n := range strings.Split(strings.TrimSpace(line), ",") {
+			if strings.TrimPrefix(n, "/") == name {
+				return true
+			}
+		}
 	}
-	s := strings.ToLower(ce.stderr)
-	return strings.Contains(s, "no such container") || strings.Contains(s, "no such object") || strings.Contains(s, "no container with name or id")
+	return false
 }
 
 func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
@@ -477,41 +481,40 @@ func (p *pipeRW) Close() error                { return p.w.Close() }
 // CloseRead releases the read end.
 func (p *pipeRW) CloseRead() error { return p.r.Close() }
 
+// Remove removes the box; a box the engine no longer has is not an
+// error. Whether the engine has the box is read from its listing on
+// stdout, never from the words of a failure on stderr (which change
+// between versions, and where a first run's warning can come first).
+// The engine's own auto-remove may be half-way when `rm --force` runs
+// (docker: "removal already in progress"; rootless podman was seen
+// saying "container not running"): a failed rm waits until the listing
+// no longer shows the box, then tries once more.
 func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
-	_, err := e.run(ctx, removeArgs(e.Kind, b.Name))
-	if err == nil || isNoSuch(err) {
-		return nil
-	}
-	if supervisor.ExitCode(err, 0) != 0 {
+	there, err := e.Exists(ctx, b)
+	if err != nil || !there {
 		return err
 	}
-	// The engine's auto-remove may be under way ("removal ... already in
-	// progress"; rootless podman was seen failing `rm --force` with
-	// "container not running" while its --rm cleanup ran): wait until
-	// the box is gone, then try once more.
-	if autoRemoveRace(err) {
-		for i := 0; i < 200; i++ {
-			if _, ierr := e.run(ctx, inspectArgs(e.Kind, b.Name)); isNoSuch(ierr) {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("remove box %s: %w", b.Name, ctx.Err())
-			case <-time.After(25 * time.Millisecond):
-			}
-		}
-		if _, err = e.run(ctx, removeArgs(e.Kind, b.Name)); err == nil || isNoSuch(err) {
+	_, err = e.run(ctx, removeArgs(e.Kind, b.Name))
+	if err == nil {
+		return nil
+	}
+	for i := 0; i < 200; i++ {
+		if there, xerr := e.Exists(ctx, b); xerr == nil && !there {
 			return nil
 		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("remove box %s: %w", b.Name, ctx.Err())
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+	if _, err = e.run(ctx, removeArgs(e.Kind, b.Name)); err == nil {
+		return nil
+	}
+	if there, xerr := e.Exists(ctx, b); xerr == nil && !there {
+		return nil
 	}
 	return fmt.Errorf("remove box %s: %w", b.Name, err)
-}
-
-// autoRemoveRace reports whether a failed `rm --force` met the engine's
-// own removal of the box half-way.
-func autoRemoveRace(err error) bool {
-	s := strings.ToLower(err.Error())
-	return strings.Contains(s, "already in progress") || strings.Contains(s, "is being removed") || strings.Contains(s, "container not running")
 }
 
 func (e *Engine) List(ctx context.Context, instance string) ([]supervisor.Listed, error) {
@@ -522,16 +525,14 @@ func (e *Engine) List(ctx context.Context, instance string) ([]supervisor.Listed
 	return parseList(e.Kind, out)
 }
 
-// Exists reports whether the engine still has the box.
+// Exists reports whether the engine still has the box, from its
+// listing.
 func (e *Engine) Exists(ctx context.Context, b *supervisor.Box) (bool, error) {
-	_, err := e.run(ctx, inspectArgs(e.Kind, b.Name))
-	switch {
-	case err == nil:
-		return true, nil
-	case isNoSuch(err):
-		return false, nil
+	out, err := e.run(ctx, namedArgs(b.Name))
+	if err != nil {
+		return false, fmt.Errorf("look for box %s: %w", b.Name, err)
 	}
-	return false, fmt.Errorf("inspect box %s: %w", b.Name, err)
+	return listsName(out, b.Name), nil
 }
 
 // HostPID is the host pid of the box's PID 1 (State.Pid; 0 when the

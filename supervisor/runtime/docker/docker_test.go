@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -62,7 +61,7 @@ func TestEngineArgs(t *testing.T) {
 		{"podman ps", listArgs("podman", "ci"), []string{"ps", "--all", "--no-trunc", "--filter", "label=io.deathwatch.instance=ci", "--format", "json"}},
 		{"docker image check", imageCheckArgs("docker", "img:1"), []string{"image", "inspect", "--format", "{{.Id}}", "--", "img:1"}},
 		{"podman image check", imageCheckArgs("podman", "img:1"), []string{"image", "exists", "--", "img:1"}},
-		{"container inspect", inspectArgs("docker", "dw-1"), []string{"container", "inspect", "--format", "{{.Id}}", "--", "dw-1"}},
+		{"named", namedArgs("dw-1"), []string{"ps", "--all", "--no-trunc", "--filter", "name=dw-1", "--format", "{{.Names}}"}},
 		{"docker info", infoArgs("docker"), []string{"info", "--format", "{{.ServerVersion}}|{{json .SecurityOptions}}"}},
 		{"podman info", infoArgs("podman"), []string{"info", "--format", "{{.Version.Version}}|{{.Host.Security.Rootless}}"}},
 	} {
@@ -115,15 +114,22 @@ func TestParseList(t *testing.T) {
 	}
 }
 
-func TestIsNoSuch(t *testing.T) {
-	for msg, want := range map[string]bool{
-		"Error response from daemon: No such container: dw-1":                          true,
-		`Error: no container with name or ID "dw-1" found: no such container`:          true,
-		"Error: No such object: dw-1":                                                  true,
-		"Error response from daemon: removal of container dw-1 is already in progress": false,
+// Whether the engine has a box is read from its listing (stdout), never
+// from a failure's words: the name filter matches substrings, so only an
+// exact name counts.
+func TestListsName(t *testing.T) {
+	for _, tc := range []struct {
+		out  string
+		want bool
+	}{
+		{"dw-1\n", true},
+		{"dw-10\ndw-1-x\n", false},
+		{"other,/dw-1\n", true},
+		{"", false},
+		{"WARN[0000] a first-run notice on stdout\ndw-1\n", true},
 	} {
-		if got := isNoSuch(&cliError{stderr: msg}); got != want {
-			t.Errorf("isNoSuch(%q) = %v", msg, got)
+		if got := listsName([]byte(tc.out), "dw-1"); got != tc.want {
+			t.Errorf("listsName(%q) = %v", tc.out, got)
 		}
 	}
 	if !strings.Contains((&cliError{stderr: "x"}).Error(), "x") {
@@ -158,18 +164,5 @@ func TestImageWatcherArgs(t *testing.T) {
 	}
 	if got := inspectPidArgs("dw-1"); !reflect.DeepEqual(got, []string{"container", "inspect", "--format", "{{.State.Pid}}", "--", "dw-1"}) {
 		t.Errorf("inspectPidArgs %q", got)
-	}
-}
-
-func TestAutoRemoveRace(t *testing.T) {
-	for msg, want := range map[string]bool{
-		"Error response from daemon: removal of container dw-1 is already in progress": true,
-		`time="2026-11-30T15:24:07Z" level=error msg="container not running"`:          true,
-		"Error: no container with name or ID \"dw-1\" found":                           false,
-		"permission denied": false,
-	} {
-		if got := autoRemoveRace(errors.New(msg)); got != want {
-			t.Errorf("autoRemoveRace(%q) = %v", msg, got)
-		}
 	}
 }
