@@ -177,17 +177,14 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 			}
 		}
 	}
-	// The bound a controller gets: the frozen controller's slack is the
-	// heartbeat path's measured one when the proof ran, else the
-	// selected runtime's dead bound.
+	// The bound a controller gets: the kill chain's time as the proof
+	// measured it, else the selected runtime's dead bound.
 	slack := 250 * time.Millisecond
 	if desc, ok := supervisor.Lookup(rep.Selected); ok {
 		slack = desc.Bounds.Dead
 	}
-	for _, r := range rowsOf(rep.Proof) {
-		if r.Path == PathHeartbeat && r.Measure == "agent-dead" && r.N > 0 {
-			slack = max(r.Max-DefaultProveHeartbeat, 0).Round(time.Millisecond)
-		}
+	if rep.Proof != nil {
+		slack = rep.Proof.FrozenSlack(DefaultProveHeartbeat, slack)
 	}
 	rep.Bound = d.Survival.Statement(slack)
 	if d.Survival.Unbounded() && d.Posture == PostureRequired {
@@ -200,13 +197,6 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 		rep.OK = len(rep.Problems) == 0
 	}
 	return rep
-}
-
-func rowsOf(p *ProveReport) []ProveRow {
-	if p == nil {
-		return nil
-	}
-	return p.Rows
 }
 
 func probeRuntime(ctx context.Context, desc supervisor.Descriptor, allowRootful bool, env []string, log *slog.Logger) DoctorRuntime {

@@ -165,6 +165,28 @@ func (o *ProveOptions) pathBound(path string, bound time.Duration) (time.Duratio
 	return bound, bound.String()
 }
 
+// FrozenSlack is what a frozen controller's box may live past the
+// heartbeat on this host: the kill chain's time as measured — the
+// sigkill path's agent-dead maximum, or what the heartbeat path took past
+// its heartbeat (measured from the freeze, which can be later than the
+// last ping) — rounded to the millisecond; def when neither ran.
+func (rep *ProveReport) FrozenSlack(heartbeat, def time.Duration) time.Duration {
+	slack, measured := time.Duration(0), false
+	for _, r := range rep.Rows {
+		switch {
+		case r.Measure != "agent-dead" || r.N == 0:
+		case r.Path == PathSIGKILL:
+			slack, measured = max(slack, r.Max), true
+		case r.Path == PathHeartbeat:
+			slack, measured = max(slack, r.Max-heartbeat), true
+		}
+	}
+	if !measured {
+		slack = def
+	}
+	return slack.Round(time.Millisecond)
+}
+
 // Prove runs the proof. An error is returned only for bad options; a
 // proof that cannot run is a report with Error and Code set.
 func Prove(ctx context.Context, o ProveOptions) *ProveReport {
@@ -172,13 +194,10 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	rep := &ProveReport{Runtime: o.Runtime, Image: o.Image, Trials: o.Trials, Pass: true}
-	// What exec's defaults give a controller here: the frozen
-	// controller's slack as measured on the heartbeat path, else the
-	// runtime's dead bound.
-	frozenSlack := o.Bounds.Dead
+	// What exec's defaults give a controller here.
 	defer func() {
 		s := supervisor.Survival{Heartbeat: supervisor.DefaultHeartbeat, Deadline: supervisor.DefaultDeadline, Grace: supervisor.DefaultGrace}
-		rep.Defaults = s.Statement(frozenSlack.Round(time.Millisecond))
+		rep.Defaults = s.Statement(rep.FrozenSlack(o.Heartbeat, o.Bounds.Dead))
 	}()
 	for _, path := range o.Paths {
 		b, bs := o.deadBound(path)
@@ -207,9 +226,6 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 		dead.finish()
 		removed.finish()
 		rep.Pass = rep.Pass && dead.Pass && removed.Pass
-		if path == PathHeartbeat {
-			frozenSlack = max(dead.Max-o.Heartbeat, 0)
-		}
 		rep.Rows = append(rep.Rows, dead, removed)
 	}
 	return rep

@@ -103,3 +103,21 @@ func TestHostDelay(t *testing.T) {
 		t.Errorf("a second Stop says %v, the first %v", again, d)
 	}
 }
+
+func TestFrozenSlack(t *testing.T) {
+	rep := ProveReport{Rows: []ProveRow{
+		{Path: PathSIGKILL, Measure: "agent-dead", N: 3, Max: 40 * time.Millisecond},
+		{Path: PathSIGKILL, Measure: "box-removed", N: 3, Max: 900 * time.Millisecond},
+		{Path: PathHeartbeat, Measure: "agent-dead", N: 3, Max: 1030 * time.Millisecond},
+	}}
+	if got := rep.FrozenSlack(time.Second, time.Hour); got != 40*time.Millisecond {
+		t.Errorf("slack %v, want the sigkill path's 40ms", got)
+	}
+	rep.Rows[2].Max = 1100 * time.Millisecond
+	if got := rep.FrozenSlack(time.Second, time.Hour); got != 100*time.Millisecond {
+		t.Errorf("slack %v, want the heartbeat path's 100ms past its heartbeat", got)
+	}
+	if got := (&ProveReport{}).FrozenSlack(time.Second, 250*time.Millisecond); got != 250*time.Millisecond {
+		t.Errorf("slack without a proof %v", got)
+	}
+}
