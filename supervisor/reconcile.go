@@ -183,6 +183,9 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 		for _, b := range listed[name] {
 			entry := byLaunch[b.Labels[shared.LabelLaunchID]]
 			it := ReconcileItem{Box: b.Name, Runtime: name, LaunchID: b.Labels[shared.LabelLaunchID]}
+			if nr, ok := rts[name].(NonceReader); ok && entry != nil && b.Labels[shared.LabelNonce] == "" {
+				b.Labels = withNonce(ctx, nr, b)
+			}
 			gone, ownerWhy := false, ""
 			if entry != nil {
 				gone, ownerWhy = entry.Owner.Proof()
@@ -240,6 +243,22 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 		rep.add(it)
 	}
 	return rep, nil
+}
+
+// withNonce is b's labels with the nonce read from inside the box (a
+// runtime whose boxes carry no nonce label); a nonce that cannot be
+// read is left out, so that boxProof blocks the box.
+func withNonce(ctx context.Context, nr NonceReader, b Listed) map[string]string {
+	lb := make(map[string]string, len(b.Labels)+1)
+	for k, v := range b.Labels {
+		lb[k] = v
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if n, err := nr.ReadNonce(rctx, &Box{Name: b.Name, Labels: b.Labels}); err == nil {
+		lb[shared.LabelNonce] = n
+	}
+	return lb
 }
 
 // staleTemp is the age past which a journal temp file is a leftover

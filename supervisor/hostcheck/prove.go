@@ -180,6 +180,13 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 		s := supervisor.Survival{Heartbeat: supervisor.DefaultHeartbeat, Deadline: supervisor.DefaultDeadline, Grace: supervisor.DefaultGrace}
 		rep.Defaults = s.Statement(frozenSlack.Round(time.Millisecond))
 	}()
+	if d, _ := supervisor.Lookup(o.Runtime); d.NoHostProcesses {
+		// Refused rather than half measured: a box-removed time alone
+		// says nothing about when the agent died.
+		rep.Pass, rep.Code = false, shared.ExitRefused
+		rep.Error = fmt.Sprintf("runtime %s runs a box's processes in a microVM whose processes this host cannot see (no host pid): the agent-dead bound cannot be measured from here; the kernel tests measure it on the sbx emulator (TestSbxExec)", o.Runtime)
+		return rep
+	}
 	for _, path := range o.Paths {
 		b, bs := o.deadBound(path)
 		dead := ProveRow{Path: path, Measure: "agent-dead", Bound: b, BoundStr: bs, Pass: true}
