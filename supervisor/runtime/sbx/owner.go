@@ -26,7 +26,9 @@ const NamePrefix = "dw-"
 const MaxNameLen = 63
 
 var (
-	instanceRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	// '.' too (sbx names take it): doctor's and prove's instances are
+	// INSTANCE.doctor and INSTANCE.prove.
+	instanceRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
 	// launchIDRE is supervisor.NewLaunchID's shape: UTC time and 4 random bytes.
 	launchIDRE = regexp.MustCompile(`^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$`)
 	nonceRE    = regexp.MustCompile(`^[0-9a-f]{16,128}$`)
@@ -44,7 +46,7 @@ const MaxInstanceLen = MaxNameLen - len(NamePrefix) - 1 - launchIDLen
 // may itself hold '-'.
 func SandboxName(instance, launchID string) (string, error) {
 	if len(instance) > MaxInstanceLen || !instanceRE.MatchString(instance) {
-		return "", fmt.Errorf("--instance %q cannot name a sandbox: use lower-case letters, digits and '-' (at most %d, not starting or ending with '-')", instance, MaxInstanceLen)
+		return "", fmt.Errorf("--instance %q cannot name a sandbox: use lower-case letters, digits, '.' and '-' (at most %d, not starting or ending with either)", instance, MaxInstanceLen)
 	}
 	if !launchIDRE.MatchString(launchID) {
 		return "", fmt.Errorf("launch id %q is not YYYYMMDD-HHMMSS-8 hex digits", launchID)
