@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -310,7 +311,7 @@ func TestSbxExecRefusals(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and one line with %q", res.code, res.stderr, tc.code, tc.want)
 			}
 			for _, c := range r.s.Calls(t)[before:] {
-				if c.Argv[1] == "create" || c.Argv[1] == "policy" && c.Argv[2] == "allow" {
+				if c.Argv[1] == "create" || c.Argv[1] == "policy" && c.Argv[2] == "allow" && !slices.Contains(c.Argv, "--help") {
 					t.Errorf("something was created: %q", c.Argv)
 				}
 			}

@@ -188,7 +188,7 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 	}
 	if d, _ := supervisor.Lookup(e.Runtime); d.ImageWatcher != "" {
 		if e.Watcher != "" {
-			return nil, supervisor.UsageError("--watcher: a %s box cannot take the host's watcher; its template carries one (--watcher-in-image, default %s)", e.Runtime, d.ImageWatcher)
+			return nil, supervisor.UsageError("--watcher: %s boxes cannot take the host's watcher; the template carries one (--watcher-in-image, default %s)", e.Runtime, d.ImageWatcher)
 		}
 		return o, nil
 	}

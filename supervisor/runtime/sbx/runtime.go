@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,42 +48,61 @@ func init() {
 		HostPorts:       true,
 		NoHostProcesses: true,
 		Installed: func(env []string) error {
-			if _, err := exec.LookPath(bin(env)); err != nil {
+			if _, err := bin(env); err != nil {
 				return errors.New("sbx is not installed (not found on PATH)")
 			}
 			return nil
 		},
 		New: func(c supervisor.RuntimeConfig) (supervisor.Runtime, error) {
-			return &Runtime{cli: CLI{Bin: bin(c.EngineEnv), Env: c.EngineEnv}, stderr: c.Stderr, log: c.Log, env: c.EngineEnv}, nil
+			b, err := bin(c.EngineEnv)
+			if err != nil {
+				b = "sbx" // Probe says it is missing
+			}
+			return &Runtime{cli: CLI{Bin: b, Env: c.EngineEnv}, stderr: c.Stderr, log: c.Log, env: c.EngineEnv}, nil
 		},
 	})
 }
 
 // bin is the sbx CLI as the engine environment's PATH finds it (the
-// supervisor's own PATH when env is nil).
-func bin(env []string) string {
+// supervisor's own PATH when env holds none), or an error.
+func bin(env []string) (string, error) {
+	path, found := os.Getenv("PATH"), false
 	for _, kv := range env {
 		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
-			for _, dir := range filepath.SplitList(p) {
-				f := filepath.Join(dir, "sbx")
-				if fi, err := os.Stat(f); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-					return f
-				}
-			}
+			path, found = p, true
 		}
 	}
-	return "sbx"
+	if !found {
+		return exec.LookPath("sbx")
+	}
+	name, exe := "sbx", os.FileMode(0o111)
+	if runtime.GOOS == "windows" {
+		name, exe = "sbx.exe", 0 // no execute bits on Windows
+	}
+	for _, dir := range filepath.SplitList(path) {
+		f := filepath.Join(dir, name)
+		if fi, err := os.Stat(f); err == nil && !fi.IsDir() && (exe == 0 || fi.Mode()&exe != 0) {
+			return f, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }
 
 // Runtime is the sbx runtime.
 type Runtime struct {
-	cli    CLI
+	cli    CLI    // the watcher's exec (Start) runs it directly
+	run    Runner // every other call; nil: cli
 	stderr io.Writer
 	log    *slog.Logger
 	env    []string
 }
 
-func (r *Runtime) driver(watcher string) *Driver { return &Driver{Run: r.cli, Watcher: watcher} }
+func (r *Runtime) driver(watcher string) *Driver {
+	if r.run != nil {
+		return &Driver{Run: r.run, Watcher: watcher}
+	}
+	return &Driver{Run: r.cli, Watcher: watcher}
+}
 
 // Name implements supervisor.Runtime.
 func (r *Runtime) Name() string { return Name }
