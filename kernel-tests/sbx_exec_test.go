@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -218,7 +217,7 @@ func TestSbxExecSIGKILL(t *testing.T) {
 
 	marker := fmt.Sprintf("dw-sbx-kill-%d", time.Now().UnixNano())
 	cmd := r.exec(nil, "--host-port", strconv.Itoa(port), "--", "sh", "-c", "sleep 1000 & (trap '' TERM; sleep 1000) & echo started; wait", marker)
-	var out, errb lockedBuffer
+	var out, errb syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -369,22 +368,4 @@ func TestSbxExecProveDoctor(t *testing.T) {
 		t.Errorf("doctor does not list sbx:\n%s", res.stdout)
 	}
 	r.assertClean("prove and doctor")
-}
-
-// lockedBuffer is a bytes.Buffer a child's output and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
