@@ -14,7 +14,10 @@ package supervisor
 //  2. Implement Runtime (supervisor/runtime.go) on a type; every argv it
 //     hands to a CLI comes from a pure builder with a table test.
 //     Implement ImageChecker and LimitsChecker when the runtime can check
-//     an image or a limit before anything is created.
+//     an image or a limit before anything is created, Preparer when it
+//     names its own boxes, journals state from the start or asks for
+//     mount-bridge links, NonceReader when its boxes carry no labels;
+//     StartAttached starts an engine client that carries the stream.
 //  3. In the package's init, call Register with a Descriptor: the name
 //     (what --runtime takes), whether a rootful daemon stands behind it,
 //     its place in --runtime auto, its default proof bounds, how to tell
