@@ -294,6 +294,7 @@ func TestSbxExecRefusals(t *testing.T) {
 	}{
 		{"network", nil, []string{"--network", "bridge"}, shared.ExitRefused, "--network bridge cannot be honoured"},
 		{"no-scope", []string{"SBXEMU_NO_SANDBOX_SCOPE=1"}, []string{"--host-port", "8080"}, shared.ExitRefused, "cannot scope a network rule"},
+		{"pids-limit", nil, []string{"--pids-limit", "64"}, shared.ExitRefused, "--pids-limit cannot be honoured"},
 		{"host-watcher", nil, []string{"--watcher", r.bin.Watcher}, shared.ExitUsage, "cannot take the host's watcher"},
 		{"instance", nil, nil, shared.ExitUsage, "cannot name a sandbox"},
 	} {

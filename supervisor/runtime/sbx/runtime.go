@@ -134,9 +134,6 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 	if err := CheckOptions(network, "", b.HostPorts); err != nil {
 		return supervisor.RefusedError("%v", err)
 	}
-	if b.PidsLimit > 0 {
-		return supervisor.RefusedError("sbx: --pids-limit cannot be honoured: sbx sets no process limit on a sandbox; drop it (the microVM is the boundary)")
-	}
 	if b.Image == "" {
 		return supervisor.UsageError("--runtime sbx needs --template (a template loaded with sbx template load)")
 	}
@@ -178,6 +175,15 @@ func bridgeMounts(ms []supervisor.Mount) []Mount {
 // scratchDir is the host folder that is the workspace of a sandbox
 // made without --mount (sbx create takes at least one).
 func scratchDir(name string) string { return filepath.Join(os.TempDir(), "deathwatch-sbx-"+name) }
+
+// CheckLimits refuses a pids limit: sbx sets none on a sandbox, and a
+// limit that would be silently ignored is refused. Memory is --memory.
+func (r *Runtime) CheckLimits(_, pids int64) error {
+	if pids > 0 {
+		return supervisor.RefusedError("sbx: --pids-limit cannot be honoured: sbx sets no process limit on a sandbox; drop it (the microVM is the boundary)")
+	}
+	return nil
+}
 
 // Create makes the sandbox, its nonce, the watcher check and the rules.
 func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
@@ -335,6 +341,7 @@ func unionPorts(a, b []int) []int {
 }
 
 var (
-	_ supervisor.Preparer    = (*Runtime)(nil)
-	_ supervisor.NonceReader = (*Runtime)(nil)
+	_ supervisor.Preparer      = (*Runtime)(nil)
+	_ supervisor.NonceReader   = (*Runtime)(nil)
+	_ supervisor.LimitsChecker = (*Runtime)(nil)
 )

@@ -55,7 +55,6 @@ func TestPrepare(t *testing.T) {
 		want string
 	}{
 		{"network", func(b *supervisor.Box) { b.Network, b.NetworkSet = "bridge", true }, nil, shared.ExitRefused, "--network bridge"},
-		{"pids", func(b *supervisor.Box) { b.PidsLimit = 64 }, nil, shared.ExitRefused, "--pids-limit"},
 		{"template", func(b *supervisor.Box) { b.Image = "" }, nil, shared.ExitUsage, "--template"},
 		{"instance", func(b *supervisor.Box) { b.Labels[shared.LabelInstance] = "Upper" }, nil, shared.ExitUsage, "lower-case"},
 		{"port", func(b *supervisor.Box) { b.HostPorts = []int{70000} }, nil, shared.ExitRefused, "not a TCP port"},
@@ -77,6 +76,16 @@ func TestPrepare(t *testing.T) {
 				t.Errorf("Prepare = %v (code %d), want code %d with %q", err, supervisor.ExitCode(err, 0), tc.code, tc.want)
 			}
 		})
+	}
+}
+
+func TestCheckLimits(t *testing.T) {
+	r := &Runtime{}
+	if err := r.CheckLimits(1<<30, 0); err != nil {
+		t.Errorf("memory alone: %v", err)
+	}
+	if err := r.CheckLimits(0, 64); supervisor.ExitCode(err, 0) != shared.ExitRefused {
+		t.Errorf("--pids-limit: %v, want a refusal", err)
 	}
 }
 
