@@ -103,8 +103,9 @@ type Descriptor struct {
 	// other runtime refuses it.
 	HostPorts bool
 	// NoHostProcesses: the box's processes are not the host's (a
-	// microVM): HostPID is always 0, and prove-deathwatch cannot watch
-	// the agent die from here.
+	// microVM): HostPID is always 0, and prove-deathwatch watches the
+	// agent die through the runtime's ProcessCounter (it refuses a
+	// runtime without one).
 	NoHostProcesses bool
 	// Installed says why the runtime cannot be used on this host at all
 	// (its CLI is not on PATH, another OS), or nil. It is cheap: no
@@ -294,6 +295,16 @@ type Preparer interface {
 // is BLOCKED.
 type NonceReader interface {
 	ReadNonce(ctx context.Context, b *Box) (string, error)
+}
+
+// ProcessCounter is implemented by runtimes whose boxes' processes the
+// host cannot see (Descriptor.NoHostProcesses) but can count from inside
+// the box: prove-deathwatch polls it to watch the agent die, its
+// resolution one round trip into the box.
+type ProcessCounter interface {
+	// CountProcesses counts the processes in the box whose environment
+	// holds env (NAME=VALUE).
+	CountProcesses(ctx context.Context, b *Box, env string) (int, error)
 }
 
 // WatcherVersionCommander is implemented by runtimes that can run the

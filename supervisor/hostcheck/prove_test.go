@@ -26,6 +26,14 @@ func TestStandinArgs(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.path, got, tc.want)
 		}
 	}
+	// A runtime whose processes the host cannot see: the agent carries
+	// the marker; the image's watcher, never the host's.
+	supervisor.Register(supervisor.Descriptor{Name: "vmrt", NoHostProcesses: true, ImageWatcher: "/w-in-image", Bounds: supervisor.Bounds{Dead: time.Second, Removed: time.Second},
+		New: func(supervisor.RuntimeConfig) (supervisor.Runtime, error) { return nil, nil }})
+	vm := strings.Join(standinArgs(&ProveOptions{Instance: "i", JournalDir: "/j", Runtime: "vmrt", Watcher: "/w"}, PathSIGKILL), " ")
+	if strings.Contains(vm, "--watcher") || !strings.Contains(vm, "--env "+proveMarkerEnv+" --") {
+		t.Errorf("vmrt: %s", vm)
+	}
 	n := &ProveOptions{Instance: "i", JournalDir: "/j", Runtime: "native", WatcherInImage: "/usr/local/bin/watcher", Watcher: "/w"}
 	got := strings.Join(standinArgs(n, PathSIGKILL), " ")
 	if strings.Contains(got, "--image") || strings.Contains(got, "--allow-rootful") || strings.Contains(got, "--watcher /w") || !strings.Contains(got, "--watcher-in-image /usr/local/bin/watcher") {

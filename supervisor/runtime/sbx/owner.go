@@ -15,6 +15,7 @@ package sbx
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -101,6 +102,27 @@ func NonceWriteArgs(name string) []string {
 // NonceReadArgs prints the nonce.
 func NonceReadArgs(name string) []string {
 	return []string{"exec", "-u", ExecUser, name, "cat", NoncePath}
+}
+
+// countScript counts the processes whose environment holds $1
+// (NAME=VALUE): prove-deathwatch watches the agent die from inside the
+// VM. The value is an argument, never part of the script. Each environ
+// is split at its NULs first (busybox grep stops at a NUL); a process
+// that is gone by the time it is read does not count.
+const countScript = `n=0; for f in /proc/[0-9]*/environ; do tr "\000" "\n" 2>/dev/null <"$f" | grep -q -x -F -e "$1" && n=$((n+1)); done; echo $n`
+
+// CountArgs counts the processes in the sandbox whose environment holds env.
+func CountArgs(name, env string) []string {
+	return []string{"exec", "-u", ExecUser, name, "/bin/sh", "-c", countScript, "sh", env}
+}
+
+// ParseCount reads CountArgs' output.
+func ParseCount(out string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("count processes: unexpected output %q", truncate(strings.TrimSpace(out), 80))
+	}
+	return n, nil
 }
 
 // ParseNonce reads NonceReadArgs' output.

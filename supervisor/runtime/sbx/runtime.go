@@ -309,6 +309,16 @@ func (r *Runtime) ReadNonce(ctx context.Context, b *supervisor.Box) (string, err
 	return r.driver("").ReadNonce(ctx, b.Name)
 }
 
+// CountProcesses counts the processes in the sandbox whose environment
+// holds env (prove-deathwatch: the host cannot see a VM's processes).
+func (r *Runtime) CountProcesses(ctx context.Context, b *supervisor.Box, env string) (int, error) {
+	out, err := r.driver("").Run.Run(ctx, CountArgs(b.Name, env), nil)
+	if err != nil {
+		return 0, err
+	}
+	return ParseCount(string(out))
+}
+
 func joinPorts(ps []int) string {
 	s := make([]string, len(ps))
 	for i, p := range ps {
@@ -341,7 +351,8 @@ func unionPorts(a, b []int) []int {
 }
 
 var (
-	_ supervisor.Preparer      = (*Runtime)(nil)
-	_ supervisor.NonceReader   = (*Runtime)(nil)
-	_ supervisor.LimitsChecker = (*Runtime)(nil)
+	_ supervisor.Preparer       = (*Runtime)(nil)
+	_ supervisor.NonceReader    = (*Runtime)(nil)
+	_ supervisor.LimitsChecker  = (*Runtime)(nil)
+	_ supervisor.ProcessCounter = (*Runtime)(nil)
 )

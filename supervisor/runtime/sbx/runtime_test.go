@@ -140,6 +140,23 @@ func TestWithUser(t *testing.T) {
 	}
 }
 
+func TestCountProcesses(t *testing.T) {
+	const name = "dw-ci-20261130-151001-0123abcd"
+	args := CountArgs(name, "M=1")
+	if want := []string{"exec", "-u", "root", name, "/bin/sh", "-c", countScript, "sh", "M=1"}; !reflect.DeepEqual(args, want) {
+		t.Errorf("CountArgs = %q", args)
+	}
+	f := &fakeSbx{answers: map[string]answer{strings.Join(args, " "): {out: "3\n"}}}
+	if n, err := (&Runtime{run: f}).CountProcesses(context.Background(), &supervisor.Box{Name: name}, "M=1"); n != 3 || err != nil {
+		t.Errorf("CountProcesses = %d, %v", n, err)
+	}
+	for _, bad := range []string{"", "x", "-1"} {
+		if _, err := ParseCount(bad); err == nil {
+			t.Errorf("ParseCount(%q) = nil error", bad)
+		}
+	}
+}
+
 func TestRegistered(t *testing.T) {
 	d, ok := supervisor.Lookup(Name)
 	if !ok || d.AutoRank != 0 || d.AutoRemove || d.Daemon || d.ImageWatcher != DefaultWatcherPath || !d.HostPorts || !d.NoHostProcesses {
