@@ -426,6 +426,26 @@ func (s *standin) kill() {
 	<-s.done
 }
 
+// pull pulls the path's trigger on the stand-in and returns when it
+// counts as pulled.
+func (s *standin) pull(path string, ready supervisor.Event) time.Time {
+	switch path {
+	case PathHeartbeat:
+		t := time.Now()
+		freeze(s.cmd.Process)
+		return t
+	case PathDeadline:
+		// The deadline runs from the agent's start; the ready event is
+		// stamped just after it. Freeze the stand-in so that only the
+		// watcher's own deadline can end the box.
+		freeze(s.cmd.Process)
+		return ready.Time
+	}
+	t := time.Now()
+	s.cmd.Process.Kill()
+	return t
+}
+
 // proveTrial runs one stand-in through one path and measures it.
 func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult, error) {
 	rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log, EngineEnv: o.EngineEnv})
@@ -482,21 +502,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 
 	delay := startHostDelay()
 	defer delay.Stop()
-	var trigger time.Time
-	switch path {
-	case PathSIGKILL:
-		trigger = time.Now()
-		s.cmd.Process.Kill()
-	case PathHeartbeat:
-		trigger = time.Now()
-		freeze(s.cmd.Process)
-	case PathDeadline:
-		// The deadline runs from the agent's start; the ready event is
-		// stamped just after it. Freeze the stand-in so that only the
-		// watcher's own deadline can end the box.
-		trigger = ready.Time
-		freeze(s.cmd.Process)
-	}
+	trigger := s.pull(path, ready)
 	deadBound, _ := o.deadBound(path)
 	removedBound, _ := o.removedBound(path)
 
@@ -592,18 +598,7 @@ func countedTrial(ctx context.Context, o *ProveOptions, path string, rt supervis
 	res := &trialResult{procs: n}
 	delay := startHostDelay()
 	defer delay.Stop()
-	var trigger time.Time
-	switch path {
-	case PathSIGKILL:
-		trigger = time.Now()
-		s.cmd.Process.Kill()
-	case PathHeartbeat:
-		trigger = time.Now()
-		freeze(s.cmd.Process)
-	case PathDeadline:
-		trigger = ready.Time
-		freeze(s.cmd.Process)
-	}
+	trigger := s.pull(path, ready)
 	deadBound, _ := o.deadBound(path)
 	for end := trigger.Add(deadBound + 2*time.Second); ; {
 		n, err := counter.CountProcesses(ctx, box, env)
