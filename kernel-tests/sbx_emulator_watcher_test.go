@@ -124,8 +124,9 @@ func TestSbxEmulatorWatcherKillDomain(t *testing.T) {
 	s.Run(t, "rm", "--force", name)
 }
 
-// An exec user without root in the VM: the watcher cannot make a PID
-// namespace of its own, and must not run the agent unwatched.
+// An exec user without root in the VM: the watcher's PID namespace comes
+// with a user namespace of its one uid, where it cannot confine the
+// agent: it refuses (243) and never runs it unwatched.
 func TestSbxEmulatorWatcherNotRoot(t *testing.T) {
 	const name = "dw-ktest-20261130-151003-0123abcd"
 	s := emulatedSandbox(t, name)
@@ -144,8 +145,8 @@ func TestSbxEmulatorWatcherNotRoot(t *testing.T) {
 		t.Fatalf("the agent ran under a non-root exec user\n%s", c.Diagnostics())
 	}
 	t.Logf("non-root exec user: watcher exit %d, exit frame %+v\n%s", res.Code, res.Exit, c.WatcherOutput())
-	if res.Code == 0 {
-		t.Errorf("the watcher exited 0 without running the agent")
+	if res.Code != shared.ExitRefused || res.Exit == nil || res.Exit.Code != shared.ExitRefused || !strings.Contains(res.Exit.Message, "not root in the box") {
+		t.Errorf("the watcher exited %d (%+v), want a refusal (%d) that says it is not root", res.Code, res.Exit, shared.ExitRefused)
 	}
 	s.Run(t, "rm", "--force", name)
 }

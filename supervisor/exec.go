@@ -46,6 +46,8 @@ type ExecOptions struct {
 	Memory     int64
 	PidsLimit  int64
 	Network    string
+	NetworkSet bool  // Network was given explicitly
+	HostPorts  []int // host loopback ports the box may reach (runtimes with Descriptor.HostPorts)
 	Deadline   time.Duration
 	Grace      time.Duration
 	Heartbeat  time.Duration
@@ -219,6 +221,13 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		}
 		return fail(UsageError("%w", err), shared.ExitUsage)
 	}
+	if d, _ := Lookup(o.Runtime); d.ImageWatcher != "" {
+		// The box cannot take the host's watcher: the image's it is.
+		if o.WatcherInImage == "" {
+			o.WatcherInImage = d.ImageWatcher
+		}
+		o.WatcherPath = ""
+	}
 	if d, _ := Lookup(o.Runtime); !d.HostWatcherOnly && o.WatcherInImage == "" && o.WatcherPath == "" {
 		return fail(UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH"), shared.ExitUsage)
 	}
@@ -230,6 +239,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		return fail(err, shared.ExitEngine)
 	}
 	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
+	if d, _ := Lookup(rt.Name()); len(o.HostPorts) > 0 && !d.HostPorts {
+		return fail(RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", rt.Name()), shared.ExitRefused)
+	}
 	if lc, ok := rt.(LimitsChecker); ok {
 		if err := lc.CheckLimits(o.Memory, o.PidsLimit); err != nil {
 			return fail(err, shared.ExitRefused)
@@ -274,7 +286,20 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		Memory:         o.Memory,
 		PidsLimit:      o.PidsLimit,
 		Network:        o.Network,
+		NetworkSet:     o.NetworkSet,
+		HostPorts:      o.HostPorts,
 		State:          map[string]string{},
+	}
+	if p, ok := rt.(Preparer); ok {
+		if err := p.Prepare(ctx, box); err != nil {
+			return fail(err, shared.ExitRefused)
+		}
+		if len(box.Links) > 0 {
+			spec.Links = append(spec.Links, box.Links...)
+			if err := spec.Validate(); err != nil {
+				return fail(UsageError("%w", err), shared.ExitUsage)
+			}
+		}
 	}
 	now := time.Now().UTC()
 	l := &launch{

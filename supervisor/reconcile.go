@@ -183,11 +183,18 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 		for _, b := range listed[name] {
 			entry := byLaunch[b.Labels[shared.LabelLaunchID]]
 			it := ReconcileItem{Box: b.Name, Runtime: name, LaunchID: b.Labels[shared.LabelLaunchID]}
+			nonceWhy := ""
+			if nr, ok := rts[name].(NonceReader); ok && entry != nil && b.Labels[shared.LabelNonce] == "" {
+				b.Labels, nonceWhy = withNonce(ctx, nr, b)
+			}
 			gone, ownerWhy := false, ""
 			if entry != nil {
 				gone, ownerWhy = entry.Owner.Proof()
 			}
 			if why := boxProof(o.Instance, name, b, entry, gone, ownerWhy); why != "" {
+				if nonceWhy != "" && b.Labels[shared.LabelNonce] == "" {
+					why = nonceWhy
+				}
 				if entry != nil && entry.Box == b.Name && entry.Runtime == name {
 					seen[entry.LaunchID] = true
 				}
@@ -240,6 +247,24 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 		rep.add(it)
 	}
 	return rep, nil
+}
+
+// withNonce is b's labels with the nonce read from inside the box (a
+// runtime whose boxes carry no nonce label). A nonce that cannot be
+// read is left out, so that boxProof blocks the box, and why says so.
+func withNonce(ctx context.Context, nr NonceReader, b Listed) (labels map[string]string, why string) {
+	lb := make(map[string]string, len(b.Labels)+1)
+	for k, v := range b.Labels {
+		lb[k] = v
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n, err := nr.ReadNonce(rctx, &Box{Name: b.Name, Labels: b.Labels})
+	if err != nil {
+		return lb, fmt.Sprintf("cannot read the nonce from inside the box: %v", err)
+	}
+	lb[shared.LabelNonce] = n
+	return lb, ""
 }
 
 // staleTemp is the age past which a journal temp file is a leftover

@@ -14,7 +14,10 @@ package supervisor
 //  2. Implement Runtime (supervisor/runtime.go) on a type; every argv it
 //     hands to a CLI comes from a pure builder with a table test.
 //     Implement ImageChecker and LimitsChecker when the runtime can check
-//     an image or a limit before anything is created.
+//     an image or a limit before anything is created, Preparer when it
+//     names its own boxes, journals state from the start or asks for
+//     mount-bridge links, NonceReader when its boxes carry no labels;
+//     StartAttached starts an engine client that carries the stream.
 //  3. In the package's init, call Register with a Descriptor: the name
 //     (what --runtime takes), whether a rootful daemon stands behind it,
 //     its place in --runtime auto, its default proof bounds, how to tell
@@ -92,6 +95,18 @@ type Descriptor struct {
 	// (--watcher-in-image is refused); an image's watcher is looked for
 	// in the rootfs directory --image names.
 	HostWatcherOnly bool
+	// ImageWatcher: the box can run only a watcher baked into its image
+	// (a microVM cannot bind-mount the host's); this is the default
+	// --watcher-in-image, and a host --watcher is refused.
+	ImageWatcher string
+	// HostPorts: the runtime honours --host-port (Box.HostPorts); any
+	// other runtime refuses it.
+	HostPorts bool
+	// NoHostProcesses: the box's processes are not the host's (a
+	// microVM): HostPID is always 0, and prove-deathwatch watches the
+	// agent die through the runtime's ProcessCounter (it refuses a
+	// runtime without one).
+	NoHostProcesses bool
 	// Installed says why the runtime cannot be used on this host at all
 	// (its CLI is not on PATH, another OS), or nil. It is cheap: no
 	// engine round trip. env is the engine CLIs' environment.
@@ -263,6 +278,33 @@ type ImageChecker interface {
 // (shared.ExitRefused).
 type LimitsChecker interface {
 	CheckLimits(memory, pids int64) error
+}
+
+// Preparer is implemented by runtimes that work on the box before its
+// intent is journaled, when nothing exists yet: refuse what they cannot
+// honour (one line, nothing to clean up), name the box themselves
+// (b.Name), record state that the journal must hold from the start
+// (b.State) and ask for mount-bridge links (b.Links).
+type Preparer interface {
+	Prepare(ctx context.Context, b *Box) error
+}
+
+// NonceReader is implemented by runtimes whose boxes carry no nonce
+// label (a sandbox has only a name): reconcile reads the nonce from
+// inside the listed box instead, and a box whose nonce cannot be read
+// is BLOCKED.
+type NonceReader interface {
+	ReadNonce(ctx context.Context, b *Box) (string, error)
+}
+
+// ProcessCounter is implemented by runtimes whose boxes' processes the
+// host cannot see (Descriptor.NoHostProcesses) but can count from inside
+// the box: prove-deathwatch polls it to watch the agent die, its
+// resolution one round trip into the box.
+type ProcessCounter interface {
+	// CountProcesses counts the processes in the box whose environment
+	// holds env (NAME=VALUE).
+	CountProcesses(ctx context.Context, b *Box, env string) (int, error)
 }
 
 // WatcherVersionCommander is implemented by runtimes that can run the

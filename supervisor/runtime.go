@@ -8,6 +8,8 @@ package supervisor
 import (
 	"context"
 	"io"
+
+	"deathwatch/shared"
 )
 
 // WatcherEnv is what every runtime adds to the watcher's own
@@ -47,6 +49,17 @@ type Box struct {
 	Memory    int64  // bytes; 0 = no limit
 	PidsLimit int64  // 0 = no limit
 	Network   string // none | bridge | host
+	// NetworkSet: the user named Network (--network); a runtime that has
+	// no engine network refuses any explicit mode.
+	NetworkSet bool
+	// HostPorts are the ports on the host's loopback the box may reach
+	// (--host-port); only a runtime whose descriptor says HostPorts gets
+	// any.
+	HostPorts []int
+	// Links are mount-bridge links a Preparer asks the watcher to make
+	// (a target the runtime cannot mount at, as a link to where it did);
+	// the lifecycle puts them into the spec.
+	Links []shared.Link
 
 	// State a runtime records for itself (native: the cgroup path);
 	// it is journaled so that reconcile can find the box again.

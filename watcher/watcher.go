@@ -103,6 +103,12 @@ func (w *watcher) run() int {
 	}
 	w.closeChildEnds(a)
 	if err != nil {
+		if w.cfg.Control != "" && os.Geteuid() != 0 && errors.Is(err, syscall.EPERM) {
+			// Not root in the box (sbx exec as the template's user): the
+			// PID namespace came with a user namespace of one uid, and the
+			// agent cannot be confined. A refusal, not a failed exec.
+			return w.setupFailed(shared.ExitRefused, "not root in the box (uid "+itoa(os.Geteuid())+"): cannot drop the agent's privileges ("+err.Error()+"); refusing to start it; run the watcher as root in the box (sbx exec -u root)")
+		}
 		return w.setupFailed(execStatus(err), "start "+a.Argv[0]+": "+err.Error())
 	}
 	w.started = time.Now()

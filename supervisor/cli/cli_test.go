@@ -44,7 +44,7 @@ func TestExecOptions(t *testing.T) {
 		Instance: "ci", JournalDir: "/j", Runtime: "podman", Image: "img", NamePrefix: "job",
 		Labels: map[string]string{"team": "a,b"}, RunKey: "run-1", AgentEnv: []string{"TOKEN=v"}, Workdir: "/work",
 		Mounts: []supervisor.Mount{{Source: src, Target: "/data", ReadOnly: true}}, Memory: 512 << 20, PidsLimit: 64,
-		Network: "bridge", Deadline: time.Minute, Grace: 3 * time.Second, Heartbeat: 3 * time.Second,
+		Network: "bridge", NetworkSet: true, Deadline: time.Minute, Grace: 3 * time.Second, Heartbeat: 3 * time.Second,
 		WatcherPath: w, UID: 1001, GID: 1002, Argv: []string{"sh", "-c", "echo --not-a-flag"},
 	}
 	if !reflect.DeepEqual(o, want) {

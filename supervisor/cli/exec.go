@@ -16,7 +16,9 @@ import (
 // ExecCmd is `supervisor exec`.
 type ExecCmd struct {
 	Runtime        string        `help:"Runtime that makes the box: ${runtimes_list}, or auto (${auto_help})." enum:"${runtimes},auto" default:"auto" env:"DEATHWATCH_RUNTIME"`
-	Image          string        `help:"Image to run (docker/podman: never pulled; native: rootfs directory)." env:"DEATHWATCH_IMAGE"`
+	Image          string        `help:"Image to run (docker/podman: never pulled; native: rootfs directory; sbx: the template)." env:"DEATHWATCH_IMAGE"`
+	Template       string        `help:"sbx: the template the sandbox is made from (sbx template load); --image says the same." placeholder:"TEMPLATE"`
+	HostPort       []int         `help:"Let the box reach this port of the host's loopback, and nothing more of the host (repeatable; sbx: one sandbox-scoped policy rule each)." sep:"none" placeholder:"PORT"`
 	Name           string        `help:"Prefix of the box name; the launch id follows it." default:"dw" placeholder:"PREFIX"`
 	Label          []string      `help:"Extra label KEY=VALUE on the box (repeatable; io.deathwatch.* is reserved)." sep:"none" placeholder:"KEY=VALUE"`
 	RunKey         string        `help:"The controller's run this box belongs to (a label, and in the journal)."`
@@ -26,7 +28,7 @@ type ExecCmd struct {
 	Mount          []string      `help:"Bind mount SRC:DST[:ro] (repeatable; absolute paths)." sep:"none" placeholder:"SRC:DST[:ro]"`
 	Memory         string        `help:"Memory limit, e.g. 512m or 2g (no swap beyond it)." placeholder:"SIZE"`
 	PidsLimit      int64         `help:"Maximum number of processes in the box." placeholder:"N"`
-	Network        string        `help:"Network: none, bridge or host." enum:"none,bridge,host" default:"none"`
+	Network        string        `help:"Network: none (the default), bridge or host." placeholder:"none|bridge|host"`
 	Deadline       time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"1h"`
 	Grace          time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"2s"`
 	Heartbeat      time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"10s"`
@@ -109,8 +111,24 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 	o := &supervisor.ExecOptions{
 		Instance: g.Instance, JournalDir: g.journalDir(), Runtime: e.Runtime, Image: e.Image,
 		NamePrefix: e.Name, RunKey: e.RunKey, Workdir: e.Workdir, PidsLimit: e.PidsLimit,
-		Network: e.Network, Deadline: e.Deadline, Grace: e.Grace, Heartbeat: e.Heartbeat,
+		Network: e.Network, NetworkSet: e.Network != "", Deadline: e.Deadline, Grace: e.Grace, Heartbeat: e.Heartbeat,
 		AllowRootful: e.AllowRootful, AllowUserns: e.AllowUserns, WatcherInImage: e.WatcherInImage, Argv: e.Command,
+	}
+	if len(e.HostPort) > 0 {
+		o.HostPorts = e.HostPort
+	}
+	switch o.Network {
+	case "":
+		o.Network = "none"
+	case "none", "bridge", "host":
+	default:
+		return nil, supervisor.UsageError("--network %q: want none, bridge or host", e.Network)
+	}
+	switch {
+	case e.Template != "" && e.Image != "" && e.Template != e.Image:
+		return nil, supervisor.UsageError("--template %s and --image %s name two things; pass one", e.Template, e.Image)
+	case e.Template != "":
+		o.Image = e.Template
 	}
 	// On the command line 0 is the explicit "off"; in ExecOptions 0
 	// means "the default".
@@ -168,6 +186,12 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 	}
 	if e.WatcherInImage != "" && !filepath.IsAbs(e.WatcherInImage) {
 		return nil, supervisor.UsageError("--watcher-in-image %q: want an absolute path inside the image", e.WatcherInImage)
+	}
+	if d, _ := supervisor.Lookup(e.Runtime); d.ImageWatcher != "" {
+		if e.Watcher != "" {
+			return nil, supervisor.UsageError("--watcher: %s boxes cannot take the host's watcher; the template carries one (--watcher-in-image, default %s)", e.Runtime, d.ImageWatcher)
+		}
+		return o, nil
 	}
 	if e.WatcherInImage == "" {
 		if o.WatcherPath, err = supervisor.FindWatcher(e.Watcher, c.self); err != nil && !hostWatcherOnly(e.Runtime) {

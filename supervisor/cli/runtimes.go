@@ -6,4 +6,5 @@ package cli
 import (
 	_ "deathwatch/supervisor/runtime/docker" // docker and podman
 	_ "deathwatch/supervisor/runtime/native" // Linux namespaces (Linux only)
+	_ "deathwatch/supervisor/runtime/sbx"    // Docker Sandboxes (microVMs)
 )

@@ -116,6 +116,11 @@ const (
 	proveAgentDeadline = `trap '' TERM; setsid sleep 3600 & (trap '' TERM; exec sleep 3600) & echo armed; exec sleep 3600`
 )
 
+// proveMarkerEnv names the variable the stand-in passes to its agent
+// (a random value per trial) on a runtime whose processes the host
+// cannot see.
+const proveMarkerEnv = "DEATHWATCH_PROVE_MARKER"
+
 // standinArgs is the stand-in controller's argv (without the binary):
 // a plain `supervisor exec` of the agent for path.
 func standinArgs(o *ProveOptions, path string) []string {
@@ -127,10 +132,16 @@ func standinArgs(o *ProveOptions, path string) []string {
 	if o.AllowRootful {
 		a = append(a, "--allow-rootful")
 	}
+	desc, _ := supervisor.Lookup(o.Runtime)
 	if o.WatcherInImage != "" {
 		a = append(a, "--watcher-in-image", o.WatcherInImage)
-	} else if o.Watcher != "" {
+	} else if o.Watcher != "" && desc.ImageWatcher == "" {
 		a = append(a, "--watcher", o.Watcher)
+	}
+	if desc.NoHostProcesses {
+		// The agent's processes carry it in their environment: the
+		// runtime counts them from inside the box.
+		a = append(a, "--env", proveMarkerEnv)
 	}
 	agent := proveAgent
 	switch path {
@@ -199,6 +210,16 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 		s := supervisor.Survival{Heartbeat: supervisor.DefaultHeartbeat, Deadline: supervisor.DefaultDeadline, Grace: supervisor.DefaultGrace}
 		rep.Defaults = s.Statement(rep.FrozenSlack(o.Heartbeat, o.Bounds.Dead))
 	}()
+	if d, _ := supervisor.Lookup(o.Runtime); d.NoHostProcesses {
+		rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log, EngineEnv: o.EngineEnv})
+		if _, ok := rt.(supervisor.ProcessCounter); err == nil && !ok {
+			// Refused rather than half measured: a box-removed time alone
+			// says nothing about when the agent died.
+			rep.Pass, rep.Code = false, shared.ExitRefused
+			rep.Error = fmt.Sprintf("runtime %s runs a box's processes where this host cannot see them (no host pid) and cannot count them from inside: the agent-dead bound cannot be measured", o.Runtime)
+			return rep
+		}
+	}
 	for _, path := range o.Paths {
 		b, bs := o.deadBound(path)
 		dead := ProveRow{Path: path, Measure: "agent-dead", Bound: b, BoundStr: bs, Pass: true}
@@ -308,7 +329,7 @@ func (s *standin) notify() {
 	s.change = make(chan struct{})
 }
 
-func startStandin(o *ProveOptions, path string) (*standin, error) {
+func startStandin(o *ProveOptions, path, marker string) (*standin, error) {
 	evR, evW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("events pipe: %w", err)
@@ -316,6 +337,12 @@ func startStandin(o *ProveOptions, path string) (*standin, error) {
 	s := &standin{done: make(chan struct{}), change: make(chan struct{})}
 	s.cmd = exec.Command(o.Self, standinArgs(o, path)...)
 	s.cmd.Env = o.EngineEnv
+	if marker != "" {
+		if s.cmd.Env == nil {
+			s.cmd.Env = os.Environ()
+		}
+		s.cmd.Env = append(s.cmd.Env[:len(s.cmd.Env):len(s.cmd.Env)], proveMarkerEnv+"="+marker)
+	}
 	s.cmd.Stdout = standinWriter{s, &s.stdout}
 	s.cmd.Stderr = standinWriter{s, &s.stderr}
 	s.cmd.ExtraFiles = []*os.File{evW} // fd 3
@@ -415,13 +442,39 @@ func (s *standin) kill() {
 	<-s.done
 }
 
+// pull pulls the path's trigger on the stand-in and returns when it
+// counts as pulled.
+func (s *standin) pull(path string, ready supervisor.Event) time.Time {
+	switch path {
+	case PathHeartbeat:
+		t := time.Now()
+		freeze(s.cmd.Process)
+		return t
+	case PathDeadline:
+		// The deadline runs from the agent's start; the ready event is
+		// stamped just after it. Freeze the stand-in so that only the
+		// watcher's own deadline can end the box.
+		freeze(s.cmd.Process)
+		return ready.Time
+	}
+	t := time.Now()
+	s.cmd.Process.Kill()
+	return t
+}
+
 // proveTrial runs one stand-in through one path and measures it.
 func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult, error) {
 	rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log, EngineEnv: o.EngineEnv})
 	if err != nil {
 		return nil, err
 	}
-	s, err := startStandin(o, path)
+	desc, _ := supervisor.Lookup(o.Runtime)
+	counter, _ := rt.(supervisor.ProcessCounter)
+	marker := ""
+	if desc.NoHostProcesses {
+		marker = supervisor.RandHex(16)
+	}
+	s, err := startStandin(o, path, marker)
 	if err != nil {
 		return nil, err
 	}
@@ -437,6 +490,11 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	ready, err := s.waitArmed(60 * time.Second)
 	if err != nil {
 		return nil, err
+	}
+	if desc.NoHostProcesses {
+		res, err := countedTrial(ctx, o, path, rt, counter, s, ready, marker)
+		cleaned = err == nil // it ran reconcile itself
+		return res, err
 	}
 	// The watcher, the agent's main process and its two descendants: the
 	// agent said it forked them, give /proc a moment to show them all.
@@ -460,21 +518,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 
 	delay := startHostDelay()
 	defer delay.Stop()
-	var trigger time.Time
-	switch path {
-	case PathSIGKILL:
-		trigger = time.Now()
-		s.cmd.Process.Kill()
-	case PathHeartbeat:
-		trigger = time.Now()
-		freeze(s.cmd.Process)
-	case PathDeadline:
-		// The deadline runs from the agent's start; the ready event is
-		// stamped just after it. Freeze the stand-in so that only the
-		// watcher's own deadline can end the box.
-		trigger = ready.Time
-		freeze(s.cmd.Process)
-	}
+	trigger := s.pull(path, ready)
 	deadBound, _ := o.deadBound(path)
 	removedBound, _ := o.removedBound(path)
 
@@ -485,7 +529,6 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		left string
 	}
 	var removedCh chan removal
-	desc, _ := supervisor.Lookup(o.Runtime)
 	autoRemove := desc.AutoRemove
 	if autoRemove {
 		removedCh = make(chan removal, 1)
@@ -541,6 +584,66 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 				}
 			}
 		}
+	}
+	return res, nil
+}
+
+// countedTrial is a trial on a runtime whose box's processes the host
+// cannot see: the agent's processes (they carry the marker in their
+// environment) are counted from inside the box until none is left, and
+// the box is removed by reconcile once the stand-in is gone. The dead
+// time is an upper bound: the first count that found none.
+func countedTrial(ctx context.Context, o *ProveOptions, path string, rt supervisor.Runtime, counter supervisor.ProcessCounter, s *standin, ready supervisor.Event, marker string) (*trialResult, error) {
+	box := &supervisor.Box{Name: ready.Box, LaunchID: ready.LaunchID}
+	env := proveMarkerEnv + "=" + marker
+	// The agent's main process and its two descendants.
+	n := 0
+	for end := time.Now().Add(10 * time.Second); n < 3; {
+		var err error
+		if n, err = counter.CountProcesses(ctx, box, env); err != nil {
+			return nil, s.failure(fmt.Sprintf("count the processes of box %s: %v", ready.Box, err))
+		}
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(end) {
+			return nil, s.failure(fmt.Sprintf("counted only %d agent processes in box %s (want the agent and its 2 descendants); cannot prove anything", n, ready.Box))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	res := &trialResult{procs: n}
+	delay := startHostDelay()
+	defer delay.Stop()
+	trigger := s.pull(path, ready)
+	deadBound, _ := o.deadBound(path)
+	for end := trigger.Add(deadBound + 2*time.Second); ; {
+		n, err := counter.CountProcesses(ctx, box, env)
+		if err == nil && n == 0 {
+			res.dead = time.Since(trigger)
+			break
+		}
+		if time.Now().After(end) {
+			res.dead = time.Since(trigger)
+			res.deadLeft = fmt.Sprintf("%d agent processes still counted in box %s (last error: %v)", n, ready.Box, err)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res.hostDelay = delay.Stop()
+	s.kill()
+	rep, rerr := supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
+	res.removed = time.Since(trigger)
+	if rerr != nil {
+		res.removedLeft = "reconcile: " + rerr.Error()
+	} else {
+		for _, it := range rep.Blocked {
+			if it.LaunchID == ready.LaunchID {
+				res.removedLeft = joinNonEmpty(res.removedLeft, "reconcile blocked: "+it.Reason)
+			}
+		}
+	}
+	if there, err := rt.Exists(ctx, box); err != nil || there {
+		res.removedLeft = joinNonEmpty(res.removedLeft, fmt.Sprintf("box %s still there after reconcile (%v)", ready.Box, err))
 	}
 	return res, nil
 }

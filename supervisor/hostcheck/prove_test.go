@@ -9,6 +9,11 @@ import (
 	"deathwatch/supervisor"
 )
 
+func init() {
+	supervisor.Register(supervisor.Descriptor{Name: "vmrt", NoHostProcesses: true, ImageWatcher: "/w-in-image", Bounds: supervisor.Bounds{Dead: time.Second, Removed: time.Second},
+		New: func(supervisor.RuntimeConfig) (supervisor.Runtime, error) { return nil, nil }})
+}
+
 func TestStandinArgs(t *testing.T) {
 	o := &ProveOptions{Instance: "i.prove", JournalDir: "/j", Runtime: "docker", Image: "img", AllowRootful: true,
 		Watcher: "/w", Heartbeat: 300 * time.Millisecond, Deadline: time.Second, Grace: 500 * time.Millisecond}
@@ -25,6 +30,12 @@ func TestStandinArgs(t *testing.T) {
 		if got := standinArgs(o, tc.path); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.path, got, tc.want)
 		}
+	}
+	// A runtime whose processes the host cannot see: the agent carries
+	// the marker; the image's watcher, never the host's.
+	vm := strings.Join(standinArgs(&ProveOptions{Instance: "i", JournalDir: "/j", Runtime: "vmrt", Watcher: "/w"}, PathSIGKILL), " ")
+	if strings.Contains(vm, "--watcher") || !strings.Contains(vm, "--env "+proveMarkerEnv+" --") {
+		t.Errorf("vmrt: %s", vm)
 	}
 	n := &ProveOptions{Instance: "i", JournalDir: "/j", Runtime: "native", WatcherInImage: "/usr/local/bin/watcher", Watcher: "/w"}
 	got := strings.Join(standinArgs(n, PathSIGKILL), " ")

@@ -387,9 +387,11 @@ func (e *emu) create(r createReq) error {
 		"--network", "none", "--hostname", r.Name, "--user", "0:0",
 		"--pull", "never", "--restart", "no", "--log-driver", "none",
 		// Root in a microVM holds every capability of its own kernel;
-		// CAP_SYS_ADMIN is the one the watcher's PID namespace needs
-		// (an exec user other than root holds none).
-		"--cap-add", "SYS_ADMIN",
+		// CAP_SYS_ADMIN is the one the watcher's PID namespace needs,
+		// CAP_SYS_PTRACE the one that reads another uid's
+		// /proc/PID/environ (prove-deathwatch counts the agent's
+		// processes so); an exec user other than root holds none.
+		"--cap-add", "SYS_ADMIN", "--cap-add", "SYS_PTRACE",
 		"-v", self + ":" + initPath + ":ro", "--entrypoint", initPath}
 	if r.Memory != "" {
 		args = append(args, "--memory", r.Memory)

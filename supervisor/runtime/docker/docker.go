@@ -421,65 +421,11 @@ func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
 	return nil
 }
 
-// Start runs `start --attach --interactive` in its own process group,
-// its stdin a pipe whose only write end is ours (close-on-exec, like
-// every descriptor Go opens), its stdout the frames from the watcher.
+// Start runs `start --attach --interactive` attached, in its own
+// process group (supervisor.StartAttached).
 func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("start box %s: %w", b.Name, err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, fmt.Errorf("start box %s: %w", b.Name, err)
-	}
-	c := e.command(nil, startArgs(e.Kind, b.Name))
-	c.Stdin, c.Stdout = inR, outW
-	c.Stderr = e.Stderr
-	if c.Stderr == nil {
-		c.Stderr = io.Discard
-	}
-	ownProcessGroup(c)
-	// The stderr copy must not outlive the client for long when a
-	// re-exec'd child of it still holds the pipe.
-	c.WaitDelay = 2 * time.Second
-	if err := c.Start(); err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		if errors.Is(err, exec.ErrNotFound) {
-			return nil, supervisor.EngineError("%s is not installed (not found on PATH)", e.Kind)
-		}
-		return nil, supervisor.SetupError("start box %s: %w", b.Name, err)
-	}
-	// Only the child holds these ends now.
-	inR.Close()
-	outW.Close()
-	kill := func() { killGroup(c.Process) }
-	return &supervisor.Started{
-		Control: &pipeRW{r: outR, w: inW},
-		Wait:    c.Wait,
-		Kill:    kill,
-	}, nil
+	return supervisor.StartAttached(e.command(nil, startArgs(e.Kind, b.Name)), e.Kind, b.Name, e.Stderr)
 }
-
-// pipeRW is the control stream over the client's stdin and stdout.
-// Close drops our write end (the watcher sees EOF); the read end stays
-// readable until the client's output ends, then is closed by CloseRead.
-type pipeRW struct {
-	r *os.File
-	w *os.File
-}
-
-func (p *pipeRW) Read(b []byte) (int, error)  { return p.r.Read(b) }
-func (p *pipeRW) Write(b []byte) (int, error) { return p.w.Write(b) }
-func (p *pipeRW) Close() error                { return p.w.Close() }
-
-// CloseRead releases the read end.
-func (p *pipeRW) CloseRead() error { return p.r.Close() }
 
 // Remove removes the box; a box the engine no longer has is not an
 // error. Whether the engine has the box is read from its listing on

@@ -15,6 +15,7 @@ package sbx
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -26,7 +27,9 @@ const NamePrefix = "dw-"
 const MaxNameLen = 63
 
 var (
-	instanceRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	// '.' too (sbx names take it): doctor's and prove's instances are
+	// INSTANCE.doctor and INSTANCE.prove.
+	instanceRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
 	// launchIDRE is supervisor.NewLaunchID's shape: UTC time and 4 random bytes.
 	launchIDRE = regexp.MustCompile(`^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$`)
 	nonceRE    = regexp.MustCompile(`^[0-9a-f]{16,128}$`)
@@ -44,7 +47,7 @@ const MaxInstanceLen = MaxNameLen - len(NamePrefix) - 1 - launchIDLen
 // may itself hold '-'.
 func SandboxName(instance, launchID string) (string, error) {
 	if len(instance) > MaxInstanceLen || !instanceRE.MatchString(instance) {
-		return "", fmt.Errorf("--instance %q cannot name a sandbox: use lower-case letters, digits and '-' (at most %d, not starting or ending with '-')", instance, MaxInstanceLen)
+		return "", fmt.Errorf("--instance %q cannot name a sandbox: use lower-case letters, digits, '.' and '-' (at most %d, not starting or ending with either)", instance, MaxInstanceLen)
 	}
 	if !launchIDRE.MatchString(launchID) {
 		return "", fmt.Errorf("launch id %q is not YYYYMMDD-HHMMSS-8 hex digits", launchID)
@@ -99,6 +102,27 @@ func NonceWriteArgs(name string) []string {
 // NonceReadArgs prints the nonce.
 func NonceReadArgs(name string) []string {
 	return []string{"exec", "-u", ExecUser, name, "cat", NoncePath}
+}
+
+// countScript counts the processes whose environment holds $1
+// (NAME=VALUE): prove-deathwatch watches the agent die from inside the
+// VM. The value is an argument, never part of the script. Each environ
+// is split at its NULs first (busybox grep stops at a NUL); a process
+// that is gone by the time it is read does not count.
+const countScript = `n=0; for f in /proc/[0-9]*/environ; do tr "\000" "\n" 2>/dev/null <"$f" | grep -q -x -F -e "$1" && n=$((n+1)); done; echo $n`
+
+// CountArgs counts the processes in the sandbox whose environment holds env.
+func CountArgs(name, env string) []string {
+	return []string{"exec", "-u", ExecUser, name, "/bin/sh", "-c", countScript, "sh", env}
+}
+
+// ParseCount reads CountArgs' output.
+func ParseCount(out string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("count processes: unexpected output %q", truncate(strings.TrimSpace(out), 80))
+	}
+	return n, nil
 }
 
 // ParseNonce reads NonceReadArgs' output.

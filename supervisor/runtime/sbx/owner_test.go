@@ -19,7 +19,8 @@ func TestSandboxName(t *testing.T) {
 		{strings.Repeat("a", MaxInstanceLen+1), "", "at most 35"},
 		{"Upper", "", "lower-case"},
 		{"has_underscore", "", "lower-case"},
-		{"has.dot", "", "lower-case"},
+		{"ci.doctor", "dw-ci.doctor-" + id, ""},
+		{"dot.", "", "lower-case"},
 		{"-lead", "", "lower-case"},
 		{"", "", "lower-case"},
 	} {

@@ -13,24 +13,28 @@
 // or, where that is silent, the strict choice the kernel tests' emulator
 // (kernel-tests/ktest/sbxemu) also makes.
 //
-// # Plugging into the registry
+// # In the registry
 //
-// The Runtime methods are thin over Driver (driver.go):
+// runtime.go registers the runtime (one import line in
+// supervisor/cli/runtimes.go) and puts the Runtime methods on Driver
+// through the lifecycle's general hooks:
 //
-//	Probe    Driver.Preflight(ctx, false): sbx version, sbx ls
-//	Create   CheckOptions, then SandboxName(instance, launch id) (the
-//	         lifecycle must take the name from the runtime before it
-//	         journals), Bridge(mounts) (its links go into the spec),
-//	         Driver.Preflight(ctx, true) when there are host ports, then
-//	         Driver.Create (create, nonce, watcher check, scoped rules),
-//	         with the ports in Box.State before the first call
-//	Start    execArgs(name, watcher) with the pipes and process group of
-//	         the docker runtime's Start
-//	Remove   Driver.Remove(name, journaled ports ∪ Driver.ScopedPorts)
-//	List     Driver.List, kept to ParseSandboxName(name).instance
-//	Exists   the name in Driver.List
-//	HostPID  0: the watcher runs in a microVM
-//	reconcile: Decide, with the nonce from Driver.ReadNonce
+//	Probe     Driver.Preflight(ctx, false): sbx version, sbx ls
+//	Prepare   (supervisor.Preparer, before the intent is journaled)
+//	          CheckOptions, the refusals, SandboxName(instance, launch
+//	          id), Bridge(mounts) into Box.Links (the spec's mount-bridge
+//	          links), Driver.Preflight(ctx, true) when there are host
+//	          ports, the ports and the scratch workspace into Box.State
+//	Create    Driver.Create (create, nonce, watcher check, scoped rules)
+//	Start     execArgs(name, watcher) by supervisor.StartAttached
+//	Remove    Driver.Remove(name, journaled ports ∪ Driver.ScopedPorts)
+//	List      Driver.List, kept to ParseSandboxName(name).instance, with
+//	          the instance and launch-id labels the name carries
+//	Exists    the name in Driver.List
+//	HostPID   0: the watcher runs in a microVM
+//	ReadNonce (supervisor.NonceReader) Driver.ReadNonce: reconcile
+//	          proves the nonce as it would a label (Decide states the
+//	          same rule as a pure function)
 package sbx
 
 // Name is what --runtime takes.

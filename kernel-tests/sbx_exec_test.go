@@ -1,0 +1,391 @@
+package kerneltests
+
+// `supervisor exec --runtime sbx` end to end on the sbx emulator: the
+// built supervisor drives the emulator's `sbx` through the registered
+// runtime (supervisor/runtime/sbx), the template's watcher runs under
+// `sbx exec -i -u root`, and ls, reconcile and prove-deathwatch go
+// through the registry.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+	"deathwatch/supervisor/cli"
+	"deathwatch/supervisor/runtime/sbx"
+)
+
+// sbxRig is the built supervisor on one emulator, with an instance and
+// a journal of its own.
+type sbxRig struct {
+	t        *testing.T
+	s        *ktest.Sbx
+	bin      ktest.Binaries
+	template string
+	instance string
+	journal  string
+}
+
+func newSbxRig(t *testing.T) *sbxRig {
+	s := ktest.SbxEmulator(t)
+	img := ktest.DockerImage(t, "docker")
+	s.LoadTemplate(t, img)
+	return &sbxRig{t: t, s: s, bin: ktest.Build(t), template: img,
+		instance: fmt.Sprintf("kt%d-%d", os.Getpid()%100000, time.Now().UnixNano()%1e6),
+		journal:  filepath.Join(t.TempDir(), "journal")}
+}
+
+// supervisor is `supervisor --instance I --journal J args...` with the
+// emulator first on PATH and env added.
+func (r *sbxRig) supervisor(env []string, args ...string) *exec.Cmd {
+	c := exec.Command(r.bin.Supervisor, append([]string{"--instance", r.instance, "--journal", r.journal}, args...)...)
+	c.Env = append(append([]string(nil), r.s.Env...), env...)
+	return c
+}
+
+// exec is `supervisor exec --runtime sbx --template T extra...`.
+func (r *sbxRig) exec(env []string, extra ...string) *exec.Cmd {
+	return r.supervisor(env, append([]string{"exec", "--runtime", "sbx", "--template", r.template}, extra...)...)
+}
+
+// sandboxes are the names `sbx ls` shows that belong to instance.
+func (r *sbxRig) sandboxes(instance string) []string {
+	var out []string
+	for _, n := range strings.Fields(r.s.Run(r.t, "ls", "-q")) {
+		if inst, _, ok := sbx.ParseSandboxName(n); ok && inst == instance {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// rules are the `sbx policy ls` rows scoped to a sandbox of the instance.
+func (r *sbxRig) rules() []string {
+	var out []string
+	for _, l := range strings.Split(r.s.Run(r.t, "policy", "ls"), "\n") {
+		if strings.Contains(l, "sandbox:"+sbx.NamePrefix+r.instance+"-") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// assertClean: no sandbox, rule or scratch folder of the instance left,
+// every journal entry closed.
+func (r *sbxRig) assertClean(what string) {
+	r.t.Helper()
+	if b := r.sandboxes(r.instance); len(b) > 0 {
+		r.t.Errorf("%s: sandboxes left: %v", what, b)
+	}
+	if rs := r.rules(); len(rs) > 0 {
+		r.t.Errorf("%s: rules left: %v", what, rs)
+	}
+	if m, _ := filepath.Glob(filepath.Join(os.TempDir(), "deathwatch-sbx-"+sbx.NamePrefix+r.instance+"-*")); len(m) > 0 {
+		r.t.Errorf("%s: scratch workspaces left: %v", what, m)
+	}
+	j, err := supervisor.OpenJournal(r.journal, r.instance)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	es, _, _ := j.List()
+	for _, e := range es {
+		if e.Open() {
+			r.t.Errorf("%s: journal entry %s open (%s)", what, e.LaunchID, e.State)
+		}
+	}
+}
+
+// calls are the emulator's recorded calls, one argv a line.
+func (r *sbxRig) calls() string {
+	var b strings.Builder
+	for _, c := range r.s.Calls(r.t) {
+		b.WriteString(strings.Join(c.Argv, " ") + "\n")
+	}
+	return b.String()
+}
+
+func TestSbxExecLifecycle(t *testing.T) {
+	r := newSbxRig(t)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		code  int
+	}{
+		{"exit-0", []string{"--", "sh", "-c", "echo out; echo err >&2"}, 0},
+		{"exit-7", []string{"--", "sh", "-c", "exit 7"}, 7},
+		{"signal-9", []string{"--", "sh", "-c", "kill -KILL $$"}, 128 + 9},
+		{"deadline", []string{"--deadline", "1s", "--grace", "200ms", "--", "sleep", "30"}, shared.ExitDeadline},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runCmd(r.exec(nil, tc.extra...))
+			t.Logf("exit %d in %v; stderr:\n%s", res.code, res.took.Round(time.Millisecond), res.stderr)
+			if res.code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout %q", res.code, tc.code, res.stdout)
+			}
+			if tc.code == 0 && (res.stdout != "out\n" || !strings.Contains(res.stderr, "err")) {
+				t.Errorf("stdout %q, stderr %q", res.stdout, res.stderr)
+			}
+			r.assertClean(tc.name)
+		})
+	}
+}
+
+// The agent: a workspace with a bridge link, the controller's port
+// through the scoped rule only, a secret from --env in the spec only.
+func TestSbxExecAgent(t *testing.T) {
+	r := newSbxRig(t)
+	port := hostGreeter(t, "hello-controller")
+	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "brief.md"), []byte("the brief\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "s3cr3t-sbx-value-that-must-not-leak"
+	p := strconv.Itoa(port)
+	agent := `cat /workspace/brief.md; touch /workspace/made-by-agent; nc -w 3 host.docker.internal ` + p +
+		`; [ "$TURN_SECRET" = ` + secret + ` ] && echo secret-arrived; id -u`
+	res := runCmd(r.exec([]string{"TURN_SECRET=" + secret}, "--mount", ws+":/workspace", "--host-port", p, "--env", "TURN_SECRET", "--", "sh", "-c", agent))
+	t.Logf("with the rule: exit %d in %v\nstdout:\n%sstderr:\n%s", res.code, res.took.Round(time.Millisecond), res.stdout, res.stderr)
+	for _, want := range []string{"the brief", "hello-controller", "secret-arrived", strconv.Itoa(ktest.AgentUID)} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("agent output lacks %q", want)
+		}
+	}
+	if res.code != 0 {
+		t.Errorf("exit %d, want 0", res.code)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made-by-agent")); err != nil {
+		t.Errorf("the agent's file did not reach the host workspace: %v", err)
+	}
+	calls := r.calls()
+	if !strings.Contains(calls, "policy allow network --sandbox "+sbx.NamePrefix+r.instance) || !strings.Contains(calls, "policy rm network --sandbox "+sbx.NamePrefix+r.instance) {
+		t.Errorf("no scoped rule made and removed:\n%s", calls)
+	}
+	r.assertClean("with the rule")
+
+	// Without --host-port the same port is closed.
+	res = runCmd(r.exec(nil, "--mount", ws+":/workspace", "--", "sh", "-c", `nc -w 3 host.docker.internal `+p+` || echo no-reach`))
+	if strings.Contains(res.stdout, "hello-controller") || res.code != 0 {
+		t.Errorf("without the rule: exit %d, stdout %q (the agent reached the controller)", res.code, res.stdout)
+	}
+	r.assertClean("without the rule")
+
+	// The secret is in no argv, no recorded call, no forwarder log, no
+	// journal file.
+	if strings.Contains(calls+r.calls(), secret) {
+		t.Errorf("the secret is in an sbx argv")
+	}
+	for _, f := range []string{"calls.jsonl", "forwarder.log"} {
+		if b, _ := os.ReadFile(filepath.Join(r.s.State, f)); bytes.Contains(b, []byte(secret)) {
+			t.Errorf("the secret is in the emulator's %s", f)
+		}
+	}
+	filepath.Walk(r.journal, func(path string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(secret)) {
+				t.Errorf("the secret is in the journal: %s", path)
+			}
+		}
+		return nil
+	})
+}
+
+// SIGKILL of the supervisor: the agent tree dies through the exec's
+// EOF; reconcile removes the sandbox and its rule and leaves another
+// instance's sandbox alone.
+func TestSbxExecSIGKILL(t *testing.T) {
+	r := newSbxRig(t)
+	other, err := sbx.SandboxName("other"+r.instance, supervisor.NewLaunchID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.s.Run(t, "create", "--name", other, "--template", r.template, sbx.Agent, t.TempDir())
+	port := hostGreeter(t, "hello")
+
+	marker := fmt.Sprintf("dw-sbx-kill-%d", time.Now().UnixNano())
+	cmd := r.exec(nil, "--host-port", strconv.Itoa(port), "--", "sh", "-c", "sleep 1000 & (trap '' TERM; sleep 1000) & echo started; wait", marker)
+	var out, errb syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if !ktest.WaitFor(60*time.Second, func() bool { return strings.Contains(out.String(), "started") }) {
+		t.Fatalf("the agent did not start; stderr:\n%s", errb.String())
+	}
+	agent := ktest.WithMarker(marker)
+	if len(agent) == 0 {
+		t.Fatalf("no agent process carries %s", marker)
+	}
+	tree := append(agent, ktest.Descendants(agent[0].PID)...)
+	killed := time.Now()
+	cmd.Process.Kill()
+	took, left := ktest.WaitDead(tree, killed, ktest.Slack)
+	cmd.Wait()
+	if len(left) > 0 {
+		t.Fatalf("agent processes alive %v after the supervisor's SIGKILL: %v", ktest.Slack, left)
+	}
+	t.Logf("sbx: supervisor SIGKILLed -> agent tree (%d processes) dead in %v", len(tree), took.Round(time.Millisecond))
+
+	// ls shows it: journal open, owner gone, the sandbox present.
+	lsOut, err := r.supervisor(nil, "ls", "--json").Output()
+	if err != nil {
+		t.Fatalf("supervisor ls: %v", err)
+	}
+	var rows []cli.LsRow
+	if err := json.Unmarshal(lsOut, &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("ls --json: %v: %s", err, lsOut)
+	}
+	if row := rows[0]; row.Runtime != "sbx" || row.Owner != "gone" || row.BoxState == "absent" {
+		t.Errorf("ls row %+v", row)
+	}
+	if len(r.sandboxes(r.instance)) != 1 || len(r.rules()) != 1 {
+		t.Fatalf("before reconcile: sandboxes %v, rules %v", r.sandboxes(r.instance), r.rules())
+	}
+
+	t0 := time.Now()
+	res := runCmd(r.supervisor(nil, "reconcile"))
+	t.Logf("reconcile: exit %d in %v\n%s%s", res.code, res.took.Round(time.Millisecond), res.stdout, res.stderr)
+	if res.code != 0 {
+		t.Errorf("reconcile exit %d, want 0", res.code)
+	}
+	t.Logf("sbx: reconcile removed the sandbox and its rule in %v", time.Since(t0).Round(time.Millisecond))
+	r.assertClean("after reconcile")
+	if got := r.sandboxes("other" + r.instance); len(got) != 1 || got[0] != other {
+		t.Errorf("the other instance's sandbox: %v, want %s untouched", got, other)
+	}
+	if strings.Contains(r.calls(), "rm --force "+other) {
+		t.Errorf("reconcile touched the other instance's sandbox")
+	}
+	r.s.Run(t, "rm", "--force", other)
+
+	// A sandbox with this instance's name but no journal entry is BLOCKED.
+	stray, _ := sbx.SandboxName(r.instance, supervisor.NewLaunchID())
+	r.s.Run(t, "create", "--name", stray, "--template", r.template, sbx.Agent, t.TempDir())
+	res = runCmd(r.supervisor(nil, "reconcile"))
+	if res.code != shared.ExitBlocked || len(r.sandboxes(r.instance)) != 1 {
+		t.Errorf("reconcile of an unjournaled sandbox: exit %d, sandboxes %v\n%s%s", res.code, r.sandboxes(r.instance), res.stdout, res.stderr)
+	}
+	r.s.Run(t, "rm", "--force", stray)
+}
+
+// Refusals: one line each, before anything is created.
+func TestSbxExecRefusals(t *testing.T) {
+	r := newSbxRig(t)
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		extra []string
+		code  int
+		want  string
+	}{
+		{"network", nil, []string{"--network", "bridge"}, shared.ExitRefused, "--network bridge cannot be honoured"},
+		{"no-scope", []string{"SBXEMU_NO_SANDBOX_SCOPE=1"}, []string{"--host-port", "8080"}, shared.ExitRefused, "cannot scope a network rule"},
+		{"pids-limit", nil, []string{"--pids-limit", "64"}, shared.ExitRefused, "--pids-limit cannot be honoured"},
+		{"host-watcher", nil, []string{"--watcher", r.bin.Watcher}, shared.ExitUsage, "cannot take the host's watcher"},
+		{"instance", nil, nil, shared.ExitUsage, "cannot name a sandbox"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(r.s.Calls(t))
+			cmd := r.exec(tc.env, append(tc.extra, "--", "true")...)
+			if tc.name == "instance" {
+				cmd = r.supervisor(nil, "--instance", "Upper_Case", "exec", "--runtime", "sbx", "--template", r.template, "--", "true")
+			}
+			res := runCmd(cmd)
+			t.Logf("exit %d: %s", res.code, res.stderr)
+			lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+			if res.code != tc.code || len(lines) != 1 || !strings.Contains(res.stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d and one line with %q", res.code, res.stderr, tc.code, tc.want)
+			}
+			for _, c := range r.s.Calls(t)[before:] {
+				if c.Argv[1] == "create" || c.Argv[1] == "policy" && c.Argv[2] == "allow" && !slices.Contains(c.Argv, "--help") {
+					t.Errorf("something was created: %q", c.Argv)
+				}
+			}
+			r.assertClean(tc.name)
+		})
+	}
+}
+
+// An exec user without root in the VM: the watcher refuses (243), the
+// agent never runs, the sandbox is removed.
+func TestSbxExecNotRoot(t *testing.T) {
+	r := newSbxRig(t)
+	marker := fmt.Sprintf("dw-sbx-notroot-%d", time.Now().UnixNano())
+	res := runCmd(r.exec([]string{sbx.ExecUserEnv + "=1000"}, "--", "sh", "-c", "echo ran; sleep 1000", marker))
+	t.Logf("exit %d\nstdout %q\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	if res.code != shared.ExitRefused || !strings.Contains(res.stderr, "not root in the box") {
+		t.Errorf("exit %d, want %d with the watcher's refusal", res.code, shared.ExitRefused)
+	}
+	if strings.Contains(res.stdout, "ran") || len(ktest.WithMarker(marker)) > 0 {
+		t.Errorf("the agent ran under a non-root exec user")
+	}
+	r.assertClean("not root")
+}
+
+// prove-deathwatch and doctor through the registry: prove counts the
+// agent's processes from inside the sandbox (the host cannot see a VM's)
+// and measures reconcile's removal; doctor lists sbx.
+func TestSbxExecProveDoctor(t *testing.T) {
+	r := newSbxRig(t)
+	res := runCmd(r.supervisor(nil, "prove-deathwatch", "--runtime", "sbx", "--image", r.template, "--trials", "2", "--json"))
+	t.Logf("prove: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	var proof struct {
+		Pass bool
+		Rows []struct {
+			Path, Measure string
+			N             int           `json:"trials"`
+			Max           time.Duration `json:"max_ns"`
+			Pass          bool
+		}
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &proof); err != nil {
+		t.Fatalf("prove --json: %v", err)
+	}
+	if res.code != 0 || !proof.Pass || len(proof.Rows) != 6 {
+		t.Errorf("prove-deathwatch --runtime sbx: exit %d, pass %v, %d rows", res.code, proof.Pass, len(proof.Rows))
+	}
+	for _, row := range proof.Rows {
+		t.Logf("sbx prove %s %s: max %v over %d trials (pass %v)", row.Path, row.Measure, row.Max.Round(time.Millisecond), row.N, row.Pass)
+	}
+	if left := r.sandboxes(r.instance + ".prove"); len(left) > 0 {
+		t.Errorf("prove left sandboxes: %v", left)
+	}
+	res = runCmd(r.supervisor(nil, "doctor", "--runtime", "sbx", "--image", r.template, "--skip-proof", "--posture", "preferred", "--json"))
+	t.Logf("doctor: exit %d\n%s", res.code, res.stderr)
+	var rep struct {
+		Runtimes []struct {
+			Name   string
+			Usable bool
+		}
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, res.stdout)
+	}
+	found := false
+	for _, rt := range rep.Runtimes {
+		if rt.Name == "sbx" {
+			found = true
+			if !rt.Usable {
+				t.Errorf("doctor: sbx not usable on the emulator: %s", res.stdout)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("doctor does not list sbx:\n%s", res.stdout)
+	}
+	r.assertClean("prove and doctor")
+}
