@@ -95,7 +95,10 @@ func sharedTempDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(d, 0o1777)
+	// Sticky, like /tmp: each user's journal folder inside stays its
+	// own (a plain 0777 folder would let anyone swap it, and the
+	// supervisor refuses a journal below one).
+	os.Chmod(d, os.ModeSticky|0o777)
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
 }

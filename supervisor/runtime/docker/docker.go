@@ -249,9 +249,14 @@ func parseList(kind string, out []byte) ([]supervisor.Listed, error) {
 }
 
 // parseLabelString splits docker ps's "k=v,k=v". A part without '='
-// belongs to the previous value (a value that held a comma).
+// belongs to the previous value (a value that held a comma). A value
+// with a comma and '=' after it (task=a,io.deathwatch.nonce=x) reads as
+// two labels: a key that appears twice is ambiguous and dropped, so a
+// user label can never stand in for a deathwatch one (the box then
+// lacks it, and reconcile leaves it alone and reports it).
 func parseLabelString(s string) map[string]string {
 	m := map[string]string{}
+	seen := map[string]int{}
 	last := ""
 	for _, part := range strings.Split(s, ",") {
 		if part == "" {
@@ -262,8 +267,14 @@ func parseLabelString(s string) map[string]string {
 			m[last] += "," + part
 			continue
 		}
+		seen[k]++
 		m[k] = v
 		last = k
+	}
+	for k, n := range seen {
+		if n > 1 {
+			delete(m, k)
+		}
 	}
 	return m
 }

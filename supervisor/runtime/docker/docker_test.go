@@ -102,6 +102,20 @@ func TestParseList(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("docker: %+v %v", got, err)
 	}
+	// A user label whose value smuggles a deathwatch label: the key is
+	// there twice, so it is dropped, never taken from the user's value.
+	for _, order := range []string{
+		"io.deathwatch.instance=ci,io.deathwatch.nonce=real,task=a,io.deathwatch.nonce=x",
+		"io.deathwatch.instance=ci,task=a,io.deathwatch.nonce=x,io.deathwatch.nonce=real",
+	} {
+		got, err := parseList("docker", []byte(`{"Names":"dw-a","Labels":"`+order+`","State":"running"}`))
+		if err != nil || len(got) != 1 || got[0].Labels["task"] != "a" || got[0].Labels["io.deathwatch.instance"] != "ci" {
+			t.Fatalf("%s: %+v %v", order, got, err)
+		}
+		if n, ok := got[0].Labels["io.deathwatch.nonce"]; ok {
+			t.Errorf("%s: nonce %q read from a comma-joined string where two were given", order, n)
+		}
+	}
 	p := `[{"Names":["dw-a"],"Labels":{"io.deathwatch.nonce":"n1"},"State":"running"},{"Names":["dw-b"],"Labels":null,"State":"exited"}]`
 	got, err = parseList("podman", []byte(p))
 	want = []supervisor.Listed{{Name: "dw-a", Labels: map[string]string{"io.deathwatch.nonce": "n1"}, Running: true}, {Name: "dw-b"}}
