@@ -493,3 +493,33 @@ func TestEscapeJournalTrust(t *testing.T) {
 		refusal(t, cmd, shared.ExitUsage, "pass --journal")
 	})
 }
+
+// TestEscapeDefaultBounds (weaker spots): /tmp and /dev/shm were
+// unbounded tmpfs (half the host's memory each) and a box had no pids
+// limit (3,000 processes started). Now both have a size and an inode
+// count, and a box with no --pids-limit gets native.DefaultPidsLimit.
+func TestEscapeDefaultBounds(t *testing.T) {
+	rt, bins := nativeRT(t, native.Options{})
+	b := escapeBox(t, bins)
+	var pidsMax string
+	r := runBox(t, rt, b, escapeAgent(`"$E" statfs /tmp /dev/shm`), func(shared.Ready) {
+		pidsMax = readFileTrim(t, filepath.Join(pidsDir(t, b), "pids.max"))
+	})
+	got := lines(r.Stdout)
+	t.Logf("%s pids.max=%s", strings.TrimSpace(r.Stdout), pidsMax)
+	for _, c := range []struct {
+		path          string
+		bytes, inodes uint64
+	}{{"/tmp", 1 << 30, 262144}, {"/dev/shm", 256 << 20, 16384}} {
+		var size, inodes uint64
+		if _, err := fmt.Sscanf(got["statfs:"+c.path], "%d/%d", &size, &inodes); err != nil {
+			t.Fatalf("statfs %s: %q", c.path, got["statfs:"+c.path])
+		}
+		if size > c.bytes || inodes > c.inodes {
+			t.Errorf("%s holds %d bytes and %d inodes; want at most %d and %d", c.path, size, inodes, c.bytes, c.inodes)
+		}
+	}
+	if pidsMax != strconv.Itoa(native.DefaultPidsLimit) {
+		t.Errorf("pids.max %q with no --pids-limit, want %d", pidsMax, native.DefaultPidsLimit)
+	}
+}

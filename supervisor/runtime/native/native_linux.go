@@ -57,6 +57,11 @@ type Options struct {
 	IDRangeDir string
 }
 
+// DefaultPidsLimit is a box's pids limit when none is asked for and the
+// box has a cgroup (as root, or with a delegated one): a fork bomb stops
+// there, far above what a build or a test suite starts.
+const DefaultPidsLimit = 4096
+
 // Native makes boxes from Linux namespaces and a cgroup, the way
 // bubblewrap does, with no daemon: the box's init stage (a hidden mode
 // of this binary) builds the file system and execs the watcher as PID 1
@@ -220,7 +225,11 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err != nil {
 		return supervisor.SetupError("%w", err)
 	}
-	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, b.Memory, b.PidsLimit)
+	pids := b.PidsLimit
+	if pids == 0 {
+		pids = DefaultPidsLimit
+	}
+	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, b.Memory, pids)
 	if err != nil {
 		return supervisor.UsageError("%w", err)
 	}
