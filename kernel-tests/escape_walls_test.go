@@ -125,12 +125,12 @@ func TestEscapeHostIdentity(t *testing.T) {
 	}
 	var boxes []running
 	for i := 0; i < 2; i++ {
-		b := escapeBox(t, bins, supervisor.Mount{Source: data, Target: "/data", ReadOnly: true})
-		spec := escapeAgent(`"$E" read /data/login-secret; echo up; exec sleep 60`, "DW_SECRET="+envSecret)
+		b := escapeBox(t, bins, supervisor.Mount{Source: data, Target: "/tmp/data", ReadOnly: true})
+		spec := escapeAgent(`"$E" read /tmp/data/login-secret; echo up; exec sleep 60`, "DW_SECRET="+envSecret)
 		st, rd := startBox(t, rt, b, spec)
 		t.Cleanup(func() { st.Control.Close(); rt.Remove(context.Background(), b); st.Wait() })
 		out := readUntilOut(t, rd, "up")
-		if got := lines(out)["read:/data/login-secret"]; got != "EACCES" {
+		if got := lines(out)["read:/tmp/data/login-secret"]; got != "EACCES" {
 			t.Errorf("box %d: the agent reading the first login's 0600 file got %q, want EACCES", i, got)
 		}
 		boxes = append(boxes, running{b, st})

@@ -11,6 +11,7 @@
 //	escape connect PATH…  connect to each unix socket (connect:PATH=…)
 //	escape read PATH…     read each file (read:PATH=…)
 //	escape ls PATH…       list each folder (ls:PATH=names, comma-separated)
+//	escape rss MIB        allocate and touch MIB MiB, say "ready", then wait
 //	escape statfs PATH…   size and inodes of each file system (statfs:PATH=BYTES/INODES)
 package main
 
@@ -77,6 +78,18 @@ func main() {
 			}
 			fmt.Printf("ls:%s=%s\n", p, strings.Join(names, ","))
 		}
+	case "rss":
+		mib, _ := strconv.Atoi(args[1])
+		mem, err := unix.Mmap(-1, 0, mib<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			fmt.Println("rss=" + errName(err))
+			os.Exit(1)
+		}
+		for i := 0; i < len(mem); i += 4096 {
+			mem[i] = 1
+		}
+		fmt.Println("ready")
+		select {}
 	case "statfs":
 		for _, p := range args[1:] {
 			var st unix.Statfs_t
