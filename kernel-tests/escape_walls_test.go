@@ -129,7 +129,7 @@ func TestEscapeHostIdentity(t *testing.T) {
 		spec := escapeAgent(`"$E" read /tmp/data/login-secret; echo up; exec sleep 60`, "DW_SECRET="+envSecret)
 		st, rd := startBox(t, rt, b, spec)
 		t.Cleanup(func() { st.Control.Close(); rt.Remove(context.Background(), b); st.Wait() })
-		out := readUntilOut(t, rd, "up")
+		out := readUntil(t, rd, "up")
 		if got := lines(out)["read:/tmp/data/login-secret"]; got != "EACCES" {
 			t.Errorf("box %d: the agent reading the first login's 0600 file got %q, want EACCES", i, got)
 		}
@@ -166,28 +166,6 @@ func TestEscapeHostIdentity(t *testing.T) {
 		}
 		t.Logf("box %d: host ids %v; uid 1000 reading its environ: %v", i, hostIDsOf(t, agent), strings.TrimSpace(string(out)))
 	}
-}
-
-// readUntilOut reads frames until the agent printed want on stdout and
-// returns what it printed.
-func readUntilOut(t *testing.T, rd *shared.Reader, want string) string {
-	t.Helper()
-	var out, errb strings.Builder
-	for !strings.Contains(out.String(), want) {
-		f, err := rd.Next()
-		if err != nil {
-			t.Fatalf("read frames: %v (stdout %q, stderr %q)", err, out.String(), errb.String())
-		}
-		switch f.Type {
-		case shared.FrameStdout:
-			out.Write(f.Payload)
-		case shared.FrameStderr:
-			errb.Write(f.Payload)
-		case shared.FrameExit:
-			t.Fatalf("the agent exited before %q: stdout %q, stderr %q, exit %q", want, out.String(), errb.String(), f.Payload)
-		}
-	}
-	return out.String()
 }
 
 // TestEscapeHostSockets (breach 2): the read-only host root let the
@@ -273,6 +251,37 @@ func TestEscapeHostSockets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEscapeHostSocketsUnprivileged: the same attack in a box of an
+// unprivileged supervisor (user namespace, no cgroup), through the CLI.
+func TestEscapeHostSocketsUnprivileged(t *testing.T) {
+	ktest.RequireRoot(t)
+	bins := ktest.Build(t)
+	requireUnprivilegedUserns(t)
+	marker := newMarker(t)
+	var socks []string
+	for _, dir := range []string{"/run", "/tmp", "/var/tmp", "/home"} {
+		p := filepath.Join(dir, "dw-escape-u-"+marker+".sock")
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatalf("listen on %s: %v", p, err)
+		}
+		os.Chmod(p, 0o777)
+		t.Cleanup(func() { l.Close(); os.Remove(p) })
+		socks = append(socks, p)
+	}
+	esc := ktest.ToolPath(t, "escape")
+	args := []string{"exec", "--runtime", "native", "--journal", sharedTempDir(t), "--watcher", bins.Watcher,
+		"--mount", filepath.Dir(esc) + ":" + escapeDir + ":ro", "--", escapeDir + "/escape", "connect"}
+	out, err := ktest.AsUser(ktest.RootlessUser, bins.Supervisor, append(args, socks...)...).CombinedOutput()
+	t.Logf("as %s: %v\n%s", ktest.RootlessUser, err, out)
+	got := lines(string(out))
+	for _, p := range socks {
+		if v := got["connect:"+p]; v == "ok" || v == "" {
+			t.Errorf("the agent of an unprivileged box connected to the host socket %s (%q)", p, v)
+		}
 	}
 }
 
