@@ -163,6 +163,27 @@ func (r *idRanges) release(box string, start int64) error {
 	return nil
 }
 
+// releaseAll frees every slot that box holds.
+func (r *idRanges) releaseAll(box string) error {
+	es, err := os.ReadDir(r.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		i, err := strconv.Atoi(e.Name())
+		if err != nil || i < 0 || i >= IDRangeSlots {
+			continue
+		}
+		if err := r.release(box, slotStart(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // holds reports whether box holds the slot whose start is the decimal
 // state value st (a second Create of the same box keeps its range).
 func (r *idRanges) holds(box, st string) bool {

@@ -39,6 +39,14 @@ func TestIDRanges(t *testing.T) {
 	if s, _ := r.allocate("e"); s != slotStart(2) {
 		t.Fatalf("after b's release: %d, want slot 2 again", s)
 	}
+	// A box whose state lost its range (killed before the journal
+	// entry) is found by name.
+	if err := r.releaseAll("a"); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := r.allocate("f"); s != slotStart(0) {
+		t.Fatalf("after releaseAll(a): %d, want slot 0 again", s)
+	}
 	if err := r.release("b", 12345); err == nil {
 		t.Errorf("a start outside the block is released without complaint")
 	}

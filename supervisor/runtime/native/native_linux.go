@@ -812,7 +812,13 @@ func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 			}
 		}
 	}
-	if r := b.State[StateIDRange]; r != "" && len(errs) == 0 {
+	if r := b.State[StateIDRange]; r == "" && len(errs) == 0 && b.Name != "" && os.Geteuid() == 0 {
+		// A supervisor killed between Create and its journal entry:
+		// the slot names the box.
+		if err := n.ids.releaseAll(b.Name); err != nil {
+			errs = append(errs, fmt.Errorf("release host id ranges of %s: %w", b.Name, err))
+		}
+	} else if r != "" && len(errs) == 0 {
 		// Only once nothing of the box runs: its ids may then go to
 		// the next box.
 		st, err := strconv.ParseInt(r, 10, 64)
