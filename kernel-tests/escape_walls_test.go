@@ -532,3 +532,24 @@ func TestEscapeDefaultBounds(t *testing.T) {
 		t.Errorf("pids.max %q with no --pids-limit, want %d", pidsMax, native.DefaultPidsLimit)
 	}
 }
+
+// TestNativeMountWithoutIdmap: a --mount on a file system without
+// idmapped mounts (sysfs) is bound as it is when read-only (its files
+// show as nobody to the agent) and refused when read-write, since the
+// agent could not write there.
+func TestNativeMountWithoutIdmap(t *testing.T) {
+	rt, bins := nativeRT(t, native.Options{})
+	b := escapeBox(t, bins, supervisor.Mount{Source: "/sys/kernel/mm", Target: "/tmp/mm", ReadOnly: true})
+	r := runBox(t, rt, b, escapeAgent(`stat -c owner=%u /tmp/mm; "$E" ls /tmp/mm`), nil)
+	got := lines(r.Stdout)
+	t.Logf("read-only: %s %s", strings.TrimSpace(r.Stdout), r.Stderr)
+	if got["owner"] != "65534" || got["ls:/tmp/mm"] == "" || strings.HasPrefix(got["ls:/tmp/mm"], "E") {
+		t.Errorf("read-only sysfs mount: owner %q, listing %q; want it bound as it is, owned by nobody", got["owner"], got["ls:/tmp/mm"])
+	}
+	b = escapeBox(t, bins, supervisor.Mount{Source: "/sys/kernel/mm", Target: "/tmp/mm"})
+	err := boxSetup(t, rt, b, escapeAgent(`echo ran`))
+	if err == nil || !strings.Contains(err.Error(), "no idmapped mounts") {
+		t.Errorf("read-write sysfs mount: %v, want a refusal that says there are no idmapped mounts", err)
+	}
+	t.Logf("read-write: %v", err)
+}

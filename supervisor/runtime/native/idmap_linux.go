@@ -100,7 +100,7 @@ func idmapTree(op fsOp, usernsFor func(idmapKey) (*os.File, error)) (tree int, i
 		return -1, false, fmt.Errorf("idmap the mount of %s: %w", op.Source, ierr)
 	}
 	if !op.ReadOnly {
-		return -1, false, fmt.Errorf("mount %s: this kernel or its file system has no idmapped mounts (%v), so the agent (its own host uid) could not write there; mount it read-only (:ro) or put it on a file system that supports them (ext4, xfs, btrfs, tmpfs on Linux 5.12+)", op.Source, ierr)
+		return -1, false, fmt.Errorf("mount %s: this kernel or its file system has no idmapped mounts (%v), so the agent (its own host uid) could not write there; mount it read-only (:ro) or put it on a file system that supports them (ext4, xfs, btrfs on Linux 5.12+, tmpfs on 6.3+)", op.Source, ierr)
 	}
 	if fd, err = open(); err != nil {
 		return -1, false, err
