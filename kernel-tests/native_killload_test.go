@@ -1,11 +1,13 @@
 package kerneltests
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"deathwatch/kernel-tests/ktest"
+	"deathwatch/supervisor"
 )
 
 // TestNativeKillUnderLoad measures the kill time (SIGKILL of the
@@ -32,7 +34,11 @@ func TestNativeKillUnderLoad(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var times []time.Duration
 			for i := 0; i < 3; i++ {
-				took, _, n := killTrialAgent(t, bins, "", c.script, c.procs, mount...)
+				took, journal, n := killTrialAgent(t, bins, "", c.script, c.procs, mount...)
+				// Leave nothing for the next test: reconcile removes the box.
+				if _, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: "ktest-kill", JournalDir: journal, Runtimes: []string{"native"}}); err != nil {
+					t.Errorf("reconcile: %v", err)
+				}
 				t.Logf("trial %d: %d box processes dead %v after SIGKILL of the supervisor", i+1, n, took)
 				times = append(times, took)
 			}

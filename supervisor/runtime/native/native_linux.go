@@ -226,7 +226,7 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 		return supervisor.SetupError("%w", err)
 	}
 	pids := b.PidsLimit
-	if pids == 0 {
+	if pids == 0 && pidsController(v, cgRoot) {
 		pids = DefaultPidsLimit
 	}
 	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, b.Memory, pids)
