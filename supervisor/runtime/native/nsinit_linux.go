@@ -121,7 +121,7 @@ var minimalRootDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib6
 // configuration (a file the host lets others read is still only
 // readable, never writable).
 var minimalEtc = []string{
-	"passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+	"passwd", "group", "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
 	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "alternatives",
 	"ssl", "ca-certificates", "ca-certificates.conf", "pki", "os-release", "lsb-release",
 	"debian_version", "alpine-release", "redhat-release", "profile", "profile.d", "bash.bashrc",
