@@ -168,6 +168,28 @@ func TestEscapeHostIdentity(t *testing.T) {
 	}
 }
 
+// hostSocket listens on a unix socket at p that anyone may connect to
+// (accepting and closing), until the test ends.
+func hostSocket(t *testing.T, p string) string {
+	t.Helper()
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", p, err)
+	}
+	os.Chmod(p, 0o777)
+	t.Cleanup(func() { l.Close(); os.Remove(p) })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return p
+}
+
 // TestEscapeHostSockets (breach 2): the read-only host root let the
 // agent connect() to every socket under /run, /var/run, /tmp, /home,
 // and with the docker group's gid it started a container that outlived
@@ -187,23 +209,7 @@ func TestEscapeHostSockets(t *testing.T) {
 		} else {
 			real[r] = true
 		}
-		p := filepath.Join(dir, "dw-escape-"+marker+".sock")
-		l, err := net.Listen("unix", p)
-		if err != nil {
-			t.Fatalf("listen on %s: %v", p, err)
-		}
-		os.Chmod(p, 0o777)
-		t.Cleanup(func() { l.Close(); os.Remove(p) })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-		socks = append(socks, p)
+		socks = append(socks, hostSocket(t, filepath.Join(dir, "dw-escape-"+marker+".sock")))
 	}
 	// The engines' sockets, where the host has them.
 	for _, p := range []string{"/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock", "/run/dbus/system_bus_socket", "/run/systemd/private"} {
@@ -263,14 +269,7 @@ func TestEscapeHostSocketsUnprivileged(t *testing.T) {
 	marker := newMarker(t)
 	var socks []string
 	for _, dir := range []string{"/run", "/tmp", "/var/tmp", "/home"} {
-		p := filepath.Join(dir, "dw-escape-u-"+marker+".sock")
-		l, err := net.Listen("unix", p)
-		if err != nil {
-			t.Fatalf("listen on %s: %v", p, err)
-		}
-		os.Chmod(p, 0o777)
-		t.Cleanup(func() { l.Close(); os.Remove(p) })
-		socks = append(socks, p)
+		socks = append(socks, hostSocket(t, filepath.Join(dir, "dw-escape-u-"+marker+".sock")))
 	}
 	esc := ktest.ToolPath(t, "escape")
 	args := []string{"exec", "--runtime", "native", "--journal", sharedTempDir(t), "--watcher", bins.Watcher,
