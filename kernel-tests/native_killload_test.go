@@ -14,10 +14,11 @@ import (
 // supervisor → every box process dead) with the box at its busiest: 256
 // busy loops on a 2-core machine, and 4 GiB of touched memory. The
 // ceiling is generous (the machine is shared); the figures are for the
-// report. (Measured on 2 shared cores: 256 loops p50 120-215ms, max
-// 340ms; 4 GiB p50 825ms, max 865ms, most of it the kernel freeing the
-// pages. The busy loops renicing themselves to 19 made no measurable
-// difference here, so the agent keeps the watcher's priority.)
+// report. (Measured on 2 shared, loaded cores over four runs of 3
+// trials: 256 loops p50 70-215ms, max 180-350ms; 4 GiB p50 305-825ms,
+// max 440-950ms, most of it the kernel freeing the pages. The busy loops
+// renicing themselves to 19 made no measurable difference, so the agent
+// keeps the watcher's priority.)
 func TestNativeKillUnderLoad(t *testing.T) {
 	ktest.RequireRoot(t)
 	bins := ktest.Build(t)
