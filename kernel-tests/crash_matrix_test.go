@@ -107,13 +107,29 @@ func supervisorJSON[T any](r *rig, argv ...string) (int, T, string) {
 func (r *rig) boxes(instance string) []string {
 	r.T.Helper()
 	if r.Runtime == "native" {
-		ls, err := native.New(nil, native.Options{StateDir: r.NativeState}).List(context.Background(), instance)
-		if err != nil {
-			r.T.Fatalf("native list: %v", err)
+		if r.User == "" {
+			ls, err := native.New(nil, native.Options{StateDir: r.NativeState}).List(context.Background(), instance)
+			if err != nil {
+				r.T.Fatalf("native list: %v", err)
+			}
+			var out []string
+			for _, b := range ls {
+				out = append(out, b.Name)
+			}
+			return out
 		}
+		// The user's records, read as files: the runtime trusts only its
+		// own user's folder, and the test runs as root.
+		files, _ := filepath.Glob(filepath.Join(r.NativeState, "*.json"))
 		var out []string
-		for _, b := range ls {
-			out = append(out, b.Name)
+		for _, f := range files {
+			var rec struct {
+				Name   string            `json:"name"`
+				Labels map[string]string `json:"labels"`
+			}
+			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &rec) == nil && rec.Labels[shared.LabelInstance] == instance {
+				out = append(out, rec.Name)
+			}
 		}
 		return out
 	}
@@ -144,6 +160,24 @@ func cwCgroupDirs(box string) []string {
 
 func (r *rig) entries(instance string) []*supervisor.JournalEntry {
 	r.T.Helper()
+	if r.User != "" {
+		// The user's journal, read as files: the supervisor trusts only
+		// its own user's folders, and the test runs as root.
+		files, _ := filepath.Glob(filepath.Join(r.JournalDir(), instance, "*.json"))
+		var es []*supervisor.JournalEntry
+		for _, f := range files {
+			var e supervisor.JournalEntry
+			b, err := os.ReadFile(f)
+			if err == nil {
+				err = json.Unmarshal(b, &e)
+			}
+			if err != nil {
+				r.T.Fatalf("journal entry %s: %v", f, err)
+			}
+			es = append(es, &e)
+		}
+		return es
+	}
 	j, err := supervisor.OpenJournal(r.JournalDir(), instance)
 	if err != nil {
 		r.T.Fatal(err)
@@ -297,15 +331,27 @@ func deadOwner(t *testing.T) supervisor.Owner {
 // putEntry writes a journal entry as the rig's user would own it.
 func (r *rig) putEntry(instance string, e *supervisor.JournalEntry) {
 	r.T.Helper()
+	if r.User != "" {
+		// Written as files and handed to the user: the supervisor opens
+		// only its own user's journal, and the test runs as root.
+		dir := filepath.Join(r.JournalDir(), instance)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			r.T.Fatal(err)
+		}
+		e.Updated = time.Now().UTC()
+		b, _ := json.MarshalIndent(e, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, e.LaunchID+".json"), b, 0o600); err != nil {
+			r.T.Fatal(err)
+		}
+		filepath.Walk(r.JournalDir(), func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, r.UID, r.GID) })
+		return
+	}
 	j, err := supervisor.OpenJournal(r.JournalDir(), instance)
 	if err != nil {
 		r.T.Fatal(err)
 	}
 	if err := j.Put(e); err != nil {
 		r.T.Fatal(err)
-	}
-	if r.User != "" {
-		filepath.Walk(r.JournalDir(), func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, r.UID, r.GID) })
 	}
 }
 

@@ -193,7 +193,8 @@ func startBox(t *testing.T, rt supervisor.Runtime, b *supervisor.Box, spec share
 }
 
 // readUntil reads frames until the agent printed want on stdout.
-func readUntil(t *testing.T, rd *shared.Reader, want string) {
+// It returns what the agent printed.
+func readUntil(t *testing.T, rd *shared.Reader, want string) string {
 	t.Helper()
 	var out bytes.Buffer
 	for !strings.Contains(out.String(), want) {
@@ -212,6 +213,7 @@ func readUntil(t *testing.T, rd *shared.Reader, want string) {
 			t.Fatalf("box exited (%+v) before printing %q (stdout %q)", x, want, out.String())
 		}
 	}
+	return out.String()
 }
 
 // cgroupDirs are the box cgroup's folders as Create recorded them.

@@ -49,10 +49,10 @@ func TestNativeIsolation(t *testing.T) {
 	os.WriteFile(filepath.Join(ro, "hello"), []byte("hello=from-host\n"), 0o644)
 	b := newBox(t, bins)
 	b.Mounts = []supervisor.Mount{{Source: rw, Target: "/tmp/w"}, {Source: ro, Target: "/tmp/ro", ReadOnly: true}}
-	// The agent as uid 0 (without capabilities): only the read-only mounts
-	// keep it from writing, not file permissions.
+	// The agent (1000) owns the mounts' files (idmapped from their host
+	// owner, root): only the read-only mount keeps it from writing
+	// there, not file permissions. The root is nobody's it knows.
 	spec := agentSpec("/bin/sh", "-c", probeScript)
-	spec.UID, spec.GID, spec.AllowRoot = 0, 0, true
 	b.Workdir, spec.Workdir = "/tmp/w", "/tmp/w"
 	r := runBox(t, rt, b, spec, nil)
 	t.Logf("start %v, ready %v, exit %v\n%s%s", r.Started, r.ReadyAt, r.Total, r.Stdout, r.Stderr)
@@ -62,7 +62,7 @@ func TestNativeIsolation(t *testing.T) {
 	got := lines(r.Stdout)
 	want := map[string]string{
 		"ppid": "1", "hostsleep": "0", "wrote": "", "wrote-sysctl": "", "tmp": "ok", "ifaces": "lo", "sysnet": "lo", "hostname": b.Name,
-		"uid": "0", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "cgroups": "/", "fds": "0 1 2 3", // ls's own directory is the 3
+		"uid": "1000", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "cgroups": "/", "fds": "0 1 2 3", // ls's own directory is the 3
 	}
 	for k, v := range want {
 		if strings.TrimSpace(got[k]) != v {

@@ -70,11 +70,16 @@ func TestNativeRefusals(t *testing.T) {
 		})
 	}
 	t.Run("mount-target-missing", func(t *testing.T) {
-		refusal(t, exec.Command(bins.Supervisor, execArgs("--mount", t.TempDir()+":/no/such/dir")...), shared.ExitUsage, "does not exist in the box's read-only root")
+		// On the host root only what the minimal root shows of the host
+		// must exist (elsewhere the mount point is made on its tmpfs).
+		refusal(t, exec.Command(bins.Supervisor, execArgs("--mount", t.TempDir()+":/usr/no/such/dir")...), shared.ExitUsage, "does not exist in the box's read-only root")
 	})
 	t.Run("workdir-missing", func(t *testing.T) {
 		refusal(t, exec.Command(bins.Supervisor, execArgs("--workdir", "/tmp/not-there")...), shared.ExitUsage, "workdir /tmp/not-there is below the box's fresh /tmp")
-		refusal(t, exec.Command(bins.Supervisor, execArgs("--workdir", "/no/such/dir")...), shared.ExitUsage, "workdir /no/such/dir does not exist")
+		refusal(t, exec.Command(bins.Supervisor, execArgs("--workdir", "/usr/no/such/dir")...), shared.ExitUsage, "workdir /usr/no/such/dir does not exist")
+		refusal(t, exec.Command(bins.Supervisor, execArgs("--workdir", "/root")...), shared.ExitUsage, "workdir /root is not in the box's minimal root")
+		rootfs := ktest.BusyboxRootfs(t)
+		refusal(t, exec.Command(bins.Supervisor, execArgs("--image", rootfs, "--workdir", "/root")...), shared.ExitUsage, "is closed to others")
 	})
 	t.Run("mount-target-through-symlink", func(t *testing.T) {
 		dir := t.TempDir()

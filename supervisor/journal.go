@@ -78,28 +78,44 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 func ValidName(s string) bool { return namePattern.MatchString(s) }
 
 // DefaultJournalDir is /var/lib/deathwatch for root, else
-// $XDG_STATE_HOME/deathwatch (~/.local/state/deathwatch).
+// $XDG_STATE_HOME/deathwatch (~/.local/state/deathwatch). It is "" when
+// neither XDG_STATE_HOME nor HOME is set: there is no shared fallback
+// (a folder in /tmp that another user made first would be theirs), and
+// OpenJournal asks for --journal.
 func DefaultJournalDir() string {
 	if os.Geteuid() == 0 {
 		return "/var/lib/deathwatch"
 	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "deathwatch")
 	}
-	if h, err := os.UserHomeDir(); err == nil {
+	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
 		return filepath.Join(h, ".local", "state", "deathwatch")
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("deathwatch-%d", os.Geteuid()))
+	return ""
 }
 
-// OpenJournal opens (creating) the journal of instance under dir.
+// maxEntrySize bounds one journal entry (a few KB in practice).
+const maxEntrySize = 1 << 20
+
+// OpenJournal opens (creating) the journal of instance under dir. The
+// journal is acted on (boxes removed, pids killed, cgroups emptied), so
+// it is refused unless the folder and every one above it are the
+// supervisor's own or root's and nobody else can write them
+// (CheckTrustedDir).
 func OpenJournal(dir, instance string) (*Journal, error) {
 	if !ValidName(instance) {
 		return nil, UsageError("instance %q: use letters, digits, '_', '.', '-' (at most 128)", instance)
 	}
+	if dir == "" {
+		return nil, UsageError("no journal folder: neither HOME nor XDG_STATE_HOME is set; pass --journal DIR (a folder of this user's that nobody else can write)")
+	}
 	d := filepath.Join(dir, instance)
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return nil, fmt.Errorf("create journal directory: %w", err)
+	}
+	if err := CheckTrustedDir(d); err != nil {
+		return nil, RefusedError("journal not trusted: %v", err)
 	}
 	return &Journal{dir: d}, nil
 }
@@ -158,7 +174,7 @@ func (j *Journal) List() (entries []*JournalEntry, bad []error, err error) {
 }
 
 func readEntry(p string) (*JournalEntry, error) {
-	b, err := os.ReadFile(p)
+	b, err := ReadTrustedFile(p, maxEntrySize)
 	if err != nil {
 		return nil, fmt.Errorf("read journal entry: %w", err)
 	}

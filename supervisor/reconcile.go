@@ -113,8 +113,11 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 	if err != nil {
 		return nil, err
 	}
+	// An entry that cannot be read (torn, planted, not a regular file)
+	// proves nothing and may stand for a box: blocked, never skipped
+	// with a warning.
 	for _, b := range bad {
-		rep.Warnings = append(rep.Warnings, b.Error())
+		rep.add(ReconcileItem{Runtime: "journal", Reason: b.Error() + "; look at it, then remove it by hand"})
 	}
 	pruneJournalTemps(j.Dir(), staleTemp)
 	byLaunch := map[string]*JournalEntry{}

@@ -207,3 +207,26 @@ func TestExecDefaultBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestPowerGroupRefused(t *testing.T) {
+	groups := filepath.Join(t.TempDir(), "group")
+	os.WriteFile(groups, []byte("root:x:0:\ndocker:x:999:alice\nstaff:x:50:\n"), 0o644)
+	old := hostGroupFile
+	hostGroupFile = groups
+	t.Cleanup(func() { hostGroupFile = old })
+	if g := powerGroup(999, groups); g != "docker" {
+		t.Errorf("gid 999: %q, want docker", g)
+	}
+	if g := powerGroup(50, groups); g != "" {
+		t.Errorf("gid 50: %q, want none", g)
+	}
+	w := filepath.Join(t.TempDir(), "watcher")
+	os.WriteFile(w, []byte("x"), 0o755)
+	_, err := parseExec(t, []string{"exec", "--runtime", "docker", "--image", "img", "--watcher", w, "--user", "1000:999", "--", "true"}, nil)
+	if supervisor.ExitCode(err, 0) != shared.ExitRefused || (err == nil || !strings.Contains(err.Error(), "group docker")) {
+		t.Errorf("--user 1000:<docker>: %v, want refused naming the group", err)
+	}
+	if _, err := parseExec(t, []string{"exec", "--runtime", "native", "--watcher", w, "--user", "1000:999", "--", "true"}, nil); err != nil {
+		t.Errorf("native maps the gid into the box's own range: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -181,6 +182,12 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 	if o.UID, o.GID, err = parseUser(e.User); err != nil {
 		return nil, supervisor.UsageError("--user %q: %w", e.User, err)
 	}
+	if g := powerGroup(o.GID, hostGroupFile); g != "" && e.Runtime != "native" {
+		// A rootful engine without userns-remap runs the agent as this
+		// very host gid: the docker group's socket is the host's root.
+		// (Native boxes map every id into a range of their own.)
+		return nil, supervisor.RefusedError("--user %q: gid %d is the host's group %s, which grants power over the host (an engine socket, disks, logs or sudo) to a box of a rootful engine; pick a gid no host group has", e.User, o.GID, g)
+	}
 	if e.Workdir != "" && (!filepath.IsAbs(e.Workdir) || filepath.Clean(e.Workdir) != e.Workdir) {
 		return nil, supervisor.UsageError("--workdir %q: want a clean absolute path", e.Workdir)
 	}
@@ -224,4 +231,31 @@ func engineEnv(env, agentNames []string) []string {
 		}
 	}
 	return out
+}
+
+// hostGroupFile is where powerGroup looks (a fake in tests).
+var hostGroupFile = "/etc/group"
+
+// powerGroups are host groups whose gid alone grants power over the host.
+var powerGroups = []string{"root", "docker", "podman", "disk", "kvm", "sudo", "wheel", "admin", "adm", "shadow", "systemd-journal", "lxd", "libvirt", "incus-admin"}
+
+// powerGroup names the host group in file whose gid is gid when it is one
+// of powerGroups, else "".
+func powerGroup(gid uint32, file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 3 || f[2] != strconv.FormatUint(uint64(gid), 10) {
+			continue
+		}
+		for _, g := range powerGroups {
+			if f[0] == g {
+				return g
+			}
+		}
+	}
+	return ""
 }

@@ -189,7 +189,14 @@ func fakeMain(kind string, args []string) int {
 				for k, v := range labels {
 					kv = append(kv, k+"="+v)
 				}
-				b, _ := json.Marshal(map[string]any{"Names": de.Name(), "Labels": strings.Join(kv, ","), "State": "running"})
+				// docker ps's format reads the deathwatch labels by key.
+				dw := map[string]string{}
+				for k, v := range labels {
+					if strings.HasPrefix(k, "io.deathwatch.") {
+						dw[k] = v
+					}
+				}
+				b, _ := json.Marshal(map[string]any{"Names": de.Name(), "Labels": strings.Join(kv, ","), "State": "running", "DW": dw})
 				fmt.Println(string(b))
 			}
 		}

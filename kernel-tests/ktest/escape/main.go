@@ -8,6 +8,11 @@
 //	escape keys SERIAL    read key SERIAL; plant a key in the session keyring
 //	escape x32            a syscall through the x32 ABI (amd64)
 //	escape oom-score      the agent's oom_score_adj
+//	escape connect PATH…  connect to each unix socket (connect:PATH=…)
+//	escape read PATH…     read each file (read:PATH=…)
+//	escape ls PATH…       list each folder (ls:PATH=names, comma-separated)
+//	escape rss MIB        allocate and touch MIB MiB, say "ready", then wait
+//	escape statfs PATH…   size and inodes of each file system (statfs:PATH=BYTES/INODES)
 package main
 
 import (
@@ -43,10 +48,73 @@ func main() {
 		}
 		_, _, e := unix.RawSyscall(0x40000000|unix.SYS_GETPID, 0, 0, 0)
 		fmt.Println("x32=" + result(e)) // reached only when not killed
+	case "connect":
+		for _, p := range args[1:] {
+			fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err == nil {
+				err = unix.Connect(fd, &unix.SockaddrUnix{Name: p})
+				unix.Close(fd)
+			}
+			fmt.Printf("connect:%s=%s\n", p, errName(err))
+		}
+	case "read":
+		for _, p := range args[1:] {
+			b, err := os.ReadFile(p)
+			r := errName(err)
+			if err == nil {
+				r = "ok:" + strings.TrimSpace(string(b))
+			}
+			fmt.Printf("read:%s=%s\n", p, r)
+		}
+	case "ls":
+		for _, p := range args[1:] {
+			es, err := os.ReadDir(p)
+			var names []string
+			for _, e := range es {
+				names = append(names, e.Name())
+			}
+			if err != nil {
+				names = []string{errName(err)}
+			}
+			fmt.Printf("ls:%s=%s\n", p, strings.Join(names, ","))
+		}
+	case "rss":
+		mib, _ := strconv.Atoi(args[1])
+		mem, err := unix.Mmap(-1, 0, mib<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			fmt.Println("rss=" + errName(err))
+			os.Exit(1)
+		}
+		for i := 0; i < len(mem); i += 4096 {
+			mem[i] = 1
+		}
+		fmt.Println("ready")
+		select {}
+	case "statfs":
+		for _, p := range args[1:] {
+			var st unix.Statfs_t
+			if err := unix.Statfs(p, &st); err != nil {
+				fmt.Printf("statfs:%s=%s\n", p, errName(err))
+				continue
+			}
+			fmt.Printf("statfs:%s=%d/%d\n", p, st.Blocks*uint64(st.Bsize), st.Files)
+		}
 	case "oom-score":
 		b, err := os.ReadFile("/proc/self/oom_score_adj")
 		fmt.Printf("oom_score_adj=%s%v\n", strings.TrimSpace(string(b)), errOrEmpty(err))
 	}
+}
+
+// errName is "ok" or the errno's name (ENOENT, EACCES, ...).
+func errName(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return result(e)
+	}
+	return err.Error()
 }
 
 func errOrEmpty(err error) string {

@@ -195,16 +195,32 @@ func removeArgs(kind, name string) []string {
 
 // listArgs lists every box (running or not) that carries the instance label.
 func listArgs(kind, instance string) []string {
-	format := "{{json .}}" // one object per line (docker 20.10 and later)
+	format := dockerListFormat // one object per line
 	if kind == "podman" {
-		format = "json" // one array
+		format = "json" // one array, Labels as an object
 	}
 	return []string{"ps", "--all", "--no-trunc", "--filter", "label=" + shared.LabelInstance + "=" + instance, "--format", format}
 }
 
+// dwLabelKeys are the labels reconcile decides on.
+var dwLabelKeys = []string{shared.LabelManaged, shared.LabelInstance, shared.LabelRunKey, shared.LabelLaunchID, shared.LabelNonce}
+
+// dockerListFormat prints, per box, its names, state, the labels as
+// docker ps joins them ("k=v,k=v"), and each deathwatch label read from
+// the label map by its key ({{.Label KEY}}): a comma in a user label's
+// value can never stand in for one of those.
+var dockerListFormat = func() string {
+	var dw []string
+	for _, k := range dwLabelKeys {
+		dw = append(dw, fmt.Sprintf("%q:{{json (.Label %q)}}", k, k))
+	}
+	return `{"Names":{{json .Names}},"State":{{json .State}},"Labels":{{json .Labels}},"DW":{` + strings.Join(dw, ",") + `}}`
+}()
+
 // parseList reads listArgs' output: docker prints one JSON object per
-// line with Labels as "k=v,k=v"; podman prints one JSON array with
-// Labels as an object.
+// line with Labels as "k=v,k=v" and the deathwatch labels read by key
+// (DW, which wins); podman prints one JSON array with Labels as an
+// object.
 func parseList(kind string, out []byte) ([]supervisor.Listed, error) {
 	out = bytes.TrimSpace(out)
 	if len(out) == 0 {
@@ -234,19 +250,34 @@ func parseList(kind string, out []byte) ([]supervisor.Listed, error) {
 		if len(line) == 0 {
 			continue
 		}
-		var r struct{ Names, Labels, State string }
+		var r struct {
+			Names, Labels, State string
+			DW                   map[string]string
+		}
 		if err := json.Unmarshal(line, &r); err != nil {
 			return nil, fmt.Errorf("parse docker ps output: %w", err)
 		}
-		ls = append(ls, supervisor.Listed{Name: strings.Split(r.Names, ",")[0], Labels: parseLabelString(r.Labels), Running: r.State == "running"})
+		labels := parseLabelString(r.Labels)
+		for _, k := range dwLabelKeys {
+			delete(labels, k)
+			if v := r.DW[k]; v != "" {
+				labels[k] = v
+			}
+		}
+		ls = append(ls, supervisor.Listed{Name: strings.Split(r.Names, ",")[0], Labels: labels, Running: r.State == "running"})
 	}
 	return ls, nil
 }
 
 // parseLabelString splits docker ps's "k=v,k=v". A part without '='
-// belongs to the previous value (a value that held a comma).
+// belongs to the previous value (a value that held a comma). A value
+// with a comma and '=' after it (task=a,io.deathwatch.nonce=x) reads as
+// two labels: a key that appears twice is ambiguous and dropped, so a
+// user label can never stand in for a deathwatch one (the box then
+// lacks it, and reconcile leaves it alone and reports it).
 func parseLabelString(s string) map[string]string {
 	m := map[string]string{}
+	seen := map[string]int{}
 	last := ""
 	for _, part := range strings.Split(s, ",") {
 		if part == "" {
@@ -257,8 +288,14 @@ func parseLabelString(s string) map[string]string {
 			m[last] += "," + part
 			continue
 		}
+		seen[k]++
 		m[k] = v
 		last = k
+	}
+	for k, n := range seen {
+		if n > 1 {
+			delete(m, k)
+		}
 	}
 	return m
 }

@@ -57,7 +57,7 @@ func TestEngineArgs(t *testing.T) {
 		{"docker rm", removeArgs("docker", "dw-1"), []string{"rm", "--force", "--", "dw-1"}},
 		// Without --time 0 podman waits out a 10 s stop timeout.
 		{"podman rm", removeArgs("podman", "dw-1"), []string{"rm", "--force", "--time", "0", "--", "dw-1"}},
-		{"docker ps", listArgs("docker", "ci"), []string{"ps", "--all", "--no-trunc", "--filter", "label=io.deathwatch.instance=ci", "--format", "{{json .}}"}},
+		{"docker ps", listArgs("docker", "ci"), []string{"ps", "--all", "--no-trunc", "--filter", "label=io.deathwatch.instance=ci", "--format", `{"Names":{{json .Names}},"State":{{json .State}},"Labels":{{json .Labels}},"DW":{"io.deathwatch.managed":{{json (.Label "io.deathwatch.managed")}},"io.deathwatch.instance":{{json (.Label "io.deathwatch.instance")}},"io.deathwatch.run-key":{{json (.Label "io.deathwatch.run-key")}},"io.deathwatch.launch-id":{{json (.Label "io.deathwatch.launch-id")}},"io.deathwatch.nonce":{{json (.Label "io.deathwatch.nonce")}}}}`}},
 		{"podman ps", listArgs("podman", "ci"), []string{"ps", "--all", "--no-trunc", "--filter", "label=io.deathwatch.instance=ci", "--format", "json"}},
 		{"docker image check", imageCheckArgs("docker", "img:1"), []string{"image", "inspect", "--format", "{{.Id}}", "--", "img:1"}},
 		{"podman image check", imageCheckArgs("podman", "img:1"), []string{"image", "exists", "--", "img:1"}},
@@ -93,7 +93,7 @@ func TestParseInfo(t *testing.T) {
 }
 
 func TestParseList(t *testing.T) {
-	d := `{"Names":"dw-a","Labels":"io.deathwatch.instance=ci,team=x,y,io.deathwatch.nonce=n1","State":"running"}
+	d := `{"Names":"dw-a","Labels":"io.deathwatch.instance=ci,team=x,y,io.deathwatch.nonce=n1","State":"running","DW":{"io.deathwatch.instance":"ci","io.deathwatch.nonce":"n1"}}
 {"Names":"dw-b","Labels":"","State":"exited"}`
 	got, err := parseList("docker", []byte(d))
 	want := []supervisor.Listed{
@@ -102,6 +102,26 @@ func TestParseList(t *testing.T) {
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("docker: %+v %v", got, err)
+	}
+	// A user label whose value smuggles a deathwatch label: the
+	// deathwatch labels come from the label map by key, never from the
+	// comma-joined string.
+	for _, order := range []string{
+		"io.deathwatch.instance=ci,io.deathwatch.nonce=real,task=a,io.deathwatch.nonce=x",
+		"io.deathwatch.instance=ci,task=a,io.deathwatch.nonce=x,io.deathwatch.nonce=real",
+		"io.deathwatch.instance=ci,task=a,io.deathwatch.nonce=x",
+	} {
+		dw := `{"io.deathwatch.instance":"ci","io.deathwatch.nonce":"real"}`
+		if !strings.Contains(order, "=real") {
+			dw = `{"io.deathwatch.instance":"ci"}` // the box has no nonce label of its own
+		}
+		got, err := parseList("docker", []byte(`{"Names":"dw-a","Labels":"`+order+`","State":"running","DW":`+dw+`}`))
+		if err != nil || len(got) != 1 || got[0].Labels["io.deathwatch.instance"] != "ci" {
+			t.Fatalf("%s: %+v %v", order, got, err)
+		}
+		if n, ok := got[0].Labels["io.deathwatch.nonce"]; ok && n != "real" {
+			t.Errorf("%s: nonce %q taken from a user label's value", order, n)
+		}
 	}
 	p := `[{"Names":["dw-a"],"Labels":{"io.deathwatch.nonce":"n1"},"State":"running"},{"Names":["dw-b"],"Labels":null,"State":"exited"}]`
 	got, err = parseList("podman", []byte(p))

@@ -54,6 +54,17 @@ func detectCgroup() (version int, root string, err error) {
 	return 0, "", errors.New("no cgroup file system is mounted at /sys/fs/cgroup")
 }
 
+// pidsController reports whether the pids controller is there to carry
+// a default limit (a v2 tree on a hybrid host may have no controllers).
+func pidsController(version int, root string) bool {
+	if version == 1 {
+		_, err := os.Stat(filepath.Join(root, "pids"))
+		return err == nil
+	}
+	b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+	return err == nil && strings.Contains(" "+strings.TrimSpace(string(b))+" ", " pids ")
+}
+
 // boxCgroupSpec works out a box's cgroup from its name and limits.
 func boxCgroupSpec(version int, root, parent, name string, memory, pids int64) (cgroupSpec, error) {
 	if parent == "" {

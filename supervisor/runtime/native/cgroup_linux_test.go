@@ -82,3 +82,22 @@ func TestCheckCgroupWritable(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+func TestCheckOwnCgroup(t *testing.T) {
+	n := New(nil, Options{StateDir: t.TempDir(), IDRangeDir: t.TempDir()})
+	for _, c := range []struct {
+		spec cgroupSpec
+		ok   bool
+	}{
+		{cgroupSpec{Version: 1, Root: "/sys/fs/cgroup", Group: "/deathwatch/dw-a"}, true},
+		{cgroupSpec{Version: 2, Root: "/sys/fs/cgroup/unified", Group: "/deathwatch/dw-a"}, true},
+		{cgroupSpec{Version: 1, Root: "/sys/fs/cgroup", Group: "/deathwatch/dw-b"}, false},   // another box's
+		{cgroupSpec{Version: 1, Root: "/sys/fs/cgroup", Group: "/system.slice"}, false},      // the host's
+		{cgroupSpec{Version: 1, Root: "/tmp/fake", Group: "/deathwatch/dw-a"}, false},        // not a cgroup mount
+		{cgroupSpec{Version: 1, Root: "/sys/fs/cgroup", Group: "/deathwatch/dw-a/x"}, false}, // below it
+	} {
+		if err := n.checkOwnCgroup(c.spec, "dw-a"); (err == nil) != c.ok {
+			t.Errorf("%+v: %v, want ok=%v", c.spec, err, c.ok)
+		}
+	}
+}

@@ -3,6 +3,42 @@
 // of the supervisor binary) builds the file system and execs the
 // watcher as PID 1 with the control stream on an inherited socketpair.
 //
+// The box's walls (DESIGN.md):
+//
+//   - Identity. Every box has a user namespace. As root, box ids
+//     0…65535 map onto a host range of the box's own (IDRangeBase + slot
+//     × IDRangeSize, above every account and /etc/subuid range, held by a
+//     lock file in DefaultIDRangeDir while the box exists): the agent
+//     (1000) is host id start+1000, the watcher (65533) start+65533, and
+//     two live boxes never share a host id. Unprivileged, the caller's
+//     own id is box root and its /etc/subuid range follows. A --mount is
+//     idmapped (mount_setattr MOUNT_ATTR_IDMAP, Linux 5.12+): its source
+//     folder's owner shows as the agent, and what the agent writes lands
+//     on the host as that owner's; without idmapped mounts a read-only
+//     --mount is bound as it is (its files show as nobody) and a
+//     read-write one is refused.
+//   - Reach. On the host root the box sees a minimal root: a small
+//     read-only tmpfs with the host's /usr, /bin, /sbin, /lib* and a
+//     filtered /etc (minimalEtc) bound read-only, its own /proc, /dev,
+//     /tmp; nothing of /run, /var/run, /tmp, /var/tmp, /home, /root,
+//     /srv, /mnt, /media, so no host socket by path. (With --network
+//     host the host's abstract unix sockets stay reachable.)
+//   - Setup. The supervisor (as root) opens every host source itself
+//     with openat2(RESOLVE_NO_SYMLINKS) and hands the init stage detached
+//     trees (open_tree); the init stage resolves every target beneath the
+//     new root with openat2(RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS) and
+//     mounts by descriptor. A symlink on either side is refused.
+//   - Limits. /tmp (TmpSize) and /dev/shm (ShmSize) have a size and an
+//     inode count, their pages charged to the box's memory cgroup; a box
+//     with a cgroup gets DefaultPidsLimit unless --pids-limit says
+//     otherwise. Memory: no default limit (a controller that knows its
+//     workload sets --memory); the agent is the OOM killer's first choice
+//     (oom_score_adj 1000) and the watcher never is.
+//   - Trust. Records live in a folder that is the supervisor's own and
+//     writable by nobody else (supervisor.CheckTrustedDir); a journaled
+//     init pid is acted on only with its start time, and a journaled
+//     cgroup only when it is the box's own folder under the parent.
+//
 // It is Linux-only: on other systems the package registers a descriptor
 // that is never installed, so `--runtime native` and doctor say so, and
 // --runtime auto never picks it.

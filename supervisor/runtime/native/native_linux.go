@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,7 +52,15 @@ type Options struct {
 	// SetupTimeout bounds the box setup before the watcher runs
 	// (default 30s).
 	SetupTimeout time.Duration
+	// IDRangeDir holds the lock files of the host id ranges a root
+	// supervisor gives its boxes (default DefaultIDRangeDir).
+	IDRangeDir string
 }
+
+// DefaultPidsLimit is a box's pids limit when none is asked for and the
+// box has a cgroup (as root, or with a delegated one): a fork bomb stops
+// there, far above what a build or a test suite starts.
+const DefaultPidsLimit = 4096
 
 // Native makes boxes from Linux namespaces and a cgroup, the way
 // bubblewrap does, with no daemon: the box's init stage (a hidden mode
@@ -60,6 +69,7 @@ type Options struct {
 type Native struct {
 	log  *slog.Logger
 	opts Options
+	ids  *idRanges
 }
 
 // New returns the native runtime.
@@ -82,7 +92,10 @@ func New(log *slog.Logger, opts Options) *Native {
 	if opts.CgroupParent == "" {
 		opts.CgroupParent = DefaultCgroupParent
 	}
-	return &Native{log: log, opts: opts}
+	if opts.IDRangeDir == "" {
+		opts.IDRangeDir = DefaultIDRangeDir
+	}
+	return &Native{log: log, opts: opts, ids: &idRanges{dir: opts.IDRangeDir, taken: hostIDSpans("/etc")}}
 }
 
 var _ supervisor.Runtime = (*Native)(nil)
@@ -110,14 +123,21 @@ func init() {
 	})
 }
 
+// defaultNativeStateDir is /run/deathwatch/native as root, else below
+// $XDG_RUNTIME_DIR or the user's state folder; never a shared /tmp
+// folder another user could have made first ("" when there is none:
+// records are then not kept and List says why).
 func defaultNativeStateDir() string {
 	if os.Geteuid() == 0 {
 		return "/run/deathwatch/native"
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "deathwatch", "native")
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("deathwatch-%d", os.Geteuid()), "native")
+	if d := supervisor.DefaultJournalDir(); d != "" {
+		return filepath.Join(d, "native")
+	}
+	return ""
 }
 
 func (n *Native) Name() string { return "native" }
@@ -205,17 +225,40 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err != nil {
 		return supervisor.SetupError("%w", err)
 	}
-	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, b.Memory, b.PidsLimit)
+	pids := b.PidsLimit
+	if pids == 0 && pidsController(v, cgRoot) {
+		pids = DefaultPidsLimit
+	}
+	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, b.Memory, pids)
 	if err != nil {
 		return supervisor.UsageError("%w", err)
 	}
+	if os.Geteuid() == 0 {
+		// A host id range of the box's own: no account, file or process
+		// of the host, and no other live box, has these ids.
+		if !n.ids.holds(b.Name, b.State[StateIDRange]) {
+			start, err := n.ids.allocate(b.Name)
+			if err != nil {
+				return supervisor.SetupError("%w", err)
+			}
+			b.State[StateIDRange] = strconv.FormatInt(start, 10)
+		}
+	}
+	release := func() {
+		if st, err := strconv.ParseInt(b.State[StateIDRange], 10, 64); err == nil {
+			n.ids.release(b.Name, st)
+			delete(b.State, StateIDRange)
+		}
+	}
 	if werr := checkCgroupWritable(spec); werr != nil {
 		if b.Memory > 0 || b.PidsLimit > 0 || os.Geteuid() == 0 {
+			release()
 			return supervisor.RefusedError("%w", werr)
 		}
 		n.log.Info("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
 	} else {
 		if _, err := newBoxCgroup(spec); err != nil {
+			release()
 			return supervisor.SetupError("%w", err)
 		}
 		for k, v := range spec.state() {
@@ -256,7 +299,9 @@ func nativeRoot(image string) (string, error) {
 
 // checkWorkdir refuses a workdir the agent could not enter: one that
 // is neither /tmp, a mount (or below one), nor present in the root
-// (below /tmp is a fresh, empty tmpfs).
+// (below /tmp is a fresh, empty tmpfs; the minimal root shows only
+// what minimalRootDirs and minimalEtc name), or one a folder on the way
+// closes to others (the agent owns nothing of the root).
 func checkWorkdir(b *supervisor.Box, root string) error {
 	w := b.Workdir
 	if w == "" || w == "/" || w == "/tmp" {
@@ -270,46 +315,89 @@ func checkWorkdir(b *supervisor.Box, root string) error {
 	if under(w, "/tmp") {
 		return supervisor.UsageError("workdir %s is below the box's fresh /tmp, where nothing exists yet; mount it (--mount SRC:%s) or use /tmp", w, w)
 	}
+	if root == "/" {
+		if _, ok := inMinimalRoot(w); !ok {
+			return supervisor.UsageError("workdir %s is not in the box's minimal root (it shows the host's /usr, /bin, /sbin, /lib* and a filtered /etc, nothing of /home, /root, /run, /srv, ...); mount it (--mount SRC:%s) or use /tmp", w, w)
+		}
+	}
 	if st, err := os.Stat(filepath.Join(root, w)); err != nil || !st.IsDir() {
 		return supervisor.UsageError("workdir %s does not exist in the box's read-only root; mount it (--mount SRC:%s) or pick a folder that exists", w, w)
+	}
+	p := root
+	for _, c := range strings.Split(strings.TrimPrefix(w, "/"), "/") {
+		p = filepath.Join(p, c)
+		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o001 == 0 {
+			return supervisor.UsageError("workdir %s: %s (mode %#o) is closed to others, and in the box the agent owns nothing of the root; mount a folder there (--mount SRC:%s) or pick another", w, strings.TrimPrefix(p, strings.TrimSuffix(root, "/")), st.Mode().Perm(), w)
+		}
 	}
 	return nil
 }
 
-// checkMountTargets refuses a mount whose target the init stage could
-// not create: one missing from the read-only root and not below /tmp or
-// another mount.
-func checkMountTargets(b *supervisor.Box, root string) error {
-	for _, m := range b.Mounts {
-		// A symlink on the way would take the mount out of the box.
-		p := root
-		for _, c := range strings.Split(strings.TrimPrefix(m.Target, "/"), "/") {
-			p = filepath.Join(p, c)
-			st, err := os.Lstat(p)
-			if err != nil {
-				break
-			}
-			if st.Mode()&os.ModeSymlink != 0 {
-				dest, _ := os.Readlink(p)
-				return supervisor.UsageError("mount target %s passes through the symlink %s -> %s; name the real path", m.Target, strings.TrimPrefix(p, strings.TrimSuffix(root, "/")), dest)
-			}
+// symlinkOnWay walks rel below base and returns the first symlink met
+// (its path below base and its text), or "" when there is none before
+// the walk ends or leaves what exists.
+func symlinkOnWay(base, rel string) (string, string) {
+	p := base
+	for _, c := range strings.Split(strings.Trim(rel, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		p = filepath.Join(p, c)
+		st, err := os.Lstat(p)
+		if err != nil {
+			return "", ""
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			dest, _ := os.Readlink(p)
+			return "/" + strings.TrimPrefix(strings.TrimPrefix(p, base), "/"), dest
 		}
 	}
+	return "", ""
+}
+
+// checkMountTargets refuses a mount whose target the init stage could
+// not create, or that passes through a symlink, looking where the box
+// will see it: in the mount that covers it (its source on the host), in
+// the rootfs, or in what the minimal root shows of the host. Below the
+// box's own /tmp nothing exists yet, and the minimal root's own folders
+// are made as needed.
+func checkMountTargets(b *supervisor.Box, root string) error {
 	for i, m := range b.Mounts {
-		if under(m.Target, "/tmp") {
-			continue
-		}
-		covered := false
+		// The deepest other mount that covers the target.
+		cover := -1
 		for j, o := range b.Mounts {
-			if j != i && o.Target != m.Target && under(m.Target, o.Target) {
-				covered = true
+			if j != i && o.Target != m.Target && under(m.Target, o.Target) && (cover < 0 || len(o.Target) > len(b.Mounts[cover].Target)) {
+				cover = j
 			}
 		}
-		if covered {
+		var base, rel, where string
+		switch {
+		case cover >= 0:
+			o := b.Mounts[cover]
+			base, rel, where = o.Source, strings.TrimPrefix(m.Target, o.Target), "the mount at "+o.Target
+		case under(m.Target, "/tmp"):
 			continue
+		case root == "/":
+			tree, ok := inMinimalRoot(m.Target)
+			if !ok {
+				continue // made on the minimal root's own tmpfs
+			}
+			base, rel, where = "/", m.Target, "the host's "+tree
+		default:
+			base, rel, where = root, m.Target, "the rootfs"
 		}
-		if _, err := os.Stat(filepath.Join(root, m.Target)); err != nil {
-			return supervisor.UsageError("mount target %s does not exist in the box's read-only root; pick a target that exists there, or one below /tmp", m.Target)
+		if link, dest := symlinkOnWay(base, rel); link != "" {
+			shown := link
+			if cover >= 0 {
+				shown = path.Join(b.Mounts[cover].Target, link)
+			}
+			return supervisor.UsageError("mount target %s passes through the symlink %s -> %s (in %s); name the real path", m.Target, shown, dest, where)
+		}
+		if cover >= 0 {
+			continue // created in the covering mount when missing
+		}
+		if _, err := os.Stat(filepath.Join(base, rel)); err != nil {
+			return supervisor.UsageError("mount target %s does not exist in the box's read-only root; pick a target that exists there, one below /tmp, or (on the host root) one outside /usr, /bin, /sbin, /lib* and /etc", m.Target)
 		}
 	}
 	return nil
@@ -439,11 +527,30 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	if err != nil {
 		return nil, err
 	}
-	userns := os.Geteuid() != 0
-	cfg, err := nsinitPlan(b, root, b.WatcherPath, userns)
+	// Every box has a user namespace. Unprivileged, the caller's own
+	// id and its subordinate range are mapped (newuidmap, after the
+	// clone; the init stage re-execs to gain its capabilities). As root,
+	// the box's own host range is mapped before the init stage runs.
+	rootless := os.Geteuid() != 0
+	cfg, err := nsinitPlan(b, root, b.WatcherPath, rootless)
 	if err != nil {
 		return nil, supervisor.UsageError("native box: %w", err)
 	}
+	var idStart int64
+	if !rootless {
+		if idStart, err = strconv.ParseInt(b.State[StateIDRange], 10, 64); err != nil || slotOf(idStart) < 0 {
+			return nil, supervisor.SetupError("the box has no host id range of its own (state %q); create it again", b.State[StateIDRange])
+		}
+	}
+	// Descriptors the init stage inherits: 3 control, 4 settings, 5
+	// kept free (stage 2's settings pipe), then cgroup files and trees.
+	var extra []*os.File
+	defer func() {
+		for _, f := range extra {
+			f.Close()
+		}
+	}()
+	const firstExtraFD = 6
 	var cg boxCgroup
 	var cgDir *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
 	if spec, ok, err := cgroupSpecFromState(b.State); err != nil {
@@ -456,8 +563,18 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		}
 		switch spec.Version {
 		case 1:
+			// Opened here: in its own user namespace the box may not
+			// open host cgroup files; the write is checked against the
+			// opener's credentials.
 			for _, n := range v1Controllers {
-				cfg.CgroupTasks = append(cfg.CgroupTasks, filepath.Join(spec.Root, string(n), spec.Group, "tasks"))
+				p := filepath.Join(spec.Root, string(n), spec.Group, "tasks")
+				f, err := os.OpenFile(p, os.O_WRONLY, 0)
+				if err != nil {
+					return nil, supervisor.SetupError("open %s to join the box cgroup: %w", p, err)
+				}
+				cfg.CgroupTasks = append(cfg.CgroupTasks, p)
+				cfg.CgroupTaskFDs = append(cfg.CgroupTaskFDs, firstExtraFD+len(extra))
+				extra = append(extra, f)
 			}
 		case 2:
 			if cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
@@ -465,6 +582,15 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 			}
 			defer cgDir.Close()
 		}
+	}
+	if !rootless {
+		trees, err := openTrees(&cfg, n.opts.Self, idStart, firstExtraFD+len(extra), func(msg string, args ...any) {
+			n.log.Warn(msg, append(args, "box", b.Name)...)
+		})
+		if err != nil {
+			return nil, supervisor.SetupError("%w", err)
+		}
+		extra = append(extra, trees...)
 	}
 	settings, err := json.Marshal(cfg)
 	if err != nil {
@@ -494,11 +620,20 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		Stdin:      devnull,
 		Stdout:     devnull,
 		Stderr:     n.opts.Stderr,
-		ExtraFiles: []*os.File{ctl.child, set.child}, // fds 3 and 4
+		ExtraFiles: append([]*os.File{ctl.child, set.child, nil}, extra...), // fds 3, 4, (5), 6...
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: nativeCloneFlags(b.Network, userns),
+			Cloneflags: nativeCloneFlags(b.Network, true),
 			Pdeathsig:  syscall.SIGKILL,
 		},
+	}
+	if !rootless {
+		// Written by the clone's parent before the init stage execs, and
+		// the stage execs as the box's root (host id idStart): it holds
+		// every capability in the box's namespaces and none outside.
+		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(idStart), Size: IDRangeSize}}
+		cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = m, m
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = true // the watcher clears the agent's groups
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
 	}
 	if cgDir != nil {
 		cmd.SysProcAttr.UseCgroupFD = true
@@ -512,7 +647,7 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	if err != nil {
 		ctl.parent.Close()
 		set.parent.Close()
-		return nil, namespaceError(err, userns)
+		return nil, namespaceError(err, rootless)
 	}
 	pid := cmd.Process.Pid
 	fail := func(err error) (*supervisor.Started, error) {
@@ -522,7 +657,7 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		set.parent.Close()
 		return nil, err
 	}
-	if userns {
+	if rootless {
 		if err := writeIDMaps(ctx, pid); err != nil {
 			return fail(supervisor.SetupError("%w", err))
 		}
@@ -647,6 +782,11 @@ func socketPair(name string) (sockPair, error) {
 func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 	var errs []error
 	spec, ok, err := cgroupSpecFromState(b.State)
+	if err == nil && ok {
+		// A journal says which cgroup to empty: only the box's own.
+		err = n.checkOwnCgroup(spec, b.Name)
+		ok = err == nil
+	}
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -672,14 +812,58 @@ func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 			}
 		}
 	}
-	if err := os.Remove(n.recordPath(b.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
+	if r := b.State[StateIDRange]; r == "" && len(errs) == 0 && b.Name != "" && os.Geteuid() == 0 {
+		// A supervisor killed between Create and its journal entry:
+		// the slot names the box.
+		if err := n.ids.releaseAll(b.Name); err != nil {
+			errs = append(errs, fmt.Errorf("release host id ranges of %s: %w", b.Name, err))
+		}
+	} else if r != "" && len(errs) == 0 {
+		// Only once nothing of the box runs: its ids may then go to
+		// the next box.
+		st, err := strconv.ParseInt(r, 10, 64)
+		if err == nil {
+			err = n.ids.release(b.Name, st)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("release host id range %s: %w", r, err))
+		}
+	}
+	if b.Name != "" && n.opts.StateDir != "" && !strings.ContainsAny(b.Name, "/\x00") {
+		if err := os.Remove(n.recordPath(b.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("remove native box %s: %w", b.Name, errors.Join(errs...))
 	}
 	return nil
 }
+
+// checkOwnCgroup refuses a journaled cgroup that is not the box's own
+// folder under this runtime's parent, on a cgroup mount: a planted or
+// edited entry must not make Remove empty a host cgroup.
+func (n *Native) checkOwnCgroup(spec cgroupSpec, name string) error {
+	want, err := boxCgroupSpec(spec.Version, spec.Root, n.opts.CgroupParent, name, 0, 0)
+	if err != nil {
+		return fmt.Errorf("box state: %w", err)
+	}
+	if spec.Group != want.Group {
+		return fmt.Errorf("box state: cgroup %s is not the box's own (%s); left alone", spec.Group, want.Group)
+	}
+	roots := []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}
+	if n.opts.CgroupRoot != "" {
+		roots = append(roots, n.opts.CgroupRoot)
+	}
+	for _, r := range roots {
+		if spec.Root == r {
+			return nil
+		}
+	}
+	return fmt.Errorf("box state: cgroup root %s is not a cgroup mount of this runtime; left alone", spec.Root)
+}
+
+var errNoStateDir = errors.New("no folder for native box records: set XDG_RUNTIME_DIR or HOME (a shared /tmp folder is never used)")
 
 // nativeRecord is what List reads back.
 type nativeRecord struct {
@@ -696,7 +880,10 @@ func (n *Native) writeRecord(b *supervisor.Box) error {
 	if b.Name == "" || strings.ContainsAny(b.Name, "/\x00") {
 		return fmt.Errorf("box name %q", b.Name)
 	}
-	if err := os.MkdirAll(n.opts.StateDir, 0o700); err != nil {
+	if n.opts.StateDir == "" {
+		return errNoStateDir
+	}
+	if err := supervisor.EnsureTrustedDir(n.opts.StateDir); err != nil {
 		return err
 	}
 	data, err := json.Marshal(nativeRecord{Name: b.Name, Labels: b.Labels, State: b.State})
@@ -713,6 +900,9 @@ func (n *Native) writeRecord(b *supervisor.Box) error {
 // List returns the native boxes recorded for instance; a box is
 // running while its cgroup (or init process) holds processes.
 func (n *Native) List(ctx context.Context, instance string) ([]supervisor.Listed, error) {
+	if n.opts.StateDir == "" {
+		return nil, errNoStateDir
+	}
 	entries, err := os.ReadDir(n.opts.StateDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -720,12 +910,15 @@ func (n *Native) List(ctx context.Context, instance string) ([]supervisor.Listed
 	if err != nil {
 		return nil, fmt.Errorf("list native boxes in %s: %w", n.opts.StateDir, err)
 	}
+	if err := supervisor.CheckTrustedDir(n.opts.StateDir); err != nil {
+		return nil, fmt.Errorf("native state not trusted: %w", err)
+	}
 	var out []supervisor.Listed
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(n.opts.StateDir, e.Name()))
+		data, err := supervisor.ReadTrustedFile(filepath.Join(n.opts.StateDir, e.Name()), 1<<20)
 		if err != nil {
 			continue
 		}
@@ -777,7 +970,10 @@ func (n *Native) state(b *supervisor.Box) map[string]string {
 	if len(b.State) > 0 {
 		return b.State
 	}
-	data, err := os.ReadFile(n.recordPath(b.Name))
+	if n.opts.StateDir == "" || supervisor.CheckTrustedDir(n.opts.StateDir) != nil {
+		return nil
+	}
+	data, err := supervisor.ReadTrustedFile(n.recordPath(b.Name), 1<<20)
 	if err != nil {
 		return nil
 	}

@@ -2,6 +2,7 @@ package native
 
 import (
 	"deathwatch/supervisor"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -9,7 +10,45 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// fakeHost is a host root for the planner: folders, files and links.
+type fakeHost map[string]string // path → "dir" | "file" | "link:TEXT"
+
+type fakeInfo struct {
+	os.FileInfo
+	mode os.FileMode
+}
+
+func (f fakeInfo) Mode() os.FileMode { return f.mode }
+func (f fakeInfo) IsDir() bool       { return f.mode.IsDir() }
+
+func (h fakeHost) Lstat(p string) (os.FileInfo, error) {
+	switch v := h[p]; {
+	case v == "dir":
+		return fakeInfo{mode: os.ModeDir | 0o755}, nil
+	case v == "file":
+		return fakeInfo{mode: 0o644}, nil
+	case strings.HasPrefix(v, "link:"):
+		return fakeInfo{mode: os.ModeSymlink | 0o777}, nil
+	}
+	return nil, os.ErrNotExist
+}
+
+func (h fakeHost) Readlink(p string) (string, error) {
+	if v, ok := strings.CutPrefix(h[p], "link:"); ok {
+		return v, nil
+	}
+	return "", os.ErrInvalid
+}
+
+func withHost(t *testing.T, h hostView) {
+	old := hostRoot
+	hostRoot = h
+	t.Cleanup(func() { hostRoot = old })
+}
+
 func TestNsinitPlan(t *testing.T) {
+	withHost(t, fakeHost{"/usr": "dir", "/bin": "link:usr/bin", "/lib": "link:usr/lib", "/lib64": "dir",
+		"/etc/passwd": "file", "/etc/resolv.conf": "link:../run/resolv.conf", "/etc/ssl": "dir", "/etc/shadow": "file", "/home": "dir"})
 	b := &supervisor.Box{Name: "dw-1", Network: "none", Mounts: []supervisor.Mount{
 		{Source: "/host/b", Target: "/work/b", ReadOnly: true},
 		{Source: "/host/a", Target: "/work"},
@@ -18,7 +57,7 @@ func TestNsinitPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Root != "/" || c.Hostname != "dw-1" || !c.LoopbackUp || c.Reexec {
+	if c.Root != "" || c.Hostname != "dw-1" || !c.LoopbackUp || c.Reexec {
 		t.Errorf("root %q host %q lo %v reexec %v", c.Root, c.Hostname, c.LoopbackUp, c.Reexec)
 	}
 	if c.Exec != boxWatcherPath || !reflect.DeepEqual(c.Argv, []string{"watcher", "--control=fd:3"}) {
@@ -41,6 +80,10 @@ func TestNsinitPlan(t *testing.T) {
 		steps = append(steps, s)
 	}
 	want := []string{
+		// The minimal root: its own mount points, the host's trees read-only, links as links.
+		"mkdir /proc", "mkdir /dev", "mkdir /sys", "mkdir /tmp", "mkdir /etc", "mkdir /var",
+		"bind /usr <- /usr ro", "symlink /bin", "symlink /lib", "bind /lib64 <- /lib64 ro",
+		"bind /etc/passwd <- /etc/passwd ro", "symlink /etc/resolv.conf", "bind /etc/ssl <- /etc/ssl ro",
 		"mount /sys", "mount /proc", "rebind-ro /proc/sys", "rebind-ro /proc/sysrq-trigger", "mount /dev",
 		"file /dev/null", "bind /dev/null <- /dev/null",
 		"file /dev/zero", "bind /dev/zero <- /dev/zero",
@@ -53,7 +96,7 @@ func TestNsinitPlan(t *testing.T) {
 		"mkdir /dev/.deathwatch", "file /dev/.deathwatch/watcher", "bind /dev/.deathwatch/watcher <- /opt/dw/watcher ro",
 		"mount /tmp",
 		"bind /work <- /host/a", "bind /work/b <- /host/b ro",
-		"readonly /dev",
+		"readonly /dev", "readonly /",
 	}
 	if !reflect.DeepEqual(steps, want) {
 		t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(steps, "\n"), strings.Join(want, "\n"))
@@ -98,7 +141,7 @@ func TestNsinitPlanNetworkHost(t *testing.T) {
 		t.Errorf("lo %v reexec %v hostname %d bytes", c.LoopbackUp, c.Reexec, len(c.Hostname))
 	}
 	for _, op := range c.Ops {
-		if op.Target == "/sys" {
+		if op.Target == "/sys" && op.Op == "mount" {
 			t.Errorf("network host mounts a fresh /sys (%+v); it keeps the host's, read-only", op)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -25,6 +26,10 @@ import (
 // namespaces, builds the box's file system, and execs the watcher as
 // PID 1. Its settings arrive over an inherited descriptor, never argv.
 const NsinitArg = "__nsinit"
+
+// nsinitHoldArg (after NsinitArg) makes the stage a placeholder that
+// holds a user namespace open until its stdin ends.
+const nsinitHoldArg = "hold-userns"
 
 // Descriptors the native runtime hands to the init stage.
 const (
@@ -52,12 +57,25 @@ type fsOp struct {
 	Mode     uint32
 	Mkdir    bool // bind: create the mount point (and parents) when missing
 	Optional bool // mount: skip when the root has no such mount point
+	// TreeFD is, for a bind step, a detached mount the supervisor
+	// opened and passed to the init stage (an idmapped --mount); 0: the
+	// init stage opens Source itself.
+	TreeFD int `json:",omitempty"`
+	// Idmap marks a --mount: as root, its files are mapped to the
+	// agent through an idmapped mount (see idmapTrees).
+	Idmap bool `json:",omitempty"`
 }
 
 // nsinitConfig is everything the init stage does, worked out by the
 // supervisor as plain data.
 type nsinitConfig struct {
-	Root       string // host folder that becomes the box's / (recursive, read-only)
+	// Root is the host folder that becomes the box's / (recursive,
+	// read-only); "" is the minimal root: a small tmpfs that Ops fill
+	// with read-only binds of what commands need, read-only at the end.
+	Root string
+	// RootFD is Root as a detached tree the supervisor opened (as root,
+	// see openTrees); 0: the init stage opens Root itself.
+	RootFD     int `json:",omitempty"`
 	Ops        []fsOp
 	Hostname   string
 	LoopbackUp bool     // network none: bring lo up in the new network namespace
@@ -70,6 +88,9 @@ type nsinitConfig struct {
 	// thread moving itself skips the global lock (and RCU wait) that
 	// moving a whole process from outside takes, several ms a box.
 	CgroupTasks []string
+	// CgroupTaskFDs are those files, opened by the supervisor and
+	// inherited: a box in a user namespace of its own may not open them.
+	CgroupTaskFDs []int `json:",omitempty"`
 }
 
 // hostDevices are bind-mounted from the host into the box's /dev.
@@ -78,9 +99,103 @@ var hostDevices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // reservedTargets are mount points the box's setup owns.
 var reservedTargets = []string{"/", "/proc", "/dev"}
 
+// Default bounds of the box's own tmpfs folders. Their pages are
+// charged to the memory cgroup of the process that writes them (the
+// box's), and the inode counts bound a flood of empty files.
+const (
+	TmpSize   = "size=1g,nr_inodes=262144"
+	ShmSize   = "size=256m,nr_inodes=16384"
+	rootSize  = "size=1m,nr_inodes=4096" // the minimal root: folders, mount points and links only
+	devTmpfs  = "mode=0755,size=1m,nr_inodes=4096"
+	minRootFS = "mode=0755," + rootSize
+)
+
+// minimalRootDirs are the host trees a box on the host root sees (all
+// read-only): what commands need. Nothing else of the host is there: no
+// /run, /var/run, /tmp, /var/tmp, /home, /root, /srv, /mnt, /media, so
+// no host socket can be reached by its path.
+var minimalRootDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// minimalEtc is the filtered /etc of the minimal root: names, libraries,
+// time, certificates and shell set-up; no credentials, no service
+// configuration (a file the host lets others read is still only
+// readable, never writable).
+var minimalEtc = []string{
+	"passwd", "group", "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "alternatives",
+	"ssl", "ca-certificates", "ca-certificates.conf", "pki", "os-release", "lsb-release",
+	"debian_version", "alpine-release", "redhat-release", "profile", "profile.d", "bash.bashrc",
+	"environment", "inputrc", "mime.types", "protocols", "services", "shells", "terminfo", "magic", "magic.mime",
+}
+
+// hostView is how the planner looks at the host root (a fake in tests).
+type hostView interface {
+	Lstat(p string) (os.FileInfo, error)
+	Readlink(p string) (string, error)
+}
+
+type osView struct{}
+
+func (osView) Lstat(p string) (os.FileInfo, error) { return os.Lstat(p) }
+func (osView) Readlink(p string) (string, error)   { return os.Readlink(p) }
+
+// hostRoot is what the planner reads the host root through.
+var hostRoot hostView = osView{}
+
+// minimalRootOps fill the minimal root: its own mount points, then the
+// host trees and the filtered /etc, read-only; links stay links.
+func minimalRootOps(h hostView) []fsOp {
+	ops := []fsOp{
+		{Op: "mkdir", Target: "/proc", Mode: 0o555},
+		{Op: "mkdir", Target: "/dev", Mode: 0o755},
+		{Op: "mkdir", Target: "/sys", Mode: 0o555},
+		{Op: "mkdir", Target: "/tmp", Mode: 0o1777},
+		{Op: "mkdir", Target: "/etc", Mode: 0o755},
+		{Op: "mkdir", Target: "/var", Mode: 0o755},
+	}
+	add := func(p string) {
+		fi, err := h.Lstat(p)
+		if err != nil {
+			return
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			if link, err := h.Readlink(p); err == nil {
+				ops = append(ops, fsOp{Op: "symlink", Source: link, Target: p})
+			}
+		case fi.IsDir() || fi.Mode().IsRegular():
+			ops = append(ops, fsOp{Op: "bind", Source: p, Target: p, ReadOnly: true, Mkdir: true})
+		}
+	}
+	for _, d := range minimalRootDirs {
+		add(d)
+	}
+	for _, e := range minimalEtc {
+		add("/etc/" + e)
+	}
+	return ops
+}
+
+// inMinimalRoot reports whether path p of a box on the host root lies in
+// what the minimal root shows of the host (and so exists only if the
+// host has it), and under which host tree.
+func inMinimalRoot(p string) (string, bool) {
+	for _, d := range minimalRootDirs {
+		if under(p, d) {
+			return d, true
+		}
+	}
+	for _, e := range minimalEtc {
+		if under(p, "/etc/"+e) {
+			return "/etc/" + e, true
+		}
+	}
+	return "", false
+}
+
 // nsinitPlan works out the init stage's settings for a box. root is the
-// host folder for the box's / ("/" for the host root); watcher is the
-// host path of the static watcher.
+// host folder for the box's / ("/": the minimal root, see
+// minimalRootDirs); watcher is the host path of the static watcher.
 func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitConfig, error) {
 	if !filepath.IsAbs(root) {
 		return nsinitConfig{}, fmt.Errorf("root %q is not an absolute path", root)
@@ -102,18 +217,23 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 		nodev  = unix.MS_NODEV
 		noexec = unix.MS_NOEXEC
 	)
-	ops := []fsOp{
-		{Op: "mount", Source: "proc", Target: "/proc", Flags: nosuid | nodev | noexec},
-		// Kernel-wide knobs stay read-only even for an agent allowed uid 0.
-		{Op: "rebind-ro", Target: "/proc/sys"},
-		{Op: "rebind-ro", Target: "/proc/sysrq-trigger"},
-		{Op: "mount", Source: "tmpfs", Target: "/dev", Flags: nosuid | noexec, Data: "mode=0755,size=1m"},
+	var ops []fsOp
+	minimal := root == "/"
+	if minimal {
+		ops = minimalRootOps(hostRoot)
 	}
 	if network == "none" {
 		// The box's own network namespace in /sys (only lo), read-only,
 		// instead of the host's devices.
-		ops = append([]fsOp{{Op: "mount", Source: "sysfs", Target: "/sys", Flags: unix.MS_RDONLY | nosuid | nodev | noexec, Optional: true}}, ops...)
+		ops = append(ops, fsOp{Op: "mount", Source: "sysfs", Target: "/sys", Flags: unix.MS_RDONLY | nosuid | nodev | noexec, Optional: true})
 	}
+	ops = append(ops,
+		fsOp{Op: "mount", Source: "proc", Target: "/proc", Flags: nosuid | nodev | noexec},
+		// Kernel-wide knobs stay read-only even for an agent allowed uid 0.
+		fsOp{Op: "rebind-ro", Target: "/proc/sys"},
+		fsOp{Op: "rebind-ro", Target: "/proc/sysrq-trigger"},
+		fsOp{Op: "mount", Source: "tmpfs", Target: "/dev", Flags: nosuid | noexec, Data: devTmpfs},
+	)
 	for _, d := range hostDevices {
 		ops = append(ops,
 			fsOp{Op: "file", Target: "/dev/" + d, Mode: 0o666},
@@ -124,7 +244,7 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 		fsOp{Op: "mount", Source: "devpts", Target: "/dev/pts", Flags: nosuid | noexec, Data: "newinstance,ptmxmode=0666,mode=0620"},
 		fsOp{Op: "symlink", Source: "pts/ptmx", Target: "/dev/ptmx"},
 		fsOp{Op: "mkdir", Target: "/dev/shm", Mode: 0o1777},
-		fsOp{Op: "mount", Source: "tmpfs", Target: "/dev/shm", Flags: nosuid | nodev, Data: "mode=1777"},
+		fsOp{Op: "mount", Source: "tmpfs", Target: "/dev/shm", Flags: nosuid | nodev, Data: "mode=1777," + ShmSize},
 		fsOp{Op: "symlink", Source: "/proc/self/fd", Target: "/dev/fd"},
 		fsOp{Op: "symlink", Source: "/proc/self/fd/0", Target: "/dev/stdin"},
 		fsOp{Op: "symlink", Source: "/proc/self/fd/1", Target: "/dev/stdout"},
@@ -132,7 +252,7 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 		fsOp{Op: "mkdir", Target: boxWatcherDir, Mode: 0o755},
 		fsOp{Op: "file", Target: boxWatcherPath, Mode: 0o755},
 		fsOp{Op: "bind", Source: watcher, Target: boxWatcherPath, ReadOnly: true},
-		fsOp{Op: "mount", Source: "tmpfs", Target: "/tmp", Flags: nosuid | nodev, Data: "mode=1777"},
+		fsOp{Op: "mount", Source: "tmpfs", Target: "/tmp", Flags: nosuid | nodev, Data: "mode=1777," + TmpSize},
 	)
 	mounts := append([]supervisor.Mount(nil), b.Mounts...)
 	sort.SliceStable(mounts, func(i, j int) bool { return mounts[i].Target < mounts[j].Target })
@@ -148,10 +268,14 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 				return nsinitConfig{}, fmt.Errorf("mount target %q: %s belongs to the box's own setup", m.Target, r)
 			}
 		}
-		ops = append(ops, fsOp{Op: "bind", Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, Mkdir: true})
+		ops = append(ops, fsOp{Op: "bind", Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, Mkdir: true, Idmap: true})
 	}
 	// /dev is complete: make its tmpfs read-only (pts and shm stay as they are).
 	ops = append(ops, fsOp{Op: "readonly", Target: "/dev"})
+	if minimal {
+		ops = append(ops, fsOp{Op: "readonly", Target: "/"})
+		root = ""
+	}
 	host := b.Name
 	if len(host) > 63 {
 		host = host[:63]
@@ -171,6 +295,12 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 // NsinitMain is the init stage (see NsinitArg). It returns only on
 // failure, after writing one line about it to the settings descriptor.
 func NsinitMain() int {
+	if len(os.Args) > 2 && os.Args[2] == nsinitHoldArg {
+		// A user namespace for an idmapped mount: the supervisor opens
+		// /proc/PID/ns/user, then closes our stdin.
+		io.Copy(io.Discard, os.Stdin)
+		return 0
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(nsinitSettingsFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		fmt.Fprintf(os.Stderr, "supervisor: %s is the native runtime's internal init stage; it is not run by hand\n", NsinitArg)
@@ -247,23 +377,29 @@ const staging = "/tmp"
 // applyNsinit builds the box's file system and execs the watcher. It
 // runs in the new mount namespace as its init; the namespace dies with
 // it, so a failure half way leaves nothing on the host.
+//
+// Nothing here follows a path string a box could have changed: host
+// sources are opened with openat2(RESOLVE_NO_SYMLINKS) and cloned by
+// descriptor; every target is resolved beneath the new root with
+// openat2(RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS) and mounted on through
+// its descriptor (move_mount, or /proc/self/fd/N).
 func applyNsinit(c nsinitConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", os.NewSyscallError("mount", err))
 	}
-	// Open the cgroup files while the host's cgroup mounts are in reach.
-	var tasks []int
-	for _, p := range c.CgroupTasks {
-		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open %s to join the box cgroup: %w", p, os.NewSyscallError("open", err))
-		}
-		tasks = append(tasks, fd)
+	tasks := c.CgroupTaskFDs
+	for _, fd := range tasks {
+		unix.CloseOnExec(fd)
 	}
 	// Open every host path first: detached copies of their mounts.
 	trees := map[int]int{}
 	for i, op := range c.Ops {
 		if op.Op != "bind" {
+			continue
+		}
+		if op.TreeFD > 0 {
+			unix.CloseOnExec(op.TreeFD)
+			trees[i] = op.TreeFD
 			continue
 		}
 		fd, err := cloneTree(op.Source, op.ReadOnly)
@@ -272,16 +408,32 @@ func applyNsinit(c nsinitConfig) error {
 		}
 		trees[i] = fd
 	}
-	rootFD, err := cloneTree(c.Root, true)
+	if c.Root == "" {
+		if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, minRootFS); err != nil {
+			return fmt.Errorf("mount the box's root: %w", os.NewSyscallError("mount", err))
+		}
+	} else {
+		rootFD := c.RootFD
+		if rootFD > 0 {
+			unix.CloseOnExec(rootFD)
+		} else {
+			var err error
+			if rootFD, err = cloneTree(c.Root, true); err != nil {
+				return fmt.Errorf("root: %w", err)
+			}
+		}
+		if err := unix.MoveMount(rootFD, "", unix.AT_FDCWD, staging, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("attach root %s: %w", c.Root, os.NewSyscallError("move_mount", err))
+		}
+		unix.Close(rootFD)
+	}
+	root, err := unix.Open(staging, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("root: %w", err)
+		return fmt.Errorf("open the new root: %w", os.NewSyscallError("open", err))
 	}
-	if err := unix.MoveMount(rootFD, "", unix.AT_FDCWD, staging, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("attach root %s: %w", c.Root, os.NewSyscallError("move_mount", err))
-	}
-	unix.Close(rootFD)
+	defer unix.Close(root)
 	for i, op := range c.Ops {
-		if err := applyOp(op, trees[i]); err != nil {
+		if err := applyOp(root, op, trees[i]); err != nil {
 			return err
 		}
 	}
@@ -299,8 +451,8 @@ func applyNsinit(c nsinitConfig) error {
 			return fmt.Errorf("set hostname %q: %w", c.Hostname, os.NewSyscallError("sethostname", err))
 		}
 	}
-	if err := unix.Chdir(staging); err != nil {
-		return fmt.Errorf("enter new root: %w", os.NewSyscallError("chdir", err))
+	if err := unix.Fchdir(root); err != nil {
+		return fmt.Errorf("enter new root: %w", os.NewSyscallError("fchdir", err))
 	}
 	if err := unix.PivotRoot(".", "."); err != nil {
 		return fmt.Errorf("pivot to new root: %w", os.NewSyscallError("pivot_root", err))
@@ -328,76 +480,189 @@ func applyNsinit(c nsinitConfig) error {
 	return fmt.Errorf("exec watcher %s in the box: %w", c.Exec, os.NewSyscallError("execve", err))
 }
 
+// openHostSource opens a host path for a bind mount without following
+// any symlink on the way: a link in a folder a box could write (a
+// previous box's --mount) must never redirect the next box's mount.
+func openHostSource(p string) (int, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err == unix.ELOOP {
+		return -1, fmt.Errorf("mount source %s passes through a symlink: refused (a link could have been planted there); name the real path", p)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("open mount source %s: %w", p, os.NewSyscallError("openat2", err))
+	}
+	return fd, nil
+}
+
 // cloneTree returns a detached copy of the mounts at host path p,
 // read-only (recursively) when asked.
 func cloneTree(p string, readOnly bool) (int, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	src, err := openHostSource(p)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(src)
+	fd, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
 	if err != nil {
 		return -1, fmt.Errorf("open %s for a bind mount: %w", p, os.NewSyscallError("open_tree", err))
 	}
+	if err := setTreeAttr(fd, readOnly, -1); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("make the bind mount of %s read-only and private: %w", p, err)
+	}
+	return fd, nil
+}
+
+// setTreeAttr makes a detached tree private, read-only when asked, and
+// idmapped through the user namespace userns when that is not -1.
+func setTreeAttr(fd int, readOnly bool, userns int) error {
 	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE}
 	if readOnly {
 		attr.Attr_set = unix.MOUNT_ATTR_RDONLY
 	}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("make the bind mount of %s read-only and private: %w", p, os.NewSyscallError("mount_setattr", err))
+		return os.NewSyscallError("mount_setattr", err)
+	}
+	if userns >= 0 {
+		// The idmapping goes on the top mount only (the kernel refuses
+		// it recursively on a tree with mounts it cannot map).
+		idm := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns)}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &idm); err != nil {
+			return os.NewSyscallError("mount_setattr(MOUNT_ATTR_IDMAP)", err)
+		}
+	}
+	return nil
+}
+
+// inRoot resolves target (absolute, in the box) beneath the new root
+// without following any symlink, opened with flags (O_PATH and
+// O_CLOEXEC are added).
+func inRoot(root int, target string, flags int) (int, error) {
+	rel := strings.TrimPrefix(target, "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
+		Flags:   uint64(flags | unix.O_PATH | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err == unix.ELOOP {
+		return -1, fmt.Errorf("%s passes through a symlink in the box: refused (a link could have been planted there); name the real path", target)
+	}
+	if err != nil {
+		return -1, &os.PathError{Op: "openat2", Path: target, Err: err}
 	}
 	return fd, nil
 }
 
-// applyOp applies one step below the staging root. tree is the
-// detached mount of a bind step.
-func applyOp(op fsOp, tree int) error {
-	t := filepath.Join(staging, op.Target)
+// inRootParent opens the folder that holds target, and names target's
+// last part.
+func inRootParent(root int, target string) (int, string, error) {
+	dir, base := path.Split(path.Clean(target))
+	if base == "" || base == "." || base == ".." {
+		return -1, "", fmt.Errorf("%s: no file name", target)
+	}
+	fd, err := inRoot(root, dir, unix.O_DIRECTORY)
+	return fd, base, err
+}
+
+// fdPath names an open descriptor for calls that take only a path.
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// applyOp applies one step below the new root. tree is the detached
+// mount of a bind step.
+func applyOp(root int, op fsOp, tree int) error {
 	switch op.Op {
 	case "mount":
-		if _, err := os.Lstat(t); op.Optional && errors.Is(err, os.ErrNotExist) {
+		t, err := inRoot(root, op.Target, unix.O_DIRECTORY)
+		if op.Optional && errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		if err := unix.Mount(op.Source, t, op.Source, op.Flags, op.Data); err != nil {
+		if err != nil {
+			return fmt.Errorf("mount %s on %s: %w", op.Source, op.Target, err)
+		}
+		defer unix.Close(t)
+		if err := unix.Mount(op.Source, fdPath(t), op.Source, op.Flags, op.Data); err != nil {
 			return fmt.Errorf("mount %s on %s: %w", op.Source, op.Target, os.NewSyscallError("mount", err))
 		}
 	case "mkdir":
-		if err := unix.Mkdir(t, op.Mode); err != nil && err != unix.EEXIST {
-			return fmt.Errorf("create %s: %w", op.Target, os.NewSyscallError("mkdir", err))
+		dir, base, err := inRootParent(root, op.Target)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", op.Target, err)
 		}
-		if err := unix.Chmod(t, op.Mode); err != nil {
+		defer unix.Close(dir)
+		if err := unix.Mkdirat(dir, base, op.Mode); err != nil && err != unix.EEXIST {
+			return fmt.Errorf("create %s: %w", op.Target, os.NewSyscallError("mkdirat", err))
+		}
+		t, err := inRoot(dir, base, unix.O_DIRECTORY)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", op.Target, err)
+		}
+		defer unix.Close(t)
+		if err := unix.Chmod(fdPath(t), op.Mode); err != nil {
 			return fmt.Errorf("chmod %s: %w", op.Target, os.NewSyscallError("chmod", err))
 		}
 	case "file":
-		fd, err := unix.Open(t, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, op.Mode)
+		dir, base, err := inRootParent(root, op.Target)
 		if err != nil {
-			return fmt.Errorf("create %s: %w", op.Target, os.NewSyscallError("open", err))
+			return fmt.Errorf("create %s: %w", op.Target, err)
+		}
+		defer unix.Close(dir)
+		fd, err := unix.Openat(dir, base, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, op.Mode)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", op.Target, os.NewSyscallError("openat", err))
 		}
 		unix.Close(fd)
 	case "symlink":
-		if err := unix.Symlink(op.Source, t); err != nil {
-			return fmt.Errorf("link %s to %s: %w", op.Target, op.Source, os.NewSyscallError("symlink", err))
+		dir, base, err := inRootParent(root, op.Target)
+		if err != nil {
+			return fmt.Errorf("link %s: %w", op.Target, err)
+		}
+		defer unix.Close(dir)
+		if err := unix.Symlinkat(op.Source, dir, base); err != nil {
+			return fmt.Errorf("link %s to %s: %w", op.Target, op.Source, os.NewSyscallError("symlinkat", err))
 		}
 	case "bind":
-		if err := bindTarget(op, t, tree); err != nil {
+		t, err := bindTarget(root, op, tree)
+		if err != nil {
 			return err
 		}
-		if err := unix.MoveMount(tree, "", unix.AT_FDCWD, t, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		defer unix.Close(t)
+		if err := unix.MoveMount(tree, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 			return fmt.Errorf("bind %s on %s: %w", op.Source, op.Target, os.NewSyscallError("move_mount", err))
 		}
 		unix.Close(tree)
 	case "rebind-ro":
-		if _, err := os.Lstat(t); errors.Is(err, os.ErrNotExist) {
+		t, err := inRoot(root, op.Target, 0)
+		if errors.Is(err, unix.ENOENT) {
 			return nil // this kernel has no such file
 		}
-		fd, err := cloneTree(t, true)
 		if err != nil {
-			return err
+			return fmt.Errorf("make %s read-only: %w", op.Target, err)
+		}
+		defer unix.Close(t)
+		fd, err := unix.OpenTree(t, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+		if err != nil {
+			return fmt.Errorf("make %s read-only: %w", op.Target, os.NewSyscallError("open_tree", err))
 		}
 		defer unix.Close(fd)
-		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, t, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		if err := setTreeAttr(fd, true, -1); err != nil {
+			return fmt.Errorf("make %s read-only: %w", op.Target, err)
+		}
+		if err := unix.MoveMount(fd, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 			return fmt.Errorf("make %s read-only: %w", op.Target, os.NewSyscallError("move_mount", err))
 		}
 	case "readonly":
+		t, err := inRoot(root, op.Target, unix.O_DIRECTORY)
+		if err != nil {
+			return fmt.Errorf("make %s read-only: %w", op.Target, err)
+		}
+		defer unix.Close(t)
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-		if err := unix.MountSetattr(unix.AT_FDCWD, t, 0, &attr); err != nil {
+		if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 			return fmt.Errorf("make %s read-only: %w", op.Target, os.NewSyscallError("mount_setattr", err))
 		}
 	default:
@@ -406,38 +671,58 @@ func applyOp(op fsOp, tree int) error {
 	return nil
 }
 
-// bindTarget makes sure a bind mount's target exists with the type of
-// its source, creating it when asked (possible only below a writable
-// part of the box, such as /tmp).
-func bindTarget(op fsOp, t string, tree int) error {
-	if _, err := os.Lstat(t); err == nil || !op.Mkdir {
-		return nil
+// bindTarget opens a bind mount's target beneath the new root, creating
+// it (and its parents) with the type of its source when asked: possible
+// only below a writable part of the box, such as /tmp or the minimal
+// root. No part of the way may be a symlink.
+func bindTarget(root int, op fsOp, tree int) (int, error) {
+	t, err := inRoot(root, op.Target, 0)
+	if err == nil || !op.Mkdir || !errors.Is(err, unix.ENOENT) {
+		if err != nil {
+			return -1, mountTargetError(op.Target, err)
+		}
+		return t, nil
 	}
 	// The source's host path may be covered by now: ask the open tree.
 	var st unix.Stat_t
 	if err := unix.Fstat(tree, &st); err != nil {
-		return fmt.Errorf("mount source %s: %w", op.Source, os.NewSyscallError("fstat", err))
+		return -1, fmt.Errorf("mount source %s: %w", op.Source, os.NewSyscallError("fstat", err))
 	}
-	if err := os.MkdirAll(filepath.Dir(t), 0o755); err != nil {
-		return mountTargetError(op.Target, err)
+	dir, err := inRoot(root, "/", unix.O_DIRECTORY)
+	if err != nil {
+		return -1, mountTargetError(op.Target, err)
 	}
-	var err error
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		err = os.Mkdir(t, 0o755)
-	} else {
-		var f *os.File
-		if f, err = os.OpenFile(t, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-			f.Close()
+	parts := strings.Split(strings.TrimPrefix(op.Target, "/"), "/")
+	for i, p := range parts {
+		last := i == len(parts)-1
+		next, err := inRoot(dir, p, 0)
+		if errors.Is(err, unix.ENOENT) {
+			switch {
+			case !last || st.Mode&unix.S_IFMT == unix.S_IFDIR:
+				err = unix.Mkdirat(dir, p, 0o755)
+			default:
+				var fd int
+				if fd, err = unix.Openat(dir, p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err == nil {
+					unix.Close(fd)
+				}
+			}
+			if err != nil && err != unix.EEXIST {
+				unix.Close(dir)
+				return -1, mountTargetError(op.Target, err)
+			}
+			next, err = inRoot(dir, p, 0)
 		}
+		unix.Close(dir)
+		if err != nil {
+			return -1, mountTargetError(op.Target, err)
+		}
+		dir = next
 	}
-	if err != nil && !errors.Is(err, os.ErrExist) {
-		return mountTargetError(op.Target, err)
-	}
-	return nil
+	return dir, nil
 }
 
 func mountTargetError(target string, err error) error {
-	if errors.Is(err, unix.EROFS) {
+	if errors.Is(err, unix.EROFS) || errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("mount target %s does not exist in the box's read-only root; pick a target that exists there, or one below /tmp", target)
 	}
 	return fmt.Errorf("create mount target %s: %w", target, err)
