@@ -108,8 +108,12 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 		return err
 	}
 	defer in.close()
+	stderr := c.stderr
+	if in.raw {
+		stderr = crlf{stderr}
+	}
 	c.code = supervisor.Exec(context.Background(), o, &supervisor.ExecIO{
-		Stdout: c.stdout, Stderr: c.stderr, Log: g.logger(c.stderr), Events: ev, Signals: sigs,
+		Stdout: c.stdout, Stderr: stderr, Log: g.logger(stderr), Events: ev, Signals: sigs,
 		EngineEnv: engineEnv(env, e.Env), Stdin: in.stdin, Resize: in.resize,
 	})
 	return nil

@@ -169,3 +169,11 @@ func TestExecNoInputNeverReads(t *testing.T) {
 type readPanics struct{}
 
 func (readPanics) Read([]byte) (int, error) { panic("stdin read without --stdin or --tty") }
+
+func TestCRLF(t *testing.T) {
+	var b strings.Builder
+	n, err := crlf{&b}.Write([]byte("supervisor: a\nb\n"))
+	if n != 16 || err != nil || b.String() != "supervisor: a\r\nb\r\n" {
+		t.Fatalf("wrote %d (%v): %q", n, err, b.String())
+	}
+}

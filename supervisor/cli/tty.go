@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"runtime"
@@ -16,6 +17,18 @@ type session struct {
 	stdin  io.Reader
 	resize chan shared.Resize
 	close  func() // restores the terminal; always call it
+	raw    bool   // the terminal is in raw mode until close
+}
+
+// crlf turns each newline into CR LF: the supervisor's own lines on a
+// raw terminal (no output processing) would otherwise step right.
+type crlf struct{ w io.Writer }
+
+func (c crlf) Write(p []byte) (int, error) {
+	if _, err := c.w.Write(bytes.ReplaceAll(p, []byte("\n"), []byte("\r\n"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // terminalFD is the fd of w when it is a terminal, else -1.
@@ -61,6 +74,7 @@ func (e *ExecCmd) input(c *cmdContext, o *supervisor.ExecOptions) (*session, err
 		if err != nil {
 			return nil, supervisor.SetupError("put the terminal in raw mode: %w", err)
 		}
+		s.raw = true
 		stops = append(stops, func() {
 			if err := restore(); err != nil {
 				c.stderr.Write([]byte("supervisor: restore the terminal: " + err.Error() + " (run `stty sane`)\n"))
