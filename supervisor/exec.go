@@ -13,6 +13,7 @@ package supervisor
 // journal entry stays open for reconcile.
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -58,6 +59,13 @@ type ExecOptions struct {
 	WatcherInImage string // watcher baked into the image
 	UID, GID       uint32
 	Argv           []string
+
+	// TTY runs the agent on a pty in the box, Rows x Cols at the start
+	// (0: unknown); Stdin gives it a pipe. Either way ExecIO.Stdin is
+	// its input.
+	TTY        bool
+	Rows, Cols uint16
+	Stdin      bool
 }
 
 // The bounds a box gets when its options do not say otherwise: no box
@@ -162,6 +170,13 @@ type ExecIO struct {
 	// EngineEnv is the environment for engine CLIs (nil: the process's
 	// own). It never holds the agent's variables.
 	EngineEnv []string
+	// Stdin is the agent's input with ExecOptions.TTY or Stdin (nil: an
+	// empty input), read once the agent started; its end is the agent's
+	// stdin-eof. A read that is blocked when the box ends stays so.
+	Stdin io.Reader
+	// Resize delivers the host terminal's new size (on SIGWINCH) with
+	// TTY; the box gets the latest once the agent started.
+	Resize <-chan shared.Resize
 }
 
 // Spec is the launch spec the options ask for.
@@ -177,6 +192,11 @@ func (o *ExecOptions) Spec() shared.Spec {
 		Heartbeat: o.Heartbeat,
 
 		AllowUserns: o.AllowUserns,
+
+		TTY:   o.TTY,
+		Rows:  o.Rows,
+		Cols:  o.Cols,
+		Stdin: o.Stdin,
 	}
 }
 
@@ -508,6 +528,14 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 	w := shared.NewWriter(st.Control)
 	done := make(chan struct{})
 	defer close(done)
+	ready := make(chan struct{})
+	var in *input // the agent's input, when it takes any
+	if l.spec.TTY || l.spec.Stdin {
+		in = &input{}
+	}
+	if l.spec.TTY && l.x.Resize != nil {
+		go resizes(l.x.Resize, ready, done, w, log)
+	}
 
 	// hello, spec, then pings. A blocked write (a box that never reads)
 	// must not block the loop below, so the writes have a goroutine.
@@ -547,7 +575,7 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 	var readyOnce sync.Once
 	go func() {
 		var o readResult
-		r := shared.NewReader(st.Control)
+		r := shared.NewReader(bufio.NewReaderSize(st.Control, 2*shared.MaxChunk))
 		for {
 			f, err := r.Next()
 			if err != nil {
@@ -567,7 +595,21 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 				readyOnce.Do(func() {
 					l.emit(Event{Event: EventReady, PID: rd.PID})
 					log.Info("ready", "agent_pid", rd.PID)
+					close(ready)
+					if in != nil {
+						go in.pump(l.x.Stdin, w, log)
+					}
 				})
+				continue
+			case shared.FrameStdinCredit:
+				if in == nil {
+					o.err = &shared.ProtocolError{Reason: "stdin-credit from a box that takes no input"}
+					break
+				}
+				if err := in.win.Grant(f.Payload); err != nil {
+					o.err = err
+					break
+				}
 				continue
 			case shared.FrameStdout:
 				l.x.Stdout.Write(f.Payload)
@@ -584,11 +626,17 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 					break
 				}
 				o.exit = &x
+				if in != nil {
+					in.end() // no input after the exit record
+				}
 				continue
 			default:
 				o.err = &shared.ProtocolError{Reason: "unexpected " + f.Type.String() + " frame from the box"}
 			}
 			break
+		}
+		if in != nil {
+			in.end()
 		}
 		if o.err != nil {
 			// Fail closed: a broken stream ends the box.

@@ -123,6 +123,7 @@ const (
 	rankSupervisorLaunch
 	rankSupervisorKill
 	rankHeartbeat
+	rankIO
 )
 
 // newSection adds a section to the report at rank. Make it before

@@ -39,6 +39,8 @@ type ExecCmd struct {
 	Watcher        string        `help:"Host watcher binary to bind-mount read-only as the box's entrypoint (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
 	WatcherInImage string        `help:"Use the watcher baked into the image at PATH instead of bind-mounting one." placeholder:"PATH"`
 	User           string        `help:"UID:GID the agent runs as (0 is refused)." default:"1000:1000" placeholder:"UID:GID"`
+	TTY            bool          `name:"tty" short:"t" help:"Run the agent on a pseudo-terminal in the box, fed by the supervisor's stdin; a terminal there goes to raw mode for the session (always restored) and its window size follows."`
+	Stdin          bool          `short:"i" help:"Relay the supervisor's stdin to the agent's stdin; its end closes the agent's stdin while the box stays watched."`
 
 	Command []string `arg:"" name:"cmd" passthrough:"partial" help:"The agent command and its arguments (after --)." placeholder:"CMD ARGS"`
 }
@@ -56,6 +58,11 @@ Bounds by default: --heartbeat 10s (a frozen supervisor's box dies within about
 
 Signals: the first SIGINT, SIGTERM or SIGHUP stops the agent (TERM, --grace,
 KILL); a second one ends the box at once. SIGUSR1 and SIGUSR2 go to the agent.
+Under --tty the terminal is raw: ^C is a byte for the agent, not a signal.
+
+Input: without --stdin or --tty the agent's stdin is /dev/null and the
+supervisor's stdin is never read. --stdin relays it (at most 256 KiB
+in flight: a slow agent slows the writer, never the box's liveness).
 
 Flags come first; the agent command and its arguments follow --.
 
@@ -99,9 +106,18 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	if env == nil {
 		env = os.Environ()
 	}
+	in, err := e.input(c, o)
+	if err != nil {
+		return err
+	}
+	defer in.close()
+	stderr := c.stderr
+	if in.raw {
+		stderr = crlf{stderr}
+	}
 	c.code = supervisor.Exec(context.Background(), o, &supervisor.ExecIO{
-		Stdout: c.stdout, Stderr: c.stderr, Log: g.logger(c.stderr), Events: ev, Signals: sigs,
-		EngineEnv: engineEnv(env, e.Env),
+		Stdout: c.stdout, Stderr: stderr, Log: g.logger(stderr), Events: ev, Signals: sigs,
+		EngineEnv: engineEnv(env, e.Env), Stdin: in.stdin, Resize: in.resize,
 	})
 	return nil
 }
@@ -114,6 +130,7 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 		NamePrefix: e.Name, RunKey: e.RunKey, Workdir: e.Workdir, PidsLimit: e.PidsLimit,
 		Network: e.Network, NetworkSet: e.Network != "", Deadline: e.Deadline, Grace: e.Grace, Heartbeat: e.Heartbeat,
 		AllowRootful: e.AllowRootful, AllowUserns: e.AllowUserns, WatcherInImage: e.WatcherInImage, Argv: e.Command,
+		TTY: e.TTY, Stdin: e.Stdin,
 	}
 	if len(e.HostPort) > 0 {
 		o.HostPorts = e.HostPort

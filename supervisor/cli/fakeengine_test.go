@@ -237,6 +237,7 @@ func fakeWatcher(dir string, sc fakeScenario) int {
 	// The agent's environment, as the agent would see it.
 	os.WriteFile(filepath.Join(dir, "agent-env"), []byte(strings.Join(spec.Env, "\n")), 0o600)
 	os.WriteFile(filepath.Join(dir, "agent-argv"), []byte(strings.Join(spec.Argv, "\n")), 0o600)
+	os.WriteFile(filepath.Join(dir, "agent-input"), fmt.Appendf(nil, "tty=%v stdin=%v rows=%d cols=%d", spec.TTY, spec.Stdin, spec.Rows, spec.Cols), 0o600)
 	if sc.Agent == "exec-fail" {
 		fmt.Fprintf(os.Stderr, "watcher: start %s: not found\n", spec.Argv[0])
 		return send(shared.Exit{Reason: shared.ReasonSetupFailed, Code: shared.ExitNotFound, Message: "start " + spec.Argv[0] + ": not found"})
@@ -262,6 +263,8 @@ func fakeWatcher(dir string, sc fakeScenario) int {
 		return 137
 	case sc.Agent == "deadline":
 		return send(shared.Exit{Reason: shared.ReasonDeadline, Code: shared.ExitDeadline})
+	case sc.Agent == "echo-stdin":
+		return send(fakeEcho(dir, spec, r, w))
 	}
 	// sleep / ignore-stop: wait for stop or EOF.
 	for {

@@ -42,6 +42,7 @@ type CLI struct {
 
 // cmdContext carries the seams and the result through kong's Run.
 type cmdContext struct {
+	stdin          io.Reader // exec --stdin/--tty only
 	stdout, stderr io.Writer
 	signals        <-chan os.Signal
 	env            []string // nil: os.Environ()
@@ -70,7 +71,7 @@ func Main(args []string) int {
 		return initMain()
 	}
 	self, _ := os.Executable()
-	return run(args, &cmdContext{stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, self: self})
+	return run(args, &cmdContext{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, self: self})
 }
 
 func newParser(cli *CLI, c *cmdContext) (*kong.Kong, error) {

@@ -71,8 +71,10 @@ func init() {
 // The capabilities the watcher needs to set up the agent, and nothing
 // else: SETUID/SETGID to become the agent's and its own uid/gid (and
 // clear supplementary groups), SETPCAP to empty the bounding set, KILL
-// to signal an agent that is no longer its uid.
-var watcherCaps = []string{"SETUID", "SETGID", "SETPCAP", "KILL"}
+// to signal an agent that is no longer its uid, CHOWN to give the
+// agent's pty (exec --tty) to the agent, as a terminal belongs to its
+// user. The agent gets none of them; the watcher keeps KILL alone.
+var watcherCaps = []string{"SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN"}
 
 // ---- pure argv builders ----
 

@@ -1,0 +1,9 @@
+package cli
+
+import "golang.org/x/sys/unix"
+
+// The termios ioctls: tcgetattr and tcsetattr(TCSANOW).
+const (
+	ioctlGetTermios = unix.TCGETS
+	ioctlSetTermios = unix.TCSETS
+)
