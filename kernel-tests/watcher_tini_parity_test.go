@@ -29,6 +29,7 @@ import (
 type parityInit struct {
 	name, bin string
 	watcher   bool
+	standin   string // ktest's standin: its sigdefault mode starts the init
 }
 
 func (p parityInit) argv(pid1 bool, argv ...string) []string {
@@ -43,11 +44,14 @@ func (p parityInit) argv(pid1 bool, argv ...string) []string {
 }
 
 // command runs the init with every signal at its default action: a
-// signal the test itself was started with ignored (a background job's,
-// a CI runner's) would stay ignored through the init, as it must
-// (TestTiniParitySignalState), and hide what these tests look for.
+// signal the test itself was started with ignored would stay ignored
+// through the init, as it must (TestTiniParitySignalState), and hide
+// what these tests look for. GNU make starts its commands with signals
+// 32 and 33 ignored, so under `make test` every test has them ignored;
+// glibc refuses to reset those two (`env --default-signal` cannot), the
+// standin's sigdefault mode does it with the raw system call.
 func (p parityInit) command(pid1 bool, argv ...string) *exec.Cmd {
-	full := append([]string{"env", "--default-signal", "--"}, p.argv(pid1, argv...)...)
+	full := append([]string{p.standin, "sigdefault", "--"}, p.argv(pid1, argv...)...)
 	cmd := exec.Command(full[0], full[1:]...)
 	cmd.Env = ktest.WatcherEnv()
 	return cmd
@@ -57,10 +61,11 @@ func (p parityInit) command(pid1 bool, argv ...string) *exec.Cmd {
 // control is not installed).
 func parityInits(t *testing.T) []parityInit {
 	t.Helper()
+	standin := ktest.StandinPath(t)
 	return []parityInit{
-		{"watcher", watcherBin(t), true},
-		{"tini", tiniBin(t), false},
-		{"dumb-init", ktest.RequireCmd(t, "dumb-init"), false},
+		{"watcher", watcherBin(t), true, standin},
+		{"tini", tiniBin(t), false, standin},
+		{"dumb-init", ktest.RequireCmd(t, "dumb-init"), false, standin},
 	}
 }
 

@@ -9,6 +9,13 @@
 //	                closes its write side (shutdown for a socket), which
 //	                the watcher sees as EOF; it exits when both sides end.
 //
+//	standin sigdefault -- CMD ARGS
+//	                execs CMD with every signal at its default action. GNU
+//	                make starts its commands with signals 32 and 33 ignored
+//	                (and glibc's sigaction, so `env --default-signal`,
+//	                refuses to touch them); this resets them with the raw
+//	                system call.
+//
 //	standin probe   run as the agent: prints KEY=VALUE lines about what
 //	                the agent can do to PID 1 of its namespace (signal,
 //	                ptrace, read environ and fds).
@@ -19,8 +26,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"syscall"
+	"unsafe"
 )
 
 func main() {
@@ -35,6 +44,8 @@ func main() {
 		os.Exit(relay(true))
 	case "probe":
 		probe()
+	case "sigdefault":
+		os.Exit(sigDefault(os.Args[2:]))
 	default:
 		fmt.Fprintf(os.Stderr, "standin: unknown mode %q\n", os.Args[1])
 		os.Exit(2)
@@ -144,4 +155,33 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// sigDefault sets every signal but SIGKILL and SIGSTOP to SIG_DFL with
+// rt_sigaction(2) itself, then execs argv (after "--").
+func sigDefault(argv []string) int {
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: standin sigdefault -- CMD ARGS")
+		return 2
+	}
+	// struct kernel_sigaction on amd64 and arm64: handler, flags,
+	// restorer, mask. SIG_DFL is a zero handler.
+	var sa struct{ handler, flags, restorer, mask uint64 }
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(syscall.SIGKILL) || sig == int(syscall.SIGSTOP) {
+			continue
+		}
+		syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&sa)), 0, 8, 0, 0)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "standin sigdefault: %v\n", err)
+		return 127
+	}
+	err = syscall.Exec(path, argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "standin sigdefault: exec %s: %v\n", path, err)
+	return 126
 }
