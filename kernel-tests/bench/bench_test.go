@@ -48,6 +48,12 @@ func requireBench(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
+	// The anchors (tini, dumb-init, ...) and the watcher are measured
+	// with the signal dispositions a user's shell gives them.
+	if err := ktest.DefaultIgnoredSignals(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	if os.Getenv(benchEnv) != "" && len(report.sections) > 0 {
 		fmt.Print("\n" + report.table())
