@@ -226,7 +226,7 @@ func TestEscapeHostSockets(t *testing.T) {
 	for _, network := range []string{"none", "host"} {
 		t.Run("network="+network, func(t *testing.T) {
 			b := escapeBox(t, bins)
-			b.Network = network
+			b.Network, b.AllowHostNetwork = network, network == "host"
 			spec := escapeAgent(`"$E" connect "$@"; "$E" ls / /var /etc`)
 			spec.Argv = append(spec.Argv, "sh")
 			spec.Argv = append(spec.Argv, socks...)

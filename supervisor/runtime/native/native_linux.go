@@ -57,6 +57,12 @@ type Options struct {
 	IDRangeDir string
 }
 
+// HostNetworkRefusal is why native refuses --network host unless the
+// caller passes --allow-host-network: abstract unix sockets belong to
+// the network namespace, not to the file system, so the minimal root
+// does not hide them.
+const HostNetworkRefusal = "--network host: the box would share the host's network namespace, so the agent could connect to every abstract unix socket of the host (X11's @/tmp/.X11-unix, D-Bus, containerd, systemd) and every port on its loopback; pass --allow-host-network to accept that, or use --network none"
+
 // DefaultPidsLimit is a box's pids limit when none is asked for and the
 // box has a cgroup (as root, or with a delegated one): a fork bomb stops
 // there, far above what a build or a test suite starts.
@@ -203,6 +209,12 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	}
 	if _, err := nsinitPlan(b, root, b.WatcherPath, false); err != nil {
 		return supervisor.UsageError("native box: %w", err)
+	}
+	if b.Network == "host" && !b.AllowHostNetwork {
+		return supervisor.RefusedError("%s", HostNetworkRefusal)
+	}
+	if uid, gid := agentIDs(b); os.Geteuid() == 0 && (uid >= IDRangeSize || gid >= IDRangeSize) {
+		return supervisor.UsageError("--user %d:%d: a native box maps ids 0-%d only; pick a uid and gid below %d", uid, gid, IDRangeSize-1, IDRangeSize)
 	}
 	if err := checkWorkdir(b, root); err != nil {
 		return err
@@ -584,7 +596,8 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		}
 	}
 	if !rootless {
-		trees, err := openTrees(&cfg, n.opts.Self, idStart, firstExtraFD+len(extra), func(msg string, args ...any) {
+		uid, gid := agentIDs(b)
+		trees, err := openTrees(&cfg, n.opts.Self, boxIDs{base: idStart, uid: uid, gid: gid}, firstExtraFD+len(extra), func(msg string, args ...any) {
 			n.log.Warn(msg, append(args, "box", b.Name)...)
 		})
 		if err != nil {
