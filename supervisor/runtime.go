@@ -95,6 +95,12 @@ type Started struct {
 	Kill func()
 }
 
+// WallsReporter is a runtime that says plainly what its boxes' walls
+// leave open on this host; doctor prints it.
+type WallsReporter interface {
+	Walls() []string
+}
+
 // Listed is a box a runtime reports, for reconcile.
 type Listed struct {
 	Name    string

@@ -215,6 +215,20 @@ func (n *Native) Probe(ctx context.Context) (supervisor.Info, error) {
 	return info, nil
 }
 
+// Walls says what a native box leaves open on this host (doctor).
+func (n *Native) Walls() []string {
+	w := []string{
+		"--network host is refused unless --allow-host-network: the box would share the host's network namespace, whose abstract unix sockets (X11, D-Bus, containerd, systemd) and loopback ports its agent could reach",
+		"an agent can lower its own oom_score_adj from 1000 back to 0: the watcher runs in the box's user namespace, so it cannot set the floor (oom_score_adj_min needs CAP_SYS_RESOURCE over the host); such an agent filling its /tmp can make the watcher the OOM victim (then reported as liveness lost)",
+	}
+	if os.Geteuid() != 0 {
+		if r, err := n.ranges(); err == nil {
+			w = append(w, fmt.Sprintf("at most %d boxes of this user at once: each takes %d of %s", r.slots, RootlessSlotIDs, r.where))
+		}
+	}
+	return w
+}
+
 // cgroupPlace is the cgroup version and mount to use.
 func (n *Native) cgroupPlace() (int, string, error) {
 	if n.opts.CgroupVersion != 0 {
