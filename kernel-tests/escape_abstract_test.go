@@ -1,7 +1,6 @@
 package kerneltests
 
 import (
-	"net"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -21,20 +20,7 @@ import (
 func TestEscapeAbstractSockets(t *testing.T) {
 	rt, bins := nativeRT(t, native.Options{})
 	name := "@" + newMarker(t)
-	l, err := net.Listen("unix", name)
-	if err != nil {
-		t.Fatalf("listen on the abstract socket %s: %v", name, err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	listenUnix(t, name)
 	connect := func(t *testing.T, network string) string {
 		b := escapeBox(t, bins)
 		b.Network, b.AllowHostNetwork = network, network == "host"

@@ -172,12 +172,21 @@ func TestEscapeHostIdentity(t *testing.T) {
 // (accepting and closing), until the test ends.
 func hostSocket(t *testing.T, p string) string {
 	t.Helper()
+	listenUnix(t, p)
+	os.Chmod(p, 0o777)
+	t.Cleanup(func() { os.Remove(p) })
+	return p
+}
+
+// listenUnix listens on the unix socket address p (a path, or @name
+// for an abstract one), accepting and closing, until the test ends.
+func listenUnix(t *testing.T, p string) net.Listener {
+	t.Helper()
 	l, err := net.Listen("unix", p)
 	if err != nil {
 		t.Fatalf("listen on %s: %v", p, err)
 	}
-	os.Chmod(p, 0o777)
-	t.Cleanup(func() { l.Close(); os.Remove(p) })
+	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -187,7 +196,7 @@ func hostSocket(t *testing.T, p string) string {
 			c.Close()
 		}
 	}()
-	return p
+	return l
 }
 
 // TestEscapeHostSockets (breach 2): the read-only host root let the
