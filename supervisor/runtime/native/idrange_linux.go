@@ -333,6 +333,46 @@ func (r *idRanges) release(box string, start int64) error {
 	if i < 0 {
 		return fmt.Errorf("box state: host id range %d is not one of the boxes' ranges", start)
 	}
+	return r.locked(func() error { return r.releaseSlot(box, i) })
+}
+
+// releaseAll frees every slot that box holds.
+func (r *idRanges) releaseAll(box string) error {
+	return r.locked(func() error {
+		es, err := os.ReadDir(r.dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			i, err := strconv.ParseInt(e.Name(), 10, 64)
+			if err != nil || i < 0 || i >= r.slots {
+				continue
+			}
+			if err := r.releaseSlot(box, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// locked runs f holding the slot folder's lock (so that no allocation
+// takes the slot back meanwhile); a folder that does not exist holds
+// no slot.
+func (r *idRanges) locked(f func() error) error {
+	if _, err := os.Lstat(r.dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	unlock, err := r.lockDir()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return f()
+}
+
+// releaseSlot removes slot i's lock file when box holds it.
+func (r *idRanges) releaseSlot(box string, i int64) error {
 	p := filepath.Join(r.dir, strconv.FormatInt(i, 10))
 	b, err := supervisor.ReadTrustedFile(p, 4096)
 	if errors.Is(err, os.ErrNotExist) {
@@ -346,27 +386,6 @@ func (r *idRanges) release(box string, start int64) error {
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
-	}
-	return nil
-}
-
-// releaseAll frees every slot that box holds.
-func (r *idRanges) releaseAll(box string) error {
-	es, err := os.ReadDir(r.dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, e := range es {
-		i, err := strconv.ParseInt(e.Name(), 10, 64)
-		if err != nil || i < 0 || i >= r.slots {
-			continue
-		}
-		if err := r.release(box, r.slotStart(i)); err != nil {
-			return err
-		}
 	}
 	return nil
 }
