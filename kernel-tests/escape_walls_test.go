@@ -172,12 +172,21 @@ func TestEscapeHostIdentity(t *testing.T) {
 // (accepting and closing), until the test ends.
 func hostSocket(t *testing.T, p string) string {
 	t.Helper()
+	listenUnix(t, p)
+	os.Chmod(p, 0o777)
+	t.Cleanup(func() { os.Remove(p) })
+	return p
+}
+
+// listenUnix listens on the unix socket address p (a path, or @name
+// for an abstract one), accepting and closing, until the test ends.
+func listenUnix(t *testing.T, p string) net.Listener {
+	t.Helper()
 	l, err := net.Listen("unix", p)
 	if err != nil {
 		t.Fatalf("listen on %s: %v", p, err)
 	}
-	os.Chmod(p, 0o777)
-	t.Cleanup(func() { l.Close(); os.Remove(p) })
+	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -187,7 +196,7 @@ func hostSocket(t *testing.T, p string) string {
 			c.Close()
 		}
 	}()
-	return p
+	return l
 }
 
 // TestEscapeHostSockets (breach 2): the read-only host root let the
@@ -226,7 +235,7 @@ func TestEscapeHostSockets(t *testing.T) {
 	for _, network := range []string{"none", "host"} {
 		t.Run("network="+network, func(t *testing.T) {
 			b := escapeBox(t, bins)
-			b.Network = network
+			b.Network, b.AllowHostNetwork = network, network == "host"
 			spec := escapeAgent(`"$E" connect "$@"; "$E" ls / /var /etc`)
 			spec.Argv = append(spec.Argv, "sh")
 			spec.Argv = append(spec.Argv, socks...)

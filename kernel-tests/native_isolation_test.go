@@ -154,7 +154,7 @@ func TestNativeRootfs(t *testing.T) {
 func TestNativeNetworkHost(t *testing.T) {
 	rt, bins := nativeRT(t, native.Options{})
 	b := newBox(t, bins)
-	b.Network = "host"
+	b.Network, b.AllowHostNetwork = "host", true
 	r := runBox(t, rt, b, agentSpec("/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '"), nil)
 	if r.Exit.Code != 0 || strings.TrimSpace(r.Stdout) == "lo" || r.Stdout == "" {
 		t.Fatalf("interfaces %q exit %+v; want the host's", r.Stdout, r.Exit)

@@ -66,6 +66,10 @@ type ExecOptions struct {
 	TTY        bool
 	Rows, Cols uint16
 	Stdin      bool
+
+	// AllowHostNetwork accepts --network host on native, which opens the
+	// host's abstract unix sockets and loopback to the agent.
+	AllowHostNetwork bool
 }
 
 // The bounds a box gets when its options do not say otherwise: no box
@@ -309,6 +313,10 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		NetworkSet:     o.NetworkSet,
 		HostPorts:      o.HostPorts,
 		State:          map[string]string{},
+
+		AllowHostNetwork: o.AllowHostNetwork,
+		AgentUID:         o.UID,
+		AgentGID:         o.GID,
 	}
 	if p, ok := rt.(Preparer); ok {
 		if err := p.Prepare(ctx, box); err != nil {

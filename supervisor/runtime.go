@@ -52,6 +52,14 @@ type Box struct {
 	// NetworkSet: the user named Network (--network); a runtime that has
 	// no engine network refuses any explicit mode.
 	NetworkSet bool
+	// AllowHostNetwork accepts Network "host" where it opens the host's
+	// abstract unix sockets and loopback to the agent (native refuses it
+	// otherwise).
+	AllowHostNetwork bool
+	// AgentUID and AgentGID are the ids the agent runs as in the box
+	// (the spec's), for a runtime that maps them (native: idmapped
+	// mounts, per-box id slots). 0:0 is unset: shared.DefaultAgentUID:GID.
+	AgentUID, AgentGID uint32
 	// HostPorts are the ports on the host's loopback the box may reach
 	// (--host-port); only a runtime whose descriptor says HostPorts gets
 	// any.
@@ -85,6 +93,12 @@ type Started struct {
 	Wait func() error
 	// Kill ends that local process and everything in its process group.
 	Kill func()
+}
+
+// WallsReporter is a runtime that says plainly what its boxes' walls
+// leave open on this host; doctor prints it.
+type WallsReporter interface {
+	Walls() []string
 }
 
 // Listed is a box a runtime reports, for reconcile.

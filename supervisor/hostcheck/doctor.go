@@ -29,6 +29,9 @@ type DoctorRuntime struct {
 	Version string `json:"version,omitempty"`
 	Mode    string `json:"mode,omitempty"` // rootless | rootful
 	Status  string `json:"status"`         // usable, or why not
+	// Walls says what the runtime's boxes leave open here
+	// (supervisor.WallsReporter).
+	Walls []string `json:"walls,omitempty"`
 }
 
 // DoctorWatcher is a watcher doctor looked for.
@@ -240,6 +243,9 @@ func probeRuntime(ctx context.Context, desc supervisor.Descriptor, allowRootful 
 	default:
 		dr.Usable = true
 		dr.Status = "usable"
+		if wr, ok := rt.(supervisor.WallsReporter); ok {
+			dr.Walls = wr.Walls()
+		}
 		if info.Detail != "" {
 			dr.Status += " (" + info.Detail + ")"
 		}
@@ -420,6 +426,13 @@ func WriteDoctorTable(w io.Writer, rep *DoctorReport) {
 	}
 	if st := rep.Staging; st != nil {
 		fmt.Fprintf(w, "staging:          %s → %s (%s)\n", dash(st.Dir), st.Mode, st.Detail)
+	}
+	for _, r := range rep.Runtimes {
+		if r.Name == rep.Selected {
+			for _, l := range r.Walls {
+				fmt.Fprintf(w, "walls:            %s\n", l)
+			}
+		}
 	}
 	switch {
 	case rep.Proof != nil:

@@ -13,6 +13,10 @@
 //	escape ls PATH…       list each folder (ls:PATH=names, comma-separated)
 //	escape rss MIB        allocate and touch MIB MiB, say "ready", then wait
 //	escape statfs PATH…   size and inodes of each file system (statfs:PATH=BYTES/INODES)
+//	escape stat PATH…     owner of each file (stat:PATH=UID:GID)
+//	escape write PATH…    create each file, mode 0600 (write:PATH=…)
+//	escape kill PID…      signal 0 to each process (kill:PID=…)
+//	escape ptrace PID…    attach to each process (ptrace:PID=…)
 package main
 
 import (
@@ -98,6 +102,34 @@ func main() {
 				continue
 			}
 			fmt.Printf("statfs:%s=%d/%d\n", p, st.Blocks*uint64(st.Bsize), st.Files)
+		}
+	case "stat":
+		for _, p := range args[1:] {
+			var st unix.Stat_t
+			if err := unix.Stat(p, &st); err != nil {
+				fmt.Printf("stat:%s=%s\n", p, errName(err))
+				continue
+			}
+			fmt.Printf("stat:%s=%d:%d\n", p, st.Uid, st.Gid)
+		}
+	case "write":
+		for _, p := range args[1:] {
+			fmt.Printf("write:%s=%s\n", p, errName(os.WriteFile(p, []byte("written by the agent"), 0o600)))
+		}
+	case "kill":
+		for _, a := range args[1:] {
+			pid, _ := strconv.Atoi(a)
+			fmt.Printf("kill:%s=%s\n", a, errName(unix.Kill(pid, 0)))
+		}
+	case "ptrace":
+		runtime.LockOSThread()
+		for _, a := range args[1:] {
+			pid, _ := strconv.Atoi(a)
+			err := unix.PtraceAttach(pid)
+			if err == nil {
+				unix.PtraceDetach(pid)
+			}
+			fmt.Printf("ptrace:%s=%s\n", a, errName(err))
 		}
 	case "oom-score":
 		b, err := os.ReadFile("/proc/self/oom_score_adj")

@@ -9,20 +9,29 @@
 //     0…65535 map onto a host range of the box's own (IDRangeBase + slot
 //     × IDRangeSize, above every account and /etc/subuid range, held by a
 //     lock file in DefaultIDRangeDir while the box exists): the agent
-//     (1000) is host id start+1000, the watcher (65533) start+65533, and
-//     two live boxes never share a host id. Unprivileged, the caller's
-//     own id is box root and its /etc/subuid range follows. A --mount is
+//     (--user, 1000 by default) is host id start+uid, the watcher (65533)
+//     start+65533, and two live boxes never share a host id.
+//     Unprivileged, the caller's own id is box root and the agent and
+//     the watcher take a two-id slot of the caller's /etc/subuid and
+//     /etc/subgid ranges (RootlessSlotIDs), so two boxes of one user
+//     never share a host id either. A slot's lock file names the
+//     supervisor and the box's init (pid and start time); one whose
+//     both are gone is taken back by the next allocation. A --mount is
 //     idmapped (mount_setattr MOUNT_ATTR_IDMAP, Linux 5.12+): its source
-//     folder's owner shows as the agent, and what the agent writes lands
-//     on the host as that owner's; without idmapped mounts a read-only
-//     --mount is bound as it is (its files show as nobody) and a
-//     read-write one is refused.
+//     folder's owner shows as the agent's uid:gid, and what the agent
+//     writes lands on the host as that owner's; without idmapped mounts
+//     a read-only --mount is bound as it is (its files show as nobody)
+//     and a read-write one is refused. A --image rootfs is idmapped as
+//     the box maps ids (host 0…65535 show as box 0…65535), read-only,
+//     nosuid and nodev; without idmapped mounts it is bound as it is.
 //   - Reach. On the host root the box sees a minimal root: a small
 //     read-only tmpfs with the host's /usr, /bin, /sbin, /lib* and a
 //     filtered /etc (minimalEtc) bound read-only, its own /proc, /dev,
 //     /tmp; nothing of /run, /var/run, /tmp, /var/tmp, /home, /root,
-//     /srv, /mnt, /media, so no host socket by path. (With --network
-//     host the host's abstract unix sockets stay reachable.)
+//     /srv, /mnt, /media, so no host socket by path. Abstract unix
+//     sockets belong to the network namespace: --network host would
+//     open the host's (and its loopback) to the agent, so it is refused
+//     unless --allow-host-network (HostNetworkRefusal).
 //   - Setup. The supervisor (as root) opens every host source itself
 //     with openat2(RESOLVE_NO_SYMLINKS) and hands the init stage detached
 //     trees (open_tree); the init stage resolves every target beneath the

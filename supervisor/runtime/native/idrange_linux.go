@@ -2,13 +2,16 @@ package native
 
 import (
 	"bufio"
+	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/proc"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,28 +22,61 @@ import (
 // The block starts at 2^31, above where useradd and /etc/subuid put
 // anything (both stay below 2^31 by default), and slots that overlap a
 // range in /etc/subuid, /etc/subgid or an id in /etc/passwd, /etc/group
-// are skipped. A slot is held by a lock file (created O_EXCL, holding
-// the box name) while the box exists, so two live boxes never share a
-// host uid; Remove (and so reconcile) releases it.
+// are skipped. A slot is held by a lock file (created O_EXCL) while the
+// box exists, so two live boxes never share a host uid; Remove (and so
+// reconcile) releases it.
+//
+// An unprivileged supervisor's boxes share its subordinate range
+// (/etc/subuid, /etc/subgid), so each takes a slot of RootlessSlotIDs
+// ids there, the same way: the agent's uid and the watcher's (65533)
+// are mapped onto the slot's two host ids, the caller's own id onto
+// the box's root, and nothing else. Two boxes of one user never share a
+// host id, so one's agent can neither signal, trace nor read /proc of
+// the other's, nor open the files it made.
+//
+// The lock file names the box, the supervisor that took it and, once
+// started, the box's init (each as pid and start time). A slot whose
+// supervisor and init are both provably gone (a SIGKILLed supervisor
+// whose journal entry was never reconciled) is taken back by the next
+// allocation: its box cannot run, since the init is PID 1 of the box
+// and it was never started, or has ended.
 const (
 	IDRangeBase  = 1 << 31
 	IDRangeSize  = 65536
 	IDRangeSlots = 4096 // 2^31 … 2^31+2^28: well inside the 32-bit id space
+	// RootlessSlotIDs is the size of an unprivileged box's slot: the
+	// agent's host id and the watcher's.
+	RootlessSlotIDs = 2
 )
 
 // StateIDRange is the box's host id range start, journaled so that
 // Remove (and reconcile) releases the slot.
 const StateIDRange = "id-range"
 
-// DefaultIDRangeDir holds the slot lock files (tmpfs: a reboot frees all).
+// DefaultIDRangeDir holds the slot lock files of a root supervisor
+// (tmpfs: a reboot frees all). An unprivileged one keeps them next to
+// its native state (RootlessIDSlotDir).
 const DefaultIDRangeDir = "/run/deathwatch/idranges"
 
-// idRanges allocates host id ranges for boxes.
+// idRanges allocates host id slots for boxes: slot i is the ids
+// base + i·size … + size-1, for i below slots.
 type idRanges struct {
 	dir string
 	// taken reports host ids already in use on the host (accounts,
 	// subordinate ranges): a slot that overlaps one is never used.
-	taken []idSpan
+	taken             []idSpan
+	base, size, slots int64
+	// gidBase is where the gid slots start (unprivileged: the
+	// subordinate gid range; as root the box's gids are its uids).
+	gidBase int64
+	// where says, in a refusal, which ids the slots come from.
+	where string
+}
+
+// rootRanges are a root supervisor's slots, in dir.
+func rootRanges(dir, etc string) *idRanges {
+	return &idRanges{dir: dir, taken: hostIDSpans(etc), base: IDRangeBase, size: IDRangeSize, slots: IDRangeSlots,
+		where: fmt.Sprintf("host ids %d-%d", int64(IDRangeBase), int64(IDRangeBase)+IDRangeSize*IDRangeSlots-1)}
 }
 
 type idSpan struct{ start, count int64 }
@@ -88,28 +124,131 @@ func hostIDSpans(etc string) []idSpan {
 	return out
 }
 
-// slotStart is the first host id of slot i.
-func slotStart(i int) int64 { return IDRangeBase + int64(i)*IDRangeSize }
+// idTriple is one line of a uid or gid map: the box's first id, the
+// host's, and how many.
+type idTriple struct{ box, host, count int64 }
 
-// slotOf is the slot whose range starts at host id start, or -1.
-func slotOf(start int64) int {
-	if start < IDRangeBase || (start-IDRangeBase)%IDRangeSize != 0 {
-		return -1
-	}
-	i := (start - IDRangeBase) / IDRangeSize
-	if i >= IDRangeSlots {
-		return -1
-	}
-	return int(i)
+// rootlessMaps are the uid and gid maps of an unprivileged box whose
+// slot starts at host uid start: the caller (self) is the box's root,
+// and the agent's and the watcher's ids take the slot's two host ids.
+// No other id exists in the box.
+func (r *idRanges) rootlessMaps(start int64, selfUID, selfGID int, agentUID, agentGID uint32) (uids, gids []idTriple) {
+	g := r.gidBase + r.slotOf(start)*r.size
+	return []idTriple{{0, int64(selfUID), 1}, {int64(agentUID), start, 1}, {shared.DefaultWatcherUID, start + 1, 1}},
+		[]idTriple{{0, int64(selfGID), 1}, {int64(agentGID), g, 1}, {shared.DefaultWatcherGID, g + 1, 1}}
 }
 
-// allocate takes the first free slot for box and returns its first host id.
-func (r *idRanges) allocate(box string) (int64, error) {
+// slotStart is the first host id of slot i.
+func (r *idRanges) slotStart(i int64) int64 { return r.base + i*r.size }
+
+// slotOf is the slot whose range starts at host id start, or -1.
+func (r *idRanges) slotOf(start int64) int64 {
+	if start < r.base || (start-r.base)%r.size != 0 {
+		return -1
+	}
+	i := (start - r.base) / r.size
+	if i >= r.slots {
+		return -1
+	}
+	return i
+}
+
+// slotHolder is what a slot's lock file says: the box, the supervisor
+// that took the slot and the box's init, each a pid and its start time
+// (0: not recorded).
+type slotHolder struct {
+	box                   string
+	owner, initPID        int
+	ownerStart, initStart uint64
+}
+
+// parseHolder reads a lock file: the box's name, then "owner PID START"
+// and "init PID START" lines.
+func parseHolder(b []byte) (h slotHolder) {
+	ls := strings.Split(strings.TrimSpace(string(b)), "\n")
+	h.box = strings.TrimSpace(ls[0])
+	for _, l := range ls[1:] {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			continue
+		}
+		pid, err1 := strconv.Atoi(f[1])
+		st, err2 := strconv.ParseUint(f[2], 10, 64)
+		if err1 != nil || err2 != nil || pid <= 0 {
+			continue
+		}
+		switch f[0] {
+		case "owner":
+			h.owner, h.ownerStart = pid, st
+		case "init":
+			h.initPID, h.initStart = pid, st
+		}
+	}
+	return h
+}
+
+// running reports whether pid is the process that started at start
+// (and has not exited).
+func running(pid int, start uint64) bool {
+	got, err := proc.StartTime(pid)
+	return err == nil && got == start && !proc.Zombie(pid)
+}
+
+// gone reports whether the slot's holder is provably gone: the lock
+// file names the supervisor that took it, that process has ended, and
+// so has the box's init when one was recorded. A file that names no
+// supervisor (an older format, or a torn write) is never taken back.
+func (h slotHolder) gone() bool {
+	if h.owner == 0 {
+		return false
+	}
+	if running(h.owner, h.ownerStart) {
+		return false
+	}
+	return h.initPID == 0 || !running(h.initPID, h.initStart)
+}
+
+// selfLine is this supervisor's "owner PID START" line.
+func selfLine() (string, error) {
+	st, err := proc.StartTime(os.Getpid())
+	if err != nil {
+		return "", fmt.Errorf("start time of the supervisor: %w", err)
+	}
+	return fmt.Sprintf("owner %d %d\n", os.Getpid(), st), nil
+}
+
+// lockDir takes an exclusive lock on the slot folder (against two
+// supervisors taking back the same stale slot) until unlock is called.
+func (r *idRanges) lockDir() (unlock func(), err error) {
 	if err := supervisor.EnsureTrustedDir(r.dir); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(r.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("open "+r.dir, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("flock "+r.dir, err)
+	}
+	return func() { unix.Close(fd) }, nil
+}
+
+// allocate takes the first free slot for box and returns its first
+// host id. Slots whose holder is provably gone are taken back first.
+func (r *idRanges) allocate(box string) (int64, error) {
+	owner, err := selfLine()
+	if err != nil {
 		return 0, err
 	}
-	for i := 0; i < IDRangeSlots; i++ {
-		span := idSpan{slotStart(i), IDRangeSize}
+	unlock, err := r.lockDir()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	r.reclaim()
+	for i := int64(0); i < r.slots; i++ {
+		span := idSpan{r.slotStart(i), r.size}
 		clash := false
 		for _, t := range r.taken {
 			if span.overlaps(t) {
@@ -120,33 +259,121 @@ func (r *idRanges) allocate(box string) (int64, error) {
 		if clash {
 			continue
 		}
-		p := filepath.Join(r.dir, strconv.Itoa(i))
+		p := filepath.Join(r.dir, strconv.FormatInt(i, 10))
 		fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err == unix.EEXIST {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("take host id range %d: %w", i, os.NewSyscallError("open "+p, err))
+			return 0, fmt.Errorf("take host id slot %d: %w", i, os.NewSyscallError("open "+p, err))
 		}
-		_, werr := unix.Write(fd, []byte(box+"\n"))
+		_, werr := unix.Write(fd, []byte(box+"\n"+owner))
 		unix.Close(fd)
 		if werr != nil {
 			os.Remove(p)
-			return 0, fmt.Errorf("take host id range %d: %w", i, werr)
+			return 0, fmt.Errorf("take host id slot %d: %w", i, werr)
 		}
 		return span.start, nil
 	}
-	return 0, fmt.Errorf("all %d host id ranges of boxes are taken (%s); remove boxes or run reconcile", IDRangeSlots, r.dir)
+	return 0, fmt.Errorf("all %d host id slots of boxes (%s) are held by boxes that still exist (%s); end or remove some (supervisor reconcile), or give the user a larger subordinate range", r.slots, r.where, r.dir)
+}
+
+// reclaim removes the lock files whose holder is provably gone. The
+// caller holds the folder's lock.
+func (r *idRanges) reclaim() {
+	es, err := os.ReadDir(r.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range es {
+		i, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil || i < 0 || i >= r.slots {
+			continue
+		}
+		p := filepath.Join(r.dir, e.Name())
+		b, err := supervisor.ReadTrustedFile(p, 4096)
+		if err == nil && parseHolder(b).gone() {
+			os.Remove(p)
+		}
+	}
+}
+
+// started records the box's init (pid) in the lock file of the slot
+// at host id start that box holds, before the init may run anything.
+func (r *idRanges) started(box string, start int64, pid int) error {
+	i := r.slotOf(start)
+	if i < 0 {
+		return fmt.Errorf("host id range %d is not one of the boxes' slots", start)
+	}
+	st, err := proc.StartTime(pid)
+	if err != nil {
+		return fmt.Errorf("start time of the box's init: %w", err)
+	}
+	p := filepath.Join(r.dir, strconv.FormatInt(i, 10))
+	b, err := supervisor.ReadTrustedFile(p, 4096)
+	if err != nil {
+		return err
+	}
+	if parseHolder(b).box != box {
+		return fmt.Errorf("host id slot %d is not held by box %s", i, box)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "init %d %d\n", pid, st)
+	return err
 }
 
 // release frees the slot at host id start when box holds it. A slot
 // held by another box is left alone.
 func (r *idRanges) release(box string, start int64) error {
-	i := slotOf(start)
+	i := r.slotOf(start)
 	if i < 0 {
 		return fmt.Errorf("box state: host id range %d is not one of the boxes' ranges", start)
 	}
-	p := filepath.Join(r.dir, strconv.Itoa(i))
+	return r.locked(func() error { return r.releaseSlot(box, i) })
+}
+
+// releaseAll frees every slot that box holds.
+func (r *idRanges) releaseAll(box string) error {
+	return r.locked(func() error {
+		es, err := os.ReadDir(r.dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			i, err := strconv.ParseInt(e.Name(), 10, 64)
+			if err != nil || i < 0 || i >= r.slots {
+				continue
+			}
+			if err := r.releaseSlot(box, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// locked runs f holding the slot folder's lock (so that no allocation
+// takes the slot back meanwhile); a folder that does not exist holds
+// no slot.
+func (r *idRanges) locked(f func() error) error {
+	if _, err := os.Lstat(r.dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	unlock, err := r.lockDir()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return f()
+}
+
+// releaseSlot removes slot i's lock file when box holds it.
+func (r *idRanges) releaseSlot(box string, i int64) error {
+	p := filepath.Join(r.dir, strconv.FormatInt(i, 10))
 	b, err := supervisor.ReadTrustedFile(p, 4096)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -154,7 +381,7 @@ func (r *idRanges) release(box string, start int64) error {
 	if err != nil {
 		return err
 	}
-	if strings.TrimSpace(string(b)) != box {
+	if parseHolder(b).box != box {
 		return nil
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -163,34 +390,13 @@ func (r *idRanges) release(box string, start int64) error {
 	return nil
 }
 
-// releaseAll frees every slot that box holds.
-func (r *idRanges) releaseAll(box string) error {
-	es, err := os.ReadDir(r.dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, e := range es {
-		i, err := strconv.Atoi(e.Name())
-		if err != nil || i < 0 || i >= IDRangeSlots {
-			continue
-		}
-		if err := r.release(box, slotStart(i)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // holds reports whether box holds the slot whose start is the decimal
 // state value st (a second Create of the same box keeps its range).
 func (r *idRanges) holds(box, st string) bool {
 	start, err := strconv.ParseInt(st, 10, 64)
-	if err != nil || slotOf(start) < 0 {
+	if err != nil || r.slotOf(start) < 0 {
 		return false
 	}
-	b, err := supervisor.ReadTrustedFile(filepath.Join(r.dir, strconv.Itoa(slotOf(start))), 4096)
-	return err == nil && strings.TrimSpace(string(b)) == box
+	b, err := supervisor.ReadTrustedFile(filepath.Join(r.dir, strconv.FormatInt(r.slotOf(start), 10)), 4096)
+	return err == nil && parseHolder(b).box == box
 }

@@ -1,8 +1,12 @@
 package native
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -11,7 +15,8 @@ func TestIDRanges(t *testing.T) {
 	// A subordinate range in slot 1, and an account in slot 3.
 	os.WriteFile(filepath.Join(etc, "subuid"), []byte("alice:2147549184:65536\n"), 0o644)
 	os.WriteFile(filepath.Join(etc, "passwd"), []byte("odd:x:2147680300:1::/:/bin/sh\n"), 0o644)
-	r := &idRanges{dir: filepath.Join(t.TempDir(), "ranges"), taken: hostIDSpans(etc)}
+	r := rootRanges(filepath.Join(t.TempDir(), "ranges"), etc)
+	slotStart := r.slotStart
 	var got []int64
 	for _, box := range []string{"a", "b", "c"} {
 		s, err := r.allocate(box)
@@ -49,5 +54,63 @@ func TestIDRanges(t *testing.T) {
 	}
 	if err := r.release("b", 12345); err == nil {
 		t.Errorf("a start outside the block is released without complaint")
+	}
+}
+
+// A slot is taken back only when its holder is provably gone: the
+// supervisor that took it has ended, and so has the box's init when one
+// was recorded. A live holder, or a file that names no supervisor, is
+// never taken back.
+func TestIDSlotReclaim(t *testing.T) {
+	r := rootRanges(filepath.Join(t.TempDir(), "ranges"), t.TempDir())
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPID := dead.Process.Pid
+	self, err := selfLine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive := strings.Replace(self, "owner", "init", 1)
+	gone := fmt.Sprintf("owner %d 1\n", deadPID)
+	if _, err := r.allocate("first"); err != nil {
+		t.Fatal(err)
+	}
+	files := map[int]string{
+		1: "crashed\n" + gone,                                     // supervisor gone, never started
+		2: "running\n" + gone + alive,                             // supervisor gone, init alive
+		3: "starting\n" + self,                                    // supervisor alive
+		4: "old-format\n",                                         // names no supervisor
+		5: "ended\n" + gone + fmt.Sprintf("init %d 1\n", deadPID), // both gone
+	}
+	for i, c := range files {
+		if err := os.WriteFile(filepath.Join(r.dir, strconv.Itoa(i)), []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := r.allocate("next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s != r.slotStart(1) {
+		t.Errorf("next box got slot %d, want 1 (its supervisor is gone, it never started)", r.slotOf(s))
+	}
+	for i, want := range map[int]bool{2: true, 3: true, 4: true, 5: false} {
+		_, err := os.Stat(filepath.Join(r.dir, strconv.Itoa(i)))
+		if got := err == nil; got != want {
+			t.Errorf("slot %d (%q) still held: %v, want %v", i, files[i], got, want)
+		}
+	}
+	// The init is recorded, and then the slot is held while it runs.
+	if err := r.started("next", s, os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(r.dir, "1"))
+	if h := parseHolder(b); h.box != "next" || h.initPID != os.Getpid() || h.owner != os.Getpid() || h.gone() {
+		t.Errorf("slot 1 after started: %q -> %+v", b, h)
+	}
+	if err := r.started("stranger", s, os.Getpid()); err == nil {
+		t.Errorf("a stranger recorded its init in another box's slot")
 	}
 }

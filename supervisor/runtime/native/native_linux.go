@@ -52,10 +52,17 @@ type Options struct {
 	// SetupTimeout bounds the box setup before the watcher runs
 	// (default 30s).
 	SetupTimeout time.Duration
-	// IDRangeDir holds the lock files of the host id ranges a root
-	// supervisor gives its boxes (default DefaultIDRangeDir).
+	// IDRangeDir holds the lock files of the host id slots the
+	// supervisor gives its boxes (default DefaultIDRangeDir as root,
+	// else RootlessIDSlotDir of StateDir).
 	IDRangeDir string
 }
+
+// HostNetworkRefusal is why native refuses --network host unless the
+// caller passes --allow-host-network: abstract unix sockets belong to
+// the network namespace, not to the file system, so the minimal root
+// does not hide them.
+const HostNetworkRefusal = "--network host: the box would share the host's network namespace, so the agent could connect to every abstract unix socket of the host (X11's @/tmp/.X11-unix, D-Bus, containerd, systemd) and every port on its loopback; pass --allow-host-network to accept that, or use --network none"
 
 // DefaultPidsLimit is a box's pids limit when none is asked for and the
 // box has a cgroup (as root, or with a delegated one): a fork bomb stops
@@ -69,7 +76,7 @@ const DefaultPidsLimit = 4096
 type Native struct {
 	log  *slog.Logger
 	opts Options
-	ids  *idRanges
+	ids  *idRanges // a root supervisor's slots (see ranges)
 }
 
 // New returns the native runtime.
@@ -93,9 +100,45 @@ func New(log *slog.Logger, opts Options) *Native {
 		opts.CgroupParent = DefaultCgroupParent
 	}
 	if opts.IDRangeDir == "" {
-		opts.IDRangeDir = DefaultIDRangeDir
+		if os.Geteuid() == 0 {
+			opts.IDRangeDir = DefaultIDRangeDir
+		} else {
+			opts.IDRangeDir = RootlessIDSlotDir(opts.StateDir)
+		}
 	}
-	return &Native{log: log, opts: opts, ids: &idRanges{dir: opts.IDRangeDir, taken: hostIDSpans("/etc")}}
+	return &Native{log: log, opts: opts, ids: rootRanges(opts.IDRangeDir, "/etc")}
+}
+
+// RootlessIDSlotDir is where an unprivileged supervisor whose native
+// state is in stateDir keeps its boxes' id slot locks ("" when there is
+// no state folder).
+func RootlessIDSlotDir(stateDir string) string {
+	if stateDir == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(stateDir), "idslots")
+}
+
+// ranges are the id slots this supervisor's boxes take: as root, the
+// block at IDRangeBase; unprivileged, two-id slots of the user's
+// subordinate ranges (read now: /etc/subuid may have changed).
+func (n *Native) ranges() (*idRanges, error) {
+	if os.Geteuid() == 0 {
+		return n.ids, nil
+	}
+	us, uc, err := subIDRange("/etc/subuid")
+	if err != nil {
+		return nil, err
+	}
+	gs, gc, err := subIDRange("/etc/subgid")
+	if err != nil {
+		return nil, err
+	}
+	if n.opts.IDRangeDir == "" {
+		return nil, errNoStateDir
+	}
+	return &idRanges{dir: n.opts.IDRangeDir, base: int64(us), gidBase: int64(gs), size: RootlessSlotIDs, slots: int64(min(uc, gc) / RootlessSlotIDs),
+		where: fmt.Sprintf("the user's subordinate ids %d-%d in /etc/subuid", us, us+min(uc, gc)-1)}, nil
 }
 
 var _ supervisor.Runtime = (*Native)(nil)
@@ -172,6 +215,20 @@ func (n *Native) Probe(ctx context.Context) (supervisor.Info, error) {
 	return info, nil
 }
 
+// Walls says what a native box leaves open on this host (doctor).
+func (n *Native) Walls() []string {
+	w := []string{
+		"--network host is refused unless --allow-host-network: the box would share the host's network namespace, whose abstract unix sockets (X11, D-Bus, containerd, systemd) and loopback ports its agent could reach",
+		"an agent can lower its own oom_score_adj from 1000 back to 0: the watcher runs in the box's user namespace, so it cannot set the floor (oom_score_adj_min needs CAP_SYS_RESOURCE over the host); such an agent filling its /tmp can make the watcher the OOM victim (then reported as liveness lost)",
+	}
+	if os.Geteuid() != 0 {
+		if r, err := n.ranges(); err == nil {
+			w = append(w, fmt.Sprintf("at most %d boxes of this user at once: each takes %d of %s", r.slots, RootlessSlotIDs, r.where))
+		}
+	}
+	return w
+}
+
 // cgroupPlace is the cgroup version and mount to use.
 func (n *Native) cgroupPlace() (int, string, error) {
 	if n.opts.CgroupVersion != 0 {
@@ -204,6 +261,12 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if _, err := nsinitPlan(b, root, b.WatcherPath, false); err != nil {
 		return supervisor.UsageError("native box: %w", err)
 	}
+	if b.Network == "host" && !b.AllowHostNetwork {
+		return supervisor.RefusedError("%s", HostNetworkRefusal)
+	}
+	if uid, gid := agentIDs(b); os.Geteuid() == 0 && (uid >= IDRangeSize || gid >= IDRangeSize) {
+		return supervisor.UsageError("--user %d:%d: a native box maps ids 0-%d only; pick a uid and gid below %d", uid, gid, IDRangeSize-1, IDRangeSize)
+	}
 	if err := checkWorkdir(b, root); err != nil {
 		return err
 	}
@@ -233,20 +296,22 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err != nil {
 		return supervisor.UsageError("%w", err)
 	}
-	if os.Geteuid() == 0 {
-		// A host id range of the box's own: no account, file or process
-		// of the host, and no other live box, has these ids.
-		if !n.ids.holds(b.Name, b.State[StateIDRange]) {
-			start, err := n.ids.allocate(b.Name)
-			if err != nil {
-				return supervisor.SetupError("%w", err)
-			}
-			b.State[StateIDRange] = strconv.FormatInt(start, 10)
+	// Host ids of the box's own: no account, file or process of the
+	// host, and no other live box, has these ids.
+	ids, err := n.ranges()
+	if err != nil {
+		return supervisor.RefusedError("%w", err)
+	}
+	if !ids.holds(b.Name, b.State[StateIDRange]) {
+		start, err := ids.allocate(b.Name)
+		if err != nil {
+			return supervisor.RefusedError("%w", err)
 		}
+		b.State[StateIDRange] = strconv.FormatInt(start, 10)
 	}
 	release := func() {
 		if st, err := strconv.ParseInt(b.State[StateIDRange], 10, 64); err == nil {
-			n.ids.release(b.Name, st)
+			ids.release(b.Name, st)
 			delete(b.State, StateIDRange)
 		}
 	}
@@ -498,13 +563,14 @@ func lookupUserName(uid int) (string, error) {
 	return "", fmt.Errorf("uid %d not in /etc/passwd", uid)
 }
 
-// idmapArgs is the argv of newuidmap/newgidmap for a box: the caller's
-// own id becomes root in the box, and 65536 subordinate ids follow.
-func idmapArgs(tool string, pid, id, subStart, subCount int) []string {
-	if subCount > 65536 {
-		subCount = 65536
+// idmapArgs is the argv of newuidmap/newgidmap that writes map m for
+// the process pid.
+func idmapArgs(tool string, pid int, m []idTriple) []string {
+	args := []string{tool, strconv.Itoa(pid)}
+	for _, t := range m {
+		args = append(args, strconv.FormatInt(t.box, 10), strconv.FormatInt(t.host, 10), strconv.FormatInt(t.count, 10))
 	}
-	return []string{tool, strconv.Itoa(pid), "0", strconv.Itoa(id), "1", "1", strconv.Itoa(subStart), strconv.Itoa(subCount)}
+	return args
 }
 
 // nativeCloneFlags are the namespaces of a box.
@@ -536,12 +602,15 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	if err != nil {
 		return nil, supervisor.UsageError("native box: %w", err)
 	}
-	var idStart int64
-	if !rootless {
-		if idStart, err = strconv.ParseInt(b.State[StateIDRange], 10, 64); err != nil || slotOf(idStart) < 0 {
-			return nil, supervisor.SetupError("the box has no host id range of its own (state %q); create it again", b.State[StateIDRange])
-		}
+	ids, err := n.ranges()
+	if err != nil {
+		return nil, supervisor.RefusedError("%w", err)
 	}
+	idStart, err := strconv.ParseInt(b.State[StateIDRange], 10, 64)
+	if err != nil || ids.slotOf(idStart) < 0 {
+		return nil, supervisor.SetupError("the box has no host id range of its own (state %q); create it again", b.State[StateIDRange])
+	}
+	agentUID, agentGID := agentIDs(b)
 	// Descriptors the init stage inherits: 3 control, 4 settings, 5
 	// kept free (stage 2's settings pipe), then cgroup files and trees.
 	var extra []*os.File
@@ -584,7 +653,7 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		}
 	}
 	if !rootless {
-		trees, err := openTrees(&cfg, n.opts.Self, idStart, firstExtraFD+len(extra), func(msg string, args ...any) {
+		trees, err := openTrees(&cfg, n.opts.Self, boxIDs{base: idStart, uid: agentUID, gid: agentGID}, firstExtraFD+len(extra), func(msg string, args ...any) {
 			n.log.Warn(msg, append(args, "box", b.Name)...)
 		})
 		if err != nil {
@@ -658,9 +727,15 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		return nil, err
 	}
 	if rootless {
-		if err := writeIDMaps(ctx, pid); err != nil {
+		uids, gids := ids.rootlessMaps(idStart, os.Geteuid(), os.Getegid(), agentUID, agentGID)
+		if err := writeIDMaps(ctx, pid, uids, gids); err != nil {
 			return fail(supervisor.SetupError("%w", err))
 		}
+	}
+	// The slot names its init before the init runs anything: a slot is
+	// taken back only once both the supervisor and the init are gone.
+	if err := ids.started(b.Name, idStart, pid); err != nil {
+		return fail(supervisor.SetupError("record the box's init in its id slot: %w", err))
 	}
 	deadline := time.Now().Add(n.opts.SetupTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -730,25 +805,18 @@ func namespaceError(err error, userns bool) error {
 	return supervisor.SetupError("start the box's init: %w", err)
 }
 
-// writeIDMaps maps the caller's ids and its subordinate ranges into the
-// box's user namespace through the setuid helpers.
-func writeIDMaps(ctx context.Context, pid int) error {
+// writeIDMaps writes the box's uid and gid maps (see
+// idRanges.rootlessMaps) through the setuid helpers.
+func writeIDMaps(ctx context.Context, pid int, uids, gids []idTriple) error {
 	for _, m := range []struct {
-		tool, file string
-		id         int
-	}{
-		{"newuidmap", "/etc/subuid", os.Geteuid()},
-		{"newgidmap", "/etc/subgid", os.Getegid()},
-	} {
-		start, count, err := subIDRange(m.file)
-		if err != nil {
-			return err
-		}
+		tool string
+		m    []idTriple
+	}{{"newuidmap", uids}, {"newgidmap", gids}} {
 		tool, err := exec.LookPath(m.tool)
 		if err != nil {
 			return fmt.Errorf("%s is not installed (package uidmap); an unprivileged supervisor needs it to map the agent's uid", m.tool)
 		}
-		args := idmapArgs(m.tool, pid, m.id, start, count)
+		args := idmapArgs(m.tool, pid, m.m)
 		cmd := exec.CommandContext(ctx, tool, args[1:]...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
@@ -812,10 +880,13 @@ func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 			}
 		}
 	}
-	if r := b.State[StateIDRange]; r == "" && len(errs) == 0 && b.Name != "" && os.Geteuid() == 0 {
+	ids, ierr := n.ranges()
+	if r := b.State[StateIDRange]; ierr != nil {
+		// No slots for this user (no subordinate range): none to free.
+	} else if r == "" && len(errs) == 0 && b.Name != "" {
 		// A supervisor killed between Create and its journal entry:
 		// the slot names the box.
-		if err := n.ids.releaseAll(b.Name); err != nil {
+		if err := ids.releaseAll(b.Name); err != nil {
 			errs = append(errs, fmt.Errorf("release host id ranges of %s: %w", b.Name, err))
 		}
 	} else if r != "" && len(errs) == 0 {
@@ -823,7 +894,7 @@ func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 		// the next box.
 		st, err := strconv.ParseInt(r, 10, 64)
 		if err == nil {
-			err = n.ids.release(b.Name, st)
+			err = ids.release(b.Name, st)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("release host id range %s: %w", r, err))

@@ -166,17 +166,20 @@ func TestNativeCloneFlags(t *testing.T) {
 	}
 }
 
+// An unprivileged box's maps: the caller is the box's root, the agent
+// and the watcher take the two host ids of the box's slot, in the
+// subordinate uid and gid ranges.
 func TestIDMapArgs(t *testing.T) {
+	r := &idRanges{base: 100000, gidBase: 300000, size: RootlessSlotIDs, slots: 32768}
+	uids, gids := r.rootlessMaps(100006, 2345, 2346, 1000, 1001)
 	for _, c := range []struct {
-		tool             string
-		pid, id, st, cnt int
-		want             []string
+		got, want []string
 	}{
-		{"newuidmap", 42, 2345, 100000, 65536, []string{"newuidmap", "42", "0", "2345", "1", "1", "100000", "65536"}},
-		{"newgidmap", 7, 1000, 200000, 1 << 20, []string{"newgidmap", "7", "0", "1000", "1", "1", "200000", "65536"}},
+		{idmapArgs("newuidmap", 42, uids), []string{"newuidmap", "42", "0", "2345", "1", "1000", "100006", "1", "65533", "100007", "1"}},
+		{idmapArgs("newgidmap", 42, gids), []string{"newgidmap", "42", "0", "2346", "1", "1001", "300006", "1", "65533", "300007", "1"}},
 	} {
-		if got := idmapArgs(c.tool, c.pid, c.id, c.st, c.cnt); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("idmapArgs = %v, want %v", got, c.want)
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("idmapArgs = %v, want %v", c.got, c.want)
 		}
 	}
 }
