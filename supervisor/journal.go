@@ -222,7 +222,7 @@ func writeFileAtomic(p string, data []byte, newName bool) error {
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := fsync(f); err != nil {
 		return err
 	}
 	if err := f.Close(); err != nil {
@@ -238,13 +238,16 @@ func writeFileAtomic(p string, data []byte, newName bool) error {
 	return syncDir(dir)
 }
 
+// fsync is (*os.File).Sync; a test counts the calls.
+var fsync = (*os.File).Sync
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := fsync(d); err != nil {
 		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil
