@@ -70,3 +70,40 @@ func TestOwnerAlive(t *testing.T) {
 		t.Error("owner from another boot alive")
 	}
 }
+
+// TestJournalFsyncs: a launch's writes fsync every entry's data, and the
+// folder only for the intent write (see Put); each state reads back.
+func TestJournalFsyncs(t *testing.T) {
+	j, err := OpenJournal(t.TempDir(), "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files, dirs int
+	defer func(f func(*os.File) error) { fsync = f }(fsync)
+	fsync = func(f *os.File) error {
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			dirs++
+		} else {
+			files++
+		}
+		return f.Sync()
+	}
+	e := &JournalEntry{LaunchID: "20260101-000000-cc", Instance: "ci", Box: "dw-y", Runtime: "native", Nonce: "n"}
+	for _, st := range []string{StateIntent, StateCreated, StateStarted, StateRemoving, StateRemoved} {
+		files, dirs = 0, 0
+		e.State = st
+		if err := j.Put(e); err != nil {
+			t.Fatal(err)
+		}
+		wantDirs := 0
+		if st == StateIntent {
+			wantDirs = 1
+		}
+		if files != 1 || dirs != wantDirs {
+			t.Errorf("%s: %d file and %d folder fsyncs, want 1 and %d", st, files, dirs, wantDirs)
+		}
+		if got, err := j.Get(e.LaunchID); err != nil || got.State != st {
+			t.Errorf("%s: read back %+v, %v", st, got, err)
+		}
+	}
+}

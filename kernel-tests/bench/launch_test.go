@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -285,4 +286,137 @@ func quietRun(argv ...string) error {
 		return fmt.Errorf("%v: %w\n%s", argv, err, out.String())
 	}
 	return nil
+}
+
+// nativeTimeline is one `supervisor exec --runtime native -- /bin/true`
+// as the kernel's process events connector saw it.
+type nativeTimeline struct {
+	supExec, boxFork, stageExec, watcherExec, agentFork, agentExec, agentExit, boxExit, supExit time.Duration
+}
+
+// nativeLaunchTimeline picks the supervisor (root), the box's init (the
+// child of root that execs: the init stage, then the watcher) and the
+// agent (the init's first child process after the watcher's exec) out
+// of evs.
+func nativeLaunchTimeline(evs []procEvent, root int) (nativeTimeline, error) {
+	var tl nativeTimeline
+	forks := map[int]time.Duration{} // root's child processes
+	box, agent, execs := 0, 0, 0
+	for _, e := range evs {
+		switch {
+		case e.what == procEventExec && e.pid == root && tl.supExec == 0:
+			tl.supExec = e.at
+		case e.what == procEventFork && e.tgid == root && e.childPID == e.childTGID:
+			forks[e.childTGID] = e.at
+		case e.what == procEventExec && box == 0 && forks[e.pid] != 0:
+			box, tl.boxFork, tl.stageExec, execs = e.pid, forks[e.pid], e.at, 1
+		case e.what == procEventExec && box != 0 && e.pid == box:
+			execs++
+			if execs == 2 {
+				tl.watcherExec = e.at
+			}
+		case e.what == procEventFork && box != 0 && execs >= 2 && e.tgid == box && e.childPID == e.childTGID && agent == 0:
+			agent, tl.agentFork = e.childTGID, e.at
+		case e.what == procEventExec && agent != 0 && e.pid == agent && tl.agentExec == 0:
+			tl.agentExec = e.at
+		case e.what == procEventExit && agent != 0 && e.pid == agent && e.tgid == agent:
+			tl.agentExit = e.at
+		case e.what == procEventExit && box != 0 && e.tgid == box:
+			tl.boxExit = max(tl.boxExit, e.at)
+		case e.what == procEventExit && e.pid == root && e.tgid == root:
+			tl.supExit = e.at
+		}
+	}
+	if tl.supExec == 0 || tl.watcherExec == 0 || tl.agentExit == 0 || tl.boxExit == 0 || tl.supExit == 0 {
+		return tl, fmt.Errorf("no supervisor exec, box init with two execs, agent and exits among %d events (box %d, %d execs, agent %d)", len(evs), box, execs, agent)
+	}
+	return tl, nil
+}
+
+// TestBenchNativeTimeline: where a native launch spends its time, from
+// the kernel's process events, interleaved with bwrap.
+func TestBenchNativeTimeline(t *testing.T) {
+	requireBench(t)
+	bwrap := ktest.RequireCmd(t, "bwrap")
+	b := ktest.Build(t)
+	dir, err := os.MkdirTemp("", "dw-bench-native-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	n := runsFromEnv("DEATHWATCH_BENCH_NATIVE_RUNS", 100)
+	sup := []string{b.Supervisor, "--instance", fmt.Sprintf("bench-tl-%d", os.Getpid()), "--journal", filepath.Join(dir, "journal"),
+		"exec", "--runtime", "native", "--watcher", b.Watcher, "--", trueBin}
+	bw := []string{bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", trueBin}
+	s := newSection(t, rankTimeline, fmt.Sprintf("native launch timeline from the kernel's process events (cn_proc), %d runs, interleaved with bwrap, p50", n),
+		"candidate", "phase", "p50")
+	p, err := openProcEvents()
+	if err != nil {
+		t.Fatalf("process events connector: %v", err)
+	}
+	defer p.close()
+	phases := []string{
+		"supervisor exec → box clone (journal intent, create: cgroup, id range, journal created; open trees)",
+		"box clone → init stage exec",
+		"init stage exec → watcher exec (a supervisor start, the box's file system)",
+		"watcher exec → agent fork (watcher start, the spec over the control stream)",
+		"agent fork → agent exit (/bin/true)",
+		"agent exit → watcher gone",
+		"watcher gone → supervisor exit (journal removing, remove, journal removed)",
+		"supervisor exec → exit",
+	}
+	got := make([][]time.Duration, len(phases))
+	var bwrapTotal []time.Duration
+	lost := 0
+	env := append(os.Environ(), "HOME=/root")
+	for r := -2; r < n; r++ {
+		for _, argv := range [][]string{sup, bw} {
+			p.reset()
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%q: %v\n%s", argv, err, out)
+			}
+			evs, ok := p.waitExit(cmd.Process.Pid, 2*time.Second)
+			if overflowed := p.reset(); !ok || overflowed {
+				lost++
+				continue
+			}
+			if r < 0 {
+				continue
+			}
+			if argv[0] == bwrap {
+				var start, end time.Duration
+				for _, e := range evs {
+					if e.what == procEventExec && e.pid == cmd.Process.Pid && start == 0 {
+						start = e.at
+					}
+					if e.what == procEventExit && e.pid == cmd.Process.Pid && e.tgid == cmd.Process.Pid {
+						end = e.at
+					}
+				}
+				if start > 0 && end > start {
+					bwrapTotal = append(bwrapTotal, end-start)
+				}
+				continue
+			}
+			tl, err := nativeLaunchTimeline(evs, cmd.Process.Pid)
+			if err != nil {
+				t.Fatalf("native launch: %v", err)
+			}
+			for i, d := range []time.Duration{tl.boxFork - tl.supExec, tl.stageExec - tl.boxFork, tl.watcherExec - tl.stageExec,
+				tl.agentFork - tl.watcherExec, tl.agentExit - tl.agentFork, tl.boxExit - tl.agentExit, tl.supExit - tl.boxExit, tl.supExit - tl.supExec} {
+				got[i] = append(got[i], d)
+			}
+		}
+	}
+	for i, ph := range phases {
+		s.Row("supervisor exec --runtime native -- /bin/true", ph, fms(summarize(got[i]).P50))
+		s.Set(ph, summarize(got[i]))
+	}
+	s.Row(strings.Join(bw[:len(bw)-1], " ")+" /bin/true", "exec → exit", fms(summarize(bwrapTotal).P50))
+	s.Set("bwrap exec → exit", summarize(bwrapTotal))
+	s.Set("runs_lost_to_connector_overflow", lost)
+	s.Note("kernel timestamps (CLOCK_MONOTONIC); the phases of one run add up to its exec → exit; each p50 is taken on its own, so the p50s need not add up; %d runs lost to connector overflow", lost)
+	s.Log()
 }
