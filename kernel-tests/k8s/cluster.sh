@@ -10,7 +10,8 @@ SRC=$CACHE/src
 BUILD_LOG=$CACHE/build.log
 BINARIES=(kube-apiserver kubelet kubectl)
 
-say() { printf 'cluster: %-10s %s\n' "$1:" "$2"; }
+# One line per step; provision.sh sets CLUSTER_SAY to fit its own lines.
+say() { printf '%s %-10s %s\n' "${CLUSTER_SAY:-cluster:}" "$1:" "$2"; }
 die() {
 	printf 'cluster: FAILED: %s\n' "$1" >&2
 	exit 1
@@ -25,7 +26,7 @@ built() {
 
 cmd_build() {
 	if built; then
-		say build "$K8S_VERSION cached in $BIN"
+		say build "ok ($K8S_VERSION cached in $BIN)"
 		return 0
 	fi
 	command -v go >/dev/null || die "build: no go on PATH (install Go 1.26 or newer)"
@@ -417,7 +418,11 @@ POD
 cmd_up() {
 	local t0=$SECONDS
 	built || die "up: no binaries in $BIN (run cluster.sh build first)"
-	for p in etcd containerd runc openssl nsenter unshare; do
+	if cmd_status >/dev/null 2>&1; then
+		say up "ok (already up: node $NODE Ready, API $APISERVER)"
+		return 0
+	fi
+	for p in etcd containerd runc openssl nsenter unshare curl; do
 		command -v "$p" >/dev/null || die "up: $p missing (apt-get install etcd-server containerd runc containernetworking-plugins openssl util-linux)"
 	done
 	[ -x /usr/lib/cni/macvlan ] || die "up: CNI plugins missing (apt-get install containernetworking-plugins)"
