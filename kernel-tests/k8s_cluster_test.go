@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"deathwatch/kernel-tests/ktest"
+	"deathwatch/kernel-tests/ktest/ociimage"
 )
 
 // The single-node Kubernetes cluster of kernel-tests/k8s/cluster.sh, as a
@@ -263,6 +264,72 @@ spec:
 		t.Fatalf("pod %s phase %q 60 s after its process ended, want Succeeded", name, phase())
 	}
 	t.Logf("SIGKILL of kubectl attach -> the API shows the pod Succeeded: %v", time.Since(killed).Round(time.Millisecond))
+}
+
+// TestK8sClusterImportsOCIImage: an archive ociimage.Write makes from a
+// rootfs folder is taken by `cluster.sh import` (ctr -n k8s.io images
+// import) and runs as a pod with its entrypoint and environment.
+func TestK8sClusterImportsOCIImage(t *testing.T) {
+	k8sRequireCluster(t)
+	busybox := ktest.RequireCmd(t, "busybox")
+	dir := t.TempDir()
+	root := filepath.Join(dir, "rootfs")
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("busybox", filepath.Join(root, "bin", "sh")); err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprint(time.Now().UnixNano())
+	ref := "localhost/deathwatch/test-import:" + tag
+	archive := filepath.Join(dir, "image.tar")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ociimage.Write(f, ref, root, ociimage.Config{Entrypoint: []string{"/bin/sh", "-c", "echo imported-$MARK"}, Env: []string{"MARK=" + tag}})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := k8sClusterSh("import", archive).CombinedOutput(); err != nil {
+		t.Fatalf("cluster.sh import: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		exec.Command("ctr", "--address", k8sRun+"/containerd.sock", "-n", "k8s.io", "images", "rm", ref).Run()
+	})
+	name := "dw-k8s-import-" + tag[len(tag)-6:]
+	k8sCtl(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: default}
+spec:
+  nodeName: localhost
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  containers:
+  - name: c
+    image: %s
+    imagePullPolicy: Never
+`, name, ref), "apply", "-f", "-")
+	t.Cleanup(func() {
+		exec.Command(k8sKubectl, "--kubeconfig", k8sAdmin, "delete", "pod", name, "--grace-period=0", "--force").Run()
+	})
+	phase := func() string { return k8sCtl(t, "", "get", "pod", name, "-o", "jsonpath={.status.phase}") }
+	if !k8sWaitFor(120*time.Second, func() bool { p := phase(); return p == "Succeeded" || p == "Failed" }) || phase() != "Succeeded" {
+		t.Fatalf("pod of the imported image: phase %q, want Succeeded; %s", phase(), k8sCtl(t, "", "get", "pod", name, "-o", "jsonpath={.status}"))
+	}
+	if logs := strings.TrimSpace(k8sCtl(t, "", "logs", name)); logs != "imported-"+tag {
+		t.Fatalf("pod of the imported image printed %q, want %q", logs, "imported-"+tag)
+	}
 }
 
 // k8sHostTraces lists what of the cluster is on the host: processes,

@@ -1,6 +1,65 @@
 #!/usr/bin/env bash
-# cluster.sh — a real single-node Kubernetes cluster for deathwatch's kernel tests.
+# cluster.sh — a real single-node Kubernetes cluster for deathwatch's kernel
+# tests (the kubernetes runtime's): nothing mocked.
+#
+#   cluster.sh build          kube-apiserver, kubelet, kubectl v1.37.2 from the
+#                             Go module proxy into /var/cache/deathwatch-k8s/v1.37.2/bin
+#                             (skipped when there and their SHA256SUMS match)
+#   cluster.sh up             idempotent: certificates, etcd, a separate containerd,
+#                             the apiserver, the kubelet, the base images; returns
+#                             when node "localhost" is Ready and a pod ran
+#   cluster.sh down           stops everything, removes all cluster state (the
+#                             build cache stays)
+#   cluster.sh status         exit 0 only when up and Ready; one line
+#   cluster.sh import TARBALL an image archive (kernel-tests/ktest/ociimage) into
+#                             containerd's k8s.io namespace
+#
+# What a test (and the runtime under test) can rely on:
+#   - API server https://127.0.0.1:16443; admin kubeconfig (cluster-admin)
+#     /var/lib/deathwatch-k8s/admin.kubeconfig; kubectl at
+#     /var/cache/deathwatch-k8s/v1.37.2/bin/kubectl. Everything listens on
+#     127.0.0.1 only (etcd 12379/12380, kubelet 16450, its healthz 16448).
+#   - Images (imagePullPolicy: Never; nothing is pulled):
+#     localhost/deathwatch/pause:1 (the sandbox), localhost/deathwatch/busybox:1
+#     (busybox-static, /bin/sh and every applet link, /etc/passwd with root
+#     and nobody). More with `cluster.sh import`.
+#   - There is NO scheduler and NO controller manager: a pod must name its
+#     node (spec.nodeName: localhost); a namespace other than "default" needs
+#     its "default" ServiceAccount created by hand (or pods with
+#     serviceAccountName of one that exists) — the ServiceAccount admission
+#     refuses pods otherwise; a deleted namespace stays Terminating (no
+#     namespace controller), so tests use "default" or one namespace that
+#     is never deleted. Deleting a pod works (the kubelet finishes it).
+#   - Pod network: hostNetwork: false works and is what box pods should
+#     use. Each pod gets its own network namespace with lo and an eth0 on a
+#     macvlan in "private" mode (no pod reaches another pod) whose parent is
+#     a veth pair dwk8s0/dwk8s0p with no address and no route: a pod can
+#     reach nothing but itself, and the host's routes and firewall are
+#     untouched (no iptables, no kube-proxy, no masquerade). Subnet
+#     198.18.42.0/24, addresses from host-local IPAM. hostNetwork: true also
+#     works (no CNI involved), but then the box shares the host's network.
+#   - The kubelet and containerd share one mount namespace
+#     (/run/deathwatch-k8s/mntns, a slave of the host's): pod mounts never
+#     show on the host, and the host sysctls the kubelet would rewrite
+#     (vm.overcommit_memory, kernel.panic_on_oops, ...) are masked there.
+#     Pods' cgroups live under /deathwatch-k8s (cgroupfs driver; v1 and v2).
+#   - Logs: /var/lib/deathwatch-k8s/log/{etcd,containerd,kube-apiserver,kubelet,up,import}.log;
+#     the build's in /var/cache/deathwatch-k8s/build.log.
+#   - containerd socket /run/deathwatch-k8s/containerd.sock (its own root,
+#     state, runc root); Docker's containerd is never touched.
+#
+# What it took on this kind of machine: kubelet 1.37 on cgroup v1 needs
+# failCgroupV1: false; containerd 1.6 lacks the CRI RuntimeConfig call, so
+# cgroupDriver: cgroupfs (pin 1.37.x); restrict_oom_score_adj = true; the
+# kubelet refuses a loopback node IP, so the node is named localhost, the
+# kubelet binds 127.0.0.1 and the apiserver reaches it by hostname
+# (--kubelet-preferred-address-types=Hostname) with a certificate for it;
+# makeIPTablesUtilChains: false; this kernel has no dummy link driver (so
+# the macvlan parent is a veth pair).
 set -euo pipefail
+
+# Go lives in /usr/local/go on these machines; root's tools in the sbin folders.
+export PATH=$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/sbin
 
 K8S_VERSION=v1.37.2
 STAGING_VERSION=v0.37.2
@@ -550,5 +609,6 @@ up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
 import) cmd_import "${2:-}" ;;
-*) die "usage: cluster.sh build|up|down|status|import TARBALL" ;;
+-h | --help) sed -n '2,/^$/p' "$0" | sed 's/^# \{0,1\}//' ;;
+*) die "usage: cluster.sh build|up|down|status|import TARBALL (-h for more)" ;;
 esac
