@@ -71,6 +71,10 @@ BINARIES=(kube-apiserver kubelet kubectl)
 
 # One line per step; provision.sh sets CLUSTER_SAY to fit its own lines.
 say() { printf '%s %-10s %s\n' "${CLUSTER_SAY:-cluster:}" "$1:" "$2"; }
+usage() {
+	echo "cluster: usage: cluster.sh build|up|down|status|import TARBALL (-h says what each does)" >&2
+	exit 2
+}
 die() {
 	printf 'cluster: FAILED: %s\n' "$1" >&2
 	exit 1
@@ -608,7 +612,10 @@ build) cmd_build ;;
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
-import) cmd_import "${2:-}" ;;
+import)
+	[ $# -eq 2 ] || usage
+	cmd_import "$2"
+	;;
 -h | --help) sed -n '2,/^$/p' "$0" | sed 's/^# \{0,1\}//' ;;
-*) die "usage: cluster.sh build|up|down|status|import TARBALL (-h for more)" ;;
+*) usage ;;
 esac
