@@ -56,6 +56,37 @@ func k8sCtl(t *testing.T, stdin string, args ...string) string {
 	return stdout.String()
 }
 
+// k8sPod creates the pod name in the default namespace, on the node, from
+// image with the container fields extra (YAML, one field a line), and
+// deletes it when the test ends.
+func k8sPod(t *testing.T, name, image string, extra ...string) {
+	t.Helper()
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: default}
+spec:
+  nodeName: localhost
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  containers:
+  - name: c
+    image: %s
+    imagePullPolicy: Never
+`, name, image)
+	for _, f := range extra {
+		manifest += "    " + f + "\n"
+	}
+	k8sCtl(t, manifest, "apply", "-f", "-")
+	t.Cleanup(func() {
+		exec.Command(k8sKubectl, "--kubeconfig", k8sAdmin, "delete", "pod", name, "--grace-period=0", "--force").Run()
+	})
+}
+
+// k8sPhase is the pod's phase as the API shows it.
+func k8sPhase(t *testing.T, name string) string {
+	return k8sCtl(t, "", "get", "pod", name, "-o", "jsonpath={.status.phase}")
+}
+
 // k8sWaitFor polls cond every 100 ms until it holds or limit passes.
 func k8sWaitFor(limit time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(limit)
@@ -184,25 +215,8 @@ func k8sGone(pid int) bool {
 func TestK8sClusterStdinOnceEOF(t *testing.T) {
 	k8sRequireCluster(t)
 	name := fmt.Sprintf("dw-k8s-stdin-%d", time.Now().UnixNano()%1000000)
-	k8sCtl(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s, namespace: default}
-spec:
-  nodeName: localhost
-  restartPolicy: Never
-  automountServiceAccountToken: false
-  containers:
-  - name: c
-    image: localhost/deathwatch/busybox:1
-    imagePullPolicy: Never
-    command: [cat]
-    stdin: true
-    stdinOnce: true
-`, name), "apply", "-f", "-")
-	t.Cleanup(func() {
-		exec.Command(k8sKubectl, "--kubeconfig", k8sAdmin, "delete", "pod", name, "--grace-period=0", "--force").Run()
-	})
-	phase := func() string { return k8sCtl(t, "", "get", "pod", name, "-o", "jsonpath={.status.phase}") }
+	k8sPod(t, name, "localhost/deathwatch/busybox:1", "command: [cat]", "stdin: true", "stdinOnce: true")
+	phase := func() string { return k8sPhase(t, name) }
 	start := time.Now()
 	if !k8sWaitFor(120*time.Second, func() bool { return phase() == "Running" }) {
 		t.Fatalf("pod %s not Running after 120 s (phase %q); read %s/log/kubelet.log", name, phase(), k8sState)
@@ -308,22 +322,8 @@ func TestK8sClusterImportsOCIImage(t *testing.T) {
 		exec.Command("ctr", "--address", k8sRun+"/containerd.sock", "-n", "k8s.io", "images", "rm", ref).Run()
 	})
 	name := "dw-k8s-import-" + tag[len(tag)-6:]
-	k8sCtl(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s, namespace: default}
-spec:
-  nodeName: localhost
-  restartPolicy: Never
-  automountServiceAccountToken: false
-  containers:
-  - name: c
-    image: %s
-    imagePullPolicy: Never
-`, name, ref), "apply", "-f", "-")
-	t.Cleanup(func() {
-		exec.Command(k8sKubectl, "--kubeconfig", k8sAdmin, "delete", "pod", name, "--grace-period=0", "--force").Run()
-	})
-	phase := func() string { return k8sCtl(t, "", "get", "pod", name, "-o", "jsonpath={.status.phase}") }
+	k8sPod(t, name, ref)
+	phase := func() string { return k8sPhase(t, name) }
 	if !k8sWaitFor(120*time.Second, func() bool { p := phase(); return p == "Succeeded" || p == "Failed" }) || phase() != "Succeeded" {
 		t.Fatalf("pod of the imported image: phase %q, want Succeeded; %s", phase(), k8sCtl(t, "", "get", "pod", name, "-o", "jsonpath={.status}"))
 	}
@@ -388,21 +388,9 @@ func k8sHostSysctls() string {
 func TestK8sClusterDownLeavesNothing(t *testing.T) {
 	k8sRequireCluster(t)
 	// Leave a running pod behind for down to clean up.
-	k8sCtl(t, `apiVersion: v1
-kind: Pod
-metadata: {name: dw-k8s-leftover, namespace: default}
-spec:
-  nodeName: localhost
-  restartPolicy: Never
-  automountServiceAccountToken: false
-  containers:
-  - name: c
-    image: localhost/deathwatch/busybox:1
-    imagePullPolicy: Never
-    command: [sleep, "3600"]
-`, "apply", "-f", "-")
+	k8sPod(t, "dw-k8s-leftover", "localhost/deathwatch/busybox:1", `command: [sleep, "3600"]`)
 	if !k8sWaitFor(120*time.Second, func() bool {
-		return k8sCtl(t, "", "get", "pod", "dw-k8s-leftover", "-o", "jsonpath={.status.phase}") == "Running"
+		return k8sPhase(t, "dw-k8s-leftover") == "Running"
 	}) {
 		t.Fatal("pod dw-k8s-leftover not Running after 120 s")
 	}
