@@ -199,13 +199,15 @@ start_in_ns() {
 	echo "$exe" >"$RUN/$name.exe"
 }
 
-# wait_for STEP SECONDS LOG COMMAND...: poll COMMAND once a second until it
-# succeeds; after SECONDS (by the clock) fail naming the step and its log.
+# wait_for STEP PROC SECONDS LOG COMMAND...: poll COMMAND once a second
+# until it succeeds; fail naming the step and its log after SECONDS (by
+# the clock), or as soon as the process PROC (a name for alive) is gone.
 wait_for() {
-	local step=$1 limit=$2 log=$3 deadline
-	shift 3
+	local step=$1 proc=$2 limit=$3 log=$4 deadline
+	shift 4
 	deadline=$((SECONDS + limit))
 	until "$@" >/dev/null 2>&1; do
+		alive "$proc" || die "up: $proc exited before $step was ready (read $log)"
 		[ "$SECONDS" -lt "$deadline" ] || die "up: $step not ready after ${limit}s (read $log)"
 		sleep 1
 	done
@@ -473,7 +475,7 @@ spec:
     imagePullPolicy: Never
     command: [/bin/sh, -c, "ip addr show eth0 >/dev/null && echo ok"]
 POD
-	wait_for "smoke pod (kubectl get pod deathwatch-k8s-smoke)" 180 "$LOGS/kubelet.log" \
+	wait_for "the smoke pod (kubectl get pod deathwatch-k8s-smoke)" kubelet 180 "$LOGS/kubelet.log" \
 		sh -c "[ \"\$('$BIN/kubectl' --kubeconfig '$ADMIN' get pod deathwatch-k8s-smoke -o 'jsonpath={.status.phase}')\" = Succeeded ]"
 	kubectl delete pod deathwatch-k8s-smoke --grace-period=0 --force >/dev/null 2>&1 || true
 }
@@ -507,12 +509,12 @@ cmd_up() {
 			--listen-peer-urls "$ETCD_PEER" --initial-advertise-peer-urls "$ETCD_PEER" \
 			--initial-cluster "deathwatch=$ETCD_PEER"
 	fi
-	wait_for etcd 60 "$LOGS/etcd.log" curl -sf "$ETCD_CLIENT/health"
+	wait_for etcd etcd 60 "$LOGS/etcd.log" curl -sf "$ETCD_CLIENT/health"
 
 	if ! alive containerd; then
 		start_in_ns containerd containerd --config "$STATE/containerd.toml"
 	fi
-	wait_for containerd 60 "$LOGS/containerd.log" ctr --address "$SOCK" version
+	wait_for containerd containerd 60 "$LOGS/containerd.log" ctr --address "$SOCK" version
 
 	if ! alive kube-apiserver; then
 		start kube-apiserver "$BIN/kube-apiserver" \
@@ -523,9 +525,10 @@ cmd_up() {
 			--kubelet-certificate-authority="$PKI/ca.crt" --kubelet-preferred-address-types=Hostname \
 			--service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$PKI/sa.pub" \
 			--service-account-signing-key-file="$PKI/sa.key" --service-cluster-ip-range=10.96.0.0/24 \
+			--endpoint-reconciler-type=none \
 			--authorization-mode=Node,RBAC --allow-privileged=true --anonymous-auth=false --profiling=false
 	fi
-	wait_for kube-apiserver 300 "$LOGS/kube-apiserver.log" kubectl get --raw /readyz
+	wait_for kube-apiserver kube-apiserver 300 "$LOGS/kube-apiserver.log" kubectl get --raw /readyz
 
 	import_base_images
 
@@ -533,7 +536,7 @@ cmd_up() {
 		start_in_ns kubelet "$BIN/kubelet" --config="$STATE/kubelet.yaml" --kubeconfig="$STATE/kubelet.kubeconfig" \
 			--hostname-override="$NODE" --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki"
 	fi
-	wait_for "node $NODE Ready" 300 "$LOGS/kubelet.log" node_ready
+	wait_for "node $NODE Ready" kubelet 300 "$LOGS/kubelet.log" node_ready
 	# No controller manager: the ServiceAccount admission wants the
 	# namespace's "default" service account to exist.
 	kubectl get serviceaccount default >/dev/null 2>&1 ||
