@@ -532,6 +532,11 @@ cmd_up() {
 
 	import_base_images
 
+	# The kubelet wants its cgroupRoot made in every hierarchy (v1's
+	# controllers and named ones, v2's unified tree); down removes them.
+	for d in $(findmnt -rn -t cgroup,cgroup2 -o TARGET); do
+		mkdir -p "$d/$CGROUP_ROOT" || die "up: cannot make the cgroup $d/$CGROUP_ROOT"
+	done
 	if ! alive kubelet; then
 		start_in_ns kubelet "$BIN/kubelet" --config="$STATE/kubelet.yaml" --kubeconfig="$STATE/kubelet.kubeconfig" \
 			--hostname-override="$NODE" --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki"
