@@ -403,7 +403,7 @@ probe "podman rootless" as_user podman
 # The test cluster of the kubernetes runtime (kernel-tests/k8s/cluster.sh
 # says what it is); the build is skipped when its cache is intact.
 K8S=$(dirname "$0")/k8s/cluster.sh
-export CLUSTER_SAY="provision: kubernetes"
+export CLUSTER_SAY_WHO=provision CLUSTER_SAY_STEP="kubernetes "
 "$K8S" build || die "kubernetes: cluster.sh build failed (see above)"
 "$K8S" up || die "kubernetes: cluster.sh up failed (see above)"
 step ready "machine ready for make test"

@@ -69,8 +69,9 @@ SRC=$CACHE/src
 BUILD_LOG=$CACHE/build.log
 BINARIES=(kube-apiserver kubelet kubectl)
 
-# One line per step; provision.sh sets CLUSTER_SAY to fit its own lines.
-say() { printf '%s %-10s %s\n' "${CLUSTER_SAY:-cluster:}" "$1:" "$2"; }
+# One line per step; provision.sh sets CLUSTER_SAY_WHO and CLUSTER_SAY_STEP
+# so that the lines read as its own.
+say() { printf '%s: %-22s %s\n' "${CLUSTER_SAY_WHO:-cluster}" "${CLUSTER_SAY_STEP:-}$1:" "$2"; }
 usage() {
 	echo "cluster: usage: cluster.sh build|up|down|status|import TARBALL (-h says what each does)" >&2
 	exit 2
@@ -606,7 +607,9 @@ cmd_down() {
 	if mountpoint -q "$MNTNS" 2>/dev/null; then umount "$MNTNS"; fi
 	# Anything mounted under the state folders (none is expected: the pods'
 	# mounts live in the namespace).
-	findmnt -rn -o TARGET | grep -E "^($STATE|$RUN)(/|$)" | sort -r | while read -r d; do umount -l "$d" || true; done
+	for d in $(findmnt -rn -o TARGET | grep -E "^($STATE|$RUN)(/|$)" | sort -r || true); do
+		umount -l "$d" || true
+	done
 	if [ -f "$STATE/created-dirs" ]; then
 		while read -r d; do rmdir "$d" 2>/dev/null || true; done <"$STATE/created-dirs"
 	fi
