@@ -184,7 +184,7 @@ start() {
 	local name=$1 exe
 	shift
 	exe=$(readlink -f "$(command -v "$1")")
-	setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+	setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 8>&- &
 	echo $! >"$RUN/$name.pid"
 	echo "$exe" >"$RUN/$name.exe"
 }
@@ -195,7 +195,7 @@ start_in_ns() {
 	local name=$1 exe
 	shift
 	exe=$(readlink -f "$(command -v "$1")")
-	setsid nsenter --mount="$MNTNS" -- "$exe" "${@:2}" >>"$LOGS/$name.log" 2>&1 </dev/null &
+	setsid nsenter --mount="$MNTNS" -- "$exe" "${@:2}" >>"$LOGS/$name.log" 2>&1 </dev/null 8>&- &
 	echo $! >"$RUN/$name.pid"
 	echo "$exe" >"$RUN/$name.exe"
 }
@@ -572,7 +572,7 @@ cmd_down() {
 	if alive kube-apiserver && alive kubelet; then
 		# Let the kubelet stop the pods the ordinary way (their network
 		# torn down by CNI, their sandboxes stopped).
-		kubectl delete pods --all --all-namespaces --grace-period=0 --force >/dev/null 2>&1 || true
+		kubectl delete pods --all --all-namespaces --grace-period=1 --wait=false >/dev/null 2>&1 || true
 		for i in $(seq 60); do
 			[ -z "$(ctr_ tasks ls -q 2>/dev/null)" ] && break
 			sleep 1
@@ -618,6 +618,17 @@ cmd_down() {
 	say down "stopped; $STATE and $RUN removed (the build cache $CACHE stays)"
 }
 
+# build, up and down take turns (two test runs may call them at once); the
+# lock is on fd 8, which the daemons must not inherit (start closes it).
+lock() {
+	mkdir -p "$CACHE"
+	exec 8>"$CACHE/lock"
+	flock 8
+}
+
+case "${1:-}" in
+build | up | down) lock ;;
+esac
 case "${1:-}" in
 build) cmd_build ;;
 up) cmd_up ;;
