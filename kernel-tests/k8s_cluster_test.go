@@ -284,6 +284,37 @@ func TestK8sClusterStdinOnceEOF(t *testing.T) {
 	t.Logf("SIGKILL of kubectl attach -> the API shows the pod Succeeded: %v", time.Since(killed).Round(time.Millisecond))
 }
 
+// TestK8sClusterPodNetworkIsolated: a pod on the cluster's network
+// (hostNetwork: false, the box pods' setting) has its own eth0 and reaches
+// itself but not another pod: the macvlan "private" mode cluster.sh sets up.
+func TestK8sClusterPodNetworkIsolated(t *testing.T) {
+	k8sRequireCluster(t)
+	suffix := fmt.Sprint(time.Now().UnixNano() % 1000000)
+	a, b := "dw-k8s-net-a-"+suffix, "dw-k8s-net-b-"+suffix
+	for _, name := range []string{a, b} {
+		k8sPod(t, name, "localhost/deathwatch/busybox:1", `command: [sleep, "600"]`)
+	}
+	for _, name := range []string{a, b} {
+		if !k8sWaitFor(120*time.Second, func() bool { return k8sPhase(t, name) == "Running" }) {
+			t.Fatalf("pod %s not Running after 120 s", name)
+		}
+	}
+	ipA := k8sCtl(t, "", "get", "pod", a, "-o", "jsonpath={.status.podIP}")
+	ipB := k8sCtl(t, "", "get", "pod", b, "-o", "jsonpath={.status.podIP}")
+	if ipA == "" || ipA == ipB {
+		t.Fatalf("pod IPs %q and %q: want two distinct addresses", ipA, ipB)
+	}
+	ping := func(from, to string) error {
+		return exec.Command(k8sKubectl, "--kubeconfig", k8sAdmin, "exec", from, "--", "ping", "-c1", "-W2", to).Run()
+	}
+	if err := ping(b, ipB); err != nil {
+		t.Fatalf("pod %s cannot ping its own address %s: %v", b, ipB, err)
+	}
+	if err := ping(b, ipA); err == nil {
+		t.Fatalf("pod %s reached pod %s at %s: pods must not reach each other", b, a, ipA)
+	}
+}
+
 // TestK8sClusterImportsOCIImage: an archive ociimage.Write makes from a
 // rootfs folder is taken by `cluster.sh import` (ctr -n k8s.io images
 // import) and runs as a pod with its entrypoint and environment.
