@@ -88,6 +88,43 @@ built() {
 	(cd "$BIN" && sha256sum --quiet --check SHA256SUMS >/dev/null 2>&1)
 }
 
+# build_in_src writes the scratch module and builds the binaries; every
+# step says when it failed (set -e does not hold in a function called
+# with ||).
+build_in_src() {
+	local moddir b
+	cd "$SRC" || return 1
+	moddir=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -f "$moddir/go.mod" ] || {
+		echo "k8s.io/kubernetes@$K8S_VERSION was not downloaded"
+		return 1
+	}
+	{
+		echo "module deathwatch-k8s-build"
+		echo
+		sed -n 's/^go \(.*\)$/go \1/p' "$moddir/go.mod"
+		echo
+		echo "require k8s.io/kubernetes $K8S_VERSION"
+		echo
+		echo "replace ("
+		# kubernetes' own go.mod points its k8s.io/* staging modules at
+		# ./staging/src/...; outside its tree they are the published
+		# modules of the matching version.
+		sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/k8s\.io/[a-z0-9-]*$#\t\1 => \1 '"$STAGING_VERSION"'#p' "$moddir/go.mod"
+		echo ")"
+	} >go.mod || return 1
+	printf 'package tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\t_ "k8s.io/kubernetes/cmd/kubelet/app"\n\t_ "k8s.io/kubectl/pkg/cmd"\n)\n' >tools.go || return 1
+	rm -f go.sum
+	GOFLAGS=-mod=mod go mod tidy || return 1
+	for b in "${BINARIES[@]}"; do
+		echo "== go build $b $(date -u +%T)"
+		CGO_ENABLED=0 go build -p 2 -trimpath -ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION" \
+			-o "$BIN/$b.new" "k8s.io/kubernetes/cmd/$b" || return 1
+		mv "$BIN/$b.new" "$BIN/$b" || return 1
+	done
+	(cd "$BIN" && sha256sum "${BINARIES[@]}" >SHA256SUMS)
+}
+
 cmd_build() {
 	if built; then
 		say build "ok ($K8S_VERSION cached in $BIN)"
@@ -95,38 +132,11 @@ cmd_build() {
 	fi
 	command -v go >/dev/null || die "build: no go on PATH (install Go 1.26 or newer)"
 	mkdir -p "$SRC" "$BIN"
-	local t0=$SECONDS moddir
+	rm -f "$BIN/SHA256SUMS"
+	local t0=$SECONDS
 	say build "$K8S_VERSION from the Go module proxy (log: $BUILD_LOG; 15-50 min, ~3 GB RAM)"
-	{
-		cd "$SRC"
-		moddir=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-		[ -f "$moddir/go.mod" ] || die "build: k8s.io/kubernetes@$K8S_VERSION not downloaded (log: $BUILD_LOG)"
-		{
-			echo "module deathwatch-k8s-build"
-			echo
-			sed -n 's/^go \(.*\)$/go \1/p' "$moddir/go.mod"
-			echo
-			echo "require k8s.io/kubernetes $K8S_VERSION"
-			echo
-			echo "replace ("
-			# kubernetes' own go.mod points its k8s.io/* staging modules at
-			# ./staging/src/...; outside its tree they are the published
-			# modules of the matching version.
-			sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/k8s\.io/[a-z0-9-]*$#\t\1 => \1 '"$STAGING_VERSION"'#p' "$moddir/go.mod"
-			echo ")"
-		} >go.mod
-		printf 'package tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\t_ "k8s.io/kubernetes/cmd/kubelet/app"\n\t_ "k8s.io/kubectl/pkg/cmd"\n)\n' >tools.go
-		rm -f go.sum
-		GOFLAGS=-mod=mod go mod tidy
-		for b in "${BINARIES[@]}"; do
-			echo "== go build $b $(date -u +%T)"
-			CGO_ENABLED=0 go build -p 2 -trimpath -ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION" \
-				-o "$BIN/$b.new" "k8s.io/kubernetes/cmd/$b"
-			mv "$BIN/$b.new" "$BIN/$b"
-		done
-		(cd "$BIN" && sha256sum "${BINARIES[@]}" >SHA256SUMS)
-		echo "== done in $((SECONDS - t0)) s"
-	} >"$BUILD_LOG" 2>&1 || die "build: go build failed (read $BUILD_LOG)"
+	(build_in_src) >"$BUILD_LOG" 2>&1 || die "build: the build failed (read $BUILD_LOG)"
+	echo "== done in $((SECONDS - t0)) s" >>"$BUILD_LOG"
 	built || die "build: binaries missing after the build (read $BUILD_LOG)"
 	say build "done in $((SECONDS - t0)) s"
 }
