@@ -598,9 +598,12 @@ cmd_down() {
 	fi
 	stop kube-apiserver
 	stop containerd
-	# The shims outlive containerd by design; ours name our socket.
+	# The shims outlive containerd by design; ours name our socket (so does
+	# grep's own command line: only shims are killed).
 	for pid in $(grep -lz -- "$SOCK" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
-		kill -KILL "$pid" 2>/dev/null || true
+		case $(readlink "/proc/$pid/exe" 2>/dev/null) in
+		*/containerd-shim*) kill -KILL "$pid" 2>/dev/null || true ;;
+		esac
 	done
 	stop etcd
 	# The pods' cgroups (all hierarchies, v1 and v2): kill what is left,
