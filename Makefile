@@ -16,6 +16,8 @@
 #                      load ~6 on 2 cores), as a busy CI machine would be
 #   make clean         bin/
 #   make clean-images  the kernel tests' images (docker, podman, rootless podman)
+#   make k8s-up        the single-node Kubernetes test cluster (built on first use)
+#   make k8s-down      stop it and remove its state (the build cache stays)
 
 # Go lives in /usr/local/go on the machines this runs on (a Go already on
 # PATH wins); the tests run root's tools (runuser, chroot, dockerd, ...),
@@ -44,7 +46,7 @@ FUZZ_TARGETS   := FuzzReader FuzzSpec
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v '/kernel-tests')
 KERNEL_PKGS = $(shell $(GO) list ./kernel-tests/... | grep -v '/kernel-tests/bench')
 
-.PHONY: all build test test-fresh test-loaded provision-reset provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean clean-images
+.PHONY: k8s-up k8s-down all build test test-fresh test-loaded provision-reset provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean clean-images
 
 all: build
 
@@ -72,6 +74,13 @@ provision:
 
 provision-reset:
 	kernel-tests/provision.sh --reset
+
+k8s-up:
+	kernel-tests/k8s/cluster.sh build
+	kernel-tests/k8s/cluster.sh up
+
+k8s-down:
+	kernel-tests/k8s/cluster.sh down
 
 # The first-run paths, without a fresh machine: reset what provisioning
 # made, then the whole suite twice in a row (the second run is the

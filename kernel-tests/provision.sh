@@ -12,7 +12,9 @@
 # on exactly this):
 #   - Debian packages: docker.io podman runc uidmap busybox-static tini
 #     bubblewrap catatonit dumb-init hyperfine iproute2 procps util-linux
-#     (+ netavark aardvark-dns iptables for rootful Podman's bridge network).
+#     (+ netavark aardvark-dns iptables for rootful Podman's bridge network;
+#     containerd etcd-server containernetworking-plugins openssl curl for the
+#     Kubernetes test cluster).
 #   - dockerd running (started by hand when there is no systemd), log in
 #     /var/log/dockerd.log.
 #   - Podman (rootful and rootless): the runc runtime (crun refuses cgroup v1
@@ -41,6 +43,11 @@
 # /dev/net/tun's mode (what udev and systemd do on an ordinary machine).
 # `make test-fresh` resets, then runs `make test` twice.
 #
+#   - At the end, the single-node Kubernetes test cluster
+#     (kernel-tests/k8s/cluster.sh build, then up): built once into
+#     /var/cache/deathwatch-k8s (a fresh machine pays 15-50 min), started in
+#     seconds after that. --reset runs cluster.sh down (the build cache stays).
+#
 # Rootless Podman is then used as:
 #   cd / && runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 podman run --network none ...
 # (the working directory must be one dwtest can enter).
@@ -55,7 +62,8 @@ DW_RUNDIR=/run/user/$DW_UID
 DOCKERD_LOG=/var/log/dockerd.log
 MARK="# managed by deathwatch kernel-tests/provision.sh; rewritten on every run"
 PACKAGES=(docker.io podman runc uidmap busybox-static tini bubblewrap catatonit
-	dumb-init hyperfine iproute2 procps util-linux netavark aardvark-dns iptables)
+	dumb-init hyperfine iproute2 procps util-linux netavark aardvark-dns iptables
+	containerd etcd-server containernetworking-plugins openssl curl)
 PROBE=deathwatch-provision:probe
 
 step() { printf 'provision: %-22s %s\n' "$1:" "$2"; }
@@ -98,6 +106,8 @@ flock 9
 # ------------------------------------------------------------------- reset
 if [ -n "$RESET" ]; then
 	DW_RUNDIR=/run/user/$DW_UID
+	# First: the reset of dockerd below kills every process named containerd.
+	"$(dirname "$0")/k8s/cluster.sh" down || die "kubernetes: cluster.sh down failed"
 	if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
 		ids=$(docker ps -aq --filter label=io.deathwatch.managed 2>/dev/null || true)
 		[ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
@@ -388,4 +398,12 @@ probe() { # name, engine argv...
 probe docker docker
 probe "podman rootful" podman
 probe "podman rootless" as_user podman
+
+# ---------------------------------------------------------- kubernetes
+# The test cluster of the kubernetes runtime (kernel-tests/k8s/cluster.sh
+# says what it is); the build is skipped when its cache is intact.
+K8S=$(dirname "$0")/k8s/cluster.sh
+export CLUSTER_SAY_WHO=provision CLUSTER_SAY_STEP="kubernetes "
+"$K8S" build || die "kubernetes: cluster.sh build failed (see above)"
+"$K8S" up || die "kubernetes: cluster.sh up failed (see above)"
 step ready "machine ready for make test"
