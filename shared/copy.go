@@ -1,7 +1,6 @@
 package shared
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"strconv"
@@ -211,8 +210,8 @@ func ParseCopyData(b []byte) (CopyData, error) {
 
 // ParseCopySum checks a copy-sum payload: a SHA-256 digest.
 func ParseCopySum(b []byte) ([]byte, error) {
-	if len(b) != sha256.Size {
-		return nil, &ProtocolError{Reason: "copy-sum: " + itoa(len(b)) + " bytes (want " + itoa(sha256.Size) + ")"}
+	if len(b) != sha256Size {
+		return nil, &ProtocolError{Reason: "copy-sum: " + itoa(len(b)) + " bytes (want " + itoa(sha256Size) + ")"}
 	}
 	return b, nil
 }
@@ -241,7 +240,7 @@ func ParseCopyEnd(b []byte) (CopyEnd, error) {
 	c := CopyEnd{Root: d.u32("root"), Files: int64(d.u64("files")), Bytes: int64(d.u64("bytes"))}
 	c.Manifest = []byte(d.str("manifest"))
 	c.Err = d.str("error")
-	if d.err == nil && c.Err == "" && len(c.Manifest) != sha256.Size {
+	if d.err == nil && c.Err == "" && len(c.Manifest) != sha256Size {
 		d.fail("manifest", "not a SHA-256 digest")
 	}
 	return c, d.done()

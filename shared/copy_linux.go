@@ -2,7 +2,6 @@ package shared
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"hash"
@@ -72,14 +71,14 @@ type manifestHash struct{ h hash.Hash }
 
 func (m *manifestHash) add(line string) {
 	if m.h == nil {
-		m.h = sha256.New()
+		m.h = NewSHA256()
 	}
 	io.WriteString(m.h, line)
 }
 
 func (m *manifestHash) Sum(b []byte) []byte {
 	if m.h == nil {
-		m.h = sha256.New()
+		m.h = NewSHA256()
 	}
 	return m.h.Sum(b)
 }
@@ -163,7 +162,7 @@ func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
 	if err := t.s.Send(t.s.Frames.Entry, func() []byte { c.Root = t.root; return c.Marshal() }()); err != nil {
 		return err
 	}
-	h := sha256.New()
+	h := NewSHA256()
 	if len(t.s.buf) < CopyChunk {
 		t.s.buf = make([]byte, CopyChunk)
 	}
@@ -392,7 +391,7 @@ func (r *CopyReceiver) entry(b []byte) error {
 		if err != nil {
 			return &CopyRefusedError{Reason: full + ": " + err.Error()}
 		}
-		t.file, t.entry, t.off, t.h = fd, c, 0, sha256.New()
+		t.file, t.entry, t.off, t.h = fd, c, 0, NewSHA256()
 	case CopySymlink:
 		line := ManifestLine(c, nil)
 		t.man.add(line)

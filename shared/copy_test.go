@@ -1,6 +1,7 @@
 package shared
 
 import (
+	"crypto/sha256"
 	"reflect"
 	"strings"
 	"testing"
@@ -162,4 +163,29 @@ func FuzzCopyDecoders(f *testing.F) {
 func noCopies(s Spec) Spec {
 	s.CopyIn, s.CopyOut, s.CopyOutLimit = nil, nil, 0
 	return s
+}
+
+func TestSHA256MatchesCrypto(t *testing.T) {
+	b := make([]byte, 1000)
+	for i := range b {
+		b[i] = byte(i * 7)
+	}
+	for _, n := range []int{0, 1, 55, 56, 63, 64, 65, 119, 120, 128, 1000} {
+		h := newSHA256()
+		h.Write(b[:n/2])
+		h.Write(b[n/2 : n])
+		want := sha256.Sum256(b[:n])
+		if got := h.Sum(nil); string(got) != string(want[:]) {
+			t.Errorf("%d bytes: %x, want %x", n, got, want)
+		}
+	}
+}
+
+func BenchmarkSHA256(b *testing.B) {
+	buf := make([]byte, 1<<20)
+	b.SetBytes(int64(len(buf)))
+	h := newSHA256()
+	for i := 0; i < b.N; i++ {
+		h.Write(buf)
+	}
 }
