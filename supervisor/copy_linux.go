@@ -62,8 +62,17 @@ func (c *copies) sendIn(w *shared.Writer) error {
 
 // frame takes one copy-out frame. A protocol error is returned (the
 // stream is broken: fail closed); a refusal, a mismatch or a failed
-// write fails the copy, and later copy frames are dropped.
+// write fails the copy, and later copy frames are dropped. Either way
+// nothing of the copy-out is kept.
 func (c *copies) frame(f shared.Frame) error {
+	err := c.take(f)
+	if err != nil {
+		c.fail(err)
+	}
+	return err
+}
+
+func (c *copies) take(f shared.Frame) error {
 	c.mu.Lock()
 	failed := c.err != nil
 	c.mu.Unlock()
