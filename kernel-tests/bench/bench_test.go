@@ -124,6 +124,7 @@ const (
 	rankSupervisorKill
 	rankHeartbeat
 	rankIO
+	rankCopy
 )
 
 // newSection adds a section to the report at rank. Make it before
