@@ -370,3 +370,46 @@ func TestCopySupervisorKilledMidCopy(t *testing.T) {
 		t.Logf("reconcile: %+v", rep)
 	})
 }
+
+// TestCopyOutAfterDeadline: the box outlives its deadline; its agent is
+// killed, and the copy-out still comes back (exit 246, the tree kept).
+func TestCopyOutAfterDeadline(t *testing.T) {
+	forCopyRig(t, func(t *testing.T, r *rig) {
+		out := r.mkdirOwned(t, "out")
+		agent := `mkdir -p /tmp/res && echo partial > /tmp/res/log && exec sleep 600`
+		res := runCmd(r.supervisor(nil, "--deadline", "2s", "--grace", "1s", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c", agent))
+		if res.code != shared.ExitDeadline {
+			t.Fatalf("exit %d, want %d\nstderr: %s", res.code, shared.ExitDeadline, res.stderr)
+		}
+		if b, _ := os.ReadFile(filepath.Join(out, "res/log")); string(b) != "partial\n" {
+			t.Errorf("res/log = %q", b)
+		}
+		checkManifest(t, filepath.Join(out, "res.manifest"), filepath.Join(out, "res"))
+	})
+}
+
+// TestCopyStageBind: where the nonce probe proves the engine shares the
+// host's files (a local Docker), --stage bind and auto make the
+// copy-in a read-only bind mount: no copy (no staged event), the agent
+// reads the host's files and cannot write them.
+func TestCopyStageBind(t *testing.T) {
+	for _, proto := range rigs(t, "docker") {
+		r := *proto
+		r.Setup(t, "cp")
+		t.Cleanup(func() { r.assertClean() })
+		src := r.mkdirOwned(t, "src")
+		os.WriteFile(filepath.Join(src, "f"), []byte("from host\n"), 0o644)
+		for _, stage := range []string{"bind", "auto"} {
+			os.Remove(r.eventsFile())
+			res := runCmd(r.supervisor(nil, "--stage", stage, "--copy-in", src+":/tmp/src", "--", "sh", "-c", `cat /tmp/src/f; touch /tmp/src/g 2>/dev/null && echo writable || echo readonly`))
+			if res.code != 0 || res.stdout != "from host\nreadonly\n" {
+				t.Errorf("--stage %s: exit %d, stdout %q, stderr %s", stage, res.code, res.stdout, res.stderr)
+			}
+			for _, ev := range r.events() {
+				if ev.Event == "staged" {
+					t.Errorf("--stage %s copied (staged event) where a bind was proven", stage)
+				}
+			}
+		}
+	}
+}
