@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"deathwatch/shared"
@@ -81,6 +82,16 @@ type copies struct {
 	outDone  int
 	err      error // the first copy-out failure: the launch fails with it
 	removeMu sync.Once
+	last     atomic.Int64 // unix nanoseconds of the last copy frame sent or received
+}
+
+// moved notes a copy frame sent or received.
+func (c *copies) moved() { c.last.Store(time.Now().UnixNano()) }
+
+// busy reports whether a copy frame went or came within d.
+func (c *copies) busy(d time.Duration) bool {
+	last := c.last.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < d
 }
 
 type exportTree struct {

@@ -21,7 +21,8 @@ const copySupported = true
 // for.
 func (c *copies) sendIn(w *shared.Writer) error {
 	s := &shared.CopySender{
-		Frames: shared.CopyInFrames, Send: w.Send,
+		Frames: shared.CopyInFrames,
+		Send:   func(t shared.FrameType, p []byte) error { c.moved(); return w.Send(t, p) },
 		Skipped: func(p string, mode uint32) {
 			c.l.say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
 		},
@@ -65,6 +66,7 @@ func (c *copies) sendIn(w *shared.Writer) error {
 // write fails the copy, and later copy frames are dropped. Either way
 // nothing of the copy-out is kept.
 func (c *copies) frame(f shared.Frame) error {
+	c.moved()
 	err := c.take(f)
 	if err != nil {
 		c.fail(err)
@@ -96,7 +98,7 @@ func (c *copies) take(f shared.Frame) error {
 			}
 		}
 	}
-	t := c.current(f, root)
+	t := c.current()
 	if t == nil {
 		if f.Type == shared.FrameCopyOutEnd {
 			// A root the watcher refused before its first entry.
@@ -131,7 +133,7 @@ func (c *copies) take(f shared.Frame) error {
 }
 
 // current is the tree a frame belongs to: the last one opened.
-func (c *copies) current(f shared.Frame, root uint32) *exportTree {
+func (c *copies) current() *exportTree {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, t := range c.out {

@@ -568,8 +568,12 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 			// Beside the pings: a long copy-in must not silence them.
 			go func() {
 				if err := cp.sendIn(w); err != nil {
+					// A tree the host cannot read is said here (the box ends
+					// with copy-refused); a broken stream by the outcome.
 					log.Debug("copy-in", "err", err)
-					l.say("copy-in: %v", err)
+					if refused := (*shared.CopyRefusedError)(nil); errors.As(err, &refused) {
+						l.say("copy-in: %v", err)
+					}
 				}
 			}()
 		}
@@ -733,6 +737,12 @@ wait:
 		case <-hard:
 			endNow("the box did not stop within grace")
 		case <-deadline:
+			if cp.busy(10 * time.Second) {
+				// A copy is moving (copy-in precedes the watcher's deadline,
+				// copy-out follows it): the box is not past due while it does.
+				deadline = time.After(10 * time.Second)
+				continue
+			}
 			pastDue = true
 			endNow("the box outlived its deadline")
 		}
