@@ -27,6 +27,9 @@ type CopySender struct {
 	// Skipped is told of an object that is neither a folder, a file nor
 	// a symlink (a FIFO, a socket, a device): it is not sent.
 	Skipped func(p string, mode uint32)
+	// Allow, when set, decides whether a regular file (its owner, its
+	// mode) is sent; one it refuses goes to Skipped.
+	Allow func(uid, mode uint32) bool
 
 	Files, Bytes int64 // of every tree sent so far
 	buf          []byte
@@ -129,6 +132,9 @@ func (t *treeSend) walk(dirfd int, name, p string) error {
 		}
 		return t.entry(CopyEntry{Path: p, Kind: CopySymlink, Link: target}, nil)
 	case unix.S_IFREG:
+		if t.s.Allow != nil && !t.s.Allow(st.Uid, st.Mode) {
+			break
+		}
 		key := [2]uint64{uint64(st.Dev), st.Ino}
 		if first, ok := t.links[key]; ok && p != "" {
 			return t.entry(CopyEntry{Path: p, Kind: CopyHardlink, Link: first}, nil)

@@ -15,6 +15,7 @@ type CopySender struct {
 	Send         func(t FrameType, payload []byte) error
 	Limit        int64
 	Skipped      func(p string, mode uint32)
+	Allow        func(uid, mode uint32) bool
 	Files, Bytes int64
 }
 

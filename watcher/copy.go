@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -173,8 +174,12 @@ func (w *watcher) sendTrees(spec *shared.Spec) {
 	s := &shared.CopySender{
 		Frames: shared.CopyOutFrames, Send: w.out.Send, Limit: spec.CopyOutLimit,
 		Skipped: func(p string, mode uint32) {
-			logf("copy-out: " + p + ": not a folder, file or symlink (mode " + itoa(int(mode)) + "); not sent")
+			logf("copy-out: " + p + ": not a folder, file or symlink, or a file neither the agent's nor readable by all (mode " + strconv.FormatUint(uint64(mode), 8) + "); not sent")
 		},
+		// The watcher reads with DAC_OVERRIDE: a file the agent could
+		// not read itself (a root-only file of the box it hard-linked
+		// into the tree, where fs.protected_hardlinks is off) stays.
+		Allow: func(uid, mode uint32) bool { return uid == spec.UID || mode&0o004 != 0 },
 	}
 	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
