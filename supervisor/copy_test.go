@@ -25,6 +25,7 @@ type copyRuntime struct {
 	inRoot  string                             // where copy-in lands
 	tamper  func(t shared.FrameType, p []byte) // may alter a frame about to go to the host
 	inErr   error                              // what the copy-in receiver said
+	failIn  bool                               // end as a watcher whose copy-in did not verify
 }
 
 func (c *copyRuntime) Name() string { return "copyrt" }
@@ -69,8 +70,12 @@ func (c *copyRuntime) play(box io.ReadWriter) {
 		}
 		for left := len(spec.CopyIn); left > 0; {
 			done, _, err := recv.Frame(shared.CopyInFrames, next())
+			if err == nil && c.failIn {
+				err = &shared.VerifyError{Reason: "a: SHA-256 differs"}
+			}
 			if err != nil {
 				c.inErr = err
+				w.Send(shared.FrameExit, shared.Exit{Reason: shared.ReasonVerifyFailed, Code: shared.ExitCopyFailed, Message: "copy-in: " + err.Error()}.Marshal())
 				return
 			}
 			if done {
@@ -252,5 +257,20 @@ func TestCopyInStaged(t *testing.T) {
 	}
 	if staged == nil || staged.Files != 1 || staged.Bytes != 5 {
 		t.Errorf("staged event %+v", staged)
+	}
+}
+
+// A copy-in that does not verify keeps its own reason, though the
+// copy-out it asked for never came.
+func TestCopyInFailureKeepsItsReason(t *testing.T) {
+	src, in, out := t.TempDir(), t.TempDir(), t.TempDir()
+	write(t, filepath.Join(src, "tree/a"), "alpha")
+	theCopyRT.inRoot, theCopyRT.inErr = in, nil
+	theCopyRT.failIn = true
+	defer func() { theCopyRT.failIn = false }()
+	run := runCopy(t, ExecOptions{CopyIn: []CopyIn{{Host: filepath.Join(src, "tree"), Box: "/w"}}, CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
+	last := run.events[len(run.events)-2]
+	if run.code != shared.ExitCopyFailed || last.Reason != string(shared.ReasonVerifyFailed) || strings.Contains(run.stderr, "copy-out") {
+		t.Fatalf("exit %d, exited %+v, stderr %s", run.code, last, run.stderr)
 	}
 }

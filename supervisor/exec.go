@@ -756,7 +756,9 @@ wait:
 	if len(l.o.CopyOut) > 0 {
 		// A copy-out that failed fails the launch; one cut short by the
 		// stream's end leaves nothing behind either.
-		if err := cp.outErr(o.exit != nil); err != nil && o.exit != nil && o.exit.Reason != shared.ReasonSetupFailed {
+		// (Not when the agent never started: a setup or copy-in failure
+		// keeps its own reason.)
+		if err := cp.outErr(o.exit != nil && o.ready); err != nil && o.ready && o.exit != nil {
 			out = copyOutcome(err)
 		}
 	}
