@@ -7,7 +7,7 @@ package shared
 //	126      the command was found but could not be executed
 //	127      the command was not found
 //	128+N    the agent died of signal N (N = 1..64)
-//	240-247  deathwatch's own outcomes, below
+//	240-248  deathwatch's own outcomes, below
 //
 // The reserved block sits above 128+64, so it never collides with a
 // signal status. An OOM kill has no code of its own: it keeps 137
@@ -25,6 +25,7 @@ const (
 	ExitLivenessLost = 245 // the control stream reached EOF, went silent or broke
 	ExitDeadline     = 246 // the in-box deadline passed
 	ExitBlocked      = 247 // reconcile found boxes it cannot prove it owns
+	ExitCopyFailed   = 248 // a copy-in or copy-out failed verification or was refused; nothing of it was kept
 )
 
 // ExitMeaning describes one row of the table.
@@ -47,6 +48,7 @@ var ExitTable = []ExitMeaning{
 	{"245", "liveness lost: the control stream reached EOF, went silent or broke"},
 	{"246", "deadline: the in-box deadline passed"},
 	{"247", "blocked: reconcile found boxes it cannot prove it owns"},
+	{"248", "copy failed: a copy-in or copy-out did not verify (reason verify-failed) or was refused (copy-refused); nothing of it was kept"},
 }
 
 // SignalStatus is the status for death by signal n.

@@ -16,6 +16,8 @@ import (
 var allFrameTypes = []FrameType{
 	FrameHello, FrameSpec, FramePing, FrameStdin, FrameStdinEOF, FrameSignal, FrameResize, FrameStop,
 	FrameReady, FrameStdout, FrameStderr, FramePong, FrameExit, FrameStdinCredit,
+	FrameCopyInEntry, FrameCopyInData, FrameCopyInSum, FrameCopyInEnd,
+	FrameCopyOutEntry, FrameCopyOutData, FrameCopyOutSum, FrameCopyOutEnd,
 }
 
 func TestFrameTypesKnownAndNamed(t *testing.T) {
@@ -270,7 +272,7 @@ func payloadCases() []payloadCase {
 	rs := Resize{Rows: 65535, Cols: 80}
 	stop := Stop{Grace: 2500 * time.Millisecond}
 	exit := Exit{Reason: ReasonDeadline, Code: ExitDeadline, Signal: 9, Runtime: 90 * time.Second, Sweep: 3 * time.Millisecond, Message: "deadline of 1m30s passed; 2 processes killed"}
-	spec := fullSpec()
+	spec := withCopies(fullSpec())
 	credit := Credit{Bytes: StdinWindowSize}
 	return []payloadCase{
 		{"credit", FrameStdinCredit, credit, credit.Marshal, func(b []byte) (any, error) { return ParseCredit(b) }},
@@ -524,5 +526,5 @@ func specTails(b []byte) map[int]bool {
 	if err != nil {
 		return nil
 	}
-	return map[int]bool{len(oldSpec(s).Marshal()): true, len(noStdin(s).Marshal()): true}
+	return map[int]bool{len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true}
 }

@@ -116,6 +116,13 @@ const (
 	// while it ran. The code stays 137 (128+9), as with Docker's
 	// OOMKilled; the reason tells it from a plain kill.
 	ReasonOOM Reason = "oom"
+	// ReasonVerifyFailed: a copy arrived but does not match its
+	// manifest (a file's SHA-256, the manifest's, the counts); code
+	// ExitCopyFailed. ReasonCopyRefused: a copy was refused whole (over
+	// --copy-out-limit, unreadable, a target it must not write); the
+	// same code. See copy.go.
+	ReasonVerifyFailed Reason = "verify-failed"
+	ReasonCopyRefused  Reason = "copy-refused"
 )
 
 // Exit is the watcher's final record.

@@ -73,6 +73,14 @@ type Spec struct {
 	// agent's stdin is /dev/null. With TTY it changes nothing: a pty
 	// always takes input.
 	Stdin bool
+
+	// CopyIn are the box paths the copy-in trees land at, in the order
+	// their copy frames come (root i is CopyIn[i]); CopyOut the box
+	// paths sent back after the agent, up to CopyOutLimit bytes each
+	// (0: none). See copy.go.
+	CopyIn       []string
+	CopyOut      []string
+	CopyOutLimit int64
 }
 
 // Validate names the first bad field.
@@ -159,6 +167,9 @@ func (s *Spec) Validate() error {
 	}
 	if !s.TTY && (s.Rows != 0 || s.Cols != 0) {
 		return bad("rows/cols", "a window size without tty; set tty or leave them 0")
+	}
+	if err := s.checkCopies(); err != nil {
+		return err
 	}
 	return s.Fits()
 }
@@ -247,12 +258,17 @@ func (s Spec) Marshal() []byte {
 	// later one is set, so that a spec without them is byte for byte
 	// what an older supervisor sent (and one encoding per spec holds: the
 	// last group present is never all zero).
-	if s.AllowUserns || len(s.Seccomp) > 0 || s.Stdin {
+	if s.AllowUserns || len(s.Seccomp) > 0 || s.Stdin || s.hasCopies() {
 		e.boolean(s.AllowUserns)
 		e.str(string(s.Seccomp))
 	}
-	if s.Stdin {
+	if s.Stdin || s.hasCopies() {
 		e.boolean(s.Stdin)
+	}
+	if s.hasCopies() {
+		e.strs(s.CopyIn)
+		e.strs(s.CopyOut)
+		e.u64(uint64(s.CopyOutLimit))
 	}
 	return e.b
 }
@@ -297,8 +313,16 @@ func ParseSpec(b []byte) (Spec, error) {
 	// ... or here: no stdin relay.
 	if d.err == nil && len(d.b) > 0 {
 		s.Stdin = d.boolean("stdin")
-		if d.err == nil && !s.Stdin {
+		if d.err == nil && !s.Stdin && len(d.b) == 0 {
 			d.fail("stdin", "present but false (non-canonical)")
+		}
+	}
+	// ... or here: no copies.
+	if d.err == nil && len(d.b) > 0 {
+		s.CopyIn, s.CopyOut = d.strs("copy_in"), d.strs("copy_out")
+		s.CopyOutLimit = int64(d.u64("copy_out_limit"))
+		if d.err == nil && !s.hasCopies() {
+			d.fail("copy_in/copy_out", "present but empty (non-canonical)")
 		}
 	}
 	return s, d.done()

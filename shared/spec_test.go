@@ -213,7 +213,8 @@ func TestParseSpecMalformed(t *testing.T) {
 			e.u64(2) // allow_root
 			return append(e.b, make([]byte, 10)...)
 		}(), "allow_root"},
-		{"trailing", append(append([]byte{}, good...), 9), "trailing"},
+		{"trailing", append(withCopies(fullSpec()).Marshal(), 9), "trailing"},
+		{"copies empty", append(append([]byte{}, good...), 0, 0, 0), "non-canonical"},
 		{"truncated filter", noStdin(fullSpec()).Marshal()[:len(noStdin(fullSpec()).Marshal())-1], "seccomp"},
 		{"empty tail", append(oldSpec(fullSpec()).Marshal(), 0, 0), "non-canonical"},
 		{"stdin false", append(oldSpec(fullSpec()).Marshal(), 0, 0, 0), "non-canonical"},

@@ -17,8 +17,14 @@ const (
 	EventCreated   = "created"
 	EventStarted   = "started"
 	EventReady     = "ready"
-	EventExited    = "exited"
-	EventRemoved   = "removed"
+	// Copies (copy.go): staged once the agent started after a copy-in
+	// (the watcher verified it first); exported when a copy-out tree
+	// arrived, verified once its manifest checked and was written.
+	EventStaged   = "staged"
+	EventExported = "exported"
+	EventVerified = "verified"
+	EventExited   = "exited"
+	EventRemoved  = "removed"
 )
 
 // Event is one line of --events output: line-delimited JSON for
@@ -35,6 +41,14 @@ type Event struct {
 	Code     *int      `json:"code,omitempty"`   // exited: the supervisor's exit status
 	Reason   string    `json:"reason,omitempty"` // exited: why
 	Error    string    `json:"error,omitempty"`  // removed: a removal that failed
+	// staged, exported, verified: what was copied and how long it took;
+	// Path is the result (exported) or its manifest (verified), Refused
+	// the symlinks not made as they leave the exported tree.
+	Path    string  `json:"path,omitempty"`
+	Files   int64   `json:"files,omitempty"`
+	Bytes   int64   `json:"bytes,omitempty"`
+	Seconds float64 `json:"seconds,omitempty"`
+	Refused int     `json:"refused_symlinks,omitempty"`
 }
 
 // Events writes events; a nil *Events discards them.

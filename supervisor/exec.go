@@ -70,6 +70,13 @@ type ExecOptions struct {
 	// AllowHostNetwork accepts --network host on native, which opens the
 	// host's abstract unix sockets and loopback to the agent.
 	AllowHostNetwork bool
+
+	// Copies (copy.go): trees into the box before the agent, and back
+	// out after it, over the control stream; CopyOutLimit bounds each
+	// copy-out tree (0: DefaultCopyOutLimit).
+	CopyIn       []CopyIn
+	CopyOut      []CopyOut
+	CopyOutLimit int64
 }
 
 // The bounds a box gets when its options do not say otherwise: no box
@@ -201,6 +208,10 @@ func (o *ExecOptions) Spec() shared.Spec {
 		Rows:  o.Rows,
 		Cols:  o.Cols,
 		Stdin: o.Stdin,
+
+		CopyIn:       copyInTargets(o.CopyIn),
+		CopyOut:      copyOutSources(o.CopyOut),
+		CopyOutLimit: o.copyOutLimit(),
 	}
 }
 
@@ -234,6 +245,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	spec.Seccomp = seccomp.Default(spec.AllowUserns)
 	if err := shared.CheckPidsLimit(o.PidsLimit); err != nil {
 		return fail(UsageError("%w", err), shared.ExitUsage)
+	}
+	if err := checkCopies(o); err != nil {
+		return fail(err, shared.ExitUsage)
 	}
 	if err := spec.Validate(); err != nil {
 		if refused := (*shared.RefusedError)(nil); errors.As(err, &refused) {
@@ -544,6 +558,7 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 	if l.spec.TTY && l.x.Resize != nil {
 		go resizes(l.x.Resize, ready, done, w, log)
 	}
+	cp := &copies{l: l}
 
 	// hello, spec, then pings. A blocked write (a box that never reads)
 	// must not block the loop below, so the writes have a goroutine.
@@ -556,6 +571,19 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 		if err := w.Send(shared.FrameSpec, l.spec.Marshal()); err != nil {
 			log.Debug("send spec", "err", err)
 			return
+		}
+		if len(l.o.CopyIn) > 0 {
+			// Beside the pings: a long copy-in must not silence them.
+			go func() {
+				if err := cp.sendIn(w); err != nil {
+					// A tree the host cannot read is said here (the box ends
+					// with copy-refused); a broken stream by the outcome.
+					log.Debug("copy-in", "err", err)
+					if refused := (*shared.CopyRefusedError)(nil); errors.As(err, &refused) {
+						l.say("copy-in: %v", err)
+					}
+				}
+			}()
 		}
 		if l.o.Heartbeat <= 0 {
 			return
@@ -604,6 +632,9 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 					l.emit(Event{Event: EventReady, PID: rd.PID})
 					log.Info("ready", "agent_pid", rd.PID)
 					close(ready)
+					if len(l.o.CopyIn) > 0 {
+						cp.staged()
+					}
 					if in != nil {
 						go in.pump(l.x.Stdin, w, log)
 					}
@@ -626,6 +657,15 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 				l.x.Stderr.Write(f.Payload)
 				continue
 			case shared.FramePong:
+				continue
+			case shared.FrameCopyOutEntry, shared.FrameCopyOutData, shared.FrameCopyOutSum, shared.FrameCopyOutEnd:
+				if len(l.o.CopyOut) == 0 {
+					o.err = &shared.ProtocolError{Reason: f.Type.String() + " from a box asked for no copy-out"}
+					break
+				}
+				if o.err = cp.frame(f); o.err != nil {
+					break
+				}
 				continue
 			case shared.FrameExit:
 				x, err := shared.ParseExit(f.Payload)
@@ -705,6 +745,12 @@ wait:
 		case <-hard:
 			endNow("the box did not stop within grace")
 		case <-deadline:
+			if cp.busy(10 * time.Second) {
+				// A copy is moving (copy-in precedes the watcher's deadline,
+				// copy-out follows it): the box is not past due while it does.
+				deadline = time.After(10 * time.Second)
+				continue
+			}
 			pastDue = true
 			endNow("the box outlived its deadline")
 		}
@@ -715,6 +761,15 @@ wait:
 	}
 	out := decide(streamEnd{exit: o.exit, ready: o.ready, err: o.err, signal: lastSig, endedNow: hardDone, pastDue: pastDue},
 		l.o.Deadline, l.tail.Last())
+	if len(l.o.CopyOut) > 0 {
+		// A copy-out that failed fails the launch; one cut short by the
+		// stream's end leaves nothing behind either.
+		// (Not when the agent never started: a setup or copy-in failure
+		// keeps its own reason.)
+		if err := cp.outErr(o.exit != nil && o.ready); err != nil && o.ready && o.exit != nil {
+			out = copyOutcome(err)
+		}
+	}
 	if out.say != "" {
 		l.say("%s", out.say)
 	}
@@ -771,7 +826,7 @@ func decide(e streamEnd, deadline time.Duration, tail string) outcome {
 		switch e.exit.Reason {
 		case shared.ReasonDeadline:
 			say = fmt.Sprintf("the deadline (%s) passed; the agent was stopped", deadline)
-		case shared.ReasonLivenessLost, shared.ReasonSetupFailed:
+		case shared.ReasonLivenessLost, shared.ReasonSetupFailed, shared.ReasonVerifyFailed, shared.ReasonCopyRefused:
 			say = e.exit.Message
 			if say == "" {
 				say = string(e.exit.Reason)

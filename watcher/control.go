@@ -66,6 +66,9 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 		}
 		return nil, w.setupFailed(shared.ExitUsage, err.Error())
 	}
+	if code := w.copyIn(&spec); code != 0 {
+		return nil, code
+	}
 	return &spec, 0
 }
 

@@ -17,7 +17,10 @@ import (
 // execve may grant, the watcher never executes anything again, and
 // no_new_privs already forbids any gain. Emptying it would take one
 // all-thread round trip per capability (measured: 9 ms of launch).
-func dropSelf(id ID) error {
+//
+// keep are more capabilities left permitted, not effective (copy.go's
+// exportCaps: to read the agent's files once it is dead).
+func dropSelf(id ID, keep uint32) error {
 	all := func(name string, trap, a1, a2, a3 uintptr) error {
 		if _, _, e := syscall.AllThreadsSyscall(trap, a1, a2, a3); e != 0 {
 			return os.NewSyscallError(name, e)
@@ -42,7 +45,7 @@ func dropSelf(id ID) error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	data[0].Effective = 1 << unix.CAP_KILL
-	data[0].Permitted = 1 << unix.CAP_KILL
+	data[0].Permitted = 1<<unix.CAP_KILL | keep
 	err := all("capset", unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
 	if err != nil {
 		return err

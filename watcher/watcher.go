@@ -47,6 +47,8 @@ type watcher struct {
 	// feeds the agent's input (a stdin or tty spec). See stdin.go.
 	pty   *os.File
 	stdin *stdinRelay
+	// copySpec is the spec's copies (copy.go).
+	copySpec *shared.Spec
 
 	// The end of the box, once it began.
 	ending     bool
@@ -113,7 +115,7 @@ func (w *watcher) run() int {
 	}
 	w.started = time.Now()
 	if os.Geteuid() == 0 && (w.cfg.Control != "" || w.cfg.User != nil) {
-		if err := dropSelf(w.cfg.WatcherUser); err != nil {
+		if err := dropSelf(w.cfg.WatcherUser, w.exportCaps()); err != nil {
 			killAll(syscall.SIGKILL)
 			w.drain()
 			return w.setupFailed(shared.ExitSetupFailed, "drop the watcher's privileges: "+err.Error())
@@ -309,6 +311,7 @@ func (w *watcher) finish() int {
 	if w.out != nil {
 		// Output first: every writer is dead, so the pipes reach EOF.
 		w.waitOutput()
+		w.copyOut()
 		rec := shared.Exit{Reason: w.reason, Code: code, Signal: sig, Runtime: w.ended.Sub(w.started), Sweep: sweep, Message: w.message}
 		waitTimeout(func() { w.stdin.stop(); _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
 	}
@@ -317,9 +320,14 @@ func (w *watcher) finish() int {
 
 // setupFailed ends a box whose agent never ran.
 func (w *watcher) setupFailed(code int, msg string) int {
+	return w.failedBeforeStart(shared.ReasonSetupFailed, code, msg)
+}
+
+// failedBeforeStart ends a box whose agent never ran, for reason.
+func (w *watcher) failedBeforeStart(reason shared.Reason, code int, msg string) int {
 	logf(msg)
 	if w.out != nil {
-		rec := shared.Exit{Reason: shared.ReasonSetupFailed, Code: code, Message: msg}
+		rec := shared.Exit{Reason: reason, Code: code, Message: msg}
 		waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
 	}
 	return code

@@ -130,6 +130,7 @@ const (
 	rankSupervisorKill
 	rankHeartbeat
 	rankIO
+	rankCopy
 )
 
 // newSection adds a section to the report at rank. Make it before

@@ -42,6 +42,10 @@ type ExecCmd struct {
 	User           string        `help:"UID:GID the agent runs as (0 is refused)." default:"1000:1000" placeholder:"UID:GID"`
 	TTY            bool          `name:"tty" short:"t" help:"Run the agent on a pseudo-terminal in the box, fed by the supervisor's stdin; a terminal there goes to raw mode for the session (always restored) and its window size follows."`
 	Stdin          bool          `short:"i" help:"Relay the supervisor's stdin to the agent's stdin; its end closes the agent's stdin while the box stays watched."`
+	CopyIn         []string      `help:"Copy the host file or tree HOSTPATH to BOXPATH before the agent starts, owned by the agent, over the control stream (repeatable; no host path is mounted)." sep:"none" placeholder:"HOSTPATH:BOXPATH"`
+	CopyOut        []string      `help:"After the agent (also after a deadline or a failure), copy BOXPATH back to HOSTDIR/NAME with its manifest as HOSTDIR/NAME.manifest; never overwrites, never makes a symlink that leaves the tree (repeatable)." sep:"none" placeholder:"BOXPATH:HOSTDIR"`
+	CopyOutLimit   string        `help:"Refuse (exit 248, nothing kept) a copy-out tree whose files add up to more than SIZE." default:"1g" placeholder:"SIZE"`
+	Stage          string        `help:"How --copy-in reaches the box: copy (stream it), bind (a read-only bind mount; refused unless a nonce file proves this runtime shares the folder), auto (bind where proven, copy elsewhere)." enum:"copy,bind,auto" default:"copy"`
 
 	Command []string `arg:"" name:"cmd" passthrough:"partial" help:"The agent command and its arguments (after --)." placeholder:"CMD ARGS"`
 }
@@ -106,6 +110,9 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	env := c.env
 	if env == nil {
 		env = os.Environ()
+	}
+	if err := e.stage(context.Background(), g, c, o, env); err != nil {
+		return err
 	}
 	in, err := e.input(c, o)
 	if err != nil {
@@ -191,6 +198,14 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 	}
 	if o.Mounts, err = parseMounts(e.Mount); err != nil {
 		return nil, err
+	}
+	if o.CopyIn, o.CopyOut, err = parseCopies(e.CopyIn, e.CopyOut); err != nil {
+		return nil, err
+	}
+	if limit, err := parseBytes(e.CopyOutLimit); err != nil {
+		return nil, supervisor.UsageError("--copy-out-limit %q: %w", e.CopyOutLimit, err)
+	} else if len(o.CopyOut) > 0 {
+		o.CopyOutLimit = limit
 	}
 	if e.Memory != "" {
 		if o.Memory, err = parseSize(e.Memory); err != nil {

@@ -126,8 +126,17 @@ func parseMounts(in []string) ([]supervisor.Mount, error) {
 	return ms, nil
 }
 
-// parseSize reads 1048576, 512k, 512m, 2g (binary units, like docker).
+// parseSize reads a memory limit: parseBytes, at least 6m.
 func parseSize(s string) (int64, error) {
+	n, err := parseBytes(s)
+	if err == nil && n < 6<<20 {
+		return 0, errors.New("at least 6m (engines refuse less)")
+	}
+	return n, err
+}
+
+// parseBytes reads 1048576, 512k, 512m, 2g (binary units, like docker).
+func parseBytes(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	t = strings.TrimSuffix(t, "b")
 	t = strings.TrimSuffix(t, "i")
@@ -154,11 +163,7 @@ func parseSize(s string) (int64, error) {
 	if n > (1<<62)/mult {
 		return 0, errors.New("too large")
 	}
-	n *= mult
-	if n < 6<<20 {
-		return 0, errors.New("at least 6m (engines refuse less)")
-	}
-	return n, nil
+	return n * mult, nil
 }
 
 func parseUser(s string) (uint32, uint32, error) {

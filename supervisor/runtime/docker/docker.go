@@ -73,8 +73,12 @@ func init() {
 // clear supplementary groups), SETPCAP to empty the bounding set, KILL
 // to signal an agent that is no longer its uid, CHOWN to give the
 // agent's pty (exec --tty) to the agent, as a terminal belongs to its
-// user. The agent gets none of them; the watcher keeps KILL alone.
-var watcherCaps = []string{"SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN"}
+// user. DAC_OVERRIDE lets the watcher write a --copy-in into a folder
+// of the image it does not own, and read the dead agent's files for
+// --copy-out (kept permitted, not effective, only then: see
+// watcher/copy.go). The agent gets none of them; the watcher keeps KILL
+// alone in effect.
+var watcherCaps = []string{"SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN", "DAC_OVERRIDE"}
 
 // ---- pure argv builders ----
 

@@ -1,0 +1,143 @@
+package kerneltests
+
+// The watcher's half of --copy-in, driven frame by frame: a copy that
+// does not verify ends the box before the agent with exit 248
+// (verify-failed); a path that leaves the tree is a protocol error (the
+// box dies, 245); what is planted in the box's tree (a symlink where a
+// file or a folder goes) never redirects a write.
+
+import (
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+)
+
+// copyInFrames sends a spec with one copy-in root at dest and the given
+// entries; files carry data and the digest of sum (data when "").
+type copyFile struct {
+	entry     shared.CopyEntry
+	data, sum string
+}
+
+func sendCopyIn(t *testing.T, c *ktest.Controller, spec shared.Spec, files []copyFile) {
+	t.Helper()
+	if err := c.Hello(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(shared.FrameSpec, spec.Marshal()); err != nil {
+		t.Fatal(err)
+	}
+	var manifest strings.Builder
+	var nfiles, nbytes int64
+	for _, f := range files {
+		if err := c.Send(shared.FrameCopyInEntry, f.entry.Marshal()); err != nil {
+			return // the watcher gave up on the stream: its exit says why
+		}
+		if f.entry.Kind != shared.CopyFile {
+			manifest.WriteString(shared.ManifestLine(f.entry, nil))
+			continue
+		}
+		if f.data != "" {
+			c.Send(shared.FrameCopyInData, shared.AppendCopyData(nil, 0, []byte(f.data)))
+		}
+		want := f.sum
+		if want == "" {
+			want = f.data
+		}
+		sum := sha256.Sum256([]byte(want))
+		c.Send(shared.FrameCopyInSum, sum[:])
+		manifest.WriteString(shared.ManifestLine(f.entry, sum[:]))
+		nfiles++
+		nbytes += f.entry.Size
+	}
+	digest := sha256.Sum256([]byte(manifest.String()))
+	c.Send(shared.FrameCopyInEnd, shared.CopyEnd{Files: nfiles, Bytes: nbytes, Manifest: digest[:]}.Marshal())
+}
+
+func TestWatcherCopyIn(t *testing.T) {
+	bin := watcherBin(t)
+	root := shared.CopyEntry{Kind: shared.CopyDir, Mode: 0o755}
+	file := func(p, data string) copyFile {
+		return copyFile{entry: shared.CopyEntry{Path: p, Kind: shared.CopyFile, Mode: 0o640, Size: int64(len(data))}, data: data}
+	}
+	for _, d := range twoDomains {
+		t.Run(d.name+"/verified", func(t *testing.T) {
+			dir := readyDir(t)
+			marker := newMarker(t)
+			spec := shellSpec(`busybox stat -c '%u:%g %a' "$1/tree" "$1/tree/a"; busybox cat "$1/tree/a"`, marker)
+			spec.Argv = append(spec.Argv, dir)
+			spec.CopyIn = []string{dir + "/tree"}
+			c := ktest.StartController(t, bin, d.options(false))
+			sendCopyIn(t, c, spec, []copyFile{{entry: root}, file("a", "alpha")})
+			res := c.Wait(10 * time.Second)
+			expectExit(t, c, res, 0, shared.ReasonExited, true)
+			if want := "1000:1000 755\n1000:1000 640\nalpha"; c.Stdout() != want {
+				t.Errorf("agent saw %q, want %q", c.Stdout(), want)
+			}
+		})
+		t.Run(d.name+"/tampered", func(t *testing.T) {
+			dir := readyDir(t)
+			marker := newMarker(t)
+			spec := shellSpec(`busybox touch "$1/ran"`, marker)
+			spec.Argv = append(spec.Argv, dir)
+			spec.CopyIn = []string{dir + "/tree"}
+			c := ktest.StartController(t, bin, d.options(false))
+			f := file("a", "alphX")
+			f.sum = "alpha"
+			sendCopyIn(t, c, spec, []copyFile{{entry: root}, f})
+			res := c.Wait(10 * time.Second)
+			expectExit(t, c, res, shared.ExitCopyFailed, shared.ReasonVerifyFailed, true)
+			if fileExists(filepath.Join(dir, "ran")) {
+				t.Errorf("the agent ran after a copy that did not verify")
+			}
+		})
+		t.Run(d.name+"/escape", func(t *testing.T) {
+			dir := readyDir(t)
+			spec := shellSpec(`true`, newMarker(t))
+			spec.CopyIn = []string{dir + "/tree"}
+			c := ktest.StartController(t, bin, d.options(false))
+			sendCopyIn(t, c, spec, []copyFile{{entry: root}, file("../escaped", "x")})
+			res := c.Wait(10 * time.Second)
+			expectExit(t, c, res, shared.ExitLivenessLost, shared.ReasonLivenessLost, true)
+			if res.Exit != nil && !strings.Contains(res.Exit.Message, "not a clean relative path") {
+				t.Errorf("exit message %q", res.Exit.Message)
+			}
+			if fileExists(filepath.Join(dir, "escaped")) {
+				t.Errorf("a write landed outside the tree")
+			}
+		})
+		t.Run(d.name+"/planted", func(t *testing.T) {
+			// The box's tree holds a symlink where a file goes and one
+			// where a folder goes, both to a host file and folder.
+			dir := readyDir(t)
+			victim := filepath.Join(dir, "victim")
+			os.MkdirAll(filepath.Join(victim, "d"), 0o755)
+			os.WriteFile(filepath.Join(victim, "f"), []byte("untouched"), 0o644)
+			os.MkdirAll(filepath.Join(dir, "tree"), 0o755)
+			os.Symlink(filepath.Join(victim, "f"), filepath.Join(dir, "tree/a"))
+			os.Symlink(filepath.Join(victim, "d"), filepath.Join(dir, "tree/sub"))
+			spec := shellSpec(`true`, newMarker(t))
+			spec.CopyIn = []string{dir + "/tree"}
+			c := ktest.StartController(t, bin, d.options(false))
+			sendCopyIn(t, c, spec, []copyFile{{entry: root}, file("a", "alpha"),
+				{entry: shared.CopyEntry{Path: "sub", Kind: shared.CopyDir, Mode: 0o755}}, file("sub/b", "beta")})
+			res := c.Wait(10 * time.Second)
+			expectExit(t, c, res, shared.ExitCopyFailed, shared.ReasonCopyRefused, true)
+			if b, _ := os.ReadFile(filepath.Join(victim, "f")); string(b) != "untouched" {
+				t.Errorf("the planted file symlink was followed: %q", b)
+			}
+			if l, err := os.Lstat(filepath.Join(dir, "tree/a")); err != nil || !l.Mode().IsRegular() {
+				t.Errorf("tree/a is not a new regular file in place of the symlink: %v", err)
+			}
+			if fileExists(filepath.Join(victim, "d", "b")) {
+				t.Errorf("the planted folder symlink was followed")
+			}
+		})
+	}
+}

@@ -1,0 +1,613 @@
+package shared
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"hash"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The two ends of a copy, the same code on both sides: the supervisor
+// sends a host tree in and receives the box's out; the watcher
+// receives the host's in and sends the box's out.
+
+// CopySender sends trees as copy frames.
+type CopySender struct {
+	Frames CopyFrames
+	Send   func(t FrameType, payload []byte) error
+	// Limit refuses a tree whose files add up to more bytes (0: none).
+	Limit int64
+	// Skipped is told of an object that is neither a folder, a file nor
+	// a symlink (a FIFO, a socket, a device): it is not sent.
+	Skipped func(p string, mode uint32)
+	// Allow, when set, decides whether a regular file (its owner, its
+	// mode) is sent; one it refuses goes to Skipped.
+	Allow func(uid, mode uint32) bool
+
+	Files, Bytes int64 // of every tree sent so far
+	buf          []byte
+	frame        []byte
+}
+
+// SendTree sends the object name in folder dirfd, and everything below
+// it, as root number root. It never follows a symlink (the root's own
+// name included: a root that is a symlink is sent as one), and opens
+// everything relative to its folder's descriptor, so nothing renamed
+// under it can redirect a read. An error from Send is returned as is;
+// a tree over Limit, or one that cannot be read, is ended with copy-end
+// carrying the error, and returned as a *CopyRefusedError.
+func (s *CopySender) SendTree(root uint32, dirfd int, name string) error {
+	t := treeSend{s: s, root: root, links: map[[2]uint64]string{}, files0: s.Files, bytes0: s.Bytes}
+	err := t.walk(dirfd, name, "")
+	var refused *CopyRefusedError
+	if err != nil && !errors.As(err, &refused) {
+		return err
+	}
+	end := CopyEnd{Root: root, Files: s.Files - t.files0, Bytes: s.Bytes - t.bytes0}
+	if refused != nil {
+		end.Err = refused.Reason
+	} else {
+		end.Manifest = t.manifest.Sum(nil)
+	}
+	if serr := s.Send(s.Frames.End, end.Marshal()); serr != nil {
+		return serr
+	}
+	return err
+}
+
+type treeSend struct {
+	s              *CopySender
+	root           uint32
+	links          map[[2]uint64]string
+	manifest       manifestHash
+	files0, bytes0 int64
+}
+
+type manifestHash struct{ h hash.Hash }
+
+func (m *manifestHash) add(line string) {
+	if m.h == nil {
+		m.h = NewSHA256()
+	}
+	io.WriteString(m.h, line)
+}
+
+func (m *manifestHash) Sum(b []byte) []byte {
+	if m.h == nil {
+		m.h = NewSHA256()
+	}
+	return m.h.Sum(b)
+}
+
+func (t *treeSend) refuse(p, why string) error {
+	if p == "" {
+		p = "."
+	}
+	return &CopyRefusedError{Reason: p + ": " + why}
+}
+
+func (t *treeSend) entry(c CopyEntry, sum []byte) error {
+	c.Root = t.root
+	t.manifest.add(ManifestLine(c, sum))
+	return t.s.Send(t.s.Frames.Entry, c.Marshal())
+}
+
+func (t *treeSend) walk(dirfd int, name, p string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return t.refuse(p, "stat: "+err.Error())
+	}
+	mode := st.Mode & CopyModeMask
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return t.refuse(p, "open: "+err.Error())
+		}
+		defer unix.Close(fd)
+		if err := t.entry(CopyEntry{Path: p, Kind: CopyDir, Mode: mode}, nil); err != nil {
+			return err
+		}
+		names, err := readNames(fd)
+		if err != nil {
+			return t.refuse(p, "read folder: "+err.Error())
+		}
+		for _, n := range names {
+			if err := t.walk(fd, n, joinRel(p, n)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case unix.S_IFLNK:
+		target, err := readlinkat(dirfd, name)
+		if err != nil {
+			return t.refuse(p, "readlink: "+err.Error())
+		}
+		return t.entry(CopyEntry{Path: p, Kind: CopySymlink, Link: target}, nil)
+	case unix.S_IFREG:
+		if t.s.Allow != nil && !t.s.Allow(st.Uid, st.Mode) {
+			break
+		}
+		key := [2]uint64{uint64(st.Dev), st.Ino}
+		if first, ok := t.links[key]; ok && p != "" {
+			return t.entry(CopyEntry{Path: p, Kind: CopyHardlink, Link: first}, nil)
+		}
+		if st.Nlink > 1 && p != "" {
+			t.links[key] = p
+		}
+		return t.file(dirfd, name, p, mode)
+	}
+	if t.s.Skipped != nil {
+		t.s.Skipped(p, st.Mode)
+	}
+	return nil
+}
+
+func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return t.refuse(p, "open: "+err.Error())
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return t.refuse(p, "changed while it was read")
+	}
+	size := st.Size
+	if t.s.Limit > 0 && t.s.Bytes-t.bytes0+size > t.s.Limit {
+		return t.refuse(p, "the tree exceeds the limit of "+FormatSize(t.s.Limit)+" (refused whole, nothing kept)")
+	}
+	c := CopyEntry{Path: p, Kind: CopyFile, Mode: mode, Size: size}
+	if err := t.s.Send(t.s.Frames.Entry, func() []byte { c.Root = t.root; return c.Marshal() }()); err != nil {
+		return err
+	}
+	h := NewSHA256()
+	if len(t.s.buf) < CopyChunk {
+		t.s.buf = make([]byte, CopyChunk)
+	}
+	buf := t.s.buf
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if err != nil || data > size {
+			// ENXIO: no data past off (a hole to the end); EINVAL: a file
+			// system without SEEK_DATA reads as all data.
+			if errors.Is(err, unix.EINVAL) {
+				data = off
+			} else {
+				data = size
+			}
+		}
+		hashZeros(h, data-off)
+		if data >= size {
+			break
+		}
+		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
+		if err != nil || hole > size {
+			hole = size
+		}
+		for data < hole {
+			n, err := unix.Pread(fd, buf[:min(int64(len(buf)), hole-data)], data)
+			if err != nil || n == 0 {
+				return t.refuse(p, "changed while it was read (short read)")
+			}
+			h.Write(buf[:n])
+			t.s.frame = AppendCopyData(t.s.frame[:0], data, buf[:n])
+			if err := t.s.Send(t.s.Frames.Data, t.s.frame); err != nil {
+				return err
+			}
+			data += int64(n)
+		}
+		off = hole
+	}
+	sum := h.Sum(nil)
+	if err := t.s.Send(t.s.Frames.Sum, sum); err != nil {
+		return err
+	}
+	t.manifest.add(ManifestLine(c, sum))
+	t.s.Files++
+	t.s.Bytes += size
+	return nil
+}
+
+var zeros = make([]byte, 64<<10)
+
+func hashZeros(h hash.Hash, n int64) {
+	for n > 0 {
+		k := min(n, int64(len(zeros)))
+		h.Write(zeros[:k])
+		n -= k
+	}
+}
+
+func joinRel(p, n string) string {
+	if p == "" {
+		return n
+	}
+	return p + "/" + n
+}
+
+// readNames lists a folder by its descriptor, sorted.
+func readNames(fd int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	for n := 256; n <= MaxCopyPath*2; n *= 2 {
+		b := make([]byte, n)
+		k, err := unix.Readlinkat(dirfd, name, b)
+		if err != nil {
+			return "", err
+		}
+		if k < n {
+			return string(b[:k]), nil
+		}
+	}
+	return "", errors.New("target too long")
+}
+
+// CopyReceiver writes the trees of copy frames beneath a folder. Every
+// path is resolved from Root with openat2(RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), and every object is
+// made with O_EXCL / O_NOFOLLOW semantics, so that nothing planted in
+// the way (a symlink, a bind mount's magic link, a "..") can send a
+// write outside Root. Files are made owner-only and get their mode
+// (and owner, with Chown) once complete; folders once their tree ends.
+type CopyReceiver struct {
+	Root int // the folder everything is written beneath
+	// Bases are where each root lands, relative to Root (clean, not "").
+	Bases []string
+	// Chown gives every object written to UID:GID.
+	Chown    bool
+	UID, GID int
+	// Symlink decides a symlink at p with target t: true makes it, false
+	// refuses it (it is not made, and Refused lists it). Nil makes all.
+	Symlink func(p, t string) bool
+	// Limit refuses a tree whose files add up to more bytes (0: none).
+	Limit int64
+
+	Refused      []string // symlinks not made: "path -> target"
+	Files, Bytes int64    // of every tree received so far
+
+	cur      *treeRecv
+	manifest []byte
+}
+
+type treeRecv struct {
+	root   uint32
+	base   string
+	files  int64
+	bytes  int64
+	man    manifestHash
+	text   bytes.Buffer
+	dirs   []CopyEntry
+	known  map[string]CopyKind
+	file   int // the open file, -1 none
+	entry  CopyEntry
+	off    int64
+	h      hash.Hash
+	wanted int
+}
+
+// Manifest is the text of the last tree completed.
+func (r *CopyReceiver) Manifest() []byte { return r.manifest }
+
+// Frame takes one copy frame of the direction f. It returns done when a
+// tree ended (copy-end). Errors: *ProtocolError (malformed, out of
+// order, a path outside the tree), *VerifyError, *CopyRefusedError;
+// anything else is a write that failed.
+func (r *CopyReceiver) Frame(f CopyFrames, fr Frame) (done bool, root uint32, err error) {
+	switch fr.Type {
+	case f.Entry:
+		return false, 0, r.entry(fr.Payload)
+	case f.Data:
+		return false, 0, r.data(fr.Payload)
+	case f.Sum:
+		return false, 0, r.sum(fr.Payload)
+	case f.End:
+		root, err := r.end(fr.Payload)
+		return err == nil, root, err
+	}
+	return false, 0, &ProtocolError{Reason: "not a copy frame: " + fr.Type.String()}
+}
+
+// Close lets go of a file left open by a tree that did not end.
+func (r *CopyReceiver) Close() {
+	if r.cur != nil && r.cur.file >= 0 {
+		unix.Close(r.cur.file)
+		r.cur.file = -1
+	}
+}
+
+func protoErr(why string) error { return &ProtocolError{Reason: why} }
+
+func (r *CopyReceiver) entry(b []byte) error {
+	c, err := ParseCopyEntry(b)
+	if err != nil {
+		return err
+	}
+	t := r.cur
+	if t != nil && t.file >= 0 {
+		return protoErr("copy-entry " + c.Path + " before the copy-sum of " + t.entry.Path)
+	}
+	if c.Path == "" {
+		if t != nil {
+			return protoErr("copy-entry: a second root entry before copy-end")
+		}
+		if int(c.Root) >= len(r.Bases) {
+			return protoErr("copy-entry: root " + utoa(uint64(c.Root)) + " was not asked for")
+		}
+		if c.Kind == CopyHardlink {
+			return protoErr("copy-entry: the root is a hard link")
+		}
+		t = &treeRecv{root: c.Root, base: r.Bases[c.Root], known: map[string]CopyKind{}, file: -1}
+		r.cur = t
+	} else if t == nil || c.Root != t.root {
+		return protoErr("copy-entry " + c.Path + " outside a tree")
+	}
+	if _, dup := t.known[c.Path]; dup {
+		return protoErr("copy-entry: " + c.Path + " sent twice")
+	}
+	if c.Path != "" {
+		if t.known[path.Dir(c.Path)] != CopyDir && !(path.Dir(c.Path) == "." && t.known[""] == CopyDir) {
+			return protoErr("copy-entry: " + c.Path + " before its folder")
+		}
+	}
+	t.known[c.Path] = c.Kind
+	full := t.base
+	if c.Path != "" {
+		full += "/" + c.Path
+	}
+	parent, name := splitParent(full)
+	pfd, err := r.openDir(parent, c.Path == "")
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	switch c.Kind {
+	case CopyDir:
+		if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
+			var st unix.Stat_t
+			if err != unix.EEXIST || unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				return &CopyRefusedError{Reason: full + ": cannot make the folder: " + err.Error()}
+			}
+		}
+		t.dirs = append(t.dirs, c)
+		t.man.add(ManifestLine(c, nil))
+		t.text.WriteString(ManifestLine(c, nil))
+	case CopyFile:
+		if r.Limit > 0 && t.bytes+c.Size > r.Limit {
+			return &CopyRefusedError{Reason: "the tree exceeds the limit of " + FormatSize(r.Limit) + " (refused whole, nothing kept)"}
+		}
+		fd, err := createExcl(pfd, name)
+		if err != nil {
+			return &CopyRefusedError{Reason: full + ": " + err.Error()}
+		}
+		t.file, t.entry, t.off, t.h = fd, c, 0, NewSHA256()
+	case CopySymlink:
+		line := ManifestLine(c, nil)
+		t.man.add(line)
+		t.text.WriteString(line)
+		if r.Symlink != nil && !r.Symlink(c.Path, c.Link) {
+			r.Refused = append(r.Refused, c.Path+" -> "+c.Link)
+			return nil
+		}
+		if err := unix.Symlinkat(c.Link, pfd, name); err != nil {
+			return &CopyRefusedError{Reason: full + ": symlink: " + err.Error()}
+		}
+		if r.Chown {
+			if err := unix.Fchownat(pfd, name, r.UID, r.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return &CopyRefusedError{Reason: full + ": chown: " + err.Error()}
+			}
+		}
+	case CopyHardlink:
+		if t.known[c.Link] != CopyFile {
+			return protoErr("copy-entry: hard link " + c.Path + " to " + c.Link + ", not an earlier file")
+		}
+		oparent, oname := splitParent(t.base + "/" + c.Link)
+		ofd, err := r.openDir(oparent, false)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(ofd)
+		if err := unix.Linkat(ofd, oname, pfd, name, 0); err != nil {
+			return &CopyRefusedError{Reason: full + ": link: " + err.Error()}
+		}
+		line := ManifestLine(c, nil)
+		t.man.add(line)
+		t.text.WriteString(line)
+		// A hard link is no file of its own: known as a link, it cannot
+		// be linked to.
+		t.known[c.Path] = CopyHardlink
+	}
+	return nil
+}
+
+// createExcl makes a new file, owner-only; an object already there
+// that is not a folder (left by the image, or planted) is unlinked,
+// never followed.
+func createExcl(pfd int, name string) (int, error) {
+	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(pfd, name, flags, 0o600)
+	if err == unix.EEXIST {
+		if uerr := unix.Unlinkat(pfd, name, 0); uerr != nil {
+			return -1, errors.New("exists and cannot be replaced: " + uerr.Error())
+		}
+		fd, err = unix.Openat(pfd, name, flags, 0o600)
+	}
+	return fd, err
+}
+
+func splitParent(full string) (string, string) {
+	i := strings.LastIndexByte(full, '/')
+	if i < 0 {
+		return ".", full
+	}
+	return full[:i], full[i+1:]
+}
+
+// openDir opens a folder beneath Root without following any symlink.
+// mkParents makes the missing ones on the way (owner-only, the
+// receiver's own; for the base's parents only).
+func (r *CopyReceiver) openDir(p string, mkParents bool) (int, error) {
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(r.Root, p, how)
+	if err == nil || !mkParents || err != unix.ENOENT {
+		if err != nil {
+			return -1, &CopyRefusedError{Reason: p + ": " + err.Error() + " (a folder on the way is missing, or a symlink, or outside)"}
+		}
+		return fd, nil
+	}
+	fd, err = unix.Openat2(r.Root, ".", how)
+	if err != nil {
+		return -1, &CopyRefusedError{Reason: ".: " + err.Error()}
+	}
+	for _, c := range strings.Split(p, "/") {
+		if err := unix.Mkdirat(fd, c, 0o755); err != nil && err != unix.EEXIST {
+			unix.Close(fd)
+			return -1, &CopyRefusedError{Reason: p + ": mkdir " + c + ": " + err.Error()}
+		}
+		next, err := unix.Openat2(fd, c, how)
+		unix.Close(fd)
+		if err != nil {
+			return -1, &CopyRefusedError{Reason: p + ": " + c + ": " + err.Error() + " (a symlink on the way?)"}
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+func (r *CopyReceiver) data(b []byte) error {
+	d, err := ParseCopyData(b)
+	if err != nil {
+		return err
+	}
+	t := r.cur
+	if t == nil || t.file < 0 {
+		return protoErr("copy-data outside a file")
+	}
+	if d.Offset < t.off || d.Offset+int64(len(d.Bytes)) > t.entry.Size {
+		return protoErr("copy-data for " + t.entry.Path + ": bytes " + utoa(uint64(d.Offset)) + "+" + itoa(len(d.Bytes)) + " out of order or past its size")
+	}
+	hashZeros(t.h, d.Offset-t.off)
+	t.h.Write(d.Bytes)
+	for w := d.Bytes; len(w) > 0; {
+		n, err := unix.Pwrite(t.file, w, d.Offset+int64(len(d.Bytes)-len(w)))
+		if err != nil {
+			return errors.New(t.base + "/" + t.entry.Path + ": write: " + err.Error())
+		}
+		w = w[n:]
+	}
+	t.off = d.Offset + int64(len(d.Bytes))
+	return nil
+}
+
+func (r *CopyReceiver) sum(b []byte) error {
+	want, err := ParseCopySum(b)
+	if err != nil {
+		return err
+	}
+	t := r.cur
+	if t == nil || t.file < 0 {
+		return protoErr("copy-sum outside a file")
+	}
+	fd := t.file
+	t.file = -1
+	defer unix.Close(fd)
+	hashZeros(t.h, t.entry.Size-t.off)
+	got := t.h.Sum(nil)
+	where := t.base + "/" + t.entry.Path
+	if t.entry.Path == "" {
+		where = t.base
+	}
+	if !bytes.Equal(got, want) {
+		return &VerifyError{Reason: where + ": SHA-256 " + hex.EncodeToString(got) + " of what arrived, " + hex.EncodeToString(want) + " sent"}
+	}
+	if err := unix.Ftruncate(fd, t.entry.Size); err != nil {
+		return errors.New(where + ": truncate: " + err.Error())
+	}
+	if err := r.own(fd, t.entry.Mode); err != nil {
+		return errors.New(where + ": " + err.Error())
+	}
+	line := ManifestLine(t.entry, got)
+	t.man.add(line)
+	t.text.WriteString(line)
+	t.files++
+	t.bytes += t.entry.Size
+	return nil
+}
+
+// own sets an object's mode, then its owner (with Chown): the mode
+// first, as the receiver is no longer the owner after.
+func (r *CopyReceiver) own(fd int, mode uint32) error {
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return errors.New("chmod: " + err.Error())
+	}
+	if r.Chown {
+		if err := unix.Fchown(fd, r.UID, r.GID); err != nil {
+			return errors.New("chown: " + err.Error())
+		}
+	}
+	return nil
+}
+
+func (r *CopyReceiver) end(b []byte) (uint32, error) {
+	e, err := ParseCopyEnd(b)
+	if err != nil {
+		return 0, err
+	}
+	t := r.cur
+	if e.Err != "" {
+		// The sender refused this root: whatever came of it is not kept.
+		r.Close()
+		r.cur = nil
+		return e.Root, &CopyRefusedError{Reason: e.Err}
+	}
+	if t == nil || t.root != e.Root || t.file >= 0 {
+		return 0, protoErr("copy-end outside a tree or inside a file")
+	}
+	r.cur = nil
+	// Folders last, deepest first: a read-only folder is filled before
+	// it becomes read-only.
+	for i := len(t.dirs) - 1; i >= 0; i-- {
+		full := t.base
+		if p := t.dirs[i].Path; p != "" {
+			full += "/" + p
+		}
+		how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+		fd, err := unix.Openat2(r.Root, full, how)
+		if err != nil {
+			return e.Root, errors.New(full + ": " + err.Error())
+		}
+		err = r.own(fd, t.dirs[i].Mode)
+		unix.Close(fd)
+		if err != nil {
+			return e.Root, errors.New(full + ": " + err.Error())
+		}
+	}
+	got := t.man.Sum(nil)
+	switch {
+	case e.Files != t.files || e.Bytes != t.bytes:
+		return e.Root, &VerifyError{Reason: t.base + ": " + utoa(uint64(t.files)) + " files of " + utoa(uint64(t.bytes)) + " bytes arrived, " + utoa(uint64(e.Files)) + " of " + utoa(uint64(e.Bytes)) + " sent"}
+	case !bytes.Equal(got, e.Manifest):
+		return e.Root, &VerifyError{Reason: t.base + ": the manifest of what arrived (SHA-256 " + hex.EncodeToString(got) + ") is not the one sent (" + hex.EncodeToString(e.Manifest) + ")"}
+	}
+	r.Files += t.files
+	r.Bytes += t.bytes
+	r.manifest = t.text.Bytes()
+	return e.Root, nil
+}

@@ -1,0 +1,109 @@
+package shared
+
+import (
+	"encoding/binary"
+	"hash"
+	"math/bits"
+)
+
+// A plain SHA-256 (FIPS 180-4) for the copy manifests. crypto/sha256
+// links Go's FIPS module (its DRBG, AES, SHA-3 and self-tests: about a
+// quarter of a megabyte) into the PID-1 binary; this is a few hundred
+// bytes. The supervisor, where size does not matter, plugs in
+// crypto/sha256 (NewSHA256) for its hardware instructions; both give
+// the same digests (TestSHA256MatchesCrypto).
+
+// NewSHA256 makes the hash every copy digest uses.
+var NewSHA256 = func() hash.Hash { return newSHA256() }
+
+const sha256Size, sha256Block = 32, 64
+
+type sha256d struct {
+	h   [8]uint32
+	x   [sha256Block]byte
+	nx  int
+	len uint64
+}
+
+var sha256IV = [8]uint32{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19}
+
+var sha256K = [64]uint32{
+	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+	0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+	0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+	0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+	0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+}
+
+func newSHA256() *sha256d { d := &sha256d{}; d.Reset(); return d }
+
+func (d *sha256d) Reset()         { d.h, d.nx, d.len = sha256IV, 0, 0 }
+func (d *sha256d) Size() int      { return sha256Size }
+func (d *sha256d) BlockSize() int { return sha256Block }
+
+func (d *sha256d) Write(p []byte) (int, error) {
+	n := len(p)
+	d.len += uint64(n)
+	if d.nx > 0 {
+		c := copy(d.x[d.nx:], p)
+		d.nx += c
+		p = p[c:]
+		if d.nx < sha256Block {
+			return n, nil
+		}
+		d.block(d.x[:])
+		d.nx = 0
+	}
+	if m := len(p) &^ (sha256Block - 1); m > 0 {
+		d.block(p[:m])
+		p = p[m:]
+	}
+	d.nx = copy(d.x[:], p)
+	return n, nil
+}
+
+func (d *sha256d) Sum(in []byte) []byte {
+	c := *d
+	var pad [sha256Block + 8]byte
+	pad[0] = 0x80
+	k := 55 - int(c.len%64)
+	if k < 0 {
+		k += 64
+	}
+	bitLen := c.len << 3
+	c.Write(pad[:1+k])
+	binary.BigEndian.PutUint64(pad[:8], bitLen)
+	c.Write(pad[:8])
+	for _, v := range c.h {
+		in = binary.BigEndian.AppendUint32(in, v)
+	}
+	return in
+}
+
+func (d *sha256d) blockGeneric(p []byte) {
+	var w [64]uint32
+	h0, h1, h2, h3, h4, h5, h6, h7 := d.h[0], d.h[1], d.h[2], d.h[3], d.h[4], d.h[5], d.h[6], d.h[7]
+	for ; len(p) >= sha256Block; p = p[sha256Block:] {
+		for i := 0; i < 16; i++ {
+			w[i] = binary.BigEndian.Uint32(p[4*i:])
+		}
+		for i := 16; i < 64; i++ {
+			v1, v2 := w[i-2], w[i-15]
+			t1 := bits.RotateLeft32(v1, -17) ^ bits.RotateLeft32(v1, -19) ^ (v1 >> 10)
+			t2 := bits.RotateLeft32(v2, -7) ^ bits.RotateLeft32(v2, -18) ^ (v2 >> 3)
+			w[i] = t1 + w[i-7] + t2 + w[i-16]
+		}
+		a, b, c, e, f, g, h := h0, h1, h2, h4, h5, h6, h7
+		dd := h3
+		for i := 0; i < 64; i++ {
+			t1 := h + (bits.RotateLeft32(e, -6) ^ bits.RotateLeft32(e, -11) ^ bits.RotateLeft32(e, -25)) + ((e & f) ^ (^e & g)) + sha256K[i] + w[i]
+			t2 := (bits.RotateLeft32(a, -2) ^ bits.RotateLeft32(a, -13) ^ bits.RotateLeft32(a, -22)) + ((a & b) ^ (a & c) ^ (b & c))
+			h, g, f, e, dd, c, b, a = g, f, e, dd+t1, c, b, a, t1+t2
+		}
+		h0, h1, h2, h3, h4, h5, h6, h7 = h0+a, h1+b, h2+c, h3+dd, h4+e, h5+f, h6+g, h7+h
+	}
+	d.h = [8]uint32{h0, h1, h2, h3, h4, h5, h6, h7}
+}

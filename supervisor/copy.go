@@ -1,0 +1,186 @@
+package supervisor
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// Copy-in and copy-out (shared/copy.go): the host's side. Trees travel
+// on the control stream, so a copy creates nothing beside the box: no
+// volume, no staging object, nothing for reconcile to clean.
+
+func init() {
+	// The supervisor is not size-bound: the hardware SHA-256 it is.
+	shared.NewSHA256 = sha256.New
+}
+
+// CopyIn is --copy-in HOST:BOX: the file or tree at Host (followed if
+// a symlink: the operator named it) lands at Box before the agent runs.
+type CopyIn struct{ Host, Box string }
+
+// CopyOut is --copy-out BOX:HOSTDIR: after the agent, the file or tree
+// at Box comes back as HOSTDIR/base(Box), its manifest beside it as
+// HOSTDIR/base(Box).manifest.
+type CopyOut struct{ Box, HostDir string }
+
+// Result is where the copy lands on the host.
+func (c CopyOut) Result() string { return filepath.Join(c.HostDir, path.Base(c.Box)) }
+
+// Manifest is where its manifest is written.
+func (c CopyOut) Manifest() string { return c.Result() + ".manifest" }
+
+// DefaultCopyOutLimit bounds each copy-out tree when --copy-out-limit
+// is not given.
+const DefaultCopyOutLimit = 1 << 30
+
+// checkCopies refuses bad copies before anything exists: a missing
+// host source, a result that would overwrite something already there.
+func checkCopies(o *ExecOptions) error {
+	seen := map[string]bool{}
+	for _, c := range o.CopyIn {
+		if _, err := os.Stat(c.Host); err != nil {
+			return UsageError("--copy-in %s:%s: %v", c.Host, c.Box, err)
+		}
+	}
+	for _, c := range o.CopyOut {
+		if fi, err := os.Stat(c.HostDir); err != nil || !fi.IsDir() {
+			return UsageError("--copy-out %s:%s: %s is not a folder; make it first", c.Box, c.HostDir, c.HostDir)
+		}
+		for _, p := range []string{c.Result(), c.Manifest()} {
+			if _, err := os.Lstat(p); err == nil || seen[p] {
+				return UsageError("--copy-out %s:%s: %s exists already; copy-out never overwrites: move it away or pick another folder", c.Box, c.HostDir, p)
+			}
+			seen[p] = true
+		}
+	}
+	if len(o.CopyIn)+len(o.CopyOut) > 0 && !copySupported {
+		return UsageError("--copy-in and --copy-out need Linux on the supervisor's side (openat2)")
+	}
+	return nil
+}
+
+// copies is one launch's copy state, shared by attend's goroutines.
+type copies struct {
+	l *launch
+
+	mu       sync.Mutex
+	inFiles  int64
+	inBytes  int64
+	inStart  time.Time
+	inSent   time.Duration
+	out      map[uint32]*exportTree
+	outDone  int
+	err      error // the first copy-out failure: the launch fails with it
+	removeMu sync.Once
+	last     atomic.Int64 // unix nanoseconds of the last copy frame sent or received
+}
+
+// moved notes a copy frame sent or received.
+func (c *copies) moved() { c.last.Store(time.Now().UnixNano()) }
+
+// busy reports whether a copy frame went or came within d.
+func (c *copies) busy(d time.Duration) bool {
+	last := c.last.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < d
+}
+
+type exportTree struct {
+	c     CopyOut
+	recv  *shared.CopyReceiver
+	start time.Time
+	root  int // the HOSTDIR descriptor (-1: closed)
+}
+
+// staged is the event for copy-in, once the agent started: the watcher
+// verified every tree before it started the agent.
+func (c *copies) staged() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.l.emit(Event{Event: EventStaged, Files: c.inFiles, Bytes: c.inBytes, Seconds: time.Since(c.inStart).Seconds()})
+}
+
+// outErr is the copy-out failure, or one for trees that never came.
+func (c *copies) outErr(exited bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil && exited && c.outDone < len(c.l.o.CopyOut) {
+		c.err = &shared.CopyRefusedError{Reason: fmt.Sprintf("the box sent %d of %d copy-out trees", c.outDone, len(c.l.o.CopyOut))}
+	}
+	if c.err != nil {
+		c.removeResults()
+	}
+	return c.err
+}
+
+// fail records the first copy-out failure and stops taking frames.
+func (c *copies) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.removeResults()
+}
+
+// removeResults removes every copy-out result of the launch: a copy
+// that failed keeps nothing, not even the trees that verified (c.mu held).
+func (c *copies) removeResults() {
+	c.removeMu.Do(func() {
+		for _, t := range c.out {
+			t.close()
+		}
+		for _, co := range c.l.o.CopyOut {
+			// RemoveAll never follows a symlink below its argument.
+			os.RemoveAll(co.Result())
+			os.Remove(co.Manifest())
+		}
+	})
+}
+
+// copyOutcome is the verdict on a launch whose copy failed.
+func copyOutcome(err error) outcome {
+	reason := shared.ReasonCopyRefused
+	var verify *shared.VerifyError
+	if errors.As(err, &verify) {
+		reason = shared.ReasonVerifyFailed
+	}
+	msg := strings.TrimPrefix(err.Error(), "verify: ")
+	return outcome{code: shared.ExitCopyFailed, eventReason: string(reason), journalReason: string(reason),
+		say: fmt.Sprintf("copy-out %s: %s; nothing of the copy-out was kept", reason, msg)}
+}
+
+func copyInTargets(cs []CopyIn) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Box)
+	}
+	return out
+}
+
+func copyOutSources(cs []CopyOut) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Box)
+	}
+	return out
+}
+
+func (o *ExecOptions) copyOutLimit() int64 {
+	switch {
+	case len(o.CopyOut) == 0:
+		return 0
+	case o.CopyOutLimit > 0:
+		return o.CopyOutLimit
+	}
+	return DefaultCopyOutLimit
+}

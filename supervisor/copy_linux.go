@@ -1,0 +1,214 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"deathwatch/shared"
+	"golang.org/x/sys/unix"
+)
+
+const copySupported = true
+
+// sendIn sends the copy-in trees right after the spec. An error is the
+// stream's (the box is gone) or a host tree that cannot be read, which
+// the watcher is told of (copy-end with the reason) and ends the box
+// for.
+func (c *copies) sendIn(w *shared.Writer) error {
+	s := &shared.CopySender{
+		Frames: shared.CopyInFrames,
+		Send:   func(t shared.FrameType, p []byte) error { c.moved(); return w.Send(t, p) },
+		Skipped: func(p string, mode uint32) {
+			c.l.say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
+		},
+	}
+	c.mu.Lock()
+	c.inStart = time.Now()
+	c.mu.Unlock()
+	for i, ci := range c.l.o.CopyIn {
+		host, err := filepath.EvalSymlinks(ci.Host)
+		if err == nil {
+			host, err = filepath.Abs(host)
+		}
+		if err != nil {
+			return err
+		}
+		dir, name := filepath.Split(host)
+		if name == "" { // the host's /
+			dir, name = "/", "."
+		}
+		dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		err = s.SendTree(uint32(i), dfd, name)
+		unix.Close(dfd)
+		c.mu.Lock()
+		c.inFiles, c.inBytes = s.Files, s.Bytes
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	c.inSent = time.Since(c.inStart)
+	c.mu.Unlock()
+	return nil
+}
+
+// frame takes one copy-out frame. A protocol error is returned (the
+// stream is broken: fail closed); a refusal, a mismatch or a failed
+// write fails the copy, and later copy frames are dropped. Either way
+// nothing of the copy-out is kept.
+func (c *copies) frame(f shared.Frame) error {
+	c.moved()
+	err := c.take(f)
+	if err != nil {
+		c.fail(err)
+	}
+	return err
+}
+
+func (c *copies) take(f shared.Frame) error {
+	c.mu.Lock()
+	failed := c.err != nil
+	c.mu.Unlock()
+	if failed {
+		return nil
+	}
+	var root uint32
+	if f.Type == shared.FrameCopyOutEntry {
+		e, err := shared.ParseCopyEntry(f.Payload)
+		if err != nil {
+			return err
+		}
+		root = e.Root
+		if e.Path == "" {
+			if err := c.openTree(root); err != nil {
+				if shared.IsProtocolError(err) {
+					return err
+				}
+				c.fail(err)
+				return nil
+			}
+		}
+	}
+	t := c.current()
+	if t == nil {
+		if f.Type == shared.FrameCopyOutEnd {
+			// A root the watcher refused before its first entry.
+			e, err := shared.ParseCopyEnd(f.Payload)
+			if err != nil {
+				return err
+			}
+			if e.Err == "" || int(e.Root) >= len(c.l.o.CopyOut) {
+				return &shared.ProtocolError{Reason: "copy-out-end for no tree"}
+			}
+			c.fail(&shared.CopyRefusedError{Reason: c.l.o.CopyOut[e.Root].Box + ": " + e.Err})
+			return nil
+		}
+		return &shared.ProtocolError{Reason: f.Type.String() + " outside a tree"}
+	}
+	done, _, err := t.recv.Frame(shared.CopyOutFrames, f)
+	if err != nil {
+		if shared.IsProtocolError(err) {
+			return err
+		}
+		var refused *shared.CopyRefusedError
+		if errors.As(err, &refused) {
+			err = &shared.CopyRefusedError{Reason: t.c.Box + ": " + refused.Reason}
+		}
+		c.fail(err)
+		return nil
+	}
+	if done {
+		c.finishTree(t)
+	}
+	return nil
+}
+
+// current is the tree a frame belongs to: the last one opened.
+func (c *copies) current() *exportTree {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.out {
+		if t.root >= 0 {
+			return t
+		}
+	}
+	return nil
+}
+
+// openTree starts receiving root: its HOSTDIR by descriptor, its
+// result name made fresh (O_EXCL semantics: never an existing one).
+func (c *copies) openTree(root uint32) error {
+	if int(root) >= len(c.l.o.CopyOut) {
+		return &shared.ProtocolError{Reason: fmt.Sprintf("copy-out root %d was not asked for", root)}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.out == nil {
+		c.out = map[uint32]*exportTree{}
+	}
+	if _, dup := c.out[root]; dup {
+		return &shared.ProtocolError{Reason: fmt.Sprintf("copy-out root %d sent twice", root)}
+	}
+	for _, t := range c.out {
+		if t.root >= 0 {
+			return &shared.ProtocolError{Reason: "copy-out: a tree began inside another"}
+		}
+	}
+	co := c.l.o.CopyOut[root]
+	fd, err := unix.Open(co.HostDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("copy-out %s: %w", co.HostDir, err)
+	}
+	bases := make([]string, len(c.l.o.CopyOut))
+	bases[root] = path.Base(co.Box)
+	t := &exportTree{c: co, start: time.Now(), root: fd, recv: &shared.CopyReceiver{
+		Root: fd, Bases: bases, Limit: c.l.spec.CopyOutLimit, Symlink: shared.SymlinkStaysInside,
+	}}
+	c.out[root] = t
+	return nil
+}
+
+func (t *exportTree) close() {
+	if t.root >= 0 {
+		t.recv.Close()
+		unix.Close(t.root)
+		t.root = -1
+	}
+}
+
+// finishTree writes the verified tree's manifest beside it and says so.
+func (c *copies) finishTree(t *exportTree) {
+	took := time.Since(t.start)
+	c.l.emit(Event{Event: EventExported, Path: t.c.Result(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds()})
+	fd, err := unix.Openat(t.root, path.Base(t.c.Manifest()), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err == nil {
+		f := os.NewFile(uintptr(fd), t.c.Manifest())
+		_, err = f.Write(t.recv.Manifest())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	c.mu.Lock()
+	t.close()
+	c.mu.Unlock()
+	if err != nil {
+		c.fail(fmt.Errorf("copy-out %s: write the manifest: %w", t.c.Manifest(), err))
+		return
+	}
+	for _, r := range t.recv.Refused {
+		c.l.say("copy-out %s: symlink %s leaves the exported tree; refused (not made)", t.c.Box, strings.TrimSpace(r))
+	}
+	c.mu.Lock()
+	c.outDone++
+	c.mu.Unlock()
+	c.l.emit(Event{Event: EventVerified, Path: t.c.Manifest(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds(), Refused: len(t.recv.Refused)})
+}

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package supervisor
+
+import (
+	"errors"
+
+	"deathwatch/shared"
+)
+
+const copySupported = false
+
+func (c *copies) sendIn(w *shared.Writer) error { return errors.New("copy-in needs Linux") }
+
+func (c *copies) frame(f shared.Frame) error {
+	return &shared.ProtocolError{Reason: "copy-out frame on a supervisor without copies"}
+}
+
+func (t *exportTree) close() {}

@@ -1,0 +1,211 @@
+package watcher
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"deathwatch/shared"
+	"golang.org/x/sys/unix"
+)
+
+// Copy-in and copy-out (shared/copy.go). The watcher writes copy-in
+// trees as root, before the agent exists, beneath the box's / with
+// openat2 (nothing in the image can redirect a write), and gives every
+// object it made to the agent's uid:gid. It sends copy-out trees after
+// every process of the box is dead, so export reads files and never
+// runs the agent's code; it reads them by descriptor without following
+// a symlink, and the host decides what to keep.
+
+// copyIn receives the spec's copy-in trees. It returns 0, or the status
+// to exit with (the agent never starts).
+func (w *watcher) copyIn(spec *shared.Spec) int {
+	w.copySpec = spec
+	if len(spec.CopyIn) == 0 {
+		return 0
+	}
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return w.setupFailed(shared.ExitSetupFailed, "copy-in: open /: "+err.Error())
+	}
+	defer unix.Close(root)
+	r := &shared.CopyReceiver{Root: root, Chown: true, UID: int(spec.UID), GID: int(spec.GID)}
+	for _, p := range spec.CopyIn {
+		r.Bases = append(r.Bases, strings.TrimPrefix(p, "/"))
+	}
+	defer r.Close()
+	var hb *time.Timer
+	var hbC <-chan time.Time
+	if spec.Heartbeat > 0 {
+		hb = time.NewTimer(spec.Heartbeat)
+		defer hb.Stop()
+		hbC = hb.C
+	}
+	done := make([]bool, len(spec.CopyIn))
+	for left := len(done); left > 0; {
+		var ev frameEvent
+		select {
+		case ev = <-w.frames:
+		case <-hbC:
+			return w.lostBeforeStart(errors.New("no frame from the host for " + spec.Heartbeat.String() + " during copy-in (heartbeat timeout)"))
+		}
+		if hb != nil {
+			hb.Reset(spec.Heartbeat)
+		}
+		if ev.err != nil {
+			return w.lostBeforeStart(ev.err)
+		}
+		if ev.f.Type == shared.FramePing {
+			w.pong(ev.f.Payload)
+			continue
+		}
+		if !shared.CopyInFrames.Has(ev.f.Type) {
+			return w.lostBeforeStart(&shared.ProtocolError{Reason: "expected a copy-in frame, got " + ev.f.Type.String()})
+		}
+		end, i, err := r.Frame(shared.CopyInFrames, ev.f)
+		if err == nil && end && done[i] {
+			err = &shared.ProtocolError{Reason: "copy-in: root " + itoa(int(i)) + " sent twice"}
+		}
+		if err != nil {
+			return w.copyFailed("copy-in", err)
+		}
+		if end {
+			done[i] = true
+			left--
+		}
+	}
+	return 0
+}
+
+// copyFailed ends a box whose copy-in failed: a malformed frame is a
+// protocol error (liveness lost, as any), a mismatch or a refusal has
+// its own reason.
+func (w *watcher) copyFailed(what string, err error) int {
+	var verify *shared.VerifyError
+	var refused *shared.CopyRefusedError
+	switch {
+	case shared.IsProtocolError(err):
+		return w.lostBeforeStart(err)
+	case errors.As(err, &verify):
+		return w.failedBeforeStart(shared.ReasonVerifyFailed, shared.ExitCopyFailed, what+": "+err.Error())
+	case errors.As(err, &refused):
+		return w.failedBeforeStart(shared.ReasonCopyRefused, shared.ExitCopyFailed, what+": refused: "+err.Error())
+	}
+	return w.setupFailed(shared.ExitSetupFailed, what+": "+err.Error())
+}
+
+// exportCaps are the capabilities the watcher keeps permitted (never
+// effective while the agent lives) to read the agent's files for
+// copy-out: DAC_OVERRIDE and DAC_READ_SEARCH, those of them it holds.
+func (w *watcher) exportCaps() uint32 {
+	if w.copySpec == nil || len(w.copySpec.CopyOut) == 0 {
+		return 0
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return 0
+	}
+	return data[0].Permitted & (1<<unix.CAP_DAC_OVERRIDE | 1<<unix.CAP_DAC_READ_SEARCH)
+}
+
+// raiseExportCaps makes the kept capabilities effective, on every
+// thread (credentials are per thread): the agent is dead by now.
+func raiseExportCaps() {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return
+	}
+	data[0].Effective = data[0].Permitted
+	// Best effort: without them, what the watcher's uid can read goes.
+	_, _, _ = syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
+}
+
+// copyOut sends the spec's copy-out trees once the box is empty. It
+// answers pings meanwhile, and gives up when the host is gone (EOF, a
+// broken stream, silence past the heartbeat): the watcher then exits
+// and the box with it.
+func (w *watcher) copyOut() {
+	spec := w.copySpec
+	if w.out == nil || spec == nil || len(spec.CopyOut) == 0 {
+		return
+	}
+	raiseExportCaps()
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		w.sendTrees(spec)
+	}()
+	var hbC <-chan time.Time
+	var hb *time.Timer
+	if spec.Heartbeat > 0 {
+		hb = time.NewTimer(spec.Heartbeat)
+		defer hb.Stop()
+		hbC = hb.C
+	}
+	for {
+		select {
+		case <-sent:
+			return
+		case <-hbC:
+			logf("copy-out: no frame from the host for " + spec.Heartbeat.String() + "; giving up")
+			return
+		case ev := <-w.frames:
+			if ev.err != nil {
+				logf("copy-out: " + streamError(ev.err) + "; giving up")
+				return
+			}
+			if hb != nil {
+				hb.Reset(spec.Heartbeat)
+			}
+			if ev.f.Type == shared.FramePing {
+				w.pong(ev.f.Payload)
+			}
+			// Anything else (a stop, a signal) has nothing left to act on.
+		}
+	}
+}
+
+func (w *watcher) sendTrees(spec *shared.Spec) {
+	s := &shared.CopySender{
+		Frames: shared.CopyOutFrames, Send: w.out.Send, Limit: spec.CopyOutLimit,
+		Skipped: func(p string, mode uint32) {
+			logf("copy-out: " + p + ": not a folder, file or symlink, or a file neither the agent's nor readable by all (mode " + strconv.FormatUint(uint64(mode), 8) + "); not sent")
+		},
+		// The watcher reads with DAC_OVERRIDE: a file the agent could
+		// not read itself (a root-only file of the box it hard-linked
+		// into the tree, where fs.protected_hardlinks is off) stays.
+		Allow: func(uid, mode uint32) bool { return uid == spec.UID || mode&0o004 != 0 },
+	}
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		logf("copy-out: open /: " + err.Error())
+		return
+	}
+	defer unix.Close(root)
+	for i, p := range spec.CopyOut {
+		dir, name := p[:strings.LastIndexByte(p, '/')], p[strings.LastIndexByte(p, '/')+1:]
+		if dir == "" {
+			dir = "/"
+		}
+		how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+		pfd, err := unix.Openat2(root, dir, how)
+		if err != nil {
+			end := shared.CopyEnd{Root: uint32(i), Err: p + ": " + dir + ": " + err.Error() + " (missing, or a symlink on the way)"}
+			if w.out.Send(shared.FrameCopyOutEnd, end.Marshal()) != nil {
+				return
+			}
+			continue
+		}
+		err = s.SendTree(uint32(i), pfd, name)
+		unix.Close(pfd)
+		var refused *shared.CopyRefusedError
+		if err != nil && !errors.As(err, &refused) {
+			return // the stream is gone
+		}
+	}
+}
