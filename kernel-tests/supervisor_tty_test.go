@@ -339,7 +339,15 @@ func TestSupervisorAgentFDs(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					fds, err := ktest.FDs(agent.PID)
+					// Found by its argv, the shell may still be in the
+					// dynamic loader, which holds libc open for a moment:
+					// a leaked descriptor stays, so wait for the set to
+					// settle at 0-2 and judge what it is then.
+					var fds map[int]string
+					ktest.WaitFor(10*time.Second, func() bool {
+						fds, err = ktest.FDs(agent.PID)
+						return err != nil || len(fds) == 3
+					})
 					if err != nil {
 						t.Fatal(err)
 					}
