@@ -91,3 +91,44 @@ func TestProveDeathwatchFails(t *testing.T) {
 		t.Errorf("boxes left: %v", b)
 	}
 }
+
+// A deadline shorter than the host takes to show a box's processes (a
+// rootful podman box is listed through a `podman inspect` process):
+// the box ends before the prover sees it, which proves nothing either
+// way. prove-deathwatch raises the deadline, says so in a note, and
+// proves the path with the raised one; nothing is left behind. (Seen
+// under load with doctor's 1 s deadline; 10 ms makes it certain.)
+func TestProveDeathwatchDeadlineUnseen(t *testing.T) {
+	var r rig
+	for _, p := range rigs(t) {
+		if p.Name == "podman" {
+			r = *p
+		}
+	}
+	if r.Name == "" {
+		t.Fatal("no rootful podman rig")
+	}
+	r.setup(t)
+	code, rep, stderr := r.prove("--trials", "2", "--path", "deadline", "--deadline", "10ms", "--grace", "10ms",
+		"--bound", ktest.Slack.String(), "--remove-bound", (3 * ktest.Slack).String())
+	t.Logf("\n%s", proveTable(rep))
+	if code != 0 || !rep.Pass {
+		t.Errorf("exit %d, pass %v\n%s", code, rep.Pass, stderr)
+	}
+	if len(rep.Notes) == 0 || !strings.Contains(rep.Notes[0], "deadline was raised") {
+		t.Errorf("no note of the raised deadline: %q", rep.Notes)
+	}
+	for _, row := range rep.Rows {
+		if row.N != 2 || strings.HasPrefix(row.BoundStr, "10ms+") {
+			t.Errorf("row %+v: want 2 trials under the raised deadline", row)
+		}
+	}
+	if b := r.boxes(r.Instance + ".prove"); len(b) != 0 {
+		t.Errorf("boxes left: %v", b)
+	}
+	for _, e := range r.entries(r.Instance + ".prove") {
+		if e.Open() {
+			t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
+		}
+	}
+}
