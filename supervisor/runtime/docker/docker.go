@@ -1,6 +1,8 @@
-// Package docker is the Docker and Podman runtime: it drives the
-// engine's CLI (docker or podman on PATH), with every argv built by a
-// pure function. It registers two runtimes, "docker" and "podman", and
+// Package docker is the Docker and Podman runtime: it talks to the
+// engine's API (Docker's Engine API, or Podman's Docker-compatible
+// service) when it can reach it, and drives the engine's CLI (docker or
+// podman on PATH) where it cannot; every request body and argv is built
+// by a pure function. It registers two runtimes, "docker" and "podman", and
 // builds on Linux, macOS (Docker Desktop) and Windows.
 package docker
 
@@ -17,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"deathwatch/shared"
@@ -33,6 +36,9 @@ type Engine struct {
 	Log       *slog.Logger
 
 	rootless bool // what Probe found
+
+	apiOnce sync.Once
+	api     *apiClient // nil: the CLI serves
 }
 
 // The two engines' descriptors. Their bounds are several times what was
@@ -395,7 +401,58 @@ func listsName(out []byte, name string) bool {
 	return false
 }
 
+// client is the engine's API when this process can reach it, else nil
+// (then the CLI serves: an ssh:// context, a named pipe, no podman
+// service). It is chosen once, by trying, never by name: resolve the
+// endpoint as the CLI would, then ping it.
+func (e *Engine) client(ctx context.Context) *apiClient {
+	e.apiOnce.Do(func() {
+		env := e.EngineEnv
+		if env == nil {
+			env = os.Environ()
+		}
+		m := envMap(env)
+		var ep endpoint
+		if e.Kind == "podman" {
+			var ok bool
+			if ep, ok = podmanEndpoint(m, os.Geteuid()); !ok {
+				e.log().Debug("engine api", "kind", e.Kind, "using", "cli", "why", "no podman service socket")
+				return
+			}
+		} else {
+			var err error
+			if ep, err = dockerEndpoint(m); err != nil {
+				e.log().Debug("engine api", "kind", e.Kind, "using", "cli", "why", err)
+				return
+			}
+		}
+		c, err := newAPIClient(ep)
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = c.negotiate(pctx)
+			cancel()
+		}
+		if err != nil {
+			e.log().Debug("engine api", "kind", e.Kind, "endpoint", ep.String(), "using", "cli", "why", err)
+			return
+		}
+		e.log().Debug("engine api", "kind", e.Kind, "endpoint", ep.String(), "from", ep.From, "version", c.version)
+		e.api = c
+	})
+	return e.api
+}
+
+// UsesAPI reports whether the engine is driven through its API.
+func (e *Engine) UsesAPI(ctx context.Context) bool { return e.client(ctx) != nil }
+
 func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
+	if c := e.client(ctx); c != nil {
+		info, err := e.apiProbe(ctx, c)
+		if err == nil && info.Detail == rootfulNoUserns && e.Stderr != nil {
+			fmt.Fprintln(e.Stderr, "supervisor: warning: "+rootfulNoUserns)
+		}
+		return info, err
+	}
 	info := supervisor.Info{Runtime: e.Kind}
 	if e.Kind == "podman" && !e.podmanRemote() {
 		// Local Podman has no daemon: it is rootless exactly when it runs
@@ -434,6 +491,9 @@ func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
 }
 
 func (e *Engine) CheckImage(ctx context.Context, image string) error {
+	if c := e.client(ctx); c != nil {
+		return e.apiCheckImage(ctx, c, image)
+	}
 	_, err := e.run(ctx, imageCheckArgs(e.Kind, image))
 	if err == nil {
 		return nil
@@ -451,6 +511,9 @@ func (e *Engine) CheckImage(ctx context.Context, image string) error {
 }
 
 func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
+	if c := e.client(ctx); c != nil {
+		return e.apiCreate(ctx, c, b)
+	}
 	if _, err := e.run(ctx, createArgs(e.Kind, b)); err != nil {
 		if supervisor.ExitCode(err, 0) != 0 {
 			return err
@@ -463,6 +526,9 @@ func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
 // Start runs `start --attach --interactive` attached, in its own
 // process group (supervisor.StartAttached).
 func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
+	if c := e.client(ctx); c != nil {
+		return e.apiStart(ctx, c, b)
+	}
 	return supervisor.StartAttached(e.command(nil, startArgs(e.Kind, b.Name)), e.Kind, b.Name, e.Stderr)
 }
 
@@ -475,6 +541,9 @@ func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 // saying "container not running"): a failed rm waits until the listing
 // no longer shows the box, then tries once more.
 func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
+	if c := e.client(ctx); c != nil {
+		return e.apiRemove(ctx, c, b)
+	}
 	there, err := e.Exists(ctx, b)
 	if err != nil || !there {
 		return err
@@ -503,6 +572,9 @@ func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
 }
 
 func (e *Engine) List(ctx context.Context, instance string) ([]supervisor.Listed, error) {
+	if c := e.client(ctx); c != nil {
+		return e.apiList(ctx, c, instance)
+	}
 	out, err := e.run(ctx, listArgs(e.Kind, instance))
 	if err != nil {
 		return nil, fmt.Errorf("list %s boxes: %w", e.Kind, err)
@@ -513,6 +585,9 @@ func (e *Engine) List(ctx context.Context, instance string) ([]supervisor.Listed
 // Exists reports whether the engine still has the box, from its
 // listing.
 func (e *Engine) Exists(ctx context.Context, b *supervisor.Box) (bool, error) {
+	if c := e.client(ctx); c != nil {
+		return e.apiExists(ctx, c, b)
+	}
 	out, err := e.run(ctx, namedArgs(b.Name))
 	if err != nil {
 		return false, fmt.Errorf("look for box %s: %w", b.Name, err)
@@ -523,6 +598,9 @@ func (e *Engine) Exists(ctx context.Context, b *supervisor.Box) (bool, error) {
 // HostPID is the host pid of the box's PID 1 (State.Pid; 0 when the
 // box does not run, or runs in a VM the engine hides).
 func (e *Engine) HostPID(ctx context.Context, b *supervisor.Box) (int, error) {
+	if c := e.client(ctx); c != nil {
+		return e.apiHostPID(ctx, c, b)
+	}
 	out, err := e.run(ctx, inspectPidArgs(b.Name))
 	if err != nil {
 		return 0, fmt.Errorf("find the PID 1 of box %s: %w", b.Name, err)
