@@ -61,11 +61,11 @@ func init() {
 			AutoRank:   d.rank,
 			Bounds:     supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: d.removed},
 			AutoRemove: true,
-			Installed: func([]string) error {
-				if _, err := exec.LookPath(kind); err != nil {
-					return fmt.Errorf("%s is not installed", kind)
+			Installed: func(env []string) error {
+				if _, err := exec.LookPath(kind); err == nil || apiSocketPresent(kind, env) {
+					return nil
 				}
-				return nil
+				return fmt.Errorf("%s is not installed", kind)
 			},
 			New: func(c supervisor.RuntimeConfig) (supervisor.Runtime, error) {
 				return &Engine{Kind: kind, Bin: kind, EngineEnv: c.EngineEnv, Stderr: c.Stderr, Log: c.Log}, nil

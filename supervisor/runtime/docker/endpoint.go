@@ -202,3 +202,26 @@ func (p endpoint) tlsConfig() (*tls.Config, error) {
 	}
 	return c, nil
 }
+
+// apiSocketPresent reports whether the engine's API may answer without
+// its CLI: a unix socket that exists, or a tcp endpoint (a controller
+// with the daemon's socket mounted in needs no CLI).
+func apiSocketPresent(kind string, env []string) bool {
+	if env == nil {
+		env = os.Environ()
+	}
+	m := envMap(env)
+	if kind == "podman" {
+		_, ok := podmanEndpoint(m, os.Geteuid())
+		return ok
+	}
+	p, err := dockerEndpoint(m)
+	if err != nil {
+		return false
+	}
+	if p.Scheme == "tcp" {
+		return true
+	}
+	fi, err := os.Stat(p.Addr)
+	return p.Scheme == "unix" && err == nil && fi.Mode()&os.ModeSocket != 0
+}
