@@ -1,12 +1,19 @@
 package kerneltests
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
 )
 
 // Docker is driven through its Engine API: a `docker` CLI first on PATH
@@ -73,4 +80,68 @@ func TestDockerRootfulStatement(t *testing.T) {
 		t.Errorf("rootful docker without userns-remap: stderr %q, want one line saying root in the box is root on the host", res.stderr)
 	}
 	r.assertClean()
+}
+
+// A rootful podman box runs in a user namespace of its own
+// (--userns=auto): the map inside is not the identity, and the agent's
+// uid seen from the host is no host account's (not in 0..65535).
+func TestPodmanRootfulUserns(t *testing.T) {
+	r := rigs(t, "podman")[0]
+	r.Setup(t, "uns")
+	t.Cleanup(func() { r.removeLeftovers() })
+	marker := fmt.Sprintf("dw-userns-%d", os.Getpid())
+	cmd := r.supervisor(nil, "--", "sh", "-c", "cat /proc/self/uid_map; echo started; sleep 60; true", marker)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// SIGTERM: the supervisor stops the box and removes it.
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		r.assertClean()
+	}()
+	sc := bufio.NewScanner(out)
+	var uidMap []string
+	for sc.Scan() && sc.Text() != "started" {
+		uidMap = append(uidMap, sc.Text())
+	}
+	t.Logf("uid_map inside: %q; stderr %q", uidMap, errb.String())
+	if len(uidMap) == 0 {
+		t.Fatalf("no uid_map from the box; stderr %q", errb.String())
+	}
+	if f := strings.Fields(uidMap[0]); len(f) != 3 || f[1] == "0" || (f[0] == "0" && f[2] == "4294967295") {
+		t.Errorf("uid_map inside is the identity (or maps box root to host root): %q", uidMap)
+	}
+	var hostUID int = -1
+	ktest.WaitFor(10*time.Second, func() bool {
+		for _, p := range ktest.WithMarker(marker) {
+			if p.PID == cmd.Process.Pid {
+				continue
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID))
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+					hostUID, _ = strconv.Atoi(f[1])
+					return true
+				}
+			}
+		}
+		return false
+	})
+	t.Logf("the agent's uid seen from the host: %d", hostUID)
+	if hostUID >= 0 && hostUID <= 65535 {
+		t.Errorf("the agent runs as host uid %d: a host account's range", hostUID)
+	}
+	if hostUID < 0 {
+		t.Errorf("no agent process with marker %s seen from the host", marker)
+	}
 }

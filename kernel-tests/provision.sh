@@ -287,6 +287,13 @@ for f in /etc/subuid /etc/subgid; do
 done
 step "subordinate ids" "${subids_changed:+added; }$(grep "^$DW_USER:" /etc/subuid | head -1) / $(grep "^$DW_USER:" /etc/subgid | head -1)"
 
+# Rootful podman gives each box a user namespace of its own
+# (--userns=auto), taking its ranges from the user "containers".
+for f in /etc/subuid /etc/subgid; do
+	grep -q "^containers:" "$f" || echo "containers:2147483647:2147483648" >>"$f"
+done
+step "subordinate ids for podman --userns=auto" "$(grep "^containers:" /etc/subuid | head -1) / $(grep "^containers:" /etc/subgid | head -1)"
+
 # The runtime dir logind would create: a tmpfs, so that state does not
 # survive a reboot (Podman would believe stale containers still run).
 if ! mountpoint -q "$DW_RUNDIR"; then

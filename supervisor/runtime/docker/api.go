@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -454,6 +455,46 @@ func (e *Engine) apiList(ctx context.Context, c *apiClient, instance string) ([]
 	return ls, nil
 }
 
-// userns is the user-namespace mode a box is created with: none of its
-// own (the engine's default, userns-remap where the daemon has it).
-func (e *Engine) userns() string { return "" }
+// userns is the user-namespace mode a box is created with: "auto" (a
+// range of its own) on a rootful podman that has the ids for it, else
+// the engine's default (docker: userns-remap where the daemon has it).
+func (e *Engine) userns() string {
+	if e.usernsAuto {
+		// 65536 ids: the watcher drops itself to uid 65533.
+		return "auto:size=65536"
+	}
+	return ""
+}
+
+// podmanNoSubids says what a rootful podman without ids for
+// --userns=auto means.
+const podmanNoSubids = "rootful podman without subordinate ids for user \"containers\": boxes run with the host's root ids; add a containers range to /etc/subuid and /etc/subgid (e.g. containers:2147483647:2147483648) so each box gets --userns=auto, or use rootless podman"
+
+// rootfulPodman settles a rootful podman's user namespace: --userns=auto
+// when the host has subordinate ids for "containers" (where podman
+// takes each box's range from), else the statement in info.Detail.
+func (e *Engine) rootfulPodman(info *supervisor.Info) {
+	if e.Kind != "podman" || !info.Present || info.Rootless {
+		return
+	}
+	u, _ := os.ReadFile("/etc/subuid")
+	g, _ := os.ReadFile("/etc/subgid")
+	e.usernsAuto = hasSubIDs(string(u), "containers") && hasSubIDs(string(g), "containers")
+	if !e.usernsAuto && info.Detail == "" {
+		info.Detail = podmanNoSubids
+	}
+}
+
+// hasSubIDs reports whether an /etc/subuid-style file gives user a
+// range of at least 65536 ids.
+func hasSubIDs(file, user string) bool {
+	for _, l := range strings.Split(file, "\n") {
+		f := strings.Split(strings.TrimSpace(l), ":")
+		if len(f) == 3 && f[0] == user {
+			if n, err := strconv.ParseUint(f[2], 10, 64); err == nil && n >= 65536 {
+				return true
+			}
+		}
+	}
+	return false
+}

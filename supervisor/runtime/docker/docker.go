@@ -36,6 +36,9 @@ type Engine struct {
 	Log       *slog.Logger
 
 	rootless bool // what Probe found
+	// usernsAuto: a rootful podman whose host has subordinate ids for
+	// user "containers": each box gets a user namespace of its own.
+	usernsAuto bool
 
 	apiOnce sync.Once
 	api     *apiClient // nil: the CLI serves
@@ -130,7 +133,9 @@ func imageCheckArgs(kind, image string) []string {
 // createArgs creates the box: the watcher as entrypoint with the
 // control stream on its stdin, least privilege, no restart, no init of
 // the engine's own (the watcher is PID 1), auto-removal when it stops.
-func createArgs(kind string, b *supervisor.Box) []string {
+// userns ("auto" for a rootful podman) gives the box a user namespace
+// of its own.
+func createArgs(kind string, b *supervisor.Box, userns string) []string {
 	a := []string{"create",
 		"--interactive", // keep stdin open: it is the control stream
 		"--name", b.Name,
@@ -145,6 +150,9 @@ func createArgs(kind string, b *supervisor.Box) []string {
 		a = append(a, "--cap-add", c)
 	}
 	a = append(a, "--security-opt", "no-new-privileges")
+	if userns != "" {
+		a = append(a, "--userns", userns)
+	}
 	a = append(a, "--env", supervisor.WatcherEnv)
 	keys := make([]string, 0, len(b.Labels))
 	for k := range b.Labels {
@@ -448,11 +456,24 @@ func (e *Engine) UsesAPI(ctx context.Context) bool { return e.client(ctx) != nil
 func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
 	if c := e.client(ctx); c != nil {
 		info, err := e.apiProbe(ctx, c)
-		if err == nil && info.Detail == rootfulNoUserns && e.Stderr != nil {
-			fmt.Fprintln(e.Stderr, "supervisor: warning: "+rootfulNoUserns)
-		}
+		e.rootfulPodman(&info)
+		e.warnShared(info)
 		return info, err
 	}
+	info, err := e.cliProbe(ctx)
+	e.warnShared(info)
+	return info, err
+}
+
+// warnShared says once, on exec's stderr, what a rootful engine whose
+// boxes share the host's ids means.
+func (e *Engine) warnShared(info supervisor.Info) {
+	if e.Stderr != nil && (info.Detail == rootfulNoUserns || info.Detail == podmanNoSubids) {
+		fmt.Fprintln(e.Stderr, "supervisor: warning: "+info.Detail)
+	}
+}
+
+func (e *Engine) cliProbe(ctx context.Context) (supervisor.Info, error) {
 	info := supervisor.Info{Runtime: e.Kind}
 	if e.Kind == "podman" && !e.podmanRemote() {
 		// Local Podman has no daemon: it is rootless exactly when it runs
@@ -469,6 +490,7 @@ func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
 		}
 		info.Present, info.Version, info.Rootless = true, strings.TrimSpace(string(out)), os.Geteuid() != 0
 		e.rootless = info.Rootless
+		e.rootfulPodman(&info)
 		return info, nil
 	}
 	out, err := e.run(ctx, infoArgs(e.Kind))
@@ -487,6 +509,7 @@ func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
 	}
 	info.Present, info.Version, info.Rootless = true, v, rootless
 	e.rootless = rootless
+	e.rootfulPodman(&info)
 	return info, nil
 }
 
@@ -514,7 +537,7 @@ func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
 	if c := e.client(ctx); c != nil {
 		return e.apiCreate(ctx, c, b)
 	}
-	if _, err := e.run(ctx, createArgs(e.Kind, b)); err != nil {
+	if _, err := e.run(ctx, createArgs(e.Kind, b, e.userns())); err != nil {
 		if supervisor.ExitCode(err, 0) != 0 {
 			return err
 		}
