@@ -110,6 +110,25 @@ func statusOf(err error) int {
 // do sends one request with a JSON body (nil: none) and decodes a JSON
 // answer into out (nil: discarded).
 func (c *apiClient) do(ctx context.Context, method, path string, q url.Values, body, out any) (http.Header, error) {
+	return c.send(ctx, method, path, q, body, out, nil)
+}
+
+// doStarted sends a bodiless request and closes ready once the engine's
+// answer has begun (its headers arrived), before the body.
+func (c *apiClient) doStarted(ctx context.Context, method, path string, q url.Values, out any, ready chan struct{}) (http.Header, error) {
+	return c.send(ctx, method, path, q, nil, out, ready)
+}
+
+func (c *apiClient) send(ctx context.Context, method, path string, q url.Values, body, out any, ready chan struct{}) (http.Header, error) {
+	if ready != nil {
+		defer func() {
+			select {
+			case <-ready:
+			default:
+				close(ready)
+			}
+		}()
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -130,6 +149,9 @@ func (c *apiClient) do(ctx context.Context, method, path string, q url.Values, b
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if ready != nil {
+		close(ready)
+	}
 	if resp.StatusCode/100 != 2 {
 		return resp.Header, readAPIError(resp)
 	}
@@ -350,6 +372,7 @@ func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) 
 	if err != nil {
 		return nil, supervisor.SetupError("attach to box %s: %v", b.Name, err)
 	}
+	e.watchRemoval(c, b.Name)
 	if _, err := c.do(ctx, http.MethodPost, containerPath(b.Name, "/start"), nil, nil, nil); err != nil && statusOf(err) != http.StatusNotModified {
 		conn.Close()
 		return nil, supervisor.SetupError("start box %s: %v", b.Name, err)
@@ -366,6 +389,9 @@ func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) 
 // not an error. The engine's own auto-remove may be half-way (409,
 // "removal already in progress"): then wait until it is gone.
 func (e *Engine) apiRemove(ctx context.Context, c *apiClient, b *supervisor.Box) error {
+	if e.removedBy(b.Name, 2*time.Second) {
+		return nil
+	}
 	q := url.Values{"force": {"1"}}
 	if e.Kind == "podman" {
 		q.Set("t", "0") // podman's compat API honours a stop timeout here
@@ -497,4 +523,55 @@ func hasSubIDs(file, user string) bool {
 		}
 	}
 	return false
+}
+
+// watchRemoval asks docker, before the box starts, to answer once the
+// box is removed (as `docker run --rm` does): the engine's auto-remove
+// after the watcher exits is then known at once, without a DELETE that
+// races it (409) and polls. Podman's compatible API is not trusted with
+// this condition: Remove asks it directly.
+func (e *Engine) watchRemoval(c *apiClient, name string) {
+	if e.Kind != "docker" {
+		return
+	}
+	done := make(chan error, 1)
+	e.mu.Lock()
+	if e.removed == nil {
+		e.removed = map[string]chan error{}
+	}
+	e.removed[name] = done
+	e.mu.Unlock()
+	ready := make(chan struct{})
+	go func() {
+		var r struct {
+			StatusCode int
+			Error      *struct{ Message string }
+		}
+		// No deadline: the box may live for hours; the process ends it.
+		_, err := c.doStarted(context.Background(), http.MethodPost, containerPath(name, "/wait"), url.Values{"condition": {"removed"}}, &r, ready)
+		done <- err
+	}()
+	// The wait must be registered before the box can start (and end).
+	select {
+	case <-ready:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// removedBy reports whether the engine said the box was removed, waiting
+// up to d for it.
+func (e *Engine) removedBy(name string, d time.Duration) bool {
+	e.mu.Lock()
+	done := e.removed[name]
+	delete(e.removed, name)
+	e.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case err := <-done:
+		return err == nil
+	case <-time.After(d):
+		return false
+	}
 }

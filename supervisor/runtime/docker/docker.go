@@ -42,6 +42,9 @@ type Engine struct {
 
 	apiOnce sync.Once
 	api     *apiClient // nil: the CLI serves
+
+	mu      sync.Mutex
+	removed map[string]chan error // box → the engine's "removed" answer
 }
 
 // The two engines' descriptors. Their bounds are several times what was
