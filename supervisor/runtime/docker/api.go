@@ -494,7 +494,7 @@ func (e *Engine) userns() string {
 
 // podmanNoSubids says what a rootful podman without ids for
 // --userns=auto means.
-const podmanNoSubids = "rootful podman without subordinate ids for user \"containers\": boxes run with the host's root ids; add a containers range to /etc/subuid and /etc/subgid (e.g. containers:2147483647:2147483648) so each box gets --userns=auto, or use rootless podman"
+const podmanNoSubids = "rootful podman without subordinate ids for user \"containers\": boxes run with the host's root ids; add a containers range to /etc/subuid and /etc/subgid (e.g. containers:1073741824:268435456) so each box gets --userns=auto, or use rootless podman"
 
 // rootfulPodman settles a rootful podman's user namespace: --userns=auto
 // when the host has subordinate ids for "containers" (where podman

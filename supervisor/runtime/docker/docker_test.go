@@ -59,7 +59,7 @@ func TestHasSubIDs(t *testing.T) {
 		file string
 		want bool
 	}{
-		{"dwtest:100000:65536\ncontainers:2147483647:2147483648\n", true},
+		{"dwtest:100000:65536\ncontainers:1073741824:268435456\n", true},
 		{"dwtest:100000:65536\n", false},
 		{"containers:100000:1000\n", false}, // too few for one box
 		{"#containers:1:65536\nxcontainers:1:65536", false},
