@@ -181,7 +181,10 @@ type fakeAPI struct {
 	// removeConflict: the first DELETE answers 409 (auto-remove in
 	// progress) and the box goes away a moment later.
 	removeConflict bool
-	stdinEOF       chan struct{}
+	// autoRemove: the box goes away when its stdin ends (the watcher
+	// exits, the engine removes it).
+	autoRemove bool
+	stdinEOF   chan struct{}
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -201,6 +204,10 @@ func (f *fakeAPI) engine() *Engine {
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/wait") {
+		f.serveWait(w, r)
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, r.Method+" "+r.URL.Path)
@@ -286,6 +293,31 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// serveWait is POST /containers/{name}/wait?condition=removed: the
+// headers at once, the answer when the box is gone.
+func (f *fakeAPI) serveWait(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.calls = append(f.calls, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+	f.mu.Unlock()
+	name := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/v1.41"), "/containers/"), "/wait")
+	w.WriteHeader(200)
+	w.(http.Flusher).Flush()
+	for {
+		f.mu.Lock()
+		_, there := f.boxes[name]
+		f.mu.Unlock()
+		if !there {
+			w.Write([]byte(`{"StatusCode":0}`))
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // playWatcher answers on a hijacked attach: a stderr frame, then each
 // stdin chunk back as stdout split over two frames (a reader must
 // join them), until stdin's EOF.
@@ -309,6 +341,13 @@ func (f *fakeAPI) playWatcher(conn net.Conn, r *bufio.Reader) {
 		if err != nil {
 			close(f.stdinEOF)
 			frame(1, []byte("bye"))
+			f.mu.Lock()
+			if f.autoRemove {
+				for n := range f.boxes {
+					delete(f.boxes, n)
+				}
+			}
+			f.mu.Unlock()
 			return
 		}
 	}
@@ -316,6 +355,7 @@ func (f *fakeAPI) playWatcher(conn net.Conn, r *bufio.Reader) {
 
 func TestAPILifecycle(t *testing.T) {
 	f := newFakeAPI(t)
+	f.autoRemove = true
 	var stderr bytes.Buffer
 	e := f.engine()
 	e.Stderr = &stderr
@@ -371,6 +411,19 @@ func TestAPILifecycle(t *testing.T) {
 	if !strings.Contains(stderr.String(), "watcher: log line") {
 		t.Errorf("the box's stderr was not relayed: %q", stderr.String())
 	}
+	// The engine removed the box on its own: Remove learns it from the
+	// wait registered before start, without a DELETE.
+	if err := e.Remove(ctx, b); err != nil {
+		t.Errorf("remove after the engine's own removal: %v", err)
+	}
+	f.mu.Lock()
+	for _, c := range f.calls {
+		if strings.HasPrefix(c, "DELETE") {
+			t.Errorf("a DELETE raced the engine's auto-remove: %q", f.calls)
+		}
+	}
+	f.boxes["dw-1"] = b.Labels // a box that stays, for the rest
+	f.mu.Unlock()
 
 	if pid, err := e.HostPID(ctx, b); err != nil || pid != 4242 {
 		t.Errorf("host pid: %d %v", pid, err)
@@ -391,10 +444,21 @@ func TestAPILifecycle(t *testing.T) {
 	if err := e.Remove(ctx, b); err != nil {
 		t.Errorf("remove of a gone box: %v", err)
 	}
-	// No CLI on the hot path: every step went to the API.
+	// No CLI on the hot path: every step went to the API; the attach
+	// and the removal wait are in place before the box starts.
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, want := range []string{"GET /_ping", "GET /v1.41/info", "POST /v1.41/containers/create", "POST /v1.41/containers/dw-1/attach", "POST /v1.41/containers/dw-1/start", "DELETE /v1.41/containers/dw-1"} {
+	at := map[string]int{}
+	for i, c := range f.calls {
+		if _, ok := at[c]; !ok {
+			at[c] = i
+		}
+	}
+	if s := at["POST /v1.41/containers/dw-1/start"]; s < at["POST /v1.41/containers/dw-1/attach"] || s < at["POST /v1.41/containers/dw-1/wait?condition=removed"] {
+		t.Errorf("start before attach or wait: %q", f.calls)
+	}
+	for _, want := range []string{"GET /_ping", "GET /v1.41/info", "POST /v1.41/containers/create", "POST /v1.41/containers/dw-1/attach",
+		"POST /v1.41/containers/dw-1/wait?condition=removed", "POST /v1.41/containers/dw-1/start", "DELETE /v1.41/containers/dw-1"} {
 		found := false
 		for _, c := range f.calls {
 			found = found || c == want
