@@ -244,8 +244,9 @@ type apiHostConfig struct {
 type apiLogConfig struct{ Type string }
 type apiRestart struct{ Name string }
 
-// createBody is createArgs as an API request: the same box, option for
-// option. StdinOnce: the engine closes the box's stdin when our attach
+// createBody describes the box as an API request (createArgs spells the
+// same as CLI flags). Swap equal to memory: the limit is the limit.
+// StdinOnce: the engine closes the box's stdin when our attach
 // ends (the supervisor died, or let go): the watcher's EOF.
 func createBody(b *supervisor.Box, userns string) apiCreate {
 	no := false
@@ -375,6 +376,7 @@ func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) 
 	e.watchRemoval(c, b.Name)
 	if _, err := c.do(ctx, http.MethodPost, containerPath(b.Name, "/start"), nil, nil, nil); err != nil && statusOf(err) != http.StatusNotModified {
 		conn.Close()
+		e.removedBy(b.Name, 0) // a box that never ran is not auto-removed: Remove deletes it
 		return nil, supervisor.SetupError("start box %s: %v", b.Name, err)
 	}
 	stderr := e.Stderr
@@ -396,24 +398,14 @@ func (e *Engine) apiRemove(ctx context.Context, c *apiClient, b *supervisor.Box)
 	if e.Kind == "podman" {
 		q.Set("t", "0") // podman's compat API honours a stop timeout here
 	}
-	_, err := c.do(ctx, http.MethodDelete, containerPath(b.Name, ""), q, nil, nil)
-	if err == nil || statusOf(err) == http.StatusNotFound {
-		return nil
-	}
-	for i := 0; i < 200; i++ {
-		if there, xerr := e.apiExists(ctx, c, b); xerr == nil && !there {
+	rm := func() error {
+		_, err := c.do(ctx, http.MethodDelete, containerPath(b.Name, ""), q, nil, nil)
+		if statusOf(err) == http.StatusNotFound {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("remove box %s: %w", b.Name, ctx.Err())
-		case <-time.After(25 * time.Millisecond):
-		}
+		return err
 	}
-	if _, err = c.do(ctx, http.MethodDelete, containerPath(b.Name, ""), q, nil, nil); err == nil || statusOf(err) == http.StatusNotFound {
-		return nil
-	}
-	return fmt.Errorf("remove box %s: %w", b.Name, err)
+	return removeRacing(ctx, b.Name, rm, func() (bool, error) { return e.apiExists(ctx, c, b) })
 }
 
 // inspected is the part of GET /containers/{name}/json we read.

@@ -136,65 +136,58 @@ func imageCheckArgs(kind, image string) []string {
 // createArgs creates the box: the watcher as entrypoint with the
 // control stream on its stdin, least privilege, no restart, no init of
 // the engine's own (the watcher is PID 1), auto-removal when it stops.
-// userns ("auto" for a rootful podman) gives the box a user namespace
-// of its own.
+// It spells createBody's request as flags: one description of the box
+// serves the API and the CLI. userns ("auto" for a rootful podman)
+// gives the box a user namespace of its own.
 func createArgs(kind string, b *supervisor.Box, userns string) []string {
+	c := createBody(b, userns)
+	h := c.HostConfig
 	a := []string{"create",
 		"--interactive", // keep stdin open: it is the control stream
 		"--name", b.Name,
 		"--pull", "never",
 		"--init=false",
-		"--restart", "no",
+		"--restart", h.RestartPolicy.Name,
 		"--rm", // the engine removes the box when the watcher exits (also after a supervisor SIGKILL)
-		"--log-driver", "none",
-		"--cap-drop", "ALL",
+		"--log-driver", h.LogConfig.Type,
 	}
-	for _, c := range watcherCaps {
-		a = append(a, "--cap-add", c)
+	for _, f := range []struct {
+		flag string
+		vs   []string
+	}{{"--cap-drop", h.CapDrop}, {"--cap-add", h.CapAdd}, {"--security-opt", h.SecurityOpt}} {
+		for _, v := range f.vs {
+			a = append(a, f.flag, v)
+		}
 	}
-	a = append(a, "--security-opt", "no-new-privileges")
-	if userns != "" {
-		a = append(a, "--userns", userns)
+	if h.UsernsMode != "" {
+		a = append(a, "--userns", h.UsernsMode)
 	}
-	a = append(a, "--env", supervisor.WatcherEnv)
-	keys := make([]string, 0, len(b.Labels))
-	for k := range b.Labels {
+	for _, e := range c.Env {
+		a = append(a, "--env", e)
+	}
+	keys := make([]string, 0, len(c.Labels))
+	for k := range c.Labels {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		a = append(a, "--label", k+"="+b.Labels[k])
+		a = append(a, "--label", k+"="+c.Labels[k])
 	}
-	net := b.Network
-	if net == "" {
-		net = "none"
+	a = append(a, "--network", h.NetworkMode)
+	if h.PidsLimit != nil {
+		a = append(a, "--pids-limit", strconv.FormatInt(*h.PidsLimit, 10))
 	}
-	a = append(a, "--network", net)
-	if b.PidsLimit > 0 {
-		a = append(a, "--pids-limit", strconv.FormatInt(b.PidsLimit, 10))
+	if h.Memory > 0 {
+		a = append(a, "--memory", strconv.FormatInt(h.Memory, 10), "--memory-swap", strconv.FormatInt(h.MemorySwap, 10))
 	}
-	if b.Memory > 0 {
-		m := strconv.FormatInt(b.Memory, 10)
-		// Swap equal to memory: the limit is the limit.
-		a = append(a, "--memory", m, "--memory-swap", m)
+	if c.WorkingDir != "" {
+		a = append(a, "--workdir", c.WorkingDir)
 	}
-	if b.Workdir != "" {
-		a = append(a, "--workdir", b.Workdir)
-	}
-	for _, m := range b.Mounts {
-		v := m.Source + ":" + m.Target
-		if m.ReadOnly {
-			v += ":ro"
-		}
+	for _, v := range h.Binds {
 		a = append(a, "--volume", v)
 	}
-	entry := b.WatcherInImage
-	if entry == "" {
-		entry = supervisor.WatcherMountPoint
-		a = append(a, "--volume", b.WatcherPath+":"+supervisor.WatcherMountPoint+":ro")
-	}
-	a = append(a, "--entrypoint", entry, "--", b.Image, "--control=stdin")
-	return a
+	a = append(a, "--entrypoint", c.Entrypoint[0], "--", c.Image)
+	return append(a, c.Cmd...)
 }
 
 // startArgs starts the box attached to its stdin, stdout and stderr,
@@ -574,27 +567,35 @@ func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
 	if err != nil || !there {
 		return err
 	}
-	_, err = e.run(ctx, removeArgs(e.Kind, b.Name))
+	rm := func() error { _, err := e.run(ctx, removeArgs(e.Kind, b.Name)); return err }
+	return removeRacing(ctx, b.Name, rm, func() (bool, error) { return e.Exists(ctx, b) })
+}
+
+// removeRacing removes a box whose engine may be removing it already:
+// rm once; when that fails, wait until exists says the box is gone, and
+// try once more.
+func removeRacing(ctx context.Context, name string, rm func() error, exists func() (bool, error)) error {
+	err := rm()
 	if err == nil {
 		return nil
 	}
 	for i := 0; i < 200; i++ {
-		if there, xerr := e.Exists(ctx, b); xerr == nil && !there {
+		if there, xerr := exists(); xerr == nil && !there {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("remove box %s: %w", b.Name, ctx.Err())
+			return fmt.Errorf("remove box %s: %w", name, ctx.Err())
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
-	if _, err = e.run(ctx, removeArgs(e.Kind, b.Name)); err == nil {
+	if err = rm(); err == nil {
 		return nil
 	}
-	if there, xerr := e.Exists(ctx, b); xerr == nil && !there {
+	if there, xerr := exists(); xerr == nil && !there {
 		return nil
 	}
-	return fmt.Errorf("remove box %s: %w", b.Name, err)
+	return fmt.Errorf("remove box %s: %w", name, err)
 }
 
 func (e *Engine) List(ctx context.Context, instance string) ([]supervisor.Listed, error) {
