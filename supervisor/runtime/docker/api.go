@@ -299,6 +299,12 @@ func listQuery(instance string) url.Values {
 	return url.Values{"all": {"1"}, "filters": {string(f)}}
 }
 
+// namedQuery lists every box, running or not, whose name contains name.
+func namedQuery(name string) url.Values {
+	f, _ := json.Marshal(map[string][]string{"name": {name}})
+	return url.Values{"all": {"1"}, "filters": {string(f)}}
+}
+
 // attachQuery attaches to the init's stdin, stdout and stderr, from now on.
 func attachQuery() url.Values {
 	return url.Values{"stream": {"1"}, "stdin": {"1"}, "stdout": {"1"}, "stderr": {"1"}}
@@ -430,12 +436,23 @@ func (e *Engine) apiInspect(ctx context.Context, c *apiClient, b *supervisor.Box
 	return &r, nil
 }
 
+// apiExists reads the engine's listing, as List (and so reconcile) does:
+// during the engine's own removal the box leaves its name index before
+// its listing, and an inspect would call gone a box reconcile still
+// finds. The name filter matches substrings: only the exact name counts.
 func (e *Engine) apiExists(ctx context.Context, c *apiClient, b *supervisor.Box) (bool, error) {
-	r, err := e.apiInspect(ctx, c, b)
-	if err != nil {
+	var rows []struct{ Names []string }
+	if _, err := c.do(ctx, http.MethodGet, "/containers/json", namedQuery(b.Name), nil, &rows); err != nil {
 		return false, fmt.Errorf("look for box %s: %w", b.Name, err)
 	}
-	return r != nil, nil
+	for _, r := range rows {
+		for _, n := range r.Names {
+			if strings.TrimPrefix(n, "/") == b.Name {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 func (e *Engine) apiHostPID(ctx context.Context, c *apiClient, b *supervisor.Box) (int, error) {

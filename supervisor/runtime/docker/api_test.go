@@ -96,6 +96,9 @@ func TestQueries(t *testing.T) {
 	if got := listQuery("ci").Encode(); got != "all=1&filters=%7B%22label%22%3A%5B%22io.deathwatch.instance%3Dci%22%5D%7D" {
 		t.Errorf("listQuery: %s", got)
 	}
+	if got := namedQuery("dw-1").Encode(); got != "all=1&filters=%7B%22name%22%3A%5B%22dw-1%22%5D%7D" {
+		t.Errorf("namedQuery: %s", got)
+	}
 	if got := attachQuery().Encode(); got != "stderr=1&stdin=1&stdout=1&stream=1" {
 		t.Errorf("attachQuery: %s", got)
 	}
@@ -239,8 +242,19 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.boxes[r.URL.Query().Get("name")] = f.created.Labels
 		js(201, map[string]string{"Id": "c1"})
 	case p == "/containers/json":
+		var filters map[string][]string
+		json.Unmarshal([]byte(r.URL.Query().Get("filters")), &filters)
 		var out []map[string]any
 		for n, l := range f.boxes {
+			if want := filters["name"]; len(want) > 0 && !strings.Contains(n, want[0]) {
+				continue
+			}
+			if want := filters["label"]; len(want) > 0 {
+				k, v, _ := strings.Cut(want[0], "=")
+				if l[k] != v {
+					continue
+				}
+			}
 			out = append(out, map[string]any{"Names": []string{"/" + n}, "Labels": l, "State": "running"})
 		}
 		js(200, out)
@@ -500,6 +514,13 @@ func TestAPIKill(t *testing.T) {
 	}
 	if err := st.Wait(); err != nil {
 		t.Error(err)
+	}
+	// The name filter matches substrings: only the exact name counts.
+	if there, err := e.Exists(ctx, &supervisor.Box{Name: "dw-"}); err != nil || there {
+		t.Errorf("Exists(dw-) = %v %v with only dw-2 there", there, err)
+	}
+	if there, err := e.Exists(ctx, b); err != nil || !there {
+		t.Errorf("Exists(dw-2) = %v %v", there, err)
 	}
 }
 
