@@ -40,7 +40,8 @@ func TestCreateBody(t *testing.T) {
 			AttachStdin: true, AttachStdout: true, AttachStderr: true, OpenStdin: true, StdinOnce: true,
 			HostConfig: apiHostConfig{
 				Binds: []string{"/opt/dw/watcher:/dw/watcher:ro"}, NetworkMode: "none", AutoRemove: true,
-				CapDrop: []string{"ALL"}, CapAdd: []string{"SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN"},
+				// The caps, one by one, are TestCreateArgs' (createArgs spells this body).
+				CapDrop: []string{"ALL"}, CapAdd: watcherCaps,
 				SecurityOpt: []string{"no-new-privileges"}, Init: &no,
 				LogConfig: apiLogConfig{Type: "none"}, RestartPolicy: apiRestart{Name: "no"},
 			},
