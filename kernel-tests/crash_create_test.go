@@ -7,10 +7,15 @@ package kerneltests
 // ownership: the next reconcile removes the late box.
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +52,14 @@ func TestCrashDuringCreate(t *testing.T) {
 				t.Fatal(err)
 			}
 			env := []string{"PATH=" + wrap + ":" + os.Getenv("PATH")}
+			var apiCreated <-chan struct{}
+			if r.Runtime == "docker" {
+				// Docker goes through its Engine API: the window is a
+				// create request in flight, held by a proxy before dockerd.
+				var sock string
+				sock, apiCreated = slowCreateProxy(t, filepath.Join(r.Dir, "engine.sock"), "/var/run/docker.sock", marker)
+				env = append(env, "DOCKER_HOST=unix://"+sock)
+			}
 
 			run := r.start(r.Instance, env, "--", "sh", "-c", cwAgent)
 			if !run.waitFor(60*time.Second, func() bool { _, err := os.Stat(marker); return err == nil }) {
@@ -77,9 +90,16 @@ func TestCrashDuringCreate(t *testing.T) {
 			if code != 0 || first == "unreported" {
 				t.Fatalf("first reconcile: exit %d, %+v\n%s", code, rep, stderr)
 			}
-			// The orphaned client finishes its create.
+			// The orphaned client (or request) finishes its create.
 			if _, left := ktest.WaitDead(children, time.Now(), 30*time.Second); len(left) > 0 {
 				t.Fatalf("the engine client did not finish: %s", ktest.Describe(left))
+			}
+			if apiCreated != nil {
+				select {
+				case <-apiCreated:
+				case <-time.After(30 * time.Second):
+					t.Fatal("the create request never reached dockerd")
+				}
 			}
 			late := r.exists(ev.Box)
 			code, rep, stderr = r.reconcile(r.Instance)
@@ -106,4 +126,68 @@ func TestCrashDuringCreate(t *testing.T) {
 		})
 	}
 	t.Logf("SIGKILL while `create` is in flight:\n%s", strings.Join(lines, "\n"))
+}
+
+// slowCreateProxy serves the Engine API at sock, passing every request
+// on to upstream; a container create is marked (marker) and held a
+// second first, and completes even when its client is gone by then, as
+// a request dockerd has already read does. created is closed once
+// dockerd answered the create.
+func slowCreateProxy(t *testing.T, sock, upstream, marker string) (string, <-chan struct{}) {
+	t.Helper()
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	created := make(chan struct{})
+	var once sync.Once
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				up, err := net.Dial("unix", upstream)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				cr, ur := bufio.NewReader(c), bufio.NewReader(up)
+				for {
+					req, err := http.ReadRequest(cr)
+					if err != nil {
+						return
+					}
+					isCreate := strings.HasSuffix(req.URL.Path, "/containers/create")
+					if isCreate {
+						os.WriteFile(marker, nil, 0o644)
+						time.Sleep(time.Second)
+					}
+					if err := req.Write(up); err != nil {
+						return
+					}
+					resp, err := http.ReadResponse(ur, req)
+					if err != nil {
+						return
+					}
+					if isCreate {
+						once.Do(func() { close(created) })
+					}
+					if err := resp.Write(c); err != nil && !isCreate {
+						return
+					}
+					if resp.StatusCode == http.StatusSwitchingProtocols {
+						// The attach: bytes both ways from here on.
+						go func() { io.Copy(up, cr); up.(*net.UnixConn).CloseWrite() }()
+						io.Copy(c, ur)
+						return
+					}
+				}
+			}(c)
+		}
+	}()
+	return sock, created
 }

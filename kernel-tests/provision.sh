@@ -297,6 +297,16 @@ for f in /etc/subuid /etc/subgid; do
 done
 step "subordinate ids" "${subids_changed:+added; }$(grep "^$DW_USER:" /etc/subuid | head -1) / $(grep "^$DW_USER:" /etc/subgid | head -1)"
 
+# Rootful podman gives each box a user namespace of its own
+# (--userns=auto), taking its ranges from the user "containers": 2^30 …
+# 2^30+2^28, below the native runtime's block at 2^31, which steers clear
+# of every /etc/subuid range (podman's customary 2^31 … 2^32 would leave
+# native no room at all).
+for f in /etc/subuid /etc/subgid; do
+	grep -q "^containers:" "$f" || echo "containers:1073741824:268435456" >>"$f"
+done
+step "subordinate ids for podman --userns=auto" "$(grep "^containers:" /etc/subuid | head -1) / $(grep "^containers:" /etc/subgid | head -1)"
+
 # The runtime dir logind would create: a tmpfs, so that state does not
 # survive a reboot (Podman would believe stale containers still run).
 if ! mountpoint -q "$DW_RUNDIR"; then

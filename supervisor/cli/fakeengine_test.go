@@ -318,6 +318,12 @@ func newFakeEngine(t *testing.T, sc fakeScenario) *fakeEngine {
 	fe.setScenario(sc)
 	t.Setenv("FAKE_ENGINE_STATE", fe.dir)
 	t.Setenv("PATH", fe.bin+":"+os.Getenv("PATH"))
+	// The fake is a CLI: the engine API it would be asked first answers
+	// nowhere (the runtime then falls back to the CLI, as on an ssh://
+	// context), and no podman service socket is used.
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(fe.dir, "no-engine.sock"))
+	t.Setenv("CONTAINER_HOST", "")
+	t.Setenv("XDG_RUNTIME_DIR", "")
 	return fe
 }
 

@@ -240,6 +240,9 @@ func probeRuntime(ctx context.Context, desc supervisor.Descriptor, allowRootful 
 		}
 	case desc.Daemon && !info.Rootless && !allowRootful:
 		dr.Status = "refused: rootful (a box escape is root on the host); pass --allow-rootful to accept it"
+		if info.Detail != "" { // what the engine's own setting means (docker without userns-remap)
+			dr.Status += " (" + info.Detail + ")"
+		}
 	default:
 		dr.Usable = true
 		dr.Status = "usable"

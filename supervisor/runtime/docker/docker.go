@@ -1,6 +1,8 @@
-// Package docker is the Docker and Podman runtime: it drives the
-// engine's CLI (docker or podman on PATH), with every argv built by a
-// pure function. It registers two runtimes, "docker" and "podman", and
+// Package docker is the Docker and Podman runtime: it talks to the
+// engine's API (Docker's Engine API, or Podman's Docker-compatible
+// service) when it can reach it, and drives the engine's CLI (docker or
+// podman on PATH) where it cannot; every request body and argv is built
+// by a pure function. It registers two runtimes, "docker" and "podman", and
 // builds on Linux, macOS (Docker Desktop) and Windows.
 package docker
 
@@ -17,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"deathwatch/shared"
@@ -33,6 +36,15 @@ type Engine struct {
 	Log       *slog.Logger
 
 	rootless bool // what Probe found
+	// usernsAuto: a rootful podman whose host has subordinate ids for
+	// user "containers": each box gets a user namespace of its own.
+	usernsAuto bool
+
+	apiOnce sync.Once
+	api     *apiClient // nil: the CLI serves
+
+	mu      sync.Mutex
+	removed map[string]chan error // box → the engine's "removed" answer
 }
 
 // The two engines' descriptors. Their bounds are several times what was
@@ -55,11 +67,11 @@ func init() {
 			AutoRank:   d.rank,
 			Bounds:     supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: d.removed},
 			AutoRemove: true,
-			Installed: func([]string) error {
-				if _, err := exec.LookPath(kind); err != nil {
-					return fmt.Errorf("%s is not installed", kind)
+			Installed: func(env []string) error {
+				if _, err := exec.LookPath(kind); err == nil || apiSocketPresent(kind, env) {
+					return nil
 				}
-				return nil
+				return fmt.Errorf("%s is not installed", kind)
 			},
 			New: func(c supervisor.RuntimeConfig) (supervisor.Runtime, error) {
 				return &Engine{Kind: kind, Bin: kind, EngineEnv: c.EngineEnv, Stderr: c.Stderr, Log: c.Log}, nil
@@ -128,60 +140,58 @@ func imageCheckArgs(kind, image string) []string {
 // createArgs creates the box: the watcher as entrypoint with the
 // control stream on its stdin, least privilege, no restart, no init of
 // the engine's own (the watcher is PID 1), auto-removal when it stops.
-func createArgs(kind string, b *supervisor.Box) []string {
+// It spells createBody's request as flags: one description of the box
+// serves the API and the CLI. userns ("auto" for a rootful podman)
+// gives the box a user namespace of its own.
+func createArgs(kind string, b *supervisor.Box, userns string) []string {
+	c := createBody(b, userns)
+	h := c.HostConfig
 	a := []string{"create",
 		"--interactive", // keep stdin open: it is the control stream
 		"--name", b.Name,
 		"--pull", "never",
 		"--init=false",
-		"--restart", "no",
+		"--restart", h.RestartPolicy.Name,
 		"--rm", // the engine removes the box when the watcher exits (also after a supervisor SIGKILL)
-		"--log-driver", "none",
-		"--cap-drop", "ALL",
+		"--log-driver", h.LogConfig.Type,
 	}
-	for _, c := range watcherCaps {
-		a = append(a, "--cap-add", c)
+	for _, f := range []struct {
+		flag string
+		vs   []string
+	}{{"--cap-drop", h.CapDrop}, {"--cap-add", h.CapAdd}, {"--security-opt", h.SecurityOpt}} {
+		for _, v := range f.vs {
+			a = append(a, f.flag, v)
+		}
 	}
-	a = append(a, "--security-opt", "no-new-privileges")
-	a = append(a, "--env", supervisor.WatcherEnv)
-	keys := make([]string, 0, len(b.Labels))
-	for k := range b.Labels {
+	if h.UsernsMode != "" {
+		a = append(a, "--userns", h.UsernsMode)
+	}
+	for _, e := range c.Env {
+		a = append(a, "--env", e)
+	}
+	keys := make([]string, 0, len(c.Labels))
+	for k := range c.Labels {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		a = append(a, "--label", k+"="+b.Labels[k])
+		a = append(a, "--label", k+"="+c.Labels[k])
 	}
-	net := b.Network
-	if net == "" {
-		net = "none"
+	a = append(a, "--network", h.NetworkMode)
+	if h.PidsLimit != nil {
+		a = append(a, "--pids-limit", strconv.FormatInt(*h.PidsLimit, 10))
 	}
-	a = append(a, "--network", net)
-	if b.PidsLimit > 0 {
-		a = append(a, "--pids-limit", strconv.FormatInt(b.PidsLimit, 10))
+	if h.Memory > 0 {
+		a = append(a, "--memory", strconv.FormatInt(h.Memory, 10), "--memory-swap", strconv.FormatInt(h.MemorySwap, 10))
 	}
-	if b.Memory > 0 {
-		m := strconv.FormatInt(b.Memory, 10)
-		// Swap equal to memory: the limit is the limit.
-		a = append(a, "--memory", m, "--memory-swap", m)
+	if c.WorkingDir != "" {
+		a = append(a, "--workdir", c.WorkingDir)
 	}
-	if b.Workdir != "" {
-		a = append(a, "--workdir", b.Workdir)
-	}
-	for _, m := range b.Mounts {
-		v := m.Source + ":" + m.Target
-		if m.ReadOnly {
-			v += ":ro"
-		}
+	for _, v := range h.Binds {
 		a = append(a, "--volume", v)
 	}
-	entry := b.WatcherInImage
-	if entry == "" {
-		entry = supervisor.WatcherMountPoint
-		a = append(a, "--volume", b.WatcherPath+":"+supervisor.WatcherMountPoint+":ro")
-	}
-	a = append(a, "--entrypoint", entry, "--", b.Image, "--control=stdin")
-	return a
+	a = append(a, "--entrypoint", c.Entrypoint[0], "--", c.Image)
+	return append(a, c.Cmd...)
 }
 
 // startArgs starts the box attached to its stdin, stdout and stderr,
@@ -399,7 +409,71 @@ func listsName(out []byte, name string) bool {
 	return false
 }
 
+// client is the engine's API when this process can reach it, else nil
+// (then the CLI serves: an ssh:// context, a named pipe, no podman
+// service). It is chosen once, by trying, never by name: resolve the
+// endpoint as the CLI would, then ping it.
+func (e *Engine) client(ctx context.Context) *apiClient {
+	e.apiOnce.Do(func() {
+		env := e.EngineEnv
+		if env == nil {
+			env = os.Environ()
+		}
+		m := envMap(env)
+		var ep endpoint
+		if e.Kind == "podman" {
+			var ok bool
+			if ep, ok = podmanEndpoint(m, os.Geteuid()); !ok {
+				e.log().Debug("engine api", "kind", e.Kind, "using", "cli", "why", "no podman service socket")
+				return
+			}
+		} else {
+			var err error
+			if ep, err = dockerEndpoint(m); err != nil {
+				e.log().Debug("engine api", "kind", e.Kind, "using", "cli", "why", err)
+				return
+			}
+		}
+		c, err := newAPIClient(ep)
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = c.negotiate(pctx)
+			cancel()
+		}
+		if err != nil {
+			e.log().Debug("engine api", "kind", e.Kind, "endpoint", ep.String(), "using", "cli", "why", err)
+			return
+		}
+		e.log().Debug("engine api", "kind", e.Kind, "endpoint", ep.String(), "from", ep.From, "version", c.version)
+		e.api = c
+	})
+	return e.api
+}
+
+// UsesAPI reports whether the engine is driven through its API.
+func (e *Engine) UsesAPI(ctx context.Context) bool { return e.client(ctx) != nil }
+
 func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
+	if c := e.client(ctx); c != nil {
+		info, err := e.apiProbe(ctx, c)
+		e.rootfulPodman(&info)
+		e.warnShared(info)
+		return info, err
+	}
+	info, err := e.cliProbe(ctx)
+	e.warnShared(info)
+	return info, err
+}
+
+// warnShared says once, on exec's stderr, what a rootful engine whose
+// boxes share the host's ids means.
+func (e *Engine) warnShared(info supervisor.Info) {
+	if e.Stderr != nil && (info.Detail == rootfulNoUserns || info.Detail == podmanNoSubids) {
+		fmt.Fprintln(e.Stderr, "supervisor: warning: "+info.Detail)
+	}
+}
+
+func (e *Engine) cliProbe(ctx context.Context) (supervisor.Info, error) {
 	info := supervisor.Info{Runtime: e.Kind}
 	if e.Kind == "podman" && !e.podmanRemote() {
 		// Local Podman has no daemon: it is rootless exactly when it runs
@@ -416,6 +490,7 @@ func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
 		}
 		info.Present, info.Version, info.Rootless = true, strings.TrimSpace(string(out)), os.Geteuid() != 0
 		e.rootless = info.Rootless
+		e.rootfulPodman(&info)
 		return info, nil
 	}
 	out, err := e.run(ctx, infoArgs(e.Kind))
@@ -434,10 +509,14 @@ func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
 	}
 	info.Present, info.Version, info.Rootless = true, v, rootless
 	e.rootless = rootless
+	e.rootfulPodman(&info)
 	return info, nil
 }
 
 func (e *Engine) CheckImage(ctx context.Context, image string) error {
+	if c := e.client(ctx); c != nil {
+		return e.apiCheckImage(ctx, c, image)
+	}
 	_, err := e.run(ctx, imageCheckArgs(e.Kind, image))
 	if err == nil {
 		return nil
@@ -455,7 +534,10 @@ func (e *Engine) CheckImage(ctx context.Context, image string) error {
 }
 
 func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
-	if _, err := e.run(ctx, createArgs(e.Kind, b)); err != nil {
+	if c := e.client(ctx); c != nil {
+		return e.apiCreate(ctx, c, b)
+	}
+	if _, err := e.run(ctx, createArgs(e.Kind, b, e.userns())); err != nil {
 		if supervisor.ExitCode(err, 0) != 0 {
 			return err
 		}
@@ -467,6 +549,9 @@ func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
 // Start runs `start --attach --interactive` attached, in its own
 // process group (supervisor.StartAttached).
 func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
+	if c := e.client(ctx); c != nil {
+		return e.apiStart(ctx, c, b)
+	}
 	return supervisor.StartAttached(e.command(nil, startArgs(e.Kind, b.Name)), e.Kind, b.Name, e.Stderr)
 }
 
@@ -479,34 +564,48 @@ func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 // saying "container not running"): a failed rm waits until the listing
 // no longer shows the box, then tries once more.
 func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
+	if c := e.client(ctx); c != nil {
+		return e.apiRemove(ctx, c, b)
+	}
 	there, err := e.Exists(ctx, b)
 	if err != nil || !there {
 		return err
 	}
-	_, err = e.run(ctx, removeArgs(e.Kind, b.Name))
+	rm := func() error { _, err := e.run(ctx, removeArgs(e.Kind, b.Name)); return err }
+	return removeRacing(ctx, b.Name, rm, func() (bool, error) { return e.Exists(ctx, b) })
+}
+
+// removeRacing removes a box whose engine may be removing it already:
+// rm once; when that fails, wait until exists says the box is gone, and
+// try once more.
+func removeRacing(ctx context.Context, name string, rm func() error, exists func() (bool, error)) error {
+	err := rm()
 	if err == nil {
 		return nil
 	}
 	for i := 0; i < 200; i++ {
-		if there, xerr := e.Exists(ctx, b); xerr == nil && !there {
+		if there, xerr := exists(); xerr == nil && !there {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("remove box %s: %w", b.Name, ctx.Err())
+			return fmt.Errorf("remove box %s: %w", name, ctx.Err())
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
-	if _, err = e.run(ctx, removeArgs(e.Kind, b.Name)); err == nil {
+	if err = rm(); err == nil {
 		return nil
 	}
-	if there, xerr := e.Exists(ctx, b); xerr == nil && !there {
+	if there, xerr := exists(); xerr == nil && !there {
 		return nil
 	}
-	return fmt.Errorf("remove box %s: %w", b.Name, err)
+	return fmt.Errorf("remove box %s: %w", name, err)
 }
 
 func (e *Engine) List(ctx context.Context, instance string) ([]supervisor.Listed, error) {
+	if c := e.client(ctx); c != nil {
+		return e.apiList(ctx, c, instance)
+	}
 	out, err := e.run(ctx, listArgs(e.Kind, instance))
 	if err != nil {
 		return nil, fmt.Errorf("list %s boxes: %w", e.Kind, err)
@@ -517,6 +616,9 @@ func (e *Engine) List(ctx context.Context, instance string) ([]supervisor.Listed
 // Exists reports whether the engine still has the box, from its
 // listing.
 func (e *Engine) Exists(ctx context.Context, b *supervisor.Box) (bool, error) {
+	if c := e.client(ctx); c != nil {
+		return e.apiExists(ctx, c, b)
+	}
 	out, err := e.run(ctx, namedArgs(b.Name))
 	if err != nil {
 		return false, fmt.Errorf("look for box %s: %w", b.Name, err)
@@ -527,6 +629,9 @@ func (e *Engine) Exists(ctx context.Context, b *supervisor.Box) (bool, error) {
 // HostPID is the host pid of the box's PID 1 (State.Pid; 0 when the
 // box does not run, or runs in a VM the engine hides).
 func (e *Engine) HostPID(ctx context.Context, b *supervisor.Box) (int, error) {
+	if c := e.client(ctx); c != nil {
+		return e.apiHostPID(ctx, c, b)
+	}
 	out, err := e.run(ctx, inspectPidArgs(b.Name))
 	if err != nil {
 		return 0, fmt.Errorf("find the PID 1 of box %s: %w", b.Name, err)

@@ -37,12 +37,36 @@ func TestCreateArgs(t *testing.T) {
 			b := base
 			tc.mod(&b)
 			for _, kind := range []string{"docker", "podman"} {
-				got := createArgs(kind, &b)
+				got := createArgs(kind, &b, "")
 				if want := append(append([]string{}, head...), tc.want...); !reflect.DeepEqual(got, want) {
 					t.Errorf("%s:\n got %q\nwant %q", kind, got, want)
 				}
 			}
 		})
+	}
+}
+
+func TestCreateArgsUserns(t *testing.T) {
+	b := supervisor.Box{Name: "dw-1", Image: "img", WatcherPath: "/w"}
+	a := strings.Join(createArgs("podman", &b, "auto"), " ")
+	if !strings.Contains(a, "--security-opt no-new-privileges --userns auto --env") {
+		t.Errorf("podman --userns auto: %s", a)
+	}
+}
+
+func TestHasSubIDs(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want bool
+	}{
+		{"dwtest:100000:65536\ncontainers:1073741824:268435456\n", true},
+		{"dwtest:100000:65536\n", false},
+		{"containers:100000:1000\n", false}, // too few for one box
+		{"#containers:1:65536\nxcontainers:1:65536", false},
+	} {
+		if got := hasSubIDs(tc.file, "containers"); got != tc.want {
+			t.Errorf("hasSubIDs(%q) = %v", tc.file, got)
+		}
 	}
 }
 

@@ -1,0 +1,586 @@
+package docker
+
+// The Engine API client: a small one on net/http (measured against the
+// official client in the commit that brought it: the official module
+// adds several MB to the supervisor and a dependency tree the watcher's
+// fence and `make cross` would have to carry, for six endpoints).
+// Docker and Podman's Docker-compatible service both speak it.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+// apiMaxVersion is the newest API version whose request bodies this
+// client builds; an older daemon gets its own version (negotiated from
+// /_ping), a newer one this.
+const apiMaxVersion = "1.47"
+
+// apiClient talks to one engine endpoint.
+type apiClient struct {
+	ep      endpoint
+	tls     *tls.Config
+	version string // "1.41": the path prefix /v1.41
+	hc      *http.Client
+}
+
+func newAPIClient(ep endpoint) (*apiClient, error) {
+	if ep.Scheme != "unix" && ep.Scheme != "tcp" {
+		return nil, fmt.Errorf("%s (from %s): this client speaks unix:// and tcp:// only", ep, ep.From)
+	}
+	c := &apiClient{ep: ep}
+	if ep.TLS {
+		t, err := ep.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		c.tls = t
+	}
+	c.hc = &http.Client{Transport: &http.Transport{
+		DialContext:         c.dial,
+		TLSClientConfig:     c.tls,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     30 * time.Second,
+	}}
+	return c, nil
+}
+
+func (c *apiClient) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	var d net.Dialer
+	if c.ep.Scheme == "unix" {
+		return d.DialContext(ctx, "unix", c.ep.Addr)
+	}
+	return d.DialContext(ctx, "tcp", c.ep.Addr)
+}
+
+// url builds the request URL: path is the versioned API path
+// ("/containers/create"), query its parameters.
+func (c *apiClient) url(path string, q url.Values) *url.URL {
+	u := &url.URL{Scheme: "http", Host: "docker", Path: path, RawQuery: q.Encode()}
+	if c.ep.Scheme == "tcp" {
+		u.Host = c.ep.Addr
+		if c.tls != nil {
+			u.Scheme = "https"
+		}
+	}
+	if c.version != "" && path != "/_ping" {
+		u.Path = "/v" + c.version + path
+	}
+	return u
+}
+
+// apiError is a non-2xx answer: the status and the engine's message.
+type apiError struct {
+	Status  int
+	Message string
+}
+
+func (e *apiError) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return fmt.Sprintf("engine answered HTTP %d", e.Status)
+}
+
+// statusOf is the HTTP status of an API error (0: none, or not one).
+func statusOf(err error) int {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
+}
+
+// do sends one request with a JSON body (nil: none) and decodes a JSON
+// answer into out (nil: discarded).
+func (c *apiClient) do(ctx context.Context, method, path string, q url.Values, body, out any) (http.Header, error) {
+	return c.send(ctx, method, path, q, body, out, nil)
+}
+
+// doStarted sends a bodiless request and closes ready once the engine's
+// answer has begun (its headers arrived), before the body.
+func (c *apiClient) doStarted(ctx context.Context, method, path string, q url.Values, out any, ready chan struct{}) (http.Header, error) {
+	return c.send(ctx, method, path, q, nil, out, ready)
+}
+
+func (c *apiClient) send(ctx context.Context, method, path string, q url.Values, body, out any, ready chan struct{}) (http.Header, error) {
+	if ready != nil {
+		defer func() {
+			select {
+			case <-ready:
+			default:
+				close(ready)
+			}
+		}()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url(path, q).String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if ready != nil {
+		close(ready)
+	}
+	if resp.StatusCode/100 != 2 {
+		return resp.Header, readAPIError(resp)
+	}
+	if out == nil {
+		io.Copy(io.Discard, resp.Body)
+		return resp.Header, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return resp.Header, fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
+	}
+	return resp.Header, nil
+}
+
+func readAPIError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var m struct{ Message string }
+	if json.Unmarshal(b, &m) != nil || m.Message == "" {
+		m.Message = supervisor.FirstLine(string(b))
+	}
+	return &apiError{Status: resp.StatusCode, Message: m.Message}
+}
+
+// negotiate pings the engine and settles the API version: the
+// engine's own when it is older than apiMaxVersion.
+func (c *apiClient) negotiate(ctx context.Context) error {
+	h, err := c.do(ctx, http.MethodGet, "/_ping", nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	c.version = apiMaxVersion
+	if v := h.Get("Api-Version"); v != "" && versionLess(v, apiMaxVersion) {
+		c.version = v
+	}
+	return nil
+}
+
+// versionLess compares two "major.minor" API versions.
+func versionLess(a, b string) bool {
+	pa, pb := strings.SplitN(a, ".", 2), strings.SplitN(b, ".", 2)
+	for i := 0; i < 2; i++ {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(pa[i])
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(pb[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
+
+// ---- pure request builders ----
+
+// apiCreate is the body of POST /containers/create.
+type apiCreate struct {
+	Image        string
+	Entrypoint   []string
+	Cmd          []string
+	Env          []string
+	Labels       map[string]string
+	WorkingDir   string `json:",omitempty"`
+	AttachStdin  bool
+	AttachStdout bool
+	AttachStderr bool
+	OpenStdin    bool
+	StdinOnce    bool
+	Tty          bool
+	HostConfig   apiHostConfig
+}
+
+type apiHostConfig struct {
+	Binds         []string `json:",omitempty"`
+	NetworkMode   string
+	AutoRemove    bool
+	CapDrop       []string
+	CapAdd        []string
+	SecurityOpt   []string
+	Init          *bool
+	LogConfig     apiLogConfig
+	RestartPolicy apiRestart
+	PidsLimit     *int64 `json:",omitempty"`
+	Memory        int64  `json:",omitempty"`
+	MemorySwap    int64  `json:",omitempty"`
+	UsernsMode    string `json:",omitempty"`
+}
+
+type apiLogConfig struct{ Type string }
+type apiRestart struct{ Name string }
+
+// createBody describes the box as an API request (createArgs spells the
+// same as CLI flags). Swap equal to memory: the limit is the limit.
+// StdinOnce: the engine closes the box's stdin when our attach
+// ends (the supervisor died, or let go): the watcher's EOF.
+func createBody(b *supervisor.Box, userns string) apiCreate {
+	no := false
+	c := apiCreate{
+		Image: b.Image, Cmd: []string{"--control=stdin"}, Env: []string{supervisor.WatcherEnv},
+		Labels:      map[string]string{},
+		WorkingDir:  b.Workdir,
+		AttachStdin: true, AttachStdout: true, AttachStderr: true, OpenStdin: true, StdinOnce: true,
+		HostConfig: apiHostConfig{
+			NetworkMode: b.Network, AutoRemove: true,
+			CapDrop: []string{"ALL"}, CapAdd: append([]string(nil), watcherCaps...),
+			SecurityOpt: []string{"no-new-privileges"}, Init: &no,
+			LogConfig: apiLogConfig{Type: "none"}, RestartPolicy: apiRestart{Name: "no"},
+			UsernsMode: userns,
+		},
+	}
+	for k, v := range b.Labels {
+		c.Labels[k] = v
+	}
+	if c.HostConfig.NetworkMode == "" {
+		c.HostConfig.NetworkMode = "none"
+	}
+	if b.PidsLimit > 0 {
+		p := b.PidsLimit
+		c.HostConfig.PidsLimit = &p
+	}
+	if b.Memory > 0 {
+		c.HostConfig.Memory, c.HostConfig.MemorySwap = b.Memory, b.Memory
+	}
+	for _, m := range b.Mounts {
+		v := m.Source + ":" + m.Target
+		if m.ReadOnly {
+			v += ":ro"
+		}
+		c.HostConfig.Binds = append(c.HostConfig.Binds, v)
+	}
+	entry := b.WatcherInImage
+	if entry == "" {
+		entry = supervisor.WatcherMountPoint
+		c.HostConfig.Binds = append(c.HostConfig.Binds, b.WatcherPath+":"+supervisor.WatcherMountPoint+":ro")
+	}
+	c.Entrypoint = []string{entry}
+	return c
+}
+
+// listQuery asks GET /containers/json for every box, running or not,
+// that carries the instance label.
+func listQuery(instance string) url.Values {
+	f, _ := json.Marshal(map[string][]string{"label": {shared.LabelInstance + "=" + instance}})
+	return url.Values{"all": {"1"}, "filters": {string(f)}}
+}
+
+// namedQuery lists every box, running or not, whose name contains name.
+func namedQuery(name string) url.Values {
+	f, _ := json.Marshal(map[string][]string{"name": {name}})
+	return url.Values{"all": {"1"}, "filters": {string(f)}}
+}
+
+// attachQuery attaches to the init's stdin, stdout and stderr, from now on.
+func attachQuery() url.Values {
+	return url.Values{"stream": {"1"}, "stdin": {"1"}, "stdout": {"1"}, "stderr": {"1"}}
+}
+
+// ---- the runtime over the API ----
+
+func containerPath(name, tail string) string { return "/containers/" + name + tail }
+
+// apiProbe reads the engine's version and security options.
+func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, error) {
+	info := supervisor.Info{Runtime: e.Kind}
+	var r struct {
+		ServerVersion   string
+		SecurityOptions []string
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/info", nil, nil, &r); err != nil {
+		info.Detail = fmt.Sprintf("%s engine at %s is not usable: %v", e.Kind, c.ep, err)
+		return info, supervisor.EngineError("%s", info.Detail)
+	}
+	var userns bool
+	for _, o := range r.SecurityOptions {
+		switch name, _, _ := strings.Cut(o, ","); name {
+		case "name=rootless":
+			info.Rootless = true
+		case "name=userns":
+			userns = true
+		}
+	}
+	info.Present, info.Version = true, r.ServerVersion
+	e.rootless = info.Rootless
+	if e.Kind == "docker" && !info.Rootless && !userns {
+		info.Detail = rootfulNoUserns
+	}
+	return info, nil
+}
+
+// rootfulNoUserns says what a rootful docker without userns-remap means.
+const rootfulNoUserns = "rootful docker without userns-remap: root in a box is root on the host's ids if a wall falls; set \"userns-remap\" in daemon.json, or use rootless docker or podman"
+
+func (e *Engine) apiCheckImage(ctx context.Context, c *apiClient, image string) error {
+	_, err := c.do(ctx, http.MethodGet, "/images/"+image+"/json", nil, nil, nil)
+	switch {
+	case err == nil:
+		return nil
+	case statusOf(err) == http.StatusNotFound:
+		return supervisor.ImageError("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
+	default:
+		return supervisor.EngineError("inspect image %s: %v", image, err)
+	}
+}
+
+func (e *Engine) apiCreate(ctx context.Context, c *apiClient, b *supervisor.Box) error {
+	_, err := c.do(ctx, http.MethodPost, "/containers/create", url.Values{"name": {b.Name}}, createBody(b, e.userns()), nil)
+	switch {
+	case err == nil:
+		return nil
+	case statusOf(err) == http.StatusNotFound: // the image went away since the check
+		return supervisor.ImageError("create box %s: %v", b.Name, err)
+	default:
+		return supervisor.SetupError("create box %s: %v", b.Name, err)
+	}
+}
+
+// apiStart attaches to the box's init before starting it (nothing the
+// watcher writes is lost), then starts it. The attach is a hijacked
+// connection that carries the control stream: Close half-closes it
+// (the engine closes the box's stdin: the watcher sees EOF), Kill drops
+// it whole.
+func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) (*supervisor.Started, error) {
+	conn, br, err := c.hijack(ctx, containerPath(b.Name, "/attach"), attachQuery())
+	if err != nil {
+		return nil, supervisor.SetupError("attach to box %s: %v", b.Name, err)
+	}
+	e.watchRemoval(c, b.Name)
+	if _, err := c.do(ctx, http.MethodPost, containerPath(b.Name, "/start"), nil, nil, nil); err != nil && statusOf(err) != http.StatusNotModified {
+		conn.Close()
+		e.removedBy(b.Name, 0) // a box that never ran is not auto-removed: Remove deletes it
+		return nil, supervisor.SetupError("start box %s: %v", b.Name, err)
+	}
+	stderr := e.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	a := newAttached(conn, br, stderr)
+	return &supervisor.Started{Control: a, Wait: a.wait, Kill: a.kill}, nil
+}
+
+// apiRemove removes the box at once; a box the engine no longer has is
+// not an error. The engine's own auto-remove may be half-way (409,
+// "removal already in progress"): then wait until it is gone.
+func (e *Engine) apiRemove(ctx context.Context, c *apiClient, b *supervisor.Box) error {
+	if e.removedBy(b.Name, 2*time.Second) {
+		return nil
+	}
+	q := url.Values{"force": {"1"}}
+	if e.Kind == "podman" {
+		q.Set("t", "0") // podman's compat API honours a stop timeout here
+	}
+	rm := func() error {
+		_, err := c.do(ctx, http.MethodDelete, containerPath(b.Name, ""), q, nil, nil)
+		if statusOf(err) == http.StatusNotFound {
+			return nil
+		}
+		return err
+	}
+	return removeRacing(ctx, b.Name, rm, func() (bool, error) { return e.apiExists(ctx, c, b) })
+}
+
+// inspected is the part of GET /containers/{name}/json we read.
+type inspected struct {
+	Name  string
+	State struct{ Pid int }
+}
+
+func (e *Engine) apiInspect(ctx context.Context, c *apiClient, b *supervisor.Box) (*inspected, error) {
+	var r inspected
+	_, err := c.do(ctx, http.MethodGet, containerPath(b.Name, "/json"), nil, nil, &r)
+	if statusOf(err) == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The engine also answers for an id prefix: only the exact name counts.
+	if strings.TrimPrefix(r.Name, "/") != b.Name {
+		return nil, nil
+	}
+	return &r, nil
+}
+
+// apiExists reads the engine's listing, as List (and so reconcile) does:
+// during the engine's own removal the box leaves its name index before
+// its listing, and an inspect would call gone a box reconcile still
+// finds. The name filter matches substrings: only the exact name counts.
+func (e *Engine) apiExists(ctx context.Context, c *apiClient, b *supervisor.Box) (bool, error) {
+	var rows []struct{ Names []string }
+	if _, err := c.do(ctx, http.MethodGet, "/containers/json", namedQuery(b.Name), nil, &rows); err != nil {
+		return false, fmt.Errorf("look for box %s: %w", b.Name, err)
+	}
+	for _, r := range rows {
+		for _, n := range r.Names {
+			if strings.TrimPrefix(n, "/") == b.Name {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+func (e *Engine) apiHostPID(ctx context.Context, c *apiClient, b *supervisor.Box) (int, error) {
+	r, err := e.apiInspect(ctx, c, b)
+	if err != nil {
+		return 0, fmt.Errorf("find the PID 1 of box %s: %w", b.Name, err)
+	}
+	if r == nil {
+		return 0, nil
+	}
+	return r.State.Pid, nil
+}
+
+func (e *Engine) apiList(ctx context.Context, c *apiClient, instance string) ([]supervisor.Listed, error) {
+	var rows []struct {
+		Names  []string
+		Labels map[string]string
+		State  string
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/containers/json", listQuery(instance), nil, &rows); err != nil {
+		return nil, fmt.Errorf("list %s boxes: %w", e.Kind, err)
+	}
+	var ls []supervisor.Listed
+	for _, r := range rows {
+		// A box's own name, not a link's alias (/other/alias).
+		name := ""
+		for _, n := range r.Names {
+			if n = strings.TrimPrefix(n, "/"); !strings.Contains(n, "/") {
+				name = n
+				break
+			}
+		}
+		ls = append(ls, supervisor.Listed{Name: name, Labels: r.Labels, Running: r.State == "running"})
+	}
+	return ls, nil
+}
+
+// userns is the user-namespace mode a box is created with: "auto" (a
+// range of its own) on a rootful podman that has the ids for it, else
+// the engine's default (docker: userns-remap where the daemon has it).
+func (e *Engine) userns() string {
+	if e.usernsAuto {
+		// 65536 ids: the watcher drops itself to uid 65533.
+		return "auto:size=65536"
+	}
+	return ""
+}
+
+// podmanNoSubids says what a rootful podman without ids for
+// --userns=auto means.
+const podmanNoSubids = "rootful podman without subordinate ids for user \"containers\": boxes run with the host's root ids; add a containers range to /etc/subuid and /etc/subgid (e.g. containers:1073741824:268435456) so each box gets --userns=auto, or use rootless podman"
+
+// rootfulPodman settles a rootful podman's user namespace: --userns=auto
+// when the host has subordinate ids for "containers" (where podman
+// takes each box's range from), else the statement in info.Detail.
+func (e *Engine) rootfulPodman(info *supervisor.Info) {
+	if e.Kind != "podman" || !info.Present || info.Rootless {
+		return
+	}
+	u, _ := os.ReadFile("/etc/subuid")
+	g, _ := os.ReadFile("/etc/subgid")
+	e.usernsAuto = hasSubIDs(string(u), "containers") && hasSubIDs(string(g), "containers")
+	if !e.usernsAuto && info.Detail == "" {
+		info.Detail = podmanNoSubids
+	}
+}
+
+// hasSubIDs reports whether an /etc/subuid-style file gives user a
+// range of at least 65536 ids.
+func hasSubIDs(file, user string) bool {
+	for _, l := range strings.Split(file, "\n") {
+		f := strings.Split(strings.TrimSpace(l), ":")
+		if len(f) == 3 && f[0] == user {
+			if n, err := strconv.ParseUint(f[2], 10, 64); err == nil && n >= 65536 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// watchRemoval asks docker, before the box starts, to answer once the
+// box is removed (as `docker run --rm` does): the engine's auto-remove
+// after the watcher exits is then known at once, without a DELETE that
+// races it (409) and polls. Podman's compatible API is not trusted with
+// this condition: Remove asks it directly.
+func (e *Engine) watchRemoval(c *apiClient, name string) {
+	if e.Kind != "docker" {
+		return
+	}
+	done := make(chan error, 1)
+	e.mu.Lock()
+	if e.removed == nil {
+		e.removed = map[string]chan error{}
+	}
+	e.removed[name] = done
+	e.mu.Unlock()
+	ready := make(chan struct{})
+	go func() {
+		var r struct {
+			StatusCode int
+			Error      *struct{ Message string }
+		}
+		// No deadline: the box may live for hours; the process ends it.
+		_, err := c.doStarted(context.Background(), http.MethodPost, containerPath(name, "/wait"), url.Values{"condition": {"removed"}}, &r, ready)
+		done <- err
+	}()
+	// The wait must be registered before the box can start (and end).
+	select {
+	case <-ready:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// removedBy reports whether the engine said the box was removed, waiting
+// up to d for it.
+func (e *Engine) removedBy(name string, d time.Duration) bool {
+	e.mu.Lock()
+	done := e.removed[name]
+	delete(e.removed, name)
+	e.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case err := <-done:
+		return err == nil
+	case <-time.After(d):
+		return false
+	}
+}
