@@ -39,6 +39,18 @@ func TestEscapeAbstractSockets(t *testing.T) {
 			"--network", "host", "--mount", filepath.Dir(esc)+":"+escapeDir+":ro", "--", escapeDir+"/escape", "connect", name)
 		refusal(t, cmd, shared.ExitRefused, "--allow-host-network")
 	})
+	// Docker's and Podman's host network is the same namespace: exec
+	// refuses it on every runtime, before any box exists.
+	for _, r := range rigs(t, "docker", "podman") {
+		t.Run(r.Name+"-host-refused", func(t *testing.T) {
+			r.setup(t)
+			cmd := exec.Command(r.Bin.Supervisor, r.ExecArgs(r.Instance, "--network", "host", "--", "true")...)
+			refusal(t, cmd, shared.ExitRefused, "--allow-host-network")
+			if b := r.boxes(r.Instance); len(b) != 0 {
+				t.Errorf("boxes created for a refused launch: %v", b)
+			}
+		})
+	}
 	t.Run("host-allowed", func(t *testing.T) {
 		if v := connect(t, "host"); v != "ok" {
 			t.Errorf("with --allow-host-network the agent's connect to %s: %q; the flag's help says it reaches the host's abstract sockets", name, v)

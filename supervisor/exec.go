@@ -67,8 +67,8 @@ type ExecOptions struct {
 	Rows, Cols uint16
 	Stdin      bool
 
-	// AllowHostNetwork accepts --network host on native, which opens the
-	// host's abstract unix sockets and loopback to the agent.
+	// AllowHostNetwork accepts --network host, which opens the host's
+	// abstract unix sockets and loopback to the agent (every runtime).
 	AllowHostNetwork bool
 
 	// Copies (copy.go): trees into the box before the agent, and back
@@ -248,6 +248,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 	if err := checkCopies(o); err != nil {
 		return fail(err, shared.ExitUsage)
+	}
+	if o.Network == "host" && !o.AllowHostNetwork {
+		return fail(RefusedError("%s", HostNetworkRefusal), shared.ExitRefused)
 	}
 	if err := spec.Validate(); err != nil {
 		if refused := (*shared.RefusedError)(nil); errors.As(err, &refused) {

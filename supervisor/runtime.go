@@ -52,9 +52,9 @@ type Box struct {
 	// NetworkSet: the user named Network (--network); a runtime that has
 	// no engine network refuses any explicit mode.
 	NetworkSet bool
-	// AllowHostNetwork accepts Network "host" where it opens the host's
-	// abstract unix sockets and loopback to the agent (native refuses it
-	// otherwise).
+	// AllowHostNetwork accepts Network "host", which opens the host's
+	// abstract unix sockets and loopback to the agent (HostNetworkRefusal
+	// otherwise, on every runtime).
 	AllowHostNetwork bool
 	// AgentUID and AgentGID are the ids the agent runs as in the box
 	// (the spec's), for a runtime that maps them (native: idmapped
@@ -128,3 +128,9 @@ type Runtime interface {
 	// engine, a box that is gone).
 	HostPID(ctx context.Context, b *Box) (int, error)
 }
+
+// HostNetworkRefusal is why a box is refused --network host unless the
+// caller passes --allow-host-network, on every runtime: abstract unix
+// sockets belong to the network namespace, not to the file system, so
+// neither a minimal root nor a container image hides them.
+const HostNetworkRefusal = "--network host: the box would share the host's network namespace, so the agent could connect to every abstract unix socket of the host (X11's @/tmp/.X11-unix, D-Bus, containerd, systemd) and every port on its loopback; pass --allow-host-network to accept that, or use --network none"

@@ -29,8 +29,8 @@ type ExecCmd struct {
 	Mount          []string      `help:"Bind mount SRC:DST[:ro] (repeatable; absolute paths)." sep:"none" placeholder:"SRC:DST[:ro]"`
 	Memory         string        `help:"Memory limit, e.g. 512m or 2g (no swap beyond it)." placeholder:"SIZE"`
 	PidsLimit      int64         `help:"Maximum number of processes in the box." placeholder:"N"`
-	Network        string        `help:"Network: none (the default), bridge or host. Native refuses host without --allow-host-network." placeholder:"none|bridge|host"`
-	AllowHostNet   bool          `name:"allow-host-network" help:"Accept --network host on the native runtime: the agent then shares the host's network namespace, so it can connect to every abstract unix socket of the host (X11, D-Bus, containerd, systemd) and every port on its loopback."`
+	Network        string        `help:"Network: none (the default), bridge or host. host is refused without --allow-host-network." placeholder:"none|bridge|host"`
+	AllowHostNet   bool          `name:"allow-host-network" help:"Accept --network host: the agent then shares the host's network namespace, so it can connect to every abstract unix socket of the host (X11, D-Bus, containerd, systemd) and every port on its loopback."`
 	Deadline       time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"1h"`
 	Grace          time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"2s"`
 	Heartbeat      time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"10s"`

@@ -58,11 +58,6 @@ type Options struct {
 	IDRangeDir string
 }
 
-// HostNetworkRefusal is why native refuses --network host unless the
-// caller passes --allow-host-network: abstract unix sockets belong to
-// the network namespace, not to the file system, so the minimal root
-// does not hide them.
-const HostNetworkRefusal = "--network host: the box would share the host's network namespace, so the agent could connect to every abstract unix socket of the host (X11's @/tmp/.X11-unix, D-Bus, containerd, systemd) and every port on its loopback; pass --allow-host-network to accept that, or use --network none"
 
 // DefaultPidsLimit is a box's pids limit when none is asked for and the
 // box has a cgroup (as root, or with a delegated one): a fork bomb stops
@@ -262,7 +257,7 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 		return supervisor.UsageError("native box: %w", err)
 	}
 	if b.Network == "host" && !b.AllowHostNetwork {
-		return supervisor.RefusedError("%s", HostNetworkRefusal)
+		return supervisor.RefusedError("%s", supervisor.HostNetworkRefusal)
 	}
 	if uid, gid := agentIDs(b); os.Geteuid() == 0 && (uid >= IDRangeSize || gid >= IDRangeSize) {
 		return supervisor.UsageError("--user %d:%d: a native box maps ids 0-%d only; pick a uid and gid below %d", uid, gid, IDRangeSize-1, IDRangeSize)
