@@ -83,7 +83,7 @@ func (d *sha256d) Sum(in []byte) []byte {
 	return in
 }
 
-func (d *sha256d) blockGeneric(p []byte) {
+func (d *sha256d) block(p []byte) {
 	var w [64]uint32
 	h0, h1, h2, h3, h4, h5, h6, h7 := d.h[0], d.h[1], d.h[2], d.h[3], d.h[4], d.h[5], d.h[6], d.h[7]
 	for ; len(p) >= sha256Block; p = p[sha256Block:] {
