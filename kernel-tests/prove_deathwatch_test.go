@@ -24,6 +24,20 @@ func (r *rig) prove(args ...string) (int, hostcheck.ProveReport, string) {
 	return supervisorJSON[hostcheck.ProveReport](r, append(argv, args...)...)
 }
 
+// noProveLeftovers: nothing of the stand-ins is left, no box and no
+// open journal entry.
+func (r *rig) noProveLeftovers(t *testing.T) {
+	t.Helper()
+	if b := r.boxes(r.Instance + ".prove"); len(b) != 0 {
+		t.Errorf("boxes left: %v", b)
+	}
+	for _, e := range r.entries(r.Instance + ".prove") {
+		if e.Open() {
+			t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
+		}
+	}
+}
+
 func proveTable(rep hostcheck.ProveReport) string {
 	var b strings.Builder
 	hostcheck.WriteProveTable(&b, &rep)
@@ -56,14 +70,7 @@ func TestProveDeathwatch(t *testing.T) {
 					t.Errorf("row %+v", row)
 				}
 			}
-			if b := r.boxes(r.Instance + ".prove"); len(b) != 0 {
-				t.Errorf("boxes left: %v", b)
-			}
-			for _, e := range r.entries(r.Instance + ".prove") {
-				if e.Open() {
-					t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
-				}
-			}
+			r.noProveLeftovers(t)
 		})
 	}
 }
@@ -123,12 +130,5 @@ func TestProveDeathwatchDeadlineUnseen(t *testing.T) {
 			t.Errorf("row %+v: want 2 trials under the raised deadline", row)
 		}
 	}
-	if b := r.boxes(r.Instance + ".prove"); len(b) != 0 {
-		t.Errorf("boxes left: %v", b)
-	}
-	for _, e := range r.entries(r.Instance + ".prove") {
-		if e.Open() {
-			t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
-		}
-	}
+	r.noProveLeftovers(t)
 }
