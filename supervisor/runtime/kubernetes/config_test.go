@@ -15,7 +15,7 @@ func TestParseKubeconfig(t *testing.T) {
 	const head = "current-context: a\ncontexts:\n- name: a\n  context: {cluster: k, user: u, namespace: team}\nclusters:\n- name: k\n  cluster: {server: 'https://127.0.0.1:16443', certificate-authority: ca.crt}\n"
 	for _, tc := range []struct {
 		name, users, want string
-		check            func(*Cluster) bool
+		check             func(*Cluster) bool
 	}{
 		{"client cert files relative to the kubeconfig", "users:\n- name: u\n  user: {client-certificate: c.crt, client-key: " + dir + "/c.key}\n", "",
 			func(c *Cluster) bool {
