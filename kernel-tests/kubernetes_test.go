@@ -1,0 +1,410 @@
+package kerneltests
+
+// The kubernetes runtime on a real single-node cluster (cluster.sh;
+// nothing mocked): exit codes and output, secrets only in the spec
+// frame, a SIGKILLed supervisor's agent dead and its pod removed by
+// reconcile, a SIGSTOPped supervisor's pod ended by the heartbeat, a
+// foreign pod with forged labels left alone, and the crash-window rows.
+// Every test FAILS when the cluster is not up.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+// k8sRig is one instance of the kubernetes runtime on the test cluster.
+type k8sRig struct {
+	t        *testing.T
+	k        *ktest.K8s
+	bin      ktest.Binaries
+	image    string
+	instance string
+	dir      string
+}
+
+func newK8sRig(t *testing.T) *k8sRig {
+	k := ktest.RequireK8s(t)
+	r := &k8sRig{t: t, k: k, bin: ktest.Build(t), image: k.WatcherImage(t), dir: t.TempDir()}
+	r.instance = fmt.Sprintf("k8s%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() {
+		for _, p := range k.Pods(t, shared.LabelInstance+"="+r.instance) {
+			t.Logf("cleanup: deleting pod %s the test left", p)
+			k.DeletePod(p)
+		}
+	})
+	return r
+}
+
+func (r *k8sRig) journal() string { return filepath.Join(r.dir, "journal") }
+
+// cmd is the supervisor with the kubernetes runtime's environment plus env.
+func (r *k8sRig) cmd(env []string, args ...string) *exec.Cmd {
+	return ktest.CommandAs("", append(r.k.Env(), env...), r.bin.Supervisor, args...)
+}
+
+func (r *k8sRig) execArgs(extra ...string) []string {
+	return append([]string{"--instance", r.instance, "--journal", r.journal(), "exec", "--runtime", "kubernetes",
+		"--image", r.image, "--watcher-in-image", ktest.ImageWatcher}, extra...)
+}
+
+// run runs exec to its end.
+func (r *k8sRig) run(env []string, extra ...string) (code int, stdout, stderr string) {
+	r.t.Helper()
+	c := r.cmd(env, r.execArgs(extra...)...)
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	t0 := time.Now()
+	err := c.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatalf("supervisor exec: %v", err)
+	}
+	r.t.Logf("exec %v: exit %d in %v", extra, code, time.Since(t0).Round(time.Millisecond))
+	return code, o.String(), e.String()
+}
+
+// reconcile runs `supervisor reconcile --json`.
+func (r *k8sRig) reconcile() (int, supervisor.ReconcileReport) {
+	r.t.Helper()
+	c := r.cmd(nil, "--instance", r.instance, "--journal", r.journal(), "reconcile", "--json")
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatalf("reconcile: %v", err)
+	}
+	var rep supervisor.ReconcileReport
+	if err := json.Unmarshal(o.Bytes(), &rep); err != nil {
+		r.t.Fatalf("reconcile (exit %d): %v\n%s\n%s", code, err, o.String(), e.String())
+	}
+	return code, rep
+}
+
+// k8sRun is an exec the test drives (kills, stops).
+type k8sRun struct {
+	cmd    *exec.Cmd
+	out    *lockedBuf
+	events string
+	done   chan struct{}
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func newLockedBuf() *lockedBuf { return &lockedBuf{} }
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+func (r *k8sRig) start(env []string, extra ...string) *k8sRun {
+	r.t.Helper()
+	ev := filepath.Join(r.dir, fmt.Sprintf("events-%d.jsonl", time.Now().UnixNano()))
+	os.WriteFile(ev, nil, 0o644)
+	run := &k8sRun{out: newLockedBuf(), events: ev, done: make(chan struct{})}
+	run.cmd = r.cmd(env, r.execArgs(append([]string{"--events", ev}, extra...)...)...)
+	run.cmd.Stdout, run.cmd.Stderr = run.out, run.out
+	if err := run.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	go func() { run.cmd.Wait(); close(run.done) }()
+	r.t.Cleanup(func() {
+		select {
+		case <-run.done:
+		default:
+			run.cmd.Process.Signal(syscall.SIGCONT)
+			run.cmd.Process.Kill()
+			<-run.done
+		}
+	})
+	return run
+}
+
+func (run *k8sRun) event(name string) *supervisor.Event {
+	b, _ := os.ReadFile(run.events)
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var ev supervisor.Event
+		if json.Unmarshal(line, &ev) == nil && ev.Event == name {
+			return &ev
+		}
+	}
+	return nil
+}
+
+func (run *k8sRun) waitFor(timeout time.Duration, cond func() bool) bool {
+	end := time.Now().Add(timeout)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		select {
+		case <-run.done:
+			return cond()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// containerProcs is every host process of the pod's box container.
+func (r *k8sRig) containerProcs(pod string) []ktest.Proc {
+	r.t.Helper()
+	return r.k.ContainerProcs(r.t, pod, "box")
+}
+
+func TestKubernetesExitCodesAndOutput(t *testing.T) {
+	r := newK8sRig(t)
+	code, out, errOut := r.run(nil, "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2; exit 7")
+	if code != 7 || out != "to-stdout\n" || !strings.Contains(errOut, "to-stderr") {
+		t.Errorf("exit %d stdout %q stderr %q, want 7, %q and to-stderr", code, out, errOut, "to-stdout\n")
+	}
+	if code, _, errOut := r.run(nil, "--", "sh", "-c", "kill -TERM $$"); code != 128+15 {
+		t.Errorf("an agent killed by SIGTERM: exit %d, want 143\n%s", code, errOut)
+	}
+	if code, _, errOut := r.run(nil, "--deadline", "2s", "--grace", "1s", "--", "sleep", "60"); code != shared.ExitDeadline {
+		t.Errorf("deadline: exit %d, want %d\n%s", code, shared.ExitDeadline, errOut)
+	}
+	if code, _, errOut := r.run(nil, "--", "/no/such/cmd"); code != shared.ExitNotFound {
+		t.Errorf("missing command: exit %d, want 127\n%s", code, errOut)
+	}
+	// Refused before anything exists, one line each.
+	for _, tc := range []struct{ args []string }{{[]string{"--pids-limit", "50"}}, {[]string{"--network", "host"}}} {
+		code, _, errOut := r.run(nil, append(tc.args, "--", "true")...)
+		if code != shared.ExitRefused || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want %d and one line", tc.args, code, errOut, shared.ExitRefused)
+		}
+	}
+	if ps := r.k.Pods(t, shared.LabelInstance+"="+r.instance); len(ps) != 0 {
+		t.Errorf("pods left after every exec ended: %v", ps)
+	}
+}
+
+func TestKubernetesSecretOnlyInTheSpecFrame(t *testing.T) {
+	r := newK8sRig(t)
+	secret := "dw-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	run := r.start([]string{"DW_SECRET=" + secret}, "--env", "DW_SECRET", "--",
+		"sh", "-c", `[ "${#DW_SECRET}" -gt 20 ] && echo has-secret; echo armed; sleep 30`)
+	if !run.waitFor(2*time.Minute, func() bool { return strings.Contains(run.out.String(), "armed") }) {
+		t.Fatalf("the agent never said armed:\n%s", run.out.String())
+	}
+	if !strings.Contains(run.out.String(), "has-secret") {
+		t.Errorf("the agent did not get the secret:\n%s", run.out.String())
+	}
+	ev := run.event(supervisor.EventReady)
+	if ev == nil {
+		t.Fatal("no ready event")
+	}
+	for what, args := range map[string][]string{
+		"the pod (spec, labels, annotations, status)": {"get", "pod", ev.Box, "-o", "json"},
+		"the events": {"get", "events", "-o", "json"},
+		"the logs":   {"logs", ev.Box, "-c", "box"},
+	} {
+		out, err := r.k.Kubectl(args...)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		if strings.Contains(out, secret) {
+			t.Errorf("the secret is in %s", what)
+		}
+		t.Logf("%s: %d bytes, no secret", what, len(out))
+	}
+	filepath.Walk(r.journal(), func(p string, fi os.FileInfo, err error) error {
+		if b, _ := os.ReadFile(p); err == nil && !fi.IsDir() && bytes.Contains(b, []byte(secret)) {
+			t.Errorf("the secret is in the journal file %s", p)
+		}
+		return nil
+	})
+	run.cmd.Process.Signal(syscall.SIGTERM)
+	<-run.done
+}
+
+// startArmed starts an agent that forks a setsid'd and a TERM-ignoring
+// descendant and waits until it is armed; it returns the run, the pod
+// and the container's processes.
+func (r *k8sRig) startArmed(extra ...string) (*k8sRun, string, []ktest.Proc) {
+	r.t.Helper()
+	run := r.start(nil, append(extra, "--", "sh", "-c", cwAgent)...)
+	if !run.waitFor(2*time.Minute, func() bool { return strings.Contains(run.out.String(), "armed") }) {
+		r.t.Fatalf("the agent never said armed:\n%s", run.out.String())
+	}
+	ev := run.event(supervisor.EventReady)
+	if ev == nil {
+		r.t.Fatal("no ready event")
+	}
+	ps := r.containerProcs(ev.Box)
+	if len(ps) < 4 {
+		r.t.Fatalf("pod %s: %d processes on the host, want the watcher and the agent's three", ev.Box, len(ps))
+	}
+	return run, ev.Box, ps
+}
+
+func (r *k8sRig) reconcileRemoves(pod string) {
+	r.t.Helper()
+	t0 := time.Now()
+	code, rep := r.reconcile()
+	if code != 0 || len(rep.Removed)+len(rep.Closed) == 0 {
+		r.t.Errorf("reconcile: exit %d, %+v", code, rep)
+	}
+	if !r.k.WaitPodGone(r.t, pod, ktest.Slack) {
+		r.t.Errorf("pod %s is still there after reconcile", pod)
+	}
+	r.t.Logf("reconcile removed pod %s: %v", pod, time.Since(t0).Round(time.Millisecond))
+}
+
+func TestKubernetesSupervisorKilled(t *testing.T) {
+	r := newK8sRig(t)
+	run, pod, ps := r.startArmed()
+	t0 := time.Now()
+	run.cmd.Process.Kill()
+	took, left := ktest.WaitDead(ps, t0, 10*time.Second+ktest.Slack)
+	if len(left) > 0 {
+		t.Fatalf("after the supervisor's SIGKILL, alive: %s", ktest.Describe(left))
+	}
+	t.Logf("supervisor SIGKILL -> every process of the box dead: %v (%d processes)", took, len(ps))
+	<-run.done
+	r.reconcileRemoves(pod)
+}
+
+func TestKubernetesHeartbeatEndsAFrozenSupervisorsPod(t *testing.T) {
+	r := newK8sRig(t)
+	const hb = 3 * time.Second
+	run, pod, ps := r.startArmed("--heartbeat", hb.String())
+	t0 := time.Now()
+	run.cmd.Process.Signal(syscall.SIGSTOP)
+	took, left := ktest.WaitDead(ps, t0, hb+ktest.Slack)
+	if len(left) > 0 {
+		t.Fatalf("a frozen supervisor's box still runs %v after SIGSTOP (heartbeat %v): %s", hb+ktest.Slack, hb, ktest.Describe(left))
+	}
+	t.Logf("supervisor SIGSTOP -> every process of the box dead: %v (heartbeat %v)", took, hb)
+	run.cmd.Process.Kill()
+	run.cmd.Process.Signal(syscall.SIGCONT)
+	<-run.done
+	r.reconcileRemoves(pod)
+}
+
+func TestKubernetesForeignPodLeftAlone(t *testing.T) {
+	r := newK8sRig(t)
+	tag := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	forged := map[string]*supervisor.JournalEntry{
+		"dwforged-nonce-" + tag:   nil, // journaled below with another nonce
+		"dwforged-noentry-" + tag: nil,
+	}
+	for name := range forged {
+		launch := "forged-" + name
+		r.k.CreatePod(t, map[string]any{
+			"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": name, "labels": map[string]string{
+				shared.LabelManaged: "true", shared.LabelInstance: r.instance, shared.LabelLaunchID: launch, shared.LabelNonce: "forged"}},
+			"spec": map[string]any{"nodeName": r.k.Node, "restartPolicy": "Never", "automountServiceAccountToken": false,
+				"terminationGracePeriodSeconds": 0,
+				"containers":                    []map[string]any{{"name": "c", "image": r.image, "imagePullPolicy": "Never", "command": []string{"sleep", "600"}}}},
+		})
+		t.Cleanup(func() { r.k.DeletePod(name) })
+	}
+	j, err := supervisor.OpenJournal(r.journal(), r.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "dwforged-nonce-" + tag
+	if err := j.Put(&supervisor.JournalEntry{LaunchID: "forged-" + name, Instance: r.instance, Box: name, Runtime: "kubernetes",
+		Nonce: "the-journaled-nonce", Owner: deadOwner(t), State: supervisor.StateStarted, Created: time.Now().UTC(),
+		RuntimeState: map[string]string{"kubernetes.namespace": r.k.Namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	code, rep := r.reconcile()
+	if code != shared.ExitBlocked || len(rep.Blocked) != 2 || len(rep.Removed) != 0 {
+		t.Errorf("reconcile: exit %d, report %+v; want %d with both pods blocked", code, rep, shared.ExitBlocked)
+	}
+	for _, b := range rep.Blocked {
+		t.Logf("blocked: %s: %s", b.Box, b.Reason)
+	}
+	for name := range forged {
+		if !r.k.PodExists(t, name) {
+			t.Errorf("reconcile deleted the foreign pod %s", name)
+		}
+	}
+}
+
+// The crash-window rows for this runtime: SIGKILL the supervisor at
+// every lifecycle point, reconcile, and nothing of the launch is left.
+func TestKubernetesCrashWindows(t *testing.T) {
+	r := newK8sRig(t)
+	for _, point := range cwPoints {
+		t.Run(point, func(t *testing.T) {
+			var env []string
+			if point != "running" {
+				env = []string{"DEATHWATCH_TEST_PAUSE_AT=" + point}
+			}
+			run := r.start(env, "--", "sh", "-c", cwAgent)
+			ok := run.waitFor(2*time.Minute, func() bool {
+				if point == "running" {
+					return strings.Contains(run.out.String(), "armed")
+				}
+				st, err := ktest.ReadStat(run.cmd.Process.Pid)
+				return err == nil && st.State == 'T'
+			})
+			if !ok {
+				t.Fatalf("never reached %s:\n%s", point, run.out.String())
+			}
+			var box string
+			var ps []ktest.Proc
+			if ev := run.event(supervisor.EventJournaled); ev != nil {
+				box = ev.Box
+			}
+			if ev := run.event(supervisor.EventReady); ev != nil {
+				ps = r.containerProcs(ev.Box)
+			}
+			t0 := time.Now()
+			run.cmd.Process.Kill()
+			run.cmd.Process.Signal(syscall.SIGCONT)
+			<-run.done
+			if len(ps) > 0 {
+				took, left := ktest.WaitDead(ps, t0, 10*time.Second+ktest.Slack)
+				if len(left) > 0 {
+					t.Fatalf("alive after the SIGKILL: %s", ktest.Describe(left))
+				}
+				t.Logf("%s: every process of the box dead %v after the SIGKILL", point, took)
+			}
+			code, rep := r.reconcile()
+			if code != 0 {
+				t.Errorf("reconcile: exit %d, %+v", code, rep)
+			}
+			if box != "" && !r.k.WaitPodGone(t, box, ktest.Slack) {
+				t.Errorf("pod %s left after reconcile", box)
+			}
+			if ps := r.k.Pods(t, shared.LabelInstance+"="+r.instance); len(ps) != 0 {
+				t.Errorf("pods of the instance left: %v", ps)
+			}
+			j, _ := supervisor.OpenJournal(r.journal(), r.instance)
+			es, _, _ := j.List()
+			for _, e := range es {
+				if e.State != supervisor.StateRemoved {
+					t.Errorf("journal entry %s left %s", e.LaunchID, e.State)
+				}
+			}
+		})
+	}
+}
