@@ -91,7 +91,9 @@ func (s *Stream) readLoop(stdout *io.PipeWriter, stderr io.Writer) {
 			stdout.CloseWithError(io.EOF)
 			return
 		}
-		if typ != websocket.BinaryMessage || len(msg) == 0 {
+		if typ != websocket.BinaryMessage || len(msg) < 2 {
+			// Text, or a channel byte alone (the server's "stream
+			// ready" message): nothing to relay.
 			continue
 		}
 		switch msg[0] {
