@@ -355,10 +355,14 @@ func TestKubernetesCrashWindows(t *testing.T) {
 	for _, point := range cwPoints {
 		t.Run(point, func(t *testing.T) {
 			var env []string
+			args := []string{"--", "sh", "-c", cwAgent}
 			if point != "running" {
-				env = []string{"DEATHWATCH_TEST_PAUSE_AT=" + point}
+				env = []string{supervisor.CrashPointEnv + "=" + point}
 			}
-			run := r.start(env, "--", "sh", "-c", cwAgent)
+			if point == supervisor.CrashRemoving {
+				args = []string{"--", "sh", "-c", "echo armed"} // the agent ends; the supervisor stops as it removes
+			}
+			run := r.start(env, args...)
 			ok := run.waitFor(2*time.Minute, func() bool {
 				if point == "running" {
 					return strings.Contains(run.out.String(), "armed")
@@ -374,8 +378,8 @@ func TestKubernetesCrashWindows(t *testing.T) {
 			if ev := run.event(supervisor.EventJournaled); ev != nil {
 				box = ev.Box
 			}
-			if ev := run.event(supervisor.EventReady); ev != nil {
-				ps = r.containerProcs(ev.Box)
+			if ev := run.event(supervisor.EventReady); ev != nil && point == "running" {
+				ps = r.k.ContainerProcs(t, ev.Box, "box")
 			}
 			t0 := time.Now()
 			run.cmd.Process.Kill()
