@@ -3,8 +3,10 @@ package kubernetes
 // A small client of the Kubernetes API on net/http: the five calls the
 // runtime makes (create, get, list, delete pods; a self access review)
 // and the attach over WebSocket. client-go would carry the same calls
-// at the price of tens of megabytes in the supervisor (measured in the
-// commit that added this file).
+// at the price of tens of megabytes: the supervisor (CGO_ENABLED=0 go
+// build, default flags) is 13.6 MB without this runtime, 19.5 MB with
+// it, and 54.0 MB when it also links client-go v0.37.2's clientset,
+// clientcmd and remotecommand.
 
 import (
 	"bytes"
