@@ -24,6 +24,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/hostcheck"
 )
 
 // k8sRig is one instance of the kubernetes runtime on the test cluster.
@@ -410,5 +411,38 @@ func TestKubernetesCrashWindows(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// prove-deathwatch and doctor on this runtime: every path within a
+// generous ceiling, nothing left; doctor finds the API server and RBAC.
+func TestKubernetesProveAndDoctor(t *testing.T) {
+	r := newK8sRig(t)
+	argv := []string{"--instance", r.instance, "--journal", r.journal(), "prove-deathwatch", "--json", "--runtime", "kubernetes",
+		"--image", r.image, "--watcher-in-image", ktest.ImageWatcher, "--trials", "3",
+		"--bound", ktest.Slack.String(), "--remove-bound", (3 * ktest.Slack).String()}
+	c := r.cmd(nil, argv...)
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	t0 := time.Now()
+	err := c.Run()
+	var rep hostcheck.ProveReport
+	if jerr := json.Unmarshal(o.Bytes(), &rep); jerr != nil {
+		t.Fatalf("prove-deathwatch: %v %v\n%s\n%s", err, jerr, o.String(), e.String())
+	}
+	t.Logf("prove-deathwatch --runtime kubernetes (%v):\n%s", time.Since(t0).Round(time.Second), proveTable(rep))
+	if err != nil || !rep.Pass || len(rep.Rows) != 6 {
+		t.Errorf("prove-deathwatch: %v, pass %v, %d rows\n%s", err, rep.Pass, len(rep.Rows), e.String())
+	}
+	if ps := r.k.Pods(t, shared.LabelInstance+"="+r.instance+".prove"); len(ps) != 0 {
+		t.Errorf("pods left by the proof: %v", ps)
+	}
+
+	c = r.cmd(nil, "--instance", r.instance, "--journal", r.journal(), "doctor", "--runtime", "kubernetes", "--image", r.image,
+		"--posture", "preferred", "--skip-proof")
+	out, err := c.CombinedOutput()
+	t.Logf("doctor --runtime kubernetes:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "kubernetes") || !strings.Contains(string(out), "v1.37.2") {
+		t.Errorf("doctor: %v", err)
 	}
 }
