@@ -92,7 +92,7 @@ func TestBenchKubernetes(t *testing.T) {
 	var dead []time.Duration
 	for i := 0; i < trials; i++ {
 		ev := filepath.Join(dir, fmt.Sprintf("events-%d.jsonl", i))
-		cmd := sup(append([]string{"--events", ev}, execArgs("--", "sh", "-c", "sleep 600 & (trap '' TERM; exec sleep 600) & echo armed; wait")...)...)
+		cmd := sup(execArgs("--events", ev, "--", "sh", "-c", "sleep 600 & (trap '' TERM; exec sleep 600) & echo armed; wait")...)
 		var out lockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
