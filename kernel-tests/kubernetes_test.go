@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -99,35 +98,15 @@ func (r *k8sRig) reconcile() (int, supervisor.ReconcileReport) {
 	return code, rep
 }
 
-// k8sRun is an exec the test drives (kills, stops).
-type k8sRun struct {
-	cmd    *exec.Cmd
-	out    *lockedBuf
-	events string
-	done   chan struct{}
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func newLockedBuf() *lockedBuf { return &lockedBuf{} }
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-func (r *k8sRig) start(env []string, extra ...string) *k8sRun {
+// start starts an exec the test drives (kills, stops), as the crash
+// matrix's cwRun.
+func (r *k8sRig) start(env []string, extra ...string) *cwRun {
 	r.t.Helper()
 	ev := filepath.Join(r.dir, fmt.Sprintf("events-%d.jsonl", time.Now().UnixNano()))
 	os.WriteFile(ev, nil, 0o644)
-	run := &k8sRun{out: newLockedBuf(), events: ev, done: make(chan struct{})}
+	run := &cwRun{events: ev, done: make(chan struct{})}
 	run.cmd = r.cmd(env, r.execArgs(append([]string{"--events", ev}, extra...)...)...)
-	run.cmd.Stdout, run.cmd.Stderr = run.out, run.out
+	run.cmd.Stdout, run.cmd.Stderr = cwLocked{run}, cwLocked{run}
 	if err := run.cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
@@ -142,32 +121,6 @@ func (r *k8sRig) start(env []string, extra ...string) *k8sRun {
 		}
 	})
 	return run
-}
-
-func (run *k8sRun) event(name string) *supervisor.Event {
-	b, _ := os.ReadFile(run.events)
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		var ev supervisor.Event
-		if json.Unmarshal(line, &ev) == nil && ev.Event == name {
-			return &ev
-		}
-	}
-	return nil
-}
-
-func (run *k8sRun) waitFor(timeout time.Duration, cond func() bool) bool {
-	end := time.Now().Add(timeout)
-	for time.Now().Before(end) {
-		if cond() {
-			return true
-		}
-		select {
-		case <-run.done:
-			return cond()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return false
 }
 
 // containerProcs is every host process of the pod's box container.
@@ -208,11 +161,11 @@ func TestKubernetesSecretOnlyInTheSpecFrame(t *testing.T) {
 	secret := "dw-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	run := r.start([]string{"DW_SECRET=" + secret}, "--env", "DW_SECRET", "--",
 		"sh", "-c", `[ "${#DW_SECRET}" -gt 20 ] && echo has-secret; echo armed; sleep 30`)
-	if !run.waitFor(2*time.Minute, func() bool { return strings.Contains(run.out.String(), "armed") }) {
-		t.Fatalf("the agent never said armed:\n%s", run.out.String())
+	if !run.waitFor(2*time.Minute, func() bool { return strings.Contains(run.stdout(), "armed") }) {
+		t.Fatalf("the agent never said armed:\n%s", run.stdout())
 	}
-	if !strings.Contains(run.out.String(), "has-secret") {
-		t.Errorf("the agent did not get the secret:\n%s", run.out.String())
+	if !strings.Contains(run.stdout(), "has-secret") {
+		t.Errorf("the agent did not get the secret:\n%s", run.stdout())
 	}
 	ev := run.event(supervisor.EventReady)
 	if ev == nil {
@@ -245,11 +198,11 @@ func TestKubernetesSecretOnlyInTheSpecFrame(t *testing.T) {
 // startArmed starts an agent that forks a setsid'd and a TERM-ignoring
 // descendant and waits until it is armed; it returns the run, the pod
 // and the container's processes.
-func (r *k8sRig) startArmed(extra ...string) (*k8sRun, string, []ktest.Proc) {
+func (r *k8sRig) startArmed(extra ...string) (*cwRun, string, []ktest.Proc) {
 	r.t.Helper()
 	run := r.start(nil, append(extra, "--", "sh", "-c", cwAgent)...)
-	if !run.waitFor(2*time.Minute, func() bool { return strings.Contains(run.out.String(), "armed") }) {
-		r.t.Fatalf("the agent never said armed:\n%s", run.out.String())
+	if !run.waitFor(2*time.Minute, func() bool { return strings.Contains(run.stdout(), "armed") }) {
+		r.t.Fatalf("the agent never said armed:\n%s", run.stdout())
 	}
 	ev := run.event(supervisor.EventReady)
 	if ev == nil {
@@ -366,13 +319,12 @@ func TestKubernetesCrashWindows(t *testing.T) {
 			run := r.start(env, args...)
 			ok := run.waitFor(2*time.Minute, func() bool {
 				if point == "running" {
-					return strings.Contains(run.out.String(), "armed")
+					return strings.Contains(run.stdout(), "armed")
 				}
-				st, err := ktest.ReadStat(run.cmd.Process.Pid)
-				return err == nil && st.State == 'T'
+				return run.stopped()
 			})
 			if !ok {
-				t.Fatalf("never reached %s:\n%s", point, run.out.String())
+				t.Fatalf("never reached %s:\n%s", point, run.stdout())
 			}
 			var box string
 			var ps []ktest.Proc
