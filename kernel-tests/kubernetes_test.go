@@ -398,3 +398,21 @@ func TestKubernetesProveAndDoctor(t *testing.T) {
 		t.Errorf("doctor: %v", err)
 	}
 }
+
+// An image without a watcher: an init container copies it in from the
+// watcher image (DEATHWATCH_K8S_WATCHER_IMAGE) into an emptyDir.
+func TestKubernetesWatcherFromInitContainer(t *testing.T) {
+	r := newK8sRig(t)
+	c := r.cmd([]string{"DEATHWATCH_K8S_WATCHER_IMAGE=" + r.image},
+		"--instance", r.instance, "--journal", r.journal(), "exec", "--runtime", "kubernetes",
+		"--image", "localhost/deathwatch/busybox:1", "--", "sh", "-c", "echo pid1=$(cat /proc/1/cmdline | tr '\\0' ' '); exit 3")
+	out, err := c.CombinedOutput()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 3 || !strings.Contains(string(out), "pid1=/dw/watcher --control=stdin") {
+		t.Errorf("exec: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	if ps := r.k.Pods(t, shared.LabelInstance+"="+r.instance); len(ps) != 0 {
+		t.Errorf("pods left: %v", ps)
+	}
+}
