@@ -173,3 +173,41 @@ func TestRequests(t *testing.T) {
 		t.Errorf("AttachURL = %s, want %s", got, want)
 	}
 }
+
+func TestRunningState(t *testing.T) {
+	st := func(name string, set func(*ContainerStatus)) ContainerStatus {
+		cs := ContainerStatus{Name: name}
+		set(&cs)
+		return cs
+	}
+	running := func(cs *ContainerStatus) { cs.State.Running = &StateDetail{} }
+	waiting := func(r string) func(*ContainerStatus) {
+		return func(cs *ContainerStatus) { cs.State.Waiting = &StateDetail{Reason: r} }
+	}
+	exited := func(code int) func(*ContainerStatus) {
+		return func(cs *ContainerStatus) { cs.State.Terminated = &StateDetail{Reason: "Error", ExitCode: code} }
+	}
+	del := "2026-11-30T00:00:00Z"
+	for _, tc := range []struct {
+		name    string
+		pod     Pod
+		done    bool
+		errPart string
+	}{
+		{"pending, nothing yet", Pod{Status: PodStatus{Phase: "Pending"}}, false, ""},
+		{"box running", Pod{Status: PodStatus{Phase: "Running", ContainerStatuses: []ContainerStatus{st("box", running)}}}, true, ""},
+		{"creating", Pod{Status: PodStatus{ContainerStatuses: []ContainerStatus{st("box", waiting("ContainerCreating"))}}}, false, ""},
+		{"image never pulled", Pod{Status: PodStatus{ContainerStatuses: []ContainerStatus{st("box", waiting("ErrImageNeverPull"))}}}, true, "ErrImageNeverPull"},
+		{"init copy running", Pod{Status: PodStatus{InitStatuses: []ContainerStatus{st("watcher", running)}}}, false, ""},
+		{"init copy done", Pod{Status: PodStatus{InitStatuses: []ContainerStatus{st("watcher", exited(0))}, ContainerStatuses: []ContainerStatus{st("box", waiting("PodInitializing"))}}}, false, ""},
+		{"init copy failed", Pod{Status: PodStatus{InitStatuses: []ContainerStatus{st("watcher", exited(1))}}}, true, "container watcher exited"},
+		{"box exited before the attach", Pod{Status: PodStatus{ContainerStatuses: []ContainerStatus{st("box", exited(243))}}}, true, "before the attach"},
+		{"pod failed", Pod{Status: PodStatus{Phase: "Failed", Reason: "Evicted"}}, true, "Evicted"},
+		{"being deleted", Pod{Metadata: Meta{DeletionTimestamp: &del}}, true, "being deleted"},
+	} {
+		done, err := runningState(&tc.pod)
+		if done != tc.done || (tc.errPart == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.errPart)) {
+			t.Errorf("%s: done %v err %v, want %v and %q", tc.name, done, err, tc.done, tc.errPart)
+		}
+	}
+}
