@@ -416,3 +416,78 @@ func TestKubernetesWatcherFromInitContainer(t *testing.T) {
 		t.Errorf("pods left: %v", ps)
 	}
 }
+
+// The minimal Role `supervisor kubernetes rbac` prints is enough: a
+// service account bound to it alone runs exec, reconcile and doctor;
+// without it, exec is refused with one line naming what RBAC denies.
+func TestKubernetesMinimalRBAC(t *testing.T) {
+	r := newK8sRig(t)
+	sa := "dw-" + r.instance
+	if _, err := r.k.Kubectl("create", "serviceaccount", sa); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.k.Kubectl("delete", "serviceaccount", sa, "--ignore-not-found")
+		r.k.Kubectl("delete", "role,rolebinding", "deathwatch-supervisor", "--ignore-not-found")
+	})
+	tok, err := r.k.Kubectl("create", "token", sa, "--duration", "1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(r.dir, "sa.kubeconfig")
+	os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+current-context: sa
+contexts:
+- name: sa
+  context: {cluster: c, user: sa, namespace: `+r.k.Namespace+`}
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:16443", certificate-authority: /var/lib/deathwatch-k8s/pki/ca.crt}
+users:
+- name: sa
+  user: {token: "`+strings.TrimSpace(tok)+`"}
+`), 0o600)
+	asSA := []string{"KUBECONFIG=" + kc}
+
+	// No Role yet: refused before anything exists, one line.
+	c := r.cmd(asSA, r.execArgs("--", "true")...)
+	out, err := c.CombinedOutput()
+	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != shared.ExitEngine || !strings.Contains(string(out), "RBAC denies") ||
+		strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+		t.Errorf("exec without the Role: %v\n%s", err, out)
+	}
+	t.Logf("without the Role: %s", out)
+
+	// The Role, as the command prints it.
+	manifest, err := r.cmd(nil, "kubernetes", "rbac", "--namespace", r.k.Namespace, "--subject", sa).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := exec.Command(ktest.K8sKubectl, "--kubeconfig", r.k.Kubeconfig, "apply", "-f", "-")
+	apply.Stdin = bytes.NewReader(manifest)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	// RBAC takes effect at once in the authorizer's cache, give it a moment.
+	ok := ktest.WaitFor(30*time.Second, func() bool {
+		out, _ := exec.Command(ktest.K8sKubectl, "--kubeconfig", kc, "auth", "can-i", "create", "pods", "--subresource", "attach").Output()
+		return strings.TrimSpace(string(out)) == "yes"
+	})
+	if !ok {
+		t.Fatal("the Role never took effect")
+	}
+	c = r.cmd(asSA, r.execArgs("--", "sh", "-c", "echo as-sa; exit 4")...)
+	out, err = c.CombinedOutput()
+	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != 4 || !strings.Contains(string(out), "as-sa") {
+		t.Errorf("exec as the service account with the Role: %v\n%s", err, out)
+	}
+	c = r.cmd(asSA, "--instance", r.instance, "--journal", r.journal(), "reconcile")
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Errorf("reconcile as the service account: %v\n%s", err, out)
+	}
+	c = r.cmd(asSA, "--instance", r.instance, "--journal", r.journal(), "doctor", "--runtime", "kubernetes", "--image", r.image, "--posture", "preferred", "--skip-proof")
+	if out, err := c.CombinedOutput(); err != nil || !strings.Contains(string(out), "usable") {
+		t.Errorf("doctor as the service account: %v\n%s", err, out)
+	}
+}

@@ -15,7 +15,7 @@
 //
 //	Probe     GET /version; a SelfSubjectAccessReview per verb the
 //	          runtime needs (pods: create, get, list, delete;
-//	          pods/attach: create)
+//	          pods/attach: create, get)
 //	Prepare   CheckBox: the refusals, one line each; the namespace and
 //	          the server into Box.State (reconcile deletes only there)
 //	Create    POST the pod BuildPod makes
@@ -123,7 +123,7 @@ func (r *Runtime) options() Options {
 // minimal Role (rbac.go) grants exactly this.
 var Needed = []struct{ Verb, Resource, Sub string }{
 	{"create", "pods", ""}, {"get", "pods", ""}, {"list", "pods", ""}, {"delete", "pods", ""},
-	{"create", "pods", "attach"},
+	{"create", "pods", "attach"}, {"get", "pods", "attach"}, // the WebSocket upgrade is a GET
 }
 
 // Probe reaches the API server and checks RBAC.
@@ -157,7 +157,7 @@ func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 		}
 	}
 	if len(denied) > 0 {
-		info.Detail = fmt.Sprintf("RBAC denies %s in namespace %s: apply `supervisor kubernetes rbac --namespace %s` for this identity", strings.Join(denied, ", "), ns, ns)
+		info.Detail = fmt.Sprintf("RBAC denies %s in namespace %s: apply `supervisor kubernetes rbac --namespace %s --subject NAME` for this identity", strings.Join(denied, ", "), ns, ns)
 		return info, supervisor.EngineError("kubernetes: %s", info.Detail)
 	}
 	// The boundary is the node's container runtime, not this host's
