@@ -151,6 +151,14 @@ func TestKubernetesExitCodesAndOutput(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and one line", tc.args, code, errOut, shared.ExitRefused)
 		}
 	}
+	// An image the node does not hold (imagePullPolicy Never): 242
+	// before anything is created.
+	c := r.cmd(nil, "--instance", r.instance, "--journal", r.journal(), "exec", "--runtime", "kubernetes",
+		"--image", "localhost/deathwatch/no-such-image:1", "--watcher-in-image", ktest.ImageWatcher, "--", "true")
+	mout, err := c.CombinedOutput()
+	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != shared.ExitImage || strings.Count(strings.TrimSpace(string(mout)), "\n") != 0 {
+		t.Errorf("a missing image: %v, %q; want %d and one line", err, mout, shared.ExitImage)
+	}
 	if ps := r.k.Pods(t, shared.LabelInstance+"="+r.instance); len(ps) != 0 {
 		t.Errorf("pods left after every exec ended: %v", ps)
 	}

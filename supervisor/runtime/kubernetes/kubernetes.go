@@ -184,6 +184,30 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 	return nil
 }
 
+// CheckImage refuses, before anything exists, an image that cannot
+// run: with imagePullPolicy Never (DEATHWATCH_K8S_PULL_NEVER) on a named
+// node (DEATHWATCH_K8S_NODE) whose status this identity may read, an
+// image the node does not list. Anything else is not checkable here
+// (the kubelet pulls, or the scheduler picks the node): nil.
+func (r *Runtime) CheckImage(ctx context.Context, image string) error {
+	o := r.options()
+	if !o.PullNever || o.Node == "" {
+		return nil
+	}
+	k, err := r.connect()
+	if err != nil {
+		return supervisor.EngineError("kubernetes: %v", err)
+	}
+	has, checkable, err := k.NodeHasImage(ctx, o.Node, image)
+	if err != nil {
+		return supervisor.EngineError("kubernetes: read node %s: %v", o.Node, err)
+	}
+	if checkable && !has {
+		return supervisor.ImageError("kubernetes: image %s is not on node %s and %s=1 forbids pulling it: import it into the node's container runtime", image, o.Node, EnvPullNever)
+	}
+	return nil
+}
+
 // CheckLimits refuses a pids limit: a pod spec has none (the kubelet's
 // podPidsLimit is node-wide). Memory maps to the container's limit.
 func (r *Runtime) CheckLimits(_, pids int64) error {
@@ -362,4 +386,5 @@ func (r *Runtime) HostPID(ctx context.Context, b *supervisor.Box) (int, error) {
 var (
 	_ supervisor.Preparer      = (*Runtime)(nil)
 	_ supervisor.LimitsChecker = (*Runtime)(nil)
+	_ supervisor.ImageChecker  = (*Runtime)(nil)
 )
