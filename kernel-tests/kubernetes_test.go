@@ -247,6 +247,17 @@ func TestKubernetesSupervisorKilled(t *testing.T) {
 	}
 	t.Logf("supervisor SIGKILL -> every process of the box dead: %v (%d processes)", took, len(ps))
 	<-run.done
+	// ls shows the pod the dead supervisor left, its owner gone.
+	lsOut, err := r.cmd(nil, "--instance", r.instance, "--journal", r.journal(), "ls", "--json").Output()
+	var rows []struct {
+		Box, Runtime, Owner string
+		BoxState            string `json:"box_state"`
+	}
+	if err != nil || json.Unmarshal(lsOut, &rows) != nil || len(rows) != 1 || rows[0].Box != pod || rows[0].Runtime != "kubernetes" || rows[0].Owner != "gone" {
+		t.Errorf("ls: %v\n%s", err, lsOut)
+	} else {
+		t.Logf("ls: %s %s box %s owner %s", rows[0].Box, rows[0].Runtime, rows[0].BoxState, rows[0].Owner)
+	}
 	r.reconcileRemoves(pod)
 }
 
