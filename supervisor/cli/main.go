@@ -33,12 +33,14 @@ type CLI struct {
 	Exec ExecCmd `cmd:"" help:"Run one agent command in a fresh box and exit with its status."`
 	Ls   LsCmd   `cmd:"" help:"List this instance's boxes (journal and runtime)."`
 
-	Reconcile       ReconcileCmd  `cmd:"" help:"Remove this instance's leftovers that it can prove it owns; report the rest (exit 247)."`
-	ProveDeathwatch ProveCmd      `cmd:"" name:"prove-deathwatch" help:"Kill a stand-in controller and measure how fast its box dies and is removed."`
-	Doctor          DoctorCmd     `cmd:"" help:"Report runtimes, rootless/rootful, cgroups, the watcher, the staging probe and the proof."`
-	Demo            DemoCmd       `cmd:"" help:"Show the promise on this host: an agent in a native box, then a SIGKILLed controller and how long its box survived."`
-	Version         VersionCmd    `cmd:"" help:"Print the version."`
-	Kubernetes      KubernetesCmd `cmd:"" help:"What the kubernetes runtime needs from a cluster (rbac)."`
+	Reconcile       ReconcileCmd `cmd:"" help:"Remove this instance's leftovers that it can prove it owns; report the rest (exit 247)."`
+	ProveDeathwatch ProveCmd     `cmd:"" name:"prove-deathwatch" help:"Kill a stand-in controller and measure how fast its box dies and is removed."`
+	Doctor          DoctorCmd    `cmd:"" help:"Report runtimes, rootless/rootful, cgroups, the watcher, the staging probe and the proof."`
+	Demo            DemoCmd      `cmd:"" help:"Show the promise on this host: an agent in a native box, then a SIGKILLed controller and how long its box survived."`
+	Version         VersionCmd   `cmd:"" help:"Print the version."`
+
+	// Runtime-specific commands.
+	Kubernetes KubernetesCmd `cmd:"" help:"What the kubernetes runtime needs from a cluster (rbac)."`
 }
 
 // cmdContext carries the seams and the result through kong's Run.
