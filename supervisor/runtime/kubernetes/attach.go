@@ -159,5 +159,9 @@ func (s *Stream) Wait() error {
 	return s.err
 }
 
-// Kill ends the attach at once.
-func (s *Stream) Kill() { s.ws.Close() }
+// Kill ends the attach at once, and the relay of its stdout with it
+// (a relay blocked on a reader that is gone).
+func (s *Stream) Kill() {
+	s.ws.Close()
+	s.r.CloseWithError(io.ErrClosedPipe)
+}

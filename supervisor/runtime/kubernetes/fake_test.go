@@ -35,6 +35,7 @@ type fakeAPI struct {
 	token   string
 	stdin   bytes.Buffer // what the container's stdin got
 	closed  chan struct{}
+	proto   string // the subprotocol the server speaks; "" v5
 }
 
 func newFake(t *testing.T) (*fakeAPI, *httptest.Server) {
@@ -130,7 +131,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) attach(w http.ResponseWriter, r *http.Request) {
-	up := websocket.Upgrader{Subprotocols: []string{"v5.channel.k8s.io"}}
+	proto := f.proto
+	if proto == "" {
+		proto = "v5.channel.k8s.io"
+	}
+	up := websocket.Upgrader{Subprotocols: []string{proto}}
 	ws, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		f.t.Errorf("upgrade: %v", err)
@@ -141,6 +146,9 @@ func (f *fakeAPI) attach(w http.ResponseWriter, r *http.Request) {
 	for {
 		_, msg, err := ws.ReadMessage()
 		if err != nil {
+			if proto != "v5.channel.k8s.io" {
+				close(f.closed) // v4: the end of the attach is the end of stdin
+			}
 			return
 		}
 		switch {
@@ -352,4 +360,37 @@ func TestCheckImage(t *testing.T) {
 			t.Errorf("%s: CheckImage(%s) = %v (code %d), want code %d", tc.name, tc.image, err, got, tc.code)
 		}
 	}
+}
+
+// A v4 server cannot close stdin alone: Close ends the attach, which
+// with stdinOnce is the container's stdin EOF.
+func TestAttachV4CloseEndsTheAttach(t *testing.T) {
+	f, srv := newFake(t)
+	f.proto = "v4.channel.k8s.io"
+	rt, _ := newRuntime(t, "KUBECONFIG="+kubeconfigFor(t, srv, f.token), EnvNamespace+"=ns")
+	ctx := context.Background()
+	b := testBox()
+	if err := rt.Prepare(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	st, err := rt.Start(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Control.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(st.Control, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	st.Control.Close()
+	select {
+	case <-f.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close on v4 did not end the attach")
+	}
+	st.Wait()
 }
