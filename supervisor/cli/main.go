@@ -38,6 +38,9 @@ type CLI struct {
 	Doctor          DoctorCmd    `cmd:"" help:"Report runtimes, rootless/rootful, cgroups, the watcher, the staging probe and the proof."`
 	Demo            DemoCmd      `cmd:"" help:"Show the promise on this host: an agent in a native box, then a SIGKILLed controller and how long its box survived."`
 	Version         VersionCmd   `cmd:"" help:"Print the version."`
+
+	// Runtime-specific commands.
+	Kubernetes KubernetesCmd `cmd:"" help:"What the kubernetes runtime needs from a cluster (rbac)."`
 }
 
 // cmdContext carries the seams and the result through kong's Run.

@@ -4,7 +4,8 @@ package cli
 // registers itself (supervisor.Register) from its init; nothing else in
 // the CLI names a runtime. See "How to add a runtime" in the README.
 import (
-	_ "deathwatch/supervisor/runtime/docker" // docker and podman
-	_ "deathwatch/supervisor/runtime/native" // Linux namespaces (Linux only)
-	_ "deathwatch/supervisor/runtime/sbx"    // Docker Sandboxes (microVMs)
+	_ "deathwatch/supervisor/runtime/docker"     // docker and podman
+	_ "deathwatch/supervisor/runtime/kubernetes" // Kubernetes pods
+	_ "deathwatch/supervisor/runtime/native"     // Linux namespaces (Linux only)
+	_ "deathwatch/supervisor/runtime/sbx"        // Docker Sandboxes (microVMs)
 )

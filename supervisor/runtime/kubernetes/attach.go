@@ -1,0 +1,167 @@
+package kubernetes
+
+// The attach: the control stream rides the box container's stdin and
+// stdout through the API server's attach subresource over WebSocket
+// (the channel protocol v5.channel.k8s.io, v4 accepted): every binary
+// message starts with a channel byte, 0 stdin, 1 stdout, 2 stderr,
+// 3 the status at the end, 255 close (v5: closes the channel named by
+// the next byte). With stdinOnce the container's stdin reaches EOF
+// when the first attach ends: a killed supervisor's TCP connection is
+// the watcher's EOF; a partitioned one's is the heartbeat's silence.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/gorilla/websocket"
+)
+
+// The channel bytes.
+const (
+	chanStdin  = 0
+	chanStdout = 1
+	chanStderr = 2
+	chanStatus = 3
+	chanClose  = 255
+)
+
+// Subprotocols the attach asks for, preferred first.
+var Subprotocols = []string{"v5.channel.k8s.io", "v4.channel.k8s.io"}
+
+// AttachURL is the WebSocket URL of the attach to container c of pod
+// ns/name on server (https → wss).
+func AttachURL(server, ns, name, c string) string {
+	u := strings.Replace(server, "https://", "wss://", 1)
+	u = strings.Replace(u, "http://", "ws://", 1) // the tests' fake server
+	return u + podsPath(ns) + "/" + url.PathEscape(name) + "/attach?" + AttachQuery(c).Encode()
+}
+
+// Attach opens the attach to container c of pod ns/name; stderr gets
+// the container's stderr (the watcher's own log lines).
+func (k *Client) Attach(ctx context.Context, ns, name, c string, stderr io.Writer) (*Stream, error) {
+	tc, err := k.c.TLS()
+	if err != nil {
+		return nil, err
+	}
+	d := websocket.Dialer{TLSClientConfig: tc, Subprotocols: Subprotocols, HandshakeTimeout: k.http.Timeout}
+	h := http.Header{}
+	if k.token != "" {
+		h.Set("Authorization", "Bearer "+k.token)
+	}
+	ws, resp, err := d.DialContext(ctx, AttachURL(k.c.Server, ns, name, c), h)
+	if err != nil {
+		if resp != nil {
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			return nil, fmt.Errorf("attach to pod %s/%s: %v: %s", ns, name, err, strings.TrimSpace(string(b)))
+		}
+		return nil, fmt.Errorf("attach to pod %s/%s: %w", ns, name, err)
+	}
+	pr, pw := io.Pipe()
+	s := &Stream{ws: ws, v5: ws.Subprotocol() == Subprotocols[0], r: pr, done: make(chan struct{})}
+	go s.readLoop(pw, stderr)
+	return s, nil
+}
+
+// Stream is an open attach: Read the container's stdout, Write its
+// stdin. It is the runtime's supervisor.Started.Control.
+type Stream struct {
+	ws   *websocket.Conn
+	v5   bool
+	wmu  sync.Mutex
+	r    *io.PipeReader
+	done chan struct{}
+	err  error // the status the server sent on channel 3, or the read error
+}
+
+func (s *Stream) readLoop(stdout *io.PipeWriter, stderr io.Writer) {
+	defer close(s.done)
+	for {
+		typ, msg, err := s.ws.ReadMessage()
+		if err != nil {
+			if !websocket.IsCloseError(err, websocket.CloseNormalClosure) && s.err == nil {
+				s.err = err
+			}
+			stdout.CloseWithError(io.EOF)
+			return
+		}
+		if typ != websocket.BinaryMessage || len(msg) < 2 {
+			// Text, or a channel byte alone (the server's "stream
+			// ready" message): nothing to relay.
+			continue
+		}
+		switch msg[0] {
+		case chanStdout:
+			if _, err := stdout.Write(msg[1:]); err != nil {
+				// Our reader is gone (CloseRead): drain no more.
+				s.ws.Close()
+			}
+		case chanStderr:
+			if stderr != nil {
+				stderr.Write(msg[1:])
+			}
+		case chanStatus:
+			var st struct {
+				Status  string `json:"status"`
+				Message string `json:"message"`
+			}
+			if json.Unmarshal(msg[1:], &st) == nil && st.Status == "Failure" {
+				s.err = fmt.Errorf("attach: %s", st.Message)
+			}
+		}
+	}
+}
+
+// Read reads the container's stdout.
+func (s *Stream) Read(p []byte) (int, error) { return s.r.Read(p) }
+
+// Write writes p to the container's stdin.
+func (s *Stream) Write(p []byte) (int, error) {
+	msg := make([]byte, 1+len(p))
+	msg[0] = chanStdin
+	copy(msg[1:], p)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.ws.WriteMessage(websocket.BinaryMessage, msg); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Close ends the container's stdin (the watcher sees EOF): v5 closes
+// the stdin channel and keeps stdout to its end; v4 cannot, so it ends
+// the attach.
+func (s *Stream) Close() error {
+	if !s.v5 {
+		return s.ws.Close()
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.ws.WriteMessage(websocket.BinaryMessage, []byte{chanClose, chanStdin}); err != nil {
+		return s.ws.Close()
+	}
+	return nil
+}
+
+// CloseRead releases the stdout end.
+func (s *Stream) CloseRead() error { return s.r.Close() }
+
+// Wait returns when the attach has ended, with the server's failure
+// status if it sent one.
+func (s *Stream) Wait() error {
+	<-s.done
+	return s.err
+}
+
+// Kill ends the attach at once, and the relay of its stdout with it
+// (a relay blocked on a reader that is gone).
+func (s *Stream) Kill() {
+	s.ws.Close()
+	s.r.CloseWithError(io.ErrClosedPipe)
+}

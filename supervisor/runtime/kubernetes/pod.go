@@ -1,0 +1,266 @@
+package kubernetes
+
+// The pod a box is: a pure builder from the box and the runtime's
+// options, so every field of the request body has a table test.
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"deathwatch/supervisor"
+)
+
+// ContainerName is the box's container (the watcher is its PID 1).
+const ContainerName = "box"
+
+// The init container that copies the watcher from a watcher image, and
+// where it puts it (an emptyDir mounted read-only into the box).
+const (
+	initContainerName = "watcher"
+	watcherVolume     = "dw"
+	watcherDir        = "/dw"
+	// WatcherImagePath is where a watcher image carries the watcher.
+	WatcherImagePath = "/usr/local/bin/watcher"
+)
+
+// The capabilities the watcher needs and nothing else: the docker
+// runtime's set (SETUID/SETGID/SETPCAP to become the agent and empty
+// its bounding set, KILL to signal it, CHOWN for the agent's pty).
+var watcherCaps = []string{"SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN"}
+
+// Options are the runtime's own settings for the pods it makes.
+type Options struct {
+	Namespace    string
+	Node         string // spec.nodeName; "" lets the scheduler pick
+	PullNever    bool   // imagePullPolicy: Never
+	WatcherImage string // copy the watcher from this image (when the box has no WatcherInImage)
+}
+
+// The pod as the API takes it: only the fields the runtime sets.
+type (
+	Pod struct {
+		APIVersion string    `json:"apiVersion"`
+		Kind       string    `json:"kind"`
+		Metadata   Meta      `json:"metadata"`
+		Spec       PodSpec   `json:"spec"`
+		Status     PodStatus `json:"status,omitempty"`
+	}
+	Meta struct {
+		Name              string            `json:"name"`
+		Namespace         string            `json:"namespace,omitempty"`
+		Labels            map[string]string `json:"labels,omitempty"`
+		Annotations       map[string]string `json:"annotations,omitempty"`
+		DeletionTimestamp *string           `json:"deletionTimestamp,omitempty"`
+	}
+	PodSpec struct {
+		RestartPolicy                 string       `json:"restartPolicy"`
+		NodeName                      string       `json:"nodeName,omitempty"`
+		AutomountServiceAccountToken  *bool        `json:"automountServiceAccountToken"`
+		EnableServiceLinks            *bool        `json:"enableServiceLinks"`
+		TerminationGracePeriodSeconds *int64       `json:"terminationGracePeriodSeconds"`
+		SecurityContext               *PodSecurity `json:"securityContext,omitempty"`
+		InitContainers                []Container  `json:"initContainers,omitempty"`
+		Containers                    []Container  `json:"containers"`
+		Volumes                       []Volume     `json:"volumes,omitempty"`
+	}
+	PodSecurity struct {
+		SeccompProfile *Seccomp `json:"seccompProfile,omitempty"`
+	}
+	Seccomp struct {
+		Type string `json:"type"`
+	}
+	Container struct {
+		Name            string        `json:"name"`
+		Image           string        `json:"image"`
+		ImagePullPolicy string        `json:"imagePullPolicy,omitempty"`
+		Command         []string      `json:"command"`
+		Args            []string      `json:"args,omitempty"`
+		Env             []EnvVar      `json:"env,omitempty"`
+		WorkingDir      string        `json:"workingDir,omitempty"`
+		Stdin           bool          `json:"stdin,omitempty"`
+		StdinOnce       bool          `json:"stdinOnce,omitempty"`
+		TTY             bool          `json:"tty"`
+		SecurityContext *Security     `json:"securityContext,omitempty"`
+		Resources       *Resources    `json:"resources,omitempty"`
+		VolumeMounts    []VolumeMount `json:"volumeMounts,omitempty"`
+	}
+	EnvVar struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	}
+	Security struct {
+		RunAsUser                *int64        `json:"runAsUser,omitempty"`
+		RunAsGroup               *int64        `json:"runAsGroup,omitempty"`
+		RunAsNonRoot             *bool         `json:"runAsNonRoot,omitempty"`
+		AllowPrivilegeEscalation *bool         `json:"allowPrivilegeEscalation"`
+		Privileged               *bool         `json:"privileged"`
+		Capabilities             *Capabilities `json:"capabilities,omitempty"`
+		SeccompProfile           *Seccomp      `json:"seccompProfile,omitempty"`
+	}
+	Capabilities struct {
+		Add  []string `json:"add,omitempty"`
+		Drop []string `json:"drop"`
+	}
+	Resources struct {
+		Limits   map[string]string `json:"limits,omitempty"`
+		Requests map[string]string `json:"requests,omitempty"`
+	}
+	Volume struct {
+		Name     string    `json:"name"`
+		EmptyDir *EmptyDir `json:"emptyDir,omitempty"`
+	}
+	EmptyDir struct {
+		SizeLimit string `json:"sizeLimit,omitempty"`
+	}
+	VolumeMount struct {
+		Name      string `json:"name"`
+		MountPath string `json:"mountPath"`
+		ReadOnly  bool   `json:"readOnly,omitempty"`
+	}
+	PodStatus struct {
+		Phase             string            `json:"phase,omitempty"`
+		Reason            string            `json:"reason,omitempty"`
+		Message           string            `json:"message,omitempty"`
+		ContainerStatuses []ContainerStatus `json:"containerStatuses,omitempty"`
+		InitStatuses      []ContainerStatus `json:"initContainerStatuses,omitempty"`
+	}
+	ContainerStatus struct {
+		Name        string `json:"name"`
+		ContainerID string `json:"containerID,omitempty"`
+		State       struct {
+			Waiting    *StateDetail `json:"waiting,omitempty"`
+			Running    *StateDetail `json:"running,omitempty"`
+			Terminated *StateDetail `json:"terminated,omitempty"`
+		} `json:"state"`
+	}
+	StateDetail struct {
+		Reason   string `json:"reason,omitempty"`
+		Message  string `json:"message,omitempty"`
+		ExitCode int    `json:"exitCode,omitempty"`
+	}
+)
+
+var (
+	dnsLabel   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	labelValue = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
+	labelName  = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+)
+
+// CheckBox refuses, with one line each, what a pod cannot carry or
+// honour: a name that is not a DNS label, labels Kubernetes would
+// reject, host mounts, an explicit network mode, and a watcher the
+// pod cannot get.
+func CheckBox(b *supervisor.Box, o Options) error {
+	if len(b.Name) > 63 || !dnsLabel.MatchString(b.Name) {
+		return fmt.Errorf("box name %q is not a Kubernetes name (lower-case letters, digits and '-', at most 63): pick another --name", b.Name)
+	}
+	if o.Namespace == "" || len(o.Namespace) > 63 || !dnsLabel.MatchString(o.Namespace) {
+		return fmt.Errorf("namespace %q is not a Kubernetes namespace name; set %s", o.Namespace, EnvNamespace)
+	}
+	keys := sortedKeys(b.Labels)
+	for _, k := range keys {
+		v := b.Labels[k]
+		if len(k) > 253 || !labelName.MatchString(k) {
+			return fmt.Errorf("label key %q is not a Kubernetes label key: rename it", k)
+		}
+		if len(v) > 63 || !labelValue.MatchString(v) {
+			return fmt.Errorf("label %s=%q: a Kubernetes label value is at most 63 letters, digits, '-', '_', '.' (starting and ending alphanumeric)", k, v)
+		}
+	}
+	if len(b.Mounts) > 0 {
+		return fmt.Errorf("--mount cannot be honoured: a pod cannot bind the supervisor host's folders; drop --mount")
+	}
+	if b.NetworkSet && b.Network != "bridge" {
+		return fmt.Errorf("--network %s cannot be honoured: a pod always has the cluster's pod network (its NetworkPolicy decides its reach); drop --network or pass --network bridge", b.Network)
+	}
+	if b.WatcherInImage == "" && o.WatcherImage == "" {
+		return fmt.Errorf("the host's watcher cannot be mounted into a pod: pass --watcher-in-image PATH (a watcher in the image) or set %s to a watcher image", EnvWatcherImage)
+	}
+	return nil
+}
+
+// BuildPod is the pod for box b: restartPolicy Never; the box's labels
+// (nonce included) as labels and the same as annotations; the watcher
+// as PID 1 in control mode on the container's stdin/stdout (stdin,
+// stdinOnce: the first attach's end is the watcher's EOF); root in the
+// container with only the watcher's capabilities, no privilege
+// escalation, the runtime's default seccomp profile; no service account
+// token, no service links; the memory limit. Nothing secret: the
+// agent's environment travels in the spec frame alone.
+func BuildPod(b *supervisor.Box, o Options) Pod {
+	root, no := int64(0), false
+	pull := ""
+	if o.PullNever {
+		pull = "Never"
+	}
+	sec := func(caps []string, user int64) *Security {
+		return &Security{
+			RunAsUser: &user, RunAsGroup: &user, RunAsNonRoot: ptr(user != 0),
+			AllowPrivilegeEscalation: &no, Privileged: &no,
+			Capabilities:   &Capabilities{Drop: []string{"ALL"}, Add: caps},
+			SeccompProfile: &Seccomp{Type: "RuntimeDefault"},
+		}
+	}
+	c := Container{
+		Name: ContainerName, Image: b.Image, ImagePullPolicy: pull,
+		Command:    []string{b.WatcherInImage, "--control=stdin"},
+		Env:        []EnvVar{{Name: "GOMAXPROCS", Value: "1"}},
+		WorkingDir: b.Workdir,
+		Stdin:      true, StdinOnce: true, TTY: false,
+		SecurityContext: sec(append([]string(nil), watcherCaps...), root),
+	}
+	if b.Memory > 0 {
+		m := strconv.FormatInt(b.Memory, 10)
+		c.Resources = &Resources{Limits: map[string]string{"memory": m}, Requests: map[string]string{"memory": m}}
+	}
+	p := Pod{
+		APIVersion: "v1", Kind: "Pod",
+		Metadata: Meta{Name: b.Name, Namespace: o.Namespace, Labels: copyMap(b.Labels), Annotations: copyMap(b.Labels)},
+		Spec: PodSpec{
+			RestartPolicy:                 "Never",
+			NodeName:                      o.Node,
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			TerminationGracePeriodSeconds: ptr(int64(0)),
+			SecurityContext:               &PodSecurity{SeccompProfile: &Seccomp{Type: "RuntimeDefault"}},
+		},
+	}
+	if b.WatcherInImage == "" {
+		// The watcher image's busybox cp puts the watcher into an
+		// emptyDir the box mounts read-only; the copy runs as nobody
+		// with no capabilities.
+		nobody := int64(65534)
+		p.Spec.Volumes = []Volume{{Name: watcherVolume, EmptyDir: &EmptyDir{SizeLimit: "64Mi"}}}
+		p.Spec.InitContainers = []Container{{
+			Name: initContainerName, Image: o.WatcherImage, ImagePullPolicy: pull,
+			Command:         []string{"cp", WatcherImagePath, watcherDir + "/watcher"},
+			SecurityContext: sec(nil, nobody),
+			VolumeMounts:    []VolumeMount{{Name: watcherVolume, MountPath: watcherDir}},
+		}}
+		c.Command[0] = supervisor.WatcherMountPoint
+		c.VolumeMounts = []VolumeMount{{Name: watcherVolume, MountPath: watcherDir, ReadOnly: true}}
+	}
+	p.Spec.Containers = []Container{c}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
