@@ -185,3 +185,29 @@ func TestWatcherEOFRightAfterSpec(t *testing.T) {
 		})
 	}
 }
+
+// TestWatcherSpecTimeout: a box whose host never attaches (it created
+// the box and died; a Kubernetes pod starts at once with nobody on its
+// stdin) does not keep its watcher waiting for ever: without a hello and
+// a spec within --spec-timeout the watcher exits with liveness lost and
+// says why in one line. No agent ever ran.
+func TestWatcherSpecTimeout(t *testing.T) {
+	bin := watcherBin(t)
+	for _, d := range twoDomains {
+		t.Run(d.name, func(t *testing.T) {
+			start := time.Now()
+			c := ktest.StartController(t, bin, d.options(false, "--spec-timeout=1s"))
+			res := c.Wait(time.Second + ktest.Slack)
+			took := time.Since(start)
+			t.Logf("no spec → watcher exit %d after %v; %s", res.Code, took.Round(time.Millisecond), fmtExit(res.Exit))
+			expectExit(t, c, res, shared.ExitLivenessLost, shared.ReasonLivenessLost, true)
+			if took < time.Second {
+				t.Errorf("the watcher gave up after %v, before its --spec-timeout of 1s", took)
+			}
+			if res.Exit != nil && !strings.Contains(res.Exit.Message, "spec-timeout") {
+				t.Errorf("exit message %q does not name --spec-timeout", res.Exit.Message)
+			}
+			requireOneLogLine(t, c.WatcherOutput())
+		})
+	}
+}

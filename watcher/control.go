@@ -35,7 +35,8 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 	go w.readFrames(in)
 	go w.sendPongs()
 
-	hello, err := w.expect(shared.FrameHello)
+	until := time.Now().Add(w.cfg.SpecTimeout)
+	hello, err := w.expect(shared.FrameHello, until)
 	if err != nil {
 		return nil, w.lostBeforeStart(err)
 	}
@@ -46,7 +47,7 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 	if err != nil {
 		return nil, w.lostBeforeStart(err)
 	}
-	payload, err := w.expect(shared.FrameSpec)
+	payload, err := w.expect(shared.FrameSpec, until)
 	if err != nil {
 		return nil, w.lostBeforeStart(err)
 	}
@@ -80,10 +81,22 @@ func pollable(fd int, name string) *os.File {
 	return os.NewFile(uintptr(fd), name)
 }
 
-// expect waits for the next frame, which must be of type t.
-func (w *watcher) expect(t shared.FrameType) ([]byte, error) {
-	for ev := range w.frames {
+// expect waits for the next frame, which must be of type t and come
+// before until.
+func (w *watcher) expect(t shared.FrameType, until time.Time) ([]byte, error) {
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	for {
+		var ev frameEvent
+		var ok bool
+		select {
+		case ev, ok = <-w.frames:
+		case <-timer.C:
+			return nil, errors.New("no " + t.String() + " frame from the host within --spec-timeout " + w.cfg.SpecTimeout.String() + " of the watcher's start")
+		}
 		switch {
+		case !ok:
+			return nil, io.EOF
 		case ev.err != nil:
 			return nil, ev.err
 		case ev.f.Type == shared.FramePing:
@@ -94,7 +107,6 @@ func (w *watcher) expect(t shared.FrameType) ([]byte, error) {
 			return ev.f.Payload, nil
 		}
 	}
-	return nil, io.EOF
 }
 
 func (w *watcher) lostBeforeStart(err error) int {

@@ -18,11 +18,13 @@ import (
 
 // Config is what the command line asks for.
 type Config struct {
-	Control     string // "", "stdin" or "fd:N"
-	ControlFD   int    // N for fd:N
-	Argv        []string
-	Deadline    time.Duration
-	Grace       time.Duration
+	Control   string // "", "stdin" or "fd:N"
+	ControlFD int    // N for fd:N
+	Argv      []string
+	Deadline  time.Duration
+	Grace     time.Duration
+	// SpecTimeout: control mode's wait for the host's hello and spec.
+	SpecTimeout time.Duration
 	User        *ID // plain mode: the agent's identity; nil keeps the caller's
 	WatcherUser ID
 	AllowRoot   bool
@@ -39,6 +41,14 @@ type ID struct{ UID, GID uint32 }
 // DefaultGrace is the plain-mode TERM→KILL grace.
 const DefaultGrace = 2 * time.Second
 
+// DefaultSpecTimeout is how long a control-mode watcher waits for the
+// host's hello and spec. A host that created the box and died before it
+// attached (a pod starts at once, with nobody on its stdin) would
+// otherwise leave a watcher waiting for ever; the supervisor sends both
+// as soon as it is attached, so a minute only ever runs out on a box
+// nobody will drive.
+const DefaultSpecTimeout = time.Minute
+
 const usage = `usage: watcher [flags] -- CMD [ARGS...]   run CMD as a tini-compatible init
        watcher --control=stdin|fd:N [flags]  run what the host's spec frame says
 
@@ -52,12 +62,14 @@ flags:
   --grace=DURATION         plain mode: how long TERM may take before KILL (default 2s)
   --user=UID:GID           plain mode: run CMD as this identity, without capabilities
   --watcher-user=UID:GID   the identity the watcher keeps once the agent runs (default 65533:65533)
+  --spec-timeout=DURATION  control mode: exit (liveness lost) when no spec arrives by then (default 1m)
   --allow-root             plain mode: accept --user 0:0
   --version                print the version
 `
 
 func parseFlags(args []string) (*Config, error) {
-	c := &Config{Grace: DefaultGrace, WatcherUser: ID{shared.DefaultWatcherUID, shared.DefaultWatcherGID}}
+	c := &Config{Grace: DefaultGrace, SpecTimeout: DefaultSpecTimeout, WatcherUser: ID{shared.DefaultWatcherUID, shared.DefaultWatcherGID}}
+	specTimeoutSet := false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -100,21 +112,24 @@ func parseFlags(args []string) (*Config, error) {
 			if v, err = value(); err == nil {
 				err = c.setControl(v)
 			}
-		case "deadline", "grace":
+		case "deadline", "grace", "spec-timeout":
 			var v string
 			var d time.Duration
 			if v, err = value(); err == nil {
-				if d, err = time.ParseDuration(v); err == nil && d < 0 {
-					err = errors.New("negative")
+				if d, err = time.ParseDuration(v); err == nil && (d < 0 || d == 0 && name == "spec-timeout") {
+					err = errors.New("out of range")
 				}
 				if err != nil {
 					err = errors.New("flag --" + name + ": " + strconv.Quote(v) + " is not a duration like 30s or 5m")
 				}
 			}
-			if name == "deadline" {
+			switch name {
+			case "deadline":
 				c.Deadline = d
-			} else {
+			case "grace":
 				c.Grace = d
+			default:
+				c.SpecTimeout, specTimeoutSet = d, true
 			}
 		case "user", "watcher-user":
 			var v string
@@ -147,6 +162,9 @@ func parseFlags(args []string) (*Config, error) {
 			return nil, errors.New("control mode takes --user and --deadline from the spec frame, not from flags")
 		}
 		return c, nil
+	}
+	if specTimeoutSet {
+		return nil, errors.New("flag --spec-timeout is for control mode (--control=stdin|fd:N)")
 	}
 	if len(c.Argv) == 0 {
 		return nil, errors.New("no command: use watcher [flags] -- CMD [ARGS...] or watcher --control=stdin")
