@@ -58,7 +58,6 @@ type Options struct {
 	IDRangeDir string
 }
 
-
 // DefaultPidsLimit is a box's pids limit when none is asked for and the
 // box has a cgroup (as root, or with a delegated one): a fork bomb stops
 // there, far above what a build or a test suite starts.
