@@ -152,7 +152,7 @@ func TestKubernetesExitCodesAndOutput(t *testing.T) {
 		}
 	}
 	// An image the node does not hold (imagePullPolicy Never): 242
-	// before anything is created.
+	// once the pod says so, and the pod is gone after.
 	c := r.cmd(nil, "--instance", r.instance, "--journal", r.journal(), "exec", "--runtime", "kubernetes",
 		"--image", "localhost/deathwatch/no-such-image:1", "--watcher-in-image", ktest.ImageWatcher, "--", "true")
 	mout, err := c.CombinedOutput()

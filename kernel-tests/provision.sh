@@ -145,7 +145,8 @@ if [ -n "$RESET" ]; then
 	mountpoint -q "$DW_RUNDIR" && umount -l "$DW_RUNDIR"
 	rm -rf "$DW_RUNDIR"
 	for f in /etc/subuid /etc/subgid; do
-		[ -f "$f" ] && sed -i "/^$DW_USER:/d" "$f"
+		# and podman's range for --userns=auto, only the one this script adds
+		[ -f "$f" ] && sed -i -e "/^$DW_USER:/d" -e "/^containers:1073741824:268435456\$/d" "$f"
 	done
 	rm -rf /tmp/deathwatch-rootfs-* /tmp/deathwatch-bin-*
 	step reset "done: the next run provisions from scratch (packages stay installed)"
@@ -302,10 +303,11 @@ step "subordinate ids" "${subids_changed:+added; }$(grep "^$DW_USER:" /etc/subui
 # 2^30+2^28, below the native runtime's block at 2^31, which steers clear
 # of every /etc/subuid range (podman's customary 2^31 … 2^32 would leave
 # native no room at all).
+podman_ids=ok
 for f in /etc/subuid /etc/subgid; do
-	grep -q "^containers:" "$f" || echo "containers:1073741824:268435456" >>"$f"
+	grep -q "^containers:" "$f" || { echo "containers:1073741824:268435456" >>"$f"; podman_ids=added; }
 done
-step "subordinate ids for podman --userns=auto" "$(grep "^containers:" /etc/subuid | head -1) / $(grep "^containers:" /etc/subgid | head -1)"
+step "podman userns ids" "$podman_ids ($(grep "^containers:" /etc/subuid | head -1) / $(grep "^containers:" /etc/subgid | head -1), for --userns=auto)"
 
 # The runtime dir logind would create: a tmpfs, so that state does not
 # survive a reboot (Podman would believe stale containers still run).

@@ -330,35 +330,8 @@ func TestStartReportsAStuckPod(t *testing.T) {
 	f.pods["ns/"+b.Name] = p
 	f.mu.Unlock()
 	_, err := rt.Start(ctx, b)
-	if err == nil || !strings.Contains(err.Error(), "ErrImageNeverPull") || supervisor.ExitCode(err, 0) != shared.ExitSetupFailed {
-		t.Errorf("Start = %v (code %d), want a setup failure naming ErrImageNeverPull", err, supervisor.ExitCode(err, 0))
-	}
-}
-
-func TestCheckImage(t *testing.T) {
-	f, srv := newFake(t)
-	kc := "KUBECONFIG=" + kubeconfigFor(t, srv, f.token)
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name  string
-		env   []string
-		image string
-		deny  bool
-		code  int // 0: nil
-	}{
-		{"present", []string{EnvNode + "=localhost", EnvPullNever + "=1"}, "localhost/deathwatch/watcher:1", false, 0},
-		{"present by its normalized name", []string{EnvNode + "=localhost", EnvPullNever + "=1"}, "busybox:1", false, 0},
-		{"absent", []string{EnvNode + "=localhost", EnvPullNever + "=1"}, "localhost/nope:1", false, shared.ExitImage},
-		{"absent but the kubelet may pull", []string{EnvNode + "=localhost"}, "localhost/nope:1", false, 0},
-		{"absent but no node named", []string{EnvPullNever + "=1"}, "localhost/nope:1", false, 0},
-		{"node not readable: not checkable", []string{EnvNode + "=localhost", EnvPullNever + "=1"}, "localhost/nope:1", true, 0},
-	} {
-		f.deny["get nodes/"] = tc.deny
-		rt, _ := newRuntime(t, append([]string{kc}, tc.env...)...)
-		err := rt.CheckImage(ctx, tc.image)
-		if got := supervisor.ExitCode(err, 0); got != tc.code || (err != nil && strings.Contains(err.Error(), "\n")) {
-			t.Errorf("%s: CheckImage(%s) = %v (code %d), want code %d", tc.name, tc.image, err, got, tc.code)
-		}
+	if err == nil || !strings.Contains(err.Error(), "ErrImageNeverPull") || supervisor.ExitCode(err, 0) != shared.ExitImage {
+		t.Errorf("Start = %v (code %d), want an image failure (242) naming ErrImageNeverPull", err, supervisor.ExitCode(err, 0))
 	}
 }
 

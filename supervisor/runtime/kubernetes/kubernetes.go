@@ -187,29 +187,14 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 	return nil
 }
 
-// CheckImage refuses, before anything exists, an image that cannot
-// run: with imagePullPolicy Never (DEATHWATCH_K8S_PULL_NEVER) on a named
-// node (DEATHWATCH_K8S_NODE) whose status this identity may read, an
-// image the node does not list. Anything else is not checkable here
-// (the kubelet pulls, or the scheduler picks the node): nil.
-func (r *Runtime) CheckImage(ctx context.Context, image string) error {
-	o := r.options()
-	if !o.PullNever || o.Node == "" {
-		return nil
-	}
-	k, err := r.connect()
-	if err != nil {
-		return supervisor.EngineError("kubernetes: %v", err)
-	}
-	has, checkable, err := k.NodeHasImage(ctx, o.Node, image)
-	if err != nil {
-		return supervisor.EngineError("kubernetes: read node %s: %v", o.Node, err)
-	}
-	if checkable && !has {
-		return supervisor.ImageError("kubernetes: image %s is not on node %s and %s=1 forbids pulling it: import it into the node's container runtime", image, o.Node, EnvPullNever)
-	}
-	return nil
-}
+// CheckImage checks nothing before the pod exists: the only listing a
+// client can read, the node's status, trails the node's container
+// runtime (an image imported a moment ago is missing from it until the
+// kubelet's next status update, and it names at most 50 images), so a
+// refusal from it would turn away images that are there. An image the
+// pod cannot get shows in its container's waiting reason, which Start
+// turns into exit 242 (ImageError) and the pod is removed.
+func (r *Runtime) CheckImage(ctx context.Context, image string) error { return nil }
 
 // CheckLimits refuses a pids limit: a pod spec has none (the kubelet's
 // podPidsLimit is node-wide). Memory maps to the container's limit.
@@ -254,6 +239,9 @@ func (r *Runtime) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Sta
 	wctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	if err := waitRunning(wctx, k, ns, b.Name); err != nil {
+		if errors.Is(err, errNoImage) {
+			return nil, supervisor.ImageError("pod %s/%s: %v: import the image into the node's container runtime, or allow pulls", ns, b.Name, err)
+		}
 		return nil, supervisor.SetupError("pod %s/%s: %v", ns, b.Name, err)
 	}
 	s, err := k.Attach(ctx, ns, b.Name, ContainerName, r.stderr)
@@ -285,11 +273,17 @@ func waitRunning(ctx context.Context, k *Client, ns, name string) error {
 	}
 }
 
-// stuck are waiting reasons that will not pass by themselves.
+// stuck are waiting reasons that will not pass by themselves; the image
+// ones are errNoImage.
 var stuck = map[string]bool{
 	"ErrImageNeverPull": true, "ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true,
 	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true, "CrashLoopBackOff": true,
 }
+
+var imageReasons = map[string]bool{"ErrImageNeverPull": true, "ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true}
+
+// errNoImage: the pod's container cannot get its image.
+var errNoImage = errors.New("the image cannot be had")
 
 // runningState reads a pod's status: done with nil once the box
 // container runs, done with an error when it never will.
@@ -299,6 +293,9 @@ func runningState(p *Pod) (bool, error) {
 	}
 	for _, cs := range append(append([]ContainerStatus(nil), p.Status.InitStatuses...), p.Status.ContainerStatuses...) {
 		if w := cs.State.Waiting; w != nil && stuck[w.Reason] {
+			if imageReasons[w.Reason] {
+				return true, fmt.Errorf("%w: container %s: %s: %s", errNoImage, cs.Name, w.Reason, w.Message)
+			}
 			return true, fmt.Errorf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
 		}
 		if t := cs.State.Terminated; t != nil && (cs.Name == ContainerName || t.ExitCode != 0) {
