@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"deathwatch/kernel-tests/ktest/ociimage"
 )
 
 // What kernel-tests/provision.sh sets up for rootless Podman.
@@ -308,6 +310,9 @@ var imageChanges = []string{
 	`WORKDIR /`,
 	`CMD ["/bin/sh"]`,
 }
+
+// imageConfig is imageChanges for an OCI image (WatcherImage).
+var imageConfig = ociimage.Config{Env: []string{"PATH=/usr/local/bin:/bin"}, WorkingDir: "/", Cmd: []string{"/bin/sh"}}
 
 // importArgs is the argv (after the engine) that imports the tarball on
 // stdin as name.

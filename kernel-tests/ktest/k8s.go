@@ -6,8 +6,6 @@ package ktest
 // into the cluster's containerd, kubectl for what a user would check.
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -17,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"deathwatch/kernel-tests/ktest/ociimage"
 )
 
 // The cluster's fixed places (cluster.sh's contract).
@@ -140,10 +140,11 @@ var (
 )
 
 // WatcherImage is an image in the cluster with busybox and the watcher
-// of Build at /usr/local/bin/watcher: the docker test image (DockerImage)
-// saved and imported with `cluster.sh import`, named
-// localhost/deathwatch/watcher:<hash of the watcher>. Imported once per
-// watcher; an import that is there already costs one `docker save`.
+// of Build at /usr/local/bin/watcher: the same file system and settings
+// as the docker test image (DockerImage), written as an OCI archive by
+// ociimage and imported with `cluster.sh import` (no Docker involved),
+// named localhost/deathwatch/watcher:<hash of the content>. Imported once
+// per watcher per test process.
 func (k *K8s) WatcherImage(t testing.TB) string {
 	t.Helper()
 	w := Build(t).Watcher
@@ -152,21 +153,23 @@ func (k *K8s) WatcherImage(t testing.TB) string {
 	if ref, ok := k8sImages[w]; ok {
 		return ref
 	}
-	data, err := os.ReadFile(w)
+	layer, sum, err := imageTar(w)
+	if err != nil {
+		t.Fatalf("watcher image: %v", err)
+	}
+	ref := K8sWatcherRef + ":" + sum[:16]
+	tar := filepath.Join(t.TempDir(), "watcher-image.tar")
+	f, err := os.Create(tar)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(data)
-	ref := K8sWatcherRef + ":" + hex.EncodeToString(sum[:])[:16]
-	src := DockerImage(t, "docker")
-	if out, err := exec.Command("docker", "tag", src, ref).CombinedOutput(); err != nil {
-		t.Fatalf("docker tag %s %s: %v\n%s", src, ref, err, out)
+	err = ociimage.WriteLayer(f, ref, layer, imageConfig)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	tar := filepath.Join(t.TempDir(), "watcher-image.tar")
-	if out, err := exec.Command("docker", "save", "-o", tar, ref).CombinedOutput(); err != nil {
-		t.Fatalf("docker save %s: %v\n%s", ref, err, out)
+	if err != nil {
+		t.Fatalf("watcher image %s: %v", ref, err)
 	}
-	exec.Command("docker", "rmi", ref).Run() // the tag only; the content-named image stays
 	if out, err := exec.Command("bash", K8sClusterScript(), "import", tar).CombinedOutput(); err != nil {
 		t.Fatalf("cluster.sh import %s: %v\n%s", ref, err, out)
 	}

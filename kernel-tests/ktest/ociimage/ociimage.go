@@ -91,7 +91,16 @@ func Write(w io.Writer, ref string, rootfs string, cfg Config) error {
 	if err := writeLayer(&layer, rootfs); err != nil {
 		return fmt.Errorf("layer from %s: %w", rootfs, err)
 	}
-	layerDesc := describe(mediaLayer, layer.Bytes())
+	return WriteLayer(w, ref, layer.Bytes(), cfg)
+}
+
+// WriteLayer is Write for a layer that is already an uncompressed tar
+// stream (owners and modes as the caller made them).
+func WriteLayer(w io.Writer, ref string, layer []byte, cfg Config) error {
+	if ref == "" {
+		return fmt.Errorf("image reference is empty")
+	}
+	layerDesc := describe(mediaLayer, layer)
 
 	var ic imageConfig
 	ic.Created = time.Unix(0, 0).UTC()
@@ -130,7 +139,7 @@ func Write(w io.Writer, ref string, rootfs string, cfg Config) error {
 		{"index.json", indexJSON},
 		{blobPath(configDesc), configJSON},
 		{blobPath(manifestDesc), manifestJSON},
-		{blobPath(layerDesc), layer.Bytes()},
+		{blobPath(layerDesc), layer},
 	}
 	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
