@@ -389,3 +389,52 @@ func TestSbxExecProveDoctor(t *testing.T) {
 	}
 	r.assertClean("prove and doctor")
 }
+
+// TestSbxExecCopy: --copy-in and --copy-out on sbx, where the watcher is
+// not PID 1 of the sandbox but runs under `sbx exec`: a tree with every
+// kind of file goes in owned by the agent and comes back byte for byte
+// beside its manifest; a symlink the agent plants to a host path does not
+// come back live; nothing of the launch is left.
+func TestSbxExecCopy(t *testing.T) {
+	r := newSbxRig(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "in", "tree")
+	copyTree(t, src, 16<<20)
+	out := filepath.Join(dir, "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secretFile := filepath.Join(dir, "host-only")
+	if err := os.WriteFile(secretFile, []byte("host data\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := `cd /tmp/tree && find . | while read -r p; do stat -c '%u:%g' "$p"; done | sort -u && ./run.sh && cat link && ln -s ` + secretFile + ` planted`
+	res := runCmd(r.exec(nil, "--copy-in", src+":/tmp/tree", "--copy-out", "/tmp/tree:"+out, "--", "sh", "-c", agent))
+	if res.code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
+	}
+	if want := fmt.Sprintf("%d:%d\nran\nhello\n", ktest.AgentUID, ktest.AgentUID); res.stdout != want {
+		t.Errorf("inside the sandbox:\n%s\nwant:\n%s", res.stdout, want)
+	}
+	got, gotLinks := treeState(t, filepath.Join(out, "tree"))
+	want, wantLinks := treeState(t, src)
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%q: came back as %q, went in as %q", p, got[p], w)
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%q came back but never went in (%s)", p, got[p])
+		}
+	}
+	if fmt.Sprint(gotLinks) != fmt.Sprint(wantLinks) {
+		t.Errorf("hard links came back as %v, went in as %v", gotLinks, wantLinks)
+	}
+	if !strings.Contains(res.stderr, "planted") {
+		t.Errorf("the refused symlink is not named on stderr:\n%s", res.stderr)
+	}
+	checkManifest(t, filepath.Join(out, "tree.manifest"), filepath.Join(out, "tree"))
+	t.Logf("sbx copy in and out: %v", res.took.Round(time.Millisecond))
+	r.assertClean("after the copies")
+}
