@@ -83,9 +83,20 @@ func (d *sha256d) Sum(in []byte) []byte {
 	return in
 }
 
+// block runs the compression function over whole blocks of p (len(p)
+// is a multiple of 64): on the CPU's SHA instructions where it has them
+// (sha256HW, set at start; tests clear it to run the pure-Go block).
 func (d *sha256d) block(p []byte) {
+	if sha256HW {
+		sha256BlockHW(&d.h, p)
+		return
+	}
+	sha256BlockGeneric(&d.h, p)
+}
+
+func sha256BlockGeneric(hp *[8]uint32, p []byte) {
 	var w [64]uint32
-	h0, h1, h2, h3, h4, h5, h6, h7 := d.h[0], d.h[1], d.h[2], d.h[3], d.h[4], d.h[5], d.h[6], d.h[7]
+	h0, h1, h2, h3, h4, h5, h6, h7 := hp[0], hp[1], hp[2], hp[3], hp[4], hp[5], hp[6], hp[7]
 	for ; len(p) >= sha256Block; p = p[sha256Block:] {
 		for i := 0; i < 16; i++ {
 			w[i] = binary.BigEndian.Uint32(p[4*i:])
@@ -105,5 +116,5 @@ func (d *sha256d) block(p []byte) {
 		}
 		h0, h1, h2, h3, h4, h5, h6, h7 = h0+a, h1+b, h2+c, h3+dd, h4+e, h5+f, h6+g, h7+h
 	}
-	d.h = [8]uint32{h0, h1, h2, h3, h4, h5, h6, h7}
+	*hp = [8]uint32{h0, h1, h2, h3, h4, h5, h6, h7}
 }
