@@ -3,7 +3,6 @@ package shared
 import (
 	"encoding/binary"
 	"hash"
-	"math/bits"
 )
 
 // A plain SHA-256 (FIPS 180-4) for the copy manifests. crypto/sha256
@@ -92,29 +91,4 @@ func (d *sha256d) block(p []byte) {
 		return
 	}
 	sha256BlockGeneric(&d.h, p)
-}
-
-func sha256BlockGeneric(hp *[8]uint32, p []byte) {
-	var w [64]uint32
-	h0, h1, h2, h3, h4, h5, h6, h7 := hp[0], hp[1], hp[2], hp[3], hp[4], hp[5], hp[6], hp[7]
-	for ; len(p) >= sha256Block; p = p[sha256Block:] {
-		for i := 0; i < 16; i++ {
-			w[i] = binary.BigEndian.Uint32(p[4*i:])
-		}
-		for i := 16; i < 64; i++ {
-			v1, v2 := w[i-2], w[i-15]
-			t1 := bits.RotateLeft32(v1, -17) ^ bits.RotateLeft32(v1, -19) ^ (v1 >> 10)
-			t2 := bits.RotateLeft32(v2, -7) ^ bits.RotateLeft32(v2, -18) ^ (v2 >> 3)
-			w[i] = t1 + w[i-7] + t2 + w[i-16]
-		}
-		a, b, c, e, f, g, h := h0, h1, h2, h4, h5, h6, h7
-		dd := h3
-		for i := 0; i < 64; i++ {
-			t1 := h + (bits.RotateLeft32(e, -6) ^ bits.RotateLeft32(e, -11) ^ bits.RotateLeft32(e, -25)) + ((e & f) ^ (^e & g)) + sha256K[i] + w[i]
-			t2 := (bits.RotateLeft32(a, -2) ^ bits.RotateLeft32(a, -13) ^ bits.RotateLeft32(a, -22)) + ((a & b) ^ (a & c) ^ (b & c))
-			h, g, f, e, dd, c, b, a = g, f, e, dd+t1, c, b, a, t1+t2
-		}
-		h0, h1, h2, h3, h4, h5, h6, h7 = h0+a, h1+b, h2+c, h3+dd, h4+e, h5+f, h6+g, h7+h
-	}
-	*hp = [8]uint32{h0, h1, h2, h3, h4, h5, h6, h7}
 }
