@@ -8,9 +8,9 @@ import (
 // A plain SHA-256 (FIPS 180-4) for the copy manifests. crypto/sha256
 // links Go's FIPS module (its DRBG, AES, SHA-3 and self-tests: about a
 // quarter of a megabyte) into the PID-1 binary; this is a few
-// kilobytes: the block function on the SHA extensions where the CPU
-// has them (sha256_amd64.s, as fast as crypto/sha256) and in pure Go
-// elsewhere (sha256_generic.go). The supervisor, where size does not
+// kilobytes: the block function on the CPU's SHA instructions where it
+// has them (sha256_amd64.s, as fast as crypto/sha256; sha256_arm64.s on
+// Linux) and in pure Go elsewhere (sha256_generic.go). The supervisor, where size does not
 // matter, plugs in crypto/sha256 (NewSHA256); all give the same
 // digests (TestSHA256Lengths, FuzzSHA256).
 
