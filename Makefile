@@ -37,7 +37,7 @@ UNIT_TIMEOUT   ?= 10m
 KERNEL_TIMEOUT ?= 45m
 FUZZ_CI_TIME   ?= 20s
 FUZZTIME       ?= 2m
-FUZZ_TARGETS   := FuzzReader FuzzSpec FuzzCopyDecoders
+FUZZ_TARGETS   := FuzzReader FuzzSpec FuzzCopyDecoders FuzzSHA256
 
 # Kernel tests share the engines, the cgroup tree and the 2 cores: one
 # package at a time (-p 1), never from the test cache (-count=1: a cached

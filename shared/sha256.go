@@ -3,15 +3,16 @@ package shared
 import (
 	"encoding/binary"
 	"hash"
-	"math/bits"
 )
 
 // A plain SHA-256 (FIPS 180-4) for the copy manifests. crypto/sha256
 // links Go's FIPS module (its DRBG, AES, SHA-3 and self-tests: about a
-// quarter of a megabyte) into the PID-1 binary; this is a few hundred
-// bytes. The supervisor, where size does not matter, plugs in
-// crypto/sha256 (NewSHA256) for its hardware instructions; both give
-// the same digests (TestSHA256MatchesCrypto).
+// quarter of a megabyte) into the PID-1 binary; this is a few
+// kilobytes: the block function on the CPU's SHA instructions where it
+// has them (sha256_amd64.s, as fast as crypto/sha256; sha256_arm64.s on
+// Linux) and in pure Go elsewhere (sha256_generic.go). The supervisor, where size does not
+// matter, plugs in crypto/sha256 (NewSHA256); all give the same
+// digests (TestSHA256Lengths, FuzzSHA256).
 
 // NewSHA256 makes the hash every copy digest uses.
 var NewSHA256 = func() hash.Hash { return newSHA256() }
@@ -83,27 +84,13 @@ func (d *sha256d) Sum(in []byte) []byte {
 	return in
 }
 
+// block runs the compression function over whole blocks of p (len(p)
+// is a multiple of 64): on the CPU's SHA instructions where it has them
+// (sha256HW, set at start; tests clear it to run the pure-Go block).
 func (d *sha256d) block(p []byte) {
-	var w [64]uint32
-	h0, h1, h2, h3, h4, h5, h6, h7 := d.h[0], d.h[1], d.h[2], d.h[3], d.h[4], d.h[5], d.h[6], d.h[7]
-	for ; len(p) >= sha256Block; p = p[sha256Block:] {
-		for i := 0; i < 16; i++ {
-			w[i] = binary.BigEndian.Uint32(p[4*i:])
-		}
-		for i := 16; i < 64; i++ {
-			v1, v2 := w[i-2], w[i-15]
-			t1 := bits.RotateLeft32(v1, -17) ^ bits.RotateLeft32(v1, -19) ^ (v1 >> 10)
-			t2 := bits.RotateLeft32(v2, -7) ^ bits.RotateLeft32(v2, -18) ^ (v2 >> 3)
-			w[i] = t1 + w[i-7] + t2 + w[i-16]
-		}
-		a, b, c, e, f, g, h := h0, h1, h2, h4, h5, h6, h7
-		dd := h3
-		for i := 0; i < 64; i++ {
-			t1 := h + (bits.RotateLeft32(e, -6) ^ bits.RotateLeft32(e, -11) ^ bits.RotateLeft32(e, -25)) + ((e & f) ^ (^e & g)) + sha256K[i] + w[i]
-			t2 := (bits.RotateLeft32(a, -2) ^ bits.RotateLeft32(a, -13) ^ bits.RotateLeft32(a, -22)) + ((a & b) ^ (a & c) ^ (b & c))
-			h, g, f, e, dd, c, b, a = g, f, e, dd+t1, c, b, a, t1+t2
-		}
-		h0, h1, h2, h3, h4, h5, h6, h7 = h0+a, h1+b, h2+c, h3+dd, h4+e, h5+f, h6+g, h7+h
+	if sha256HW {
+		sha256BlockHW(&d.h, p)
+		return
 	}
-	d.h = [8]uint32{h0, h1, h2, h3, h4, h5, h6, h7}
+	sha256BlockGeneric(&d.h, p)
 }
