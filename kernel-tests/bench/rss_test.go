@@ -118,6 +118,7 @@ func TestBenchIdleRSS(t *testing.T) {
 		t.Fatalf("/bin/busybox: %v (install busybox-static; kernel-tests/provision.sh does)", err)
 	}
 	w := ktest.Build(t).Watcher
+	g := goinitBin(t)
 	const trials = 5
 	type init struct {
 		name string
@@ -128,6 +129,7 @@ func TestBenchIdleRSS(t *testing.T) {
 		{name: "tini-static", argv: []string{tiniStatic, "--", "/bin/sleep", "5"}},
 		{name: "catatonit", argv: []string{catatonit, "--", "/bin/sleep", "5"}},
 		{name: "dumb-init", argv: []string{dumbInit, "/bin/sleep", "5"}},
+		{name: "goinit fork (Go floor)", argv: []string{g, "fork", "/bin/sleep", "5"}},
 		{name: "watcher (plain)", argv: []string{w, "--", "/bin/sleep", "5"}},
 		{name: "watcher (--control=fd:3)"},
 	}
@@ -163,6 +165,7 @@ func TestBenchIdleRSS(t *testing.T) {
 			s.Target("idle VmRSS, "+in.name, float64(rss)/1024, 2.5, "MiB")
 		}
 	}
+	s.Note("goinit fork is the least a static Go init costs (the runtime's own heap, stacks and threads; a smaller binary, so less RssFile): the watcher's RssAnon above its RssAnon is what the watcher itself holds")
 	s.Note("RssFile is the init's own binary as mapped from the page cache (shared between boxes that run the same file); RssAnon is its private memory; Pss divides shared pages among their mappers")
 	s.Log()
 }
