@@ -112,6 +112,25 @@ func goinitBin(t *testing.T) string {
 	return goinitPath
 }
 
+// baselineBinary is the executable named by the variable env (an
+// earlier build, measured interleaved with this one's: before and after
+// in one run, at one load); "" when the variable is unset.
+func baselineBinary(t *testing.T, env string) string {
+	t.Helper()
+	p := os.Getenv(env)
+	if p == "" {
+		return ""
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
+		t.Fatalf("%s=%s: not an executable file (%v); build the earlier binary there", env, p, err)
+	}
+	return p
+}
+
+// watcherBaselineEnv names an earlier watcher binary that the launch
+// and idle-memory benchmarks measure beside this one.
+const watcherBaselineEnv = "DEATHWATCH_BENCH_WATCHER_BASELINE"
+
 // TestBenchLaunch: launch overhead of each init over a bare /bin/true,
 // all as PID 1 of a fresh PID namespace.
 func TestBenchLaunch(t *testing.T) {
@@ -138,6 +157,9 @@ func TestBenchLaunch(t *testing.T) {
 		{name: "goinit notify-all", role: "probe", argv: in(g, "notify-all", trueBin)},
 		{name: "goinit notify-async", role: "probe", argv: in(g, "notify-async", trueBin)},
 	}
+	if b := baselineBinary(t, watcherBaselineEnv); b != "" {
+		cs = append(cs, &candidate{name: "watcher (baseline)", role: "init", argv: in(b, "--", trueBin)})
+	}
 	s := newSection(t, rankLaunch, fmt.Sprintf("launch: `unshare --pid --fork INIT -- /bin/true`, %d runs each, interleaved", n),
 		"candidate", "role", "p50", "p95", "over bare (p50)", "cpu p50", "cpu over bare")
 	roundRobin(t, cs, ktest.WatcherEnv(), 10, n)
@@ -162,6 +184,9 @@ func TestBenchLaunch(t *testing.T) {
 	}
 	s.Target("watcher overhead / tini overhead (p50)", over["watcher"]/tini, 1.5, "x")
 	s.Set("watcher_over_tini", round3(over["watcher"]/tini))
+	if o, ok := over["watcher (baseline)"]; ok {
+		s.Note("watcher (baseline) is %s: overhead %+.2f ms = %.2fx tini's", os.Getenv(watcherBaselineEnv), o, o/tini)
+	}
 	floor := over["goinit fork"]
 	s.Note("Go floor (goinit fork: a static Go init that forks, waits and exits) %+.2f ms = %.2fx tini's overhead; the watcher is %+.2f ms above it", floor, floor/tini, over["watcher"]-floor)
 	s.Set("go_floor_over_tini", round3(floor/tini))
