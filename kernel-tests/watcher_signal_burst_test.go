@@ -284,3 +284,31 @@ func TestWatcherSignalsBeforeAgent(t *testing.T) {
 		t.Errorf("signals sent before the agent existed that did not reach it:\n%s", strings.Join(lost, "\n"))
 	}
 }
+
+// TestWatcherAgentSignalDefaults: started with every signal at its
+// default action and none blocked, the watcher starts its agent the
+// same way, whatever it did with the signals itself: nothing ignored
+// (SIGPIPE included, which the watcher marks ignored for the Go
+// runtime under its own handler), nothing caught, nothing blocked.
+func TestWatcherAgentSignalDefaults(t *testing.T) {
+	bin := watcherBin(t)
+	standin := ktest.StandinPath(t)
+	for _, pid1 := range []bool{true, false} {
+		t.Run(domainName(pid1), func(t *testing.T) {
+			argv := append([]string{standin, "sigdefault", "--"}, ktest.WatcherArgv(bin, pid1, "--", bbox, "grep", "-E", "^Sig(Ign|Blk|Cgt)", "/proc/self/status")...)
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Env = ktest.WatcherEnv()
+			code, out, err := ktest.ExitStatus(cmd, 30*time.Second)
+			if err != nil || code != 0 {
+				t.Fatalf("exit %d (%v): %q", code, err, out)
+			}
+			st := ktest.ParseStatus(out)
+			t.Logf("agent: SigIgn %s SigBlk %s SigCgt %s", st["SigIgn"], st["SigBlk"], st["SigCgt"])
+			for _, f := range []string{"SigIgn", "SigBlk", "SigCgt"} {
+				if v, err := strconv.ParseUint(strings.TrimSpace(st[f]), 16, 64); err != nil || v != 0 {
+					t.Errorf("the agent's %s is %q (%s), want none", f, st[f], sigNames(v))
+				}
+			}
+		})
+	}
+}
