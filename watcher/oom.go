@@ -1,7 +1,6 @@
 package watcher
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,9 +34,9 @@ const agentOOMScore = 1000
 // cgroup of the agent's own, below the box's, closes that.
 func withOOMScore(score int, start func()) {
 	const file = "/proc/self/oom_score_adj"
-	old, err := os.ReadFile(file)
+	old, err := readFile(file)
 	if err == nil {
-		err = os.WriteFile(file, []byte(strconv.Itoa(score)), 0)
+		err = writeFile(file, []byte(strconv.Itoa(score)))
 	}
 	if err != nil {
 		logf("the agent keeps the watcher's oom_score_adj: " + err.Error())
@@ -45,7 +44,7 @@ func withOOMScore(score int, start func()) {
 		return
 	}
 	start()
-	if err := os.WriteFile(file, old, 0); err != nil {
+	if err := writeFile(file, old); err != nil {
 		logf("restore the watcher's oom_score_adj: " + err.Error())
 	}
 }
@@ -66,7 +65,7 @@ type oomCounter struct {
 // counter can be read (no OOM is then reported).
 func newOOMCounter() *oomCounter {
 	var files []string
-	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+	if b, err := readFile("/proc/self/cgroup"); err == nil {
 		if f := memoryEventsFile(string(b)); f != "" {
 			files = append(files, f)
 		}
@@ -95,7 +94,7 @@ func memoryEventsFile(procCgroup string) string {
 }
 
 func (c *oomCounter) read() (uint64, bool) {
-	b, err := os.ReadFile(c.file)
+	b, err := readFile(c.file)
 	if err != nil {
 		return 0, false
 	}

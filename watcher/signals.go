@@ -22,7 +22,7 @@ import (
 //     watcher was started with ignored still ignored, as far as the
 //     runtime lets the watcher know them (see startIgnored).
 //   - The Go runtime owns SIGURG (preemption), SIGPROF (profiling) and
-//     signals 32-34; see catchReserved for 32 and 34.
+//     signals 32-34; see rawsig.go for 32 and 34.
 
 // sigRTMin is the kernel's first real-time signal; glibc reserves 32
 // and 33 and calls 34 SIGRTMIN, and the Go runtime reserves all three.
@@ -94,18 +94,25 @@ func sigHandler(s syscall.Signal) (uintptr, error) {
 	return old.handler, err
 }
 
-// notifiable reports whether signal.Notify can deliver s at all: not
-// SIGKILL and SIGSTOP, not the runtime's SIGPROF, not signals 32-34
-// (catchReserved), and not SIGURG, which the runtime sends itself many
-// times a second to preempt goroutines; neither tini nor the kernel
-// tells a SIGURG from the runtime's apart from one a user sent, so it
-// is never forwarded.
-func notifiable(s syscall.Signal) bool {
+// caught reports whether the watcher catches s (unless ignored at
+// start): not SIGKILL and SIGSTOP, not the runtime's SIGPROF and signal
+// 33, and not SIGURG, which the runtime sends itself many times a
+// second to preempt goroutines; neither tini nor the kernel tells a
+// SIGURG from the runtime's apart from one a user sent, so it is never
+// forwarded.
+func caught(s syscall.Signal) bool {
 	switch s {
-	case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGPROF, syscall.SIGURG:
+	case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGPROF, syscall.SIGURG, sigRTMin + 1:
 		return false
 	}
-	return s < sigRTMin || s > sigRTMin+2
+	return s > 0 && s < numSig
+}
+
+// notifiable reports whether signal.Notify can deliver s at all: a
+// caught signal but 32 and 34, which only the watcher's own handler
+// catches (rawsig.go).
+func notifiable(s syscall.Signal) bool {
+	return caught(s) && s != sigRTMin && s != sigRTMin+2
 }
 
 // forwarded reports whether a caught signal goes on to the agent:
@@ -123,18 +130,62 @@ func forwarded(s syscall.Signal) bool {
 // catchSignals asks for every signal the watcher handles, at once: a
 // signal that arrives before the agent exists waits in the channel. A
 // signal ignored at start stays ignored (in the watcher and, so, in the
-// agent) and is not asked for. The channel is large enough for one of
-// each: the runtime merges repeats of a signal not yet read, as the
-// kernel does.
+// agent) and is not asked for. The watcher's own handler (rawsig.go)
+// catches the rest, but those blocked at start: no thread of the
+// runtime's would ever take them, so os/signal does, on its
+// signal-mask thread. The channel is large enough for one of each.
 func catchSignals(st *sigState) chan os.Signal {
 	c := make(chan os.Signal, 2*numSig)
-	var sigs []os.Signal
+	blocked := blockedAtStart()
+	var raw, notify []syscall.Signal
 	for s := syscall.Signal(1); s < numSig; s++ {
-		if notifiable(s) && !st.ignored[s] {
-			sigs = append(sigs, s)
+		switch {
+		case !caught(s) || st.ignored[s]:
+		case blocked&sigBit(s) != 0:
+			notify = append(notify, s)
+		case s != sigRTMin && s != sigRTMin+2:
+			raw = append(raw, s)
 		}
 	}
-	signal.Notify(c, sigs...)
-	catchReserved(st, c)
+	// 32 and 34 last: the runtime catches neither, so /proc/PID/status
+	// shows the watcher's catch complete once SigCgt has 34.
+	for _, s := range []syscall.Signal{sigRTMin, sigRTMin + 2} {
+		if !st.ignored[s] {
+			raw = append(raw, s)
+		}
+	}
+	// os/signal first, for the same reason.
+	notifyAll(c, notify)
+	if !catchRaw(raw, c) {
+		notifyAll(c, raw)
+	}
 	return c
+}
+
+// notifyAll asks os/signal for each of sigs it can deliver.
+func notifyAll(c chan<- os.Signal, sigs []syscall.Signal) {
+	var n []os.Signal
+	for _, s := range sigs {
+		if notifiable(s) {
+			n = append(n, s)
+		}
+	}
+	if len(n) > 0 {
+		signal.Notify(c, n...)
+	}
+}
+
+// sigBit is s in a kernel signal set.
+func sigBit(s syscall.Signal) uint64 { return 1 << (uint(s) - 1) }
+
+// blockedAtStart is the signal mask of the calling thread: the one the
+// watcher was started with, less the signals the runtime unblocks on
+// every thread it runs (the README lists them).
+func blockedAtStart() uint64 {
+	var set uint64
+	_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_BLOCK, 0, uintptr(unsafe.Pointer(&set)), 8, 0, 0)
+	if e != 0 {
+		return ^uint64(0) // unknown: os/signal for all
+	}
+	return set
 }

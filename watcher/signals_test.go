@@ -8,25 +8,28 @@ import (
 
 func TestSignalSets(t *testing.T) {
 	for _, tc := range []struct {
-		sig                   syscall.Signal
-		notifiable, forwarded bool
+		sig                           syscall.Signal
+		caught, notifiable, forwarded bool
 	}{
-		{syscall.SIGTERM, true, true},
-		{syscall.SIGINT, true, true},
-		{syscall.SIGWINCH, true, true},
-		{syscall.SIGSEGV, true, true}, // a user's kill -SEGV; a real fault still panics
-		{syscall.SIGCHLD, true, false},
-		{syscall.SIGTTIN, true, false},
-		{syscall.SIGTTOU, true, false},
-		{syscall.SIGURG, false, false},
-		{syscall.SIGPROF, false, true},
-		{syscall.SIGKILL, false, true},
-		{32, false, true}, // catchReserved
-		{33, false, true},
-		{34, false, true},
-		{35, true, true},
-		{64, true, true},
+		{syscall.SIGTERM, true, true, true},
+		{syscall.SIGINT, true, true, true},
+		{syscall.SIGWINCH, true, true, true},
+		{syscall.SIGSEGV, true, true, true}, // a user's kill -SEGV; a real fault still panics
+		{syscall.SIGCHLD, true, true, false},
+		{syscall.SIGTTIN, true, true, false},
+		{syscall.SIGTTOU, true, true, false},
+		{syscall.SIGURG, false, false, false},
+		{syscall.SIGPROF, false, false, true},
+		{syscall.SIGKILL, false, false, true},
+		{32, true, false, true}, // rawsig.go
+		{33, false, false, true},
+		{34, true, false, true},
+		{35, true, true, true},
+		{64, true, true, true},
 	} {
+		if got := caught(tc.sig); got != tc.caught {
+			t.Errorf("caught(%d) = %v, want %v", int(tc.sig), got, tc.caught)
+		}
 		if got := notifiable(tc.sig); got != tc.notifiable {
 			t.Errorf("notifiable(%d) = %v, want %v", int(tc.sig), got, tc.notifiable)
 		}

@@ -157,7 +157,7 @@ func dropCaps() error {
 
 // lastCap is the highest capability number this kernel knows.
 func lastCap() int {
-	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	b, err := readFile("/proc/sys/kernel/cap_last_cap")
 	if err != nil {
 		return 63
 	}

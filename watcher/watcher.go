@@ -202,7 +202,7 @@ const spareThreads = 4
 // made for nothing costs launch and exit time, so a box without a limit
 // goes without spares.
 func pidsLimited() bool {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	b, err := readFile("/proc/self/cgroup")
 	if err != nil {
 		return true
 	}
@@ -210,11 +210,12 @@ func pidsLimited() bool {
 	if dir == "" {
 		return true
 	}
-	max, err := os.ReadFile(strings.TrimSuffix(dir, "/") + "/pids.max")
+	max, err := readFile(strings.TrimSuffix(dir, "/") + "/pids.max")
 	if err != nil {
 		// A root cgroup has no pids.max and no limit; anything else
 		// unreadable may be limited.
-		_, statErr := os.Stat(dir)
+		var st syscall.Stat_t
+		statErr := syscall.Stat(dir, &st)
 		return !os.IsNotExist(err) || statErr != nil
 	}
 	return strings.TrimSpace(string(max)) != "max"

@@ -112,6 +112,25 @@ func goinitBin(t *testing.T) string {
 	return goinitPath
 }
 
+// baselineBinary is the executable named by the variable env (an
+// earlier build, measured interleaved with this one's: before and after
+// in one run, at one load); "" when the variable is unset.
+func baselineBinary(t *testing.T, env string) string {
+	t.Helper()
+	p := os.Getenv(env)
+	if p == "" {
+		return ""
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
+		t.Fatalf("%s=%s: not an executable file (%v); build the earlier binary there", env, p, err)
+	}
+	return p
+}
+
+// watcherBaselineEnv names an earlier watcher binary that the launch
+// and idle-memory benchmarks measure beside this one.
+const watcherBaselineEnv = "DEATHWATCH_BENCH_WATCHER_BASELINE"
+
 // TestBenchLaunch: launch overhead of each init over a bare /bin/true,
 // all as PID 1 of a fresh PID namespace.
 func TestBenchLaunch(t *testing.T) {
@@ -138,6 +157,9 @@ func TestBenchLaunch(t *testing.T) {
 		{name: "goinit notify-all", role: "probe", argv: in(g, "notify-all", trueBin)},
 		{name: "goinit notify-async", role: "probe", argv: in(g, "notify-async", trueBin)},
 	}
+	if b := baselineBinary(t, watcherBaselineEnv); b != "" {
+		cs = append(cs, &candidate{name: "watcher (baseline)", role: "init", argv: in(b, "--", trueBin)})
+	}
 	s := newSection(t, rankLaunch, fmt.Sprintf("launch: `unshare --pid --fork INIT -- /bin/true`, %d runs each, interleaved", n),
 		"candidate", "role", "p50", "p95", "over bare (p50)", "cpu p50", "cpu over bare")
 	roundRobin(t, cs, ktest.WatcherEnv(), 10, n)
@@ -162,6 +184,13 @@ func TestBenchLaunch(t *testing.T) {
 	}
 	s.Target("watcher overhead / tini overhead (p50)", over["watcher"]/tini, 1.5, "x")
 	s.Set("watcher_over_tini", round3(over["watcher"]/tini))
+	if o, ok := over["watcher (baseline)"]; ok {
+		s.Note("watcher (baseline) is %s: overhead %+.2f ms = %.2fx tini's", os.Getenv(watcherBaselineEnv), o, o/tini)
+	}
+	floor := over["goinit fork"]
+	s.Note("Go floor (goinit fork: a static Go init that forks, waits and exits) %+.2f ms = %.2fx tini's overhead; the watcher is %+.2f ms above it", floor, floor/tini, over["watcher"]-floor)
+	s.Set("go_floor_over_tini", round3(floor/tini))
+	s.Set("watcher_over_go_floor_ms", round3(over["watcher"]-floor))
 	s.Note("overhead = p50 of the init minus p50 of bare /bin/true under the same unshare; cpu = user+sys of the whole tree")
 	s.Note("goinit probes (kernel-tests/bench/goinit): exit = an empty static Go binary; fork = + ForkExec/wait4; notify-chld = + signal.Notify(SIGCHLD); notify-7 = + SIGCHLD, TERM, INT, HUP, QUIT, USR1, USR2; notify-all = + signal.Notify() of every signal; notify-async = SIGCHLD first, the rest in a goroutine (all before the fork)")
 	s.Log()
@@ -271,6 +300,8 @@ func launchTimelines(t *testing.T, cs []*candidate) {
 	s.Note("Go runtime start-up (goinit fork − tini start-up) %+.2f ms; first signal.Notify (notify-chld − fork) %+.2f ms; each further signal %.1f µs ((notify-all − notify-chld)/60; notify-7 − notify-chld = %+.2f ms): os/signal enables each signal with a synchronous round trip to the runtime's signal-mask thread (runtime.sigenable: enableSigChan ← sig; ← maskUpdatedChan, served by ensureSigM's locked thread), two cross-thread wake-ups per signal",
 		p50("goinit fork", startup)-p50("tini-static", startup), p50("goinit notify-chld", startup)-p50("goinit fork", startup),
 		perSig*1000, p50("goinit notify-7", startup)-p50("goinit notify-chld", startup))
+	s.Note("the watcher asks os/signal for none of that unless a signal was blocked at start: its own handler (watcher/rawsig.go) is one rt_sigaction per signal, so its start-up less goinit fork's is what it does before the fork (flags, the pids limit check, the agent's path), not signal round trips; watcher − goinit fork, p50: start-up %+.2f ms, agent exit → init gone %+.2f ms",
+		p50("watcher", startup)-p50("goinit fork", startup), p50("watcher", exitPath)-p50("goinit fork", exitPath))
 	s.Note("exit path: a Go init that blocks in wait4 (goinit fork) needs %+.2f ms more than tini from the agent's exit to its own; one woken by SIGCHLD through os/signal (goinit notify-chld) %+.2f ms",
 		p50("goinit fork", exitPath)-p50("tini-static", exitPath), p50("goinit notify-chld", exitPath)-p50("tini-static", exitPath))
 	s.Note("kernel timestamps (CLOCK_MONOTONIC) of unshare's child (the init) and its first child (the agent); for bare /bin/true and goinit exit the init is the command itself; an init is gone when its last thread has exited; threads = clone(CLONE_THREAD) calls by the init")

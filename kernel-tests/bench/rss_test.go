@@ -118,25 +118,31 @@ func TestBenchIdleRSS(t *testing.T) {
 		t.Fatalf("/bin/busybox: %v (install busybox-static; kernel-tests/provision.sh does)", err)
 	}
 	w := ktest.Build(t).Watcher
+	g := goinitBin(t)
 	const trials = 5
 	type init struct {
 		name string
-		argv []string // nil: control mode
+		argv []string // nil: control mode, the watcher bin
+		bin  string
 		mem  []memory
 	}
 	inits := []*init{
 		{name: "tini-static", argv: []string{tiniStatic, "--", "/bin/sleep", "5"}},
 		{name: "catatonit", argv: []string{catatonit, "--", "/bin/sleep", "5"}},
 		{name: "dumb-init", argv: []string{dumbInit, "/bin/sleep", "5"}},
+		{name: "goinit fork (Go floor)", argv: []string{g, "fork", "/bin/sleep", "5"}},
 		{name: "watcher (plain)", argv: []string{w, "--", "/bin/sleep", "5"}},
-		{name: "watcher (--control=fd:3)"},
+		{name: "watcher (--control=fd:3)", bin: w},
+	}
+	if b := baselineBinary(t, watcherBaselineEnv); b != "" {
+		inits = append(inits, &init{name: "watcher (baseline, plain)", argv: []string{b, "--", "/bin/sleep", "5"}}, &init{name: "watcher (baseline, --control=fd:3)", bin: b})
 	}
 	s := newSection(t, rankRSS, fmt.Sprintf("idle memory as PID 1 with a sleeping child, read after %s (median of %d)", idleDelay, trials),
 		"init", "VmRSS", "RssAnon", "RssFile", "Pss", "threads")
 	for i := 0; i < trials; i++ {
 		for _, in := range inits {
 			if in.argv == nil {
-				in.mem = append(in.mem, controlRSS(t, w))
+				in.mem = append(in.mem, controlRSS(t, in.bin))
 			} else {
 				in.mem = append(in.mem, plainRSS(t, in.argv))
 			}
@@ -159,9 +165,13 @@ func TestBenchIdleRSS(t *testing.T) {
 		thr := med(in.mem, func(m memory) int64 { return m.Threads })
 		s.Row(in.name, kib(rss), kib(anon), kib(file), kib(pss), strconv.FormatInt(thr, 10))
 		s.Set(in.name, map[string]any{"vmrss_kib": rss, "rss_anon_kib": anon, "rss_file_kib": file, "pss_kib": pss, "threads": thr, "trials": in.mem})
-		if strings.HasPrefix(in.name, "watcher") {
+		if strings.HasPrefix(in.name, "watcher") && !strings.Contains(in.name, "baseline") {
 			s.Target("idle VmRSS, "+in.name, float64(rss)/1024, 2.5, "MiB")
 		}
+	}
+	s.Note("goinit fork is the least a static Go init costs (the runtime's own heap, stacks and threads; a smaller binary, so less RssFile): the watcher's RssAnon above its RssAnon is what the watcher itself holds")
+	if b := os.Getenv(watcherBaselineEnv); b != "" {
+		s.Note("watcher (baseline) is %s", b)
 	}
 	s.Note("RssFile is the init's own binary as mapped from the page cache (shared between boxes that run the same file); RssAnon is its private memory; Pss divides shared pages among their mappers")
 	s.Log()
