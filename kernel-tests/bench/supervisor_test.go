@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,9 @@ func rigs(t *testing.T) []*rig {
 	ktest.RequireCmd(t, "bwrap")
 	var rs []*rig
 	for _, name := range []string{"docker", "podman", "native"} {
+		if only := os.Getenv("DEATHWATCH_BENCH_RUNTIMES"); only != "" && !slices.Contains(strings.Split(only, ","), name) {
+			continue
+		}
 		if name != "native" {
 			if out, err := exec.Command(name, "info").CombinedOutput(); err != nil {
 				t.Fatalf("%s is not usable (%v: %s); run kernel-tests/provision.sh (make bench does)", name, err, strings.TrimSpace(string(out)))
