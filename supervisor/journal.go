@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -72,11 +71,26 @@ type Journal struct {
 	dir string
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
 // ValidName reports whether s can be an instance name, a name prefix or
-// a launch id: it becomes a file name and a container name.
-func ValidName(s string) bool { return namePattern.MatchString(s) }
+// a launch id: it becomes a file name and a container name. It is
+// ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$, spelled out: compiling that
+// regexp (128 copies of the class) cost every process start of the
+// binary, the native box's init stage included, 0.3-0.8 ms.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // DefaultJournalDir is /var/lib/deathwatch for root, else
 // $XDG_STATE_HOME/deathwatch (~/.local/state/deathwatch). It is "" when

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -104,6 +106,28 @@ func TestJournalFsyncs(t *testing.T) {
 		}
 		if got, err := j.Get(e.LaunchID); err != nil || got.State != st {
 			t.Errorf("%s: read back %+v, %v", st, got, err)
+		}
+	}
+}
+
+// TestValidNameIsThePattern: the hand-written ValidName accepts what
+// the pattern it replaced accepts, and nothing else.
+func TestValidNameIsThePattern(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	cases := []string{"", "a", "A9", "_a", ".a", "-a", "a_b.c-d", "a b", "a/b", "ä", "a\x00", "20261130-210413-d77ec619",
+		strings.Repeat("a", 128), strings.Repeat("a", 129), "a" + strings.Repeat("-", 127), "a" + strings.Repeat("-", 128)}
+	alphabet := "aZ09_.-/ é\x00"
+	for i := 0; i < 5000; i++ {
+		n := i % 9
+		b := make([]byte, n)
+		for k := range b {
+			b[k] = alphabet[(i*7+k*13+i/9)%len(alphabet)]
+		}
+		cases = append(cases, string(b))
+	}
+	for _, s := range cases {
+		if got, want := ValidName(s), re.MatchString(s); got != want {
+			t.Errorf("ValidName(%q) = %v, the pattern says %v", s, got, want)
 		}
 	}
 }
