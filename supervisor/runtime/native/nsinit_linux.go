@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"deathwatch/shared"
@@ -438,12 +437,8 @@ func applyNsinit(c nsinitConfig) error {
 		}
 	}
 	if c.LoopbackUp {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return fmt.Errorf("find lo in the box's network namespace: %w", err)
-		}
-		if err := netlink.LinkSetUp(lo); err != nil {
-			return fmt.Errorf("bring lo up: %w", err)
+		if err := loopbackUp(); err != nil {
+			return err
 		}
 	}
 	if c.Hostname != "" {
@@ -478,6 +473,29 @@ func applyNsinit(c nsinitConfig) error {
 	}
 	err = unix.Exec(c.Exec, c.Argv, c.Env)
 	return fmt.Errorf("exec watcher %s in the box: %w", c.Exec, os.NewSyscallError("execve", err))
+}
+
+// loopbackUp brings lo up in the box's network namespace: two ioctls on
+// a datagram socket (the netlink library took two netlink round trips
+// and its own package start).
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("bring lo up: %w", os.NewSyscallError("socket", err))
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("find lo in the box's network namespace: %w", os.NewSyscallError("ioctl(SIOCGIFFLAGS)", err))
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring lo up: %w", os.NewSyscallError("ioctl(SIOCSIFFLAGS)", err))
+	}
+	return nil
 }
 
 // openHostSource opens a host path for a bind mount without following
