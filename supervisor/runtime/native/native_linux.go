@@ -151,6 +151,7 @@ func init() {
 		AutoRank:        30,
 		Bounds:          supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: time.Second},
 		UnlistedRemains: true,
+		Volatile:        volatileStateDir(defaultNativeStateDir(), os.Getenv("XDG_RUNTIME_DIR")),
 		HostWatcherOnly: true,
 		New: func(cfg supervisor.RuntimeConfig) (supervisor.Runtime, error) {
 			return New(cfg.Log, Options{Stderr: cfg.Stderr, CgroupParent: os.Getenv(EnvCgroupParent)}), nil
@@ -175,6 +176,16 @@ func defaultNativeStateDir() string {
 		return filepath.Join(d, "native")
 	}
 	return ""
+}
+
+// volatileStateDir reports whether the records and id slots kept in
+// dir are gone after a reboot, as everything else of a native box is:
+// /run and $XDG_RUNTIME_DIR are cleared at boot. An unprivileged
+// supervisor without XDG_RUNTIME_DIR keeps them in its state folder,
+// which stays: a record there whose journal intent a power loss undid
+// would be blocked by reconcile, so its intent stays durable.
+func volatileStateDir(dir, xdgRuntime string) bool {
+	return dir == "" || under(dir, "/run") || (filepath.IsAbs(xdgRuntime) && under(dir, xdgRuntime))
 }
 
 func (n *Native) Name() string { return "native" }
