@@ -666,11 +666,6 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		}
 		extra = append(extra, trees...)
 	}
-	settings, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, supervisor.SetupError("encode box settings: %w", err)
-	}
-
 	ctl, err := socketPair("control")
 	if err != nil {
 		return nil, supervisor.SetupError("%w", err)
@@ -742,6 +737,12 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	if err := ids.started(b.Name, idStart, pid); err != nil {
 		return fail(supervisor.SetupError("record the box's init in its id slot: %w", err))
 	}
+	// From here the init stage starts its runtime while the supervisor
+	// encodes its settings and records its init: work that overlaps.
+	settings, err := json.Marshal(cfg)
+	if err != nil {
+		return fail(supervisor.SetupError("encode box settings: %w", err))
+	}
 	deadline := time.Now().Add(n.opts.SetupTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -750,6 +751,14 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	if _, err := set.parent.Write(append(settings, '\n')); err != nil {
 		return fail(supervisor.SetupError("send settings to the box's init: %w", err))
 	}
+	if b.State == nil {
+		b.State = map[string]string{}
+	}
+	b.State[StateInitPID] = strconv.Itoa(pid)
+	if st, err := proc.StartTime(pid); err == nil {
+		b.State[StateInitStart] = strconv.FormatUint(st, 10)
+	}
+	n.writeRecord(b)
 	// The init stage writes one line on failure; the descriptor closes
 	// on exec, so EOF with nothing read means the watcher runs.
 	msg, err := io.ReadAll(io.LimitReader(set.parent, 4096))
@@ -760,14 +769,6 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	if len(msg) > 0 {
 		return fail(supervisor.SetupError("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
 	}
-	if b.State == nil {
-		b.State = map[string]string{}
-	}
-	b.State[StateInitPID] = strconv.Itoa(pid)
-	if st, err := proc.StartTime(pid); err == nil {
-		b.State[StateInitStart] = strconv.FormatUint(st, 10)
-	}
-	n.writeRecord(b)
 	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network,
 		"clone", tClone, "setup", time.Since(t0)-tClone)
 	var reaped atomic.Bool
