@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -71,6 +72,9 @@ type Native struct {
 	log  *slog.Logger
 	opts Options
 	ids  *idRanges // a root supervisor's slots (see ranges)
+
+	pendingMu sync.Mutex
+	pending   map[string]*pendingPrep // by box name: Create's prep for Start
 }
 
 // New returns the native runtime.
@@ -100,7 +104,7 @@ func New(log *slog.Logger, opts Options) *Native {
 			opts.IDRangeDir = RootlessIDSlotDir(opts.StateDir)
 		}
 	}
-	return &Native{log: log, opts: opts, ids: rootRanges(opts.IDRangeDir, "/etc")}
+	return &Native{log: log, opts: opts, ids: rootRanges(opts.IDRangeDir, "/etc"), pending: map[string]*pendingPrep{}}
 }
 
 // RootlessIDSlotDir is where an unprivileged supervisor whose native
@@ -248,7 +252,9 @@ func (n *Native) cgroupPlace() (int, string, error) {
 
 // Create checks everything that can be checked before the box exists,
 // creates its cgroup with the limits, and records the cgroup in
-// b.State. Nothing else is created until Start.
+// b.State. Nothing else is created until Start; what Start hands the
+// init stage is made ready meanwhile (prepareAhead: open descriptors,
+// which Remove closes when Start never comes).
 func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if b.State == nil {
 		b.State = map[string]string{}
@@ -338,6 +344,10 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err := n.writeRecord(b); err != nil {
 		n.log.Warn("cannot record the native box for ls/reconcile", "box", b.Name, "err", err)
 	}
+	// What Start hands the init stage (its plan, the cgroup's files, the
+	// opened host trees: descriptors only, nothing the host sees) is made
+	// while the caller journals the box as created.
+	n.prepareAhead(b)
 	return nil
 }
 
@@ -593,7 +603,78 @@ func nativeCloneFlags(network string, userns bool) uintptr {
 // Start starts the box's init stage in new namespaces, moves it into the
 // box cgroup, writes its uid map (unprivileged), sends it the settings
 // and waits until it has exec'd the watcher (or says why it could not).
-func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
+// startPrep is what the init stage is started with, worked out before
+// the clone: its settings, the descriptors it inherits (fds 6...), and
+// the box cgroup.
+type startPrep struct {
+	root     string
+	rootless bool
+	cfg      nsinitConfig
+	ids      *idRanges
+	idStart  int64
+	extra    []*os.File
+	cg       boxCgroup
+	cgDir    *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
+}
+
+func (p *startPrep) close() {
+	for _, f := range p.extra {
+		f.Close()
+	}
+	if p.cgDir != nil {
+		p.cgDir.Close()
+	}
+}
+
+// pendingPrep is a startPrep being made while the supervisor journals
+// the box as created (see Create).
+type pendingPrep struct {
+	box  *supervisor.Box
+	done chan struct{}
+	p    *startPrep
+	err  error
+}
+
+// prepareAhead starts making b's startPrep beside the caller's next
+// step (exec journals the box as created, an fsync): Start takes it.
+func (n *Native) prepareAhead(b *supervisor.Box) {
+	pp := &pendingPrep{box: b, done: make(chan struct{})}
+	n.pendingMu.Lock()
+	if old := n.pending[b.Name]; old != nil {
+		go old.drop()
+	}
+	n.pending[b.Name] = pp
+	n.pendingMu.Unlock()
+	go func() {
+		defer close(pp.done)
+		pp.p, pp.err = n.prepareStart(b)
+	}()
+}
+
+// drop waits for the prep and lets go of what it opened.
+func (pp *pendingPrep) drop() {
+	<-pp.done
+	if pp.p != nil {
+		pp.p.close()
+	}
+}
+
+// takePrep returns the prep made ahead for b, or nil.
+func (n *Native) takePrep(b *supervisor.Box) *pendingPrep {
+	n.pendingMu.Lock()
+	defer n.pendingMu.Unlock()
+	pp := n.pending[b.Name]
+	delete(n.pending, b.Name)
+	if pp != nil && pp.box != b {
+		go pp.drop()
+		return nil
+	}
+	return pp
+}
+
+// prepareStart works out the init stage's settings and opens what it
+// inherits. It reads b and writes nothing of it.
+func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
 	root, err := nativeRoot(b.Image)
 	if err != nil {
 		return nil, err
@@ -602,37 +683,33 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	// id and its subordinate range are mapped (newuidmap, after the
 	// clone; the init stage re-execs to gain its capabilities). As root,
 	// the box's own host range is mapped before the init stage runs.
-	rootless := os.Geteuid() != 0
-	cfg, err := nsinitPlan(b, root, b.WatcherPath, rootless)
-	if err != nil {
+	p = &startPrep{root: root, rootless: os.Geteuid() != 0}
+	defer func() {
+		if err != nil {
+			p.close()
+			p = nil
+		}
+	}()
+	if p.cfg, err = nsinitPlan(b, root, b.WatcherPath, p.rootless); err != nil {
 		return nil, supervisor.UsageError("native box: %w", err)
 	}
-	ids, err := n.ranges()
-	if err != nil {
+	if p.ids, err = n.ranges(); err != nil {
 		return nil, supervisor.RefusedError("%w", err)
 	}
-	idStart, err := strconv.ParseInt(b.State[StateIDRange], 10, 64)
-	if err != nil || ids.slotOf(idStart) < 0 {
+	p.idStart, err = strconv.ParseInt(b.State[StateIDRange], 10, 64)
+	if err != nil || p.ids.slotOf(p.idStart) < 0 {
 		return nil, supervisor.SetupError("the box has no host id range of its own (state %q); create it again", b.State[StateIDRange])
 	}
 	agentUID, agentGID := agentIDs(b)
 	// Descriptors the init stage inherits: 3 control, 4 settings, 5
 	// kept free (stage 2's settings pipe), then cgroup files and trees.
-	var extra []*os.File
-	defer func() {
-		for _, f := range extra {
-			f.Close()
-		}
-	}()
 	const firstExtraFD = 6
-	var cg boxCgroup
-	var cgDir *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
 	if spec, ok, err := cgroupSpecFromState(b.State); err != nil {
 		return nil, supervisor.SetupError("%w", err)
 	} else if ok {
-		if cg, err = loadBoxCgroup(spec); err != nil {
+		if p.cg, err = loadBoxCgroup(spec); err != nil {
 			return nil, supervisor.SetupError("%w", err)
-		} else if cg == nil {
+		} else if p.cg == nil {
 			return nil, supervisor.SetupError("the box's cgroup %s is gone; create the box again", spec.Group)
 		}
 		switch spec.Version {
@@ -641,31 +718,49 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 			// open host cgroup files; the write is checked against the
 			// opener's credentials.
 			for _, n := range v1Controllers {
-				p := filepath.Join(spec.Root, string(n), spec.Group, "tasks")
-				f, err := os.OpenFile(p, os.O_WRONLY, 0)
+				path := filepath.Join(spec.Root, string(n), spec.Group, "tasks")
+				f, err := os.OpenFile(path, os.O_WRONLY, 0)
 				if err != nil {
-					return nil, supervisor.SetupError("open %s to join the box cgroup: %w", p, err)
+					return nil, supervisor.SetupError("open %s to join the box cgroup: %w", path, err)
 				}
-				cfg.CgroupTasks = append(cfg.CgroupTasks, p)
-				cfg.CgroupTaskFDs = append(cfg.CgroupTaskFDs, firstExtraFD+len(extra))
-				extra = append(extra, f)
+				p.cfg.CgroupTasks = append(p.cfg.CgroupTasks, path)
+				p.cfg.CgroupTaskFDs = append(p.cfg.CgroupTaskFDs, firstExtraFD+len(p.extra))
+				p.extra = append(p.extra, f)
 			}
 		case 2:
-			if cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
+			if p.cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
 				return nil, supervisor.SetupError("open the box's cgroup: %w", err)
 			}
-			defer cgDir.Close()
 		}
 	}
-	if !rootless {
-		trees, err := openTrees(&cfg, n.opts.Self, boxIDs{base: idStart, uid: agentUID, gid: agentGID}, firstExtraFD+len(extra), func(msg string, args ...any) {
+	if !p.rootless {
+		trees, err := openTrees(&p.cfg, n.opts.Self, boxIDs{base: p.idStart, uid: agentUID, gid: agentGID}, firstExtraFD+len(p.extra), func(msg string, args ...any) {
 			n.log.Warn(msg, append(args, "box", b.Name)...)
 		})
 		if err != nil {
 			return nil, supervisor.SetupError("%w", err)
 		}
-		extra = append(extra, trees...)
+		p.extra = append(p.extra, trees...)
 	}
+	return p, nil
+}
+
+func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
+	// Made ahead by Create when it could be, else now.
+	var p *startPrep
+	var err error
+	if pp := n.takePrep(b); pp != nil {
+		<-pp.done
+		p, err = pp.p, pp.err
+	} else {
+		p, err = n.prepareStart(b)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	root, rootless, cfg, ids, idStart, extra, cg, cgDir := p.root, p.rootless, p.cfg, p.ids, p.idStart, p.extra, p.cg, p.cgDir
+	agentUID, agentGID := agentIDs(b)
 	ctl, err := socketPair("control")
 	if err != nil {
 		return nil, supervisor.SetupError("%w", err)
@@ -854,6 +949,9 @@ func socketPair(name string) (sockPair, error) {
 // record. It works from b.State alone (a journal entry), and a box that
 // is already gone is not an error.
 func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
+	if pp := n.takePrep(b); pp != nil {
+		pp.drop() // Create made it; Start never took it
+	}
 	var errs []error
 	spec, ok, err := cgroupSpecFromState(b.State)
 	if err == nil && ok {
