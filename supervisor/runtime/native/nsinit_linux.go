@@ -706,6 +706,16 @@ func bindTarget(root int, op fsOp, tree int) (int, error) {
 	if err := unix.Fstat(tree, &st); err != nil {
 		return -1, fmt.Errorf("mount source %s: %w", op.Source, os.NewSyscallError("fstat", err))
 	}
+	// Most often only the last part is missing (the minimal root's
+	// /etc/NAME): make it in its parent, the walk's last step alone.
+	if parent, base, err := inRootParent(root, op.Target); err == nil {
+		t, err := makeIn(parent, base, st.Mode&unix.S_IFMT == unix.S_IFDIR)
+		unix.Close(parent)
+		if err != nil {
+			return -1, mountTargetError(op.Target, err)
+		}
+		return t, nil
+	}
 	dir, err := inRoot(root, "/", unix.O_DIRECTORY)
 	if err != nil {
 		return -1, mountTargetError(op.Target, err)
@@ -713,23 +723,7 @@ func bindTarget(root int, op fsOp, tree int) (int, error) {
 	parts := strings.Split(strings.TrimPrefix(op.Target, "/"), "/")
 	for i, p := range parts {
 		last := i == len(parts)-1
-		next, err := inRoot(dir, p, 0)
-		if errors.Is(err, unix.ENOENT) {
-			switch {
-			case !last || st.Mode&unix.S_IFMT == unix.S_IFDIR:
-				err = unix.Mkdirat(dir, p, 0o755)
-			default:
-				var fd int
-				if fd, err = unix.Openat(dir, p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err == nil {
-					unix.Close(fd)
-				}
-			}
-			if err != nil && err != unix.EEXIST {
-				unix.Close(dir)
-				return -1, mountTargetError(op.Target, err)
-			}
-			next, err = inRoot(dir, p, 0)
-		}
+		next, err := makeIn(dir, p, !last || st.Mode&unix.S_IFMT == unix.S_IFDIR)
 		unix.Close(dir)
 		if err != nil {
 			return -1, mountTargetError(op.Target, err)
@@ -737,6 +731,27 @@ func bindTarget(root int, op fsOp, tree int) (int, error) {
 		dir = next
 	}
 	return dir, nil
+}
+
+// makeIn opens name in the folder dir (beneath it, no symlink),
+// creating it first when missing: a folder, or an empty file.
+func makeIn(dir int, name string, folder bool) (int, error) {
+	fd, err := inRoot(dir, name, 0)
+	if !errors.Is(err, unix.ENOENT) {
+		return fd, err
+	}
+	if folder {
+		err = unix.Mkdirat(dir, name, 0o755)
+	} else {
+		var f int
+		if f, err = unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err == nil {
+			unix.Close(f)
+		}
+	}
+	if err != nil && err != unix.EEXIST {
+		return -1, err
+	}
+	return inRoot(dir, name, 0)
 }
 
 func mountTargetError(target string, err error) error {
