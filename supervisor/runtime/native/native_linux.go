@@ -252,9 +252,11 @@ func (n *Native) cgroupPlace() (int, string, error) {
 
 // Create checks everything that can be checked before the box exists,
 // creates its cgroup with the limits, and records the cgroup in
-// b.State. Nothing else is created until Start; what Start hands the
-// init stage is made ready meanwhile (prepareAhead: open descriptors,
-// which Remove closes when Start never comes).
+// b.State. Then it starts the box's init stage in the new namespaces
+// (prepareAhead), which boots and waits for its settings from Start
+// while the caller journals the box as created. The stage has done
+// nothing in the box yet; it dies with the supervisor (Pdeathsig) and
+// Remove ends it when Start never comes.
 func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if b.State == nil {
 		b.State = map[string]string{}
@@ -344,9 +346,6 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err := n.writeRecord(b); err != nil {
 		n.log.Warn("cannot record the native box for ls/reconcile", "box", b.Name, "err", err)
 	}
-	// What Start hands the init stage (its plan, the cgroup's files, the
-	// opened host trees: descriptors only, nothing the host sees) is made
-	// while the caller journals the box as created.
 	n.prepareAhead(b)
 	return nil
 }
@@ -626,17 +625,18 @@ func (p *startPrep) close() {
 	}
 }
 
-// pendingPrep is a startPrep being made while the supervisor journals
-// the box as created (see Create).
+// pendingPrep is an init stage being prepared and started while the
+// supervisor journals the box as created (see Create).
 type pendingPrep struct {
 	box  *supervisor.Box
 	done chan struct{}
-	p    *startPrep
+	l    *launched
 	err  error
 }
 
-// prepareAhead starts making b's startPrep beside the caller's next
-// step (exec journals the box as created, an fsync): Start takes it.
+// prepareAhead prepares and starts b's init stage beside the caller's
+// next step (exec journals the box as created, an fsync): the stage's
+// clone, exec and runtime start (a few ms) overlap it. Start takes it.
 func (n *Native) prepareAhead(b *supervisor.Box) {
 	pp := &pendingPrep{box: b, done: make(chan struct{})}
 	n.pendingMu.Lock()
@@ -647,15 +647,15 @@ func (n *Native) prepareAhead(b *supervisor.Box) {
 	n.pendingMu.Unlock()
 	go func() {
 		defer close(pp.done)
-		pp.p, pp.err = n.prepareStart(b)
+		pp.l, pp.err = n.prepareAndLaunch(b)
 	}()
 }
 
-// drop waits for the prep and lets go of what it opened.
+// drop waits for the prep and ends the init stage it started.
 func (pp *pendingPrep) drop() {
 	<-pp.done
-	if pp.p != nil {
-		pp.p.close()
+	if pp.l != nil {
+		pp.l.kill()
 	}
 }
 
@@ -746,79 +746,24 @@ func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
 }
 
 func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
-	// Made ahead by Create when it could be, else now.
-	var p *startPrep
+	// Made and started ahead by Create when it could be, else now.
+	var l *launched
 	var err error
 	if pp := n.takePrep(b); pp != nil {
 		<-pp.done
-		p, err = pp.p, pp.err
+		l, err = pp.l, pp.err
 	} else {
-		p, err = n.prepareStart(b)
+		l, err = n.prepareAndLaunch(b)
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer p.close()
-	root, rootless, cfg, ids, idStart, extra, cg, cgDir := p.root, p.rootless, p.cfg, p.ids, p.idStart, p.extra, p.cg, p.cgDir
+	cmd, ctl, set, p := l.cmd, l.ctl, l.set, l.p
+	root, rootless, cfg, ids, idStart, cg := p.root, p.rootless, p.cfg, p.ids, p.idStart, p.cg
 	agentUID, agentGID := agentIDs(b)
-	ctl, err := socketPair("control")
-	if err != nil {
-		return nil, supervisor.SetupError("%w", err)
-	}
-	set, err := socketPair("settings")
-	if err != nil {
-		ctl.close()
-		return nil, supervisor.SetupError("%w", err)
-	}
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		ctl.close()
-		set.close()
-		return nil, supervisor.SetupError("open %s: %w", os.DevNull, err)
-	}
-	defer devnull.Close()
-	cmd := &exec.Cmd{
-		Path:       n.opts.Self,
-		Args:       []string{"supervisor", NsinitArg},
-		Env:        []string{},
-		Stdin:      devnull,
-		Stdout:     devnull,
-		Stderr:     n.opts.Stderr,
-		ExtraFiles: append([]*os.File{ctl.child, set.child, nil}, extra...), // fds 3, 4, (5), 6...
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: nativeCloneFlags(b.Network, true),
-			Pdeathsig:  syscall.SIGKILL,
-		},
-	}
-	if !rootless {
-		// Written by the clone's parent before the init stage execs, and
-		// the stage execs as the box's root (host id idStart): it holds
-		// every capability in the box's namespaces and none outside.
-		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(idStart), Size: IDRangeSize}}
-		cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = m, m
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = true // the watcher clears the agent's groups
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
-	}
-	if cgDir != nil {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(cgDir.Fd())
-	}
-	t0 := time.Now()
-	err = cmd.Start()
-	tClone := time.Since(t0)
-	ctl.child.Close()
-	set.child.Close()
-	if err != nil {
-		ctl.parent.Close()
-		set.parent.Close()
-		return nil, namespaceError(err, rootless)
-	}
 	pid := cmd.Process.Pid
 	fail := func(err error) (*supervisor.Started, error) {
-		cmd.Process.Kill()
-		cmd.Wait()
-		ctl.parent.Close()
-		set.parent.Close()
+		l.kill()
 		return nil, err
 	}
 	if rootless {
@@ -865,7 +810,7 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		return fail(supervisor.SetupError("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
 	}
 	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network,
-		"clone", tClone, "setup", time.Since(t0)-tClone)
+		"clone", l.tClone, "setup", time.Since(l.t0)-l.tClone)
 	var reaped atomic.Bool
 	return &supervisor.Started{
 		Control: ctl.parent,
@@ -888,6 +833,99 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 			}
 		},
 	}, nil
+}
+
+// launched is a box's init stage, started: it waits for its settings.
+type launched struct {
+	p        *startPrep
+	cmd      *exec.Cmd
+	ctl, set sockPair // the parent ends (the children's are closed)
+	t0       time.Time
+	tClone   time.Duration
+}
+
+// kill ends a launched init stage that will not be given its settings.
+func (l *launched) kill() {
+	l.cmd.Process.Kill()
+	l.cmd.Wait()
+	l.ctl.parent.Close()
+	l.set.parent.Close()
+}
+
+// prepareAndLaunch makes b's startPrep and starts the init stage in new
+// namespaces with it.
+func (n *Native) prepareAndLaunch(b *supervisor.Box) (*launched, error) {
+	p, err := n.prepareStart(b)
+	if err != nil {
+		return nil, err
+	}
+	return n.launch(b, p)
+}
+
+// launch starts the init stage with p (and closes p's descriptors, which
+// the stage inherits). The stage boots and waits for its settings.
+func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
+	failed := true
+	defer func() {
+		if failed {
+			p.close()
+		}
+	}()
+	ctl, err := socketPair("control")
+	if err != nil {
+		return nil, supervisor.SetupError("%w", err)
+	}
+	set, err := socketPair("settings")
+	if err != nil {
+		ctl.close()
+		return nil, supervisor.SetupError("%w", err)
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		ctl.close()
+		set.close()
+		return nil, supervisor.SetupError("open %s: %w", os.DevNull, err)
+	}
+	defer devnull.Close()
+	cmd := &exec.Cmd{
+		Path:       n.opts.Self,
+		Args:       []string{"supervisor", NsinitArg},
+		Env:        []string{},
+		Stdin:      devnull,
+		Stdout:     devnull,
+		Stderr:     n.opts.Stderr,
+		ExtraFiles: append([]*os.File{ctl.child, set.child, nil}, p.extra...), // fds 3, 4, (5), 6...
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: nativeCloneFlags(b.Network, true),
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	if !p.rootless {
+		// Written by the clone's parent before the init stage execs, and
+		// the stage execs as the box's root (host id idStart): it holds
+		// every capability in the box's namespaces and none outside.
+		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.idStart), Size: IDRangeSize}}
+		cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = m, m
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = true // the watcher clears the agent's groups
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+	}
+	if p.cgDir != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(p.cgDir.Fd())
+	}
+	t0 := time.Now()
+	err = cmd.Start()
+	tClone := time.Since(t0)
+	ctl.child.Close()
+	set.child.Close()
+	p.close() // the init stage holds its own copies
+	if err != nil {
+		ctl.parent.Close()
+		set.parent.Close()
+		return nil, namespaceError(err, p.rootless)
+	}
+	failed = false
+	return &launched{p: p, cmd: cmd, ctl: ctl, set: set, t0: t0, tClone: tClone}, nil
 }
 
 // namespaceError turns a failed clone into one line a person can act on.
