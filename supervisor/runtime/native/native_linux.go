@@ -684,10 +684,10 @@ func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
 	// clone; the init stage re-execs to gain its capabilities). As root,
 	// the box's own host range is mapped before the init stage runs.
 	p = &startPrep{root: root, rootless: os.Geteuid() != 0}
+	opened := p // what a failure below closes (the results are nil then)
 	defer func() {
 		if err != nil {
-			p.close()
-			p = nil
+			opened.close()
 		}
 	}()
 	if p.cfg, err = nsinitPlan(b, root, b.WatcherPath, p.rootless); err != nil {
