@@ -759,23 +759,11 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		return nil, err
 	}
 	cmd, ctl, set, p := l.cmd, l.ctl, l.set, l.p
-	root, rootless, cfg, ids, idStart, cg := p.root, p.rootless, p.cfg, p.ids, p.idStart, p.cg
-	agentUID, agentGID := agentIDs(b)
+	root, cfg, cg := p.root, p.cfg, p.cg
 	pid := cmd.Process.Pid
 	fail := func(err error) (*supervisor.Started, error) {
 		l.kill()
 		return nil, err
-	}
-	if rootless {
-		uids, gids := ids.rootlessMaps(idStart, os.Geteuid(), os.Getegid(), agentUID, agentGID)
-		if err := writeIDMaps(ctx, pid, uids, gids); err != nil {
-			return fail(supervisor.SetupError("%w", err))
-		}
-	}
-	// The slot names its init before the init runs anything: a slot is
-	// taken back only once both the supervisor and the init are gone.
-	if err := ids.started(b.Name, idStart, pid); err != nil {
-		return fail(supervisor.SetupError("record the box's init in its id slot: %w", err))
 	}
 	// From here the init stage starts its runtime while the supervisor
 	// encodes its settings and records its init: work that overlaps.
@@ -924,8 +912,23 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 		set.parent.Close()
 		return nil, namespaceError(err, p.rootless)
 	}
+	l := &launched{p: p, cmd: cmd, ctl: ctl, set: set, t0: t0, tClone: tClone}
 	failed = false
-	return &launched{p: p, cmd: cmd, ctl: ctl, set: set, t0: t0, tClone: tClone}, nil
+	if p.rootless {
+		agentUID, agentGID := agentIDs(b)
+		uids, gids := p.ids.rootlessMaps(p.idStart, os.Geteuid(), os.Getegid(), agentUID, agentGID)
+		if err := writeIDMaps(context.Background(), cmd.Process.Pid, uids, gids); err != nil {
+			l.kill()
+			return nil, supervisor.SetupError("%w", err)
+		}
+	}
+	// The slot names its init before the init runs anything: a slot is
+	// taken back only once both the supervisor and the init are gone.
+	if err := p.ids.started(b.Name, p.idStart, cmd.Process.Pid); err != nil {
+		l.kill()
+		return nil, supervisor.SetupError("record the box's init in its id slot: %w", err)
+	}
+	return l, nil
 }
 
 // namespaceError turns a failed clone into one line a person can act on.
