@@ -27,6 +27,7 @@ w=""; for p in / /etc /usr /root /var /home /dev /sys /proc/sys; do if (echo x >
 (echo 0 > /proc/sys/kernel/sysrq) 2>/dev/null && echo wrote-sysctl=yes
 echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')
 echo sysnet=$(ls /sys/class/net | tr '\n' ' ')
+echo loflags=$(cat /sys/class/net/lo/flags)
 echo hostname=$(hostname)
 echo uid=$(id -u)
 echo fds=$(ls /proc/self/fd | tr '\n' ' ')
@@ -61,7 +62,7 @@ func TestNativeIsolation(t *testing.T) {
 	}
 	got := lines(r.Stdout)
 	want := map[string]string{
-		"ppid": "1", "hostsleep": "0", "wrote": "", "wrote-sysctl": "", "tmp": "ok", "ifaces": "lo", "sysnet": "lo", "hostname": b.Name,
+		"ppid": "1", "hostsleep": "0", "wrote": "", "wrote-sysctl": "", "tmp": "ok", "ifaces": "lo", "sysnet": "lo", "loflags": "0x9", "hostname": b.Name,
 		"uid": "1000", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "cgroups": "/", "fds": "0 1 2 3", // ls's own directory is the 3
 	}
 	for k, v := range want {

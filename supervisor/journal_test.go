@@ -3,7 +3,10 @@ package supervisor
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestJournalRoundTrip(t *testing.T) {
@@ -72,8 +75,12 @@ func TestOwnerAlive(t *testing.T) {
 }
 
 // TestJournalFsyncs: a launch's writes fsync every entry's data, and the
-// folder only for the intent write (see Put); each state reads back.
+// folder only for the intent write (see Put), and not even then for a
+// Volatile runtime's box (nothing of it survives a power loss); each
+// state reads back.
 func TestJournalFsyncs(t *testing.T) {
+	Register(Descriptor{Name: "volatilert", Volatile: true, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
+		New: func(RuntimeConfig) (Runtime, error) { return nil, nil }})
 	j, err := OpenJournal(t.TempDir(), "ci")
 	if err != nil {
 		t.Fatal(err)
@@ -88,22 +95,49 @@ func TestJournalFsyncs(t *testing.T) {
 		}
 		return f.Sync()
 	}
-	e := &JournalEntry{LaunchID: "20260101-000000-cc", Instance: "ci", Box: "dw-y", Runtime: "native", Nonce: "n"}
-	for _, st := range []string{StateIntent, StateCreated, StateStarted, StateRemoving, StateRemoved} {
-		files, dirs = 0, 0
-		e.State = st
-		if err := j.Put(e); err != nil {
-			t.Fatal(err)
+	for _, rt := range []string{"docker", "volatilert"} {
+		total := 0
+		e := &JournalEntry{LaunchID: "20260101-000000-" + rt, Instance: "ci", Box: "dw-y", Runtime: rt, Nonce: "n"}
+		for _, st := range []string{StateIntent, StateCreated, StateStarted, StateRemoving, StateRemoved} {
+			files, dirs = 0, 0
+			e.State = st
+			if err := j.Put(e); err != nil {
+				t.Fatal(err)
+			}
+			wantDirs := 0
+			if st == StateIntent && rt == "docker" {
+				wantDirs = 1
+			}
+			if files != 1 || dirs != wantDirs {
+				t.Errorf("%s %s: %d file and %d folder fsyncs, want 1 and %d", rt, st, files, dirs, wantDirs)
+			}
+			total += files + dirs
+			if got, err := j.Get(e.LaunchID); err != nil || got.State != st {
+				t.Errorf("%s %s: read back %+v, %v", rt, st, got, err)
+			}
 		}
-		wantDirs := 0
-		if st == StateIntent {
-			wantDirs = 1
+		t.Logf("%s: %d fsyncs a launch", rt, total)
+	}
+}
+
+// TestValidNameIsThePattern: the hand-written ValidName accepts what
+// the pattern it replaced accepts, and nothing else.
+func TestValidNameIsThePattern(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	cases := []string{"", "a", "A9", "_a", ".a", "-a", "a_b.c-d", "a b", "a/b", "ä", "a\x00", "20261130-210413-d77ec619",
+		strings.Repeat("a", 128), strings.Repeat("a", 129), "a" + strings.Repeat("-", 127), "a" + strings.Repeat("-", 128)}
+	alphabet := "aZ09_.-/ é\x00"
+	for i := 0; i < 5000; i++ {
+		n := i % 9
+		b := make([]byte, n)
+		for k := range b {
+			b[k] = alphabet[(i*7+k*13+i/9)%len(alphabet)]
 		}
-		if files != 1 || dirs != wantDirs {
-			t.Errorf("%s: %d file and %d folder fsyncs, want 1 and %d", st, files, dirs, wantDirs)
-		}
-		if got, err := j.Get(e.LaunchID); err != nil || got.State != st {
-			t.Errorf("%s: read back %+v, %v", st, got, err)
+		cases = append(cases, string(b))
+	}
+	for _, s := range cases {
+		if got, want := ValidName(s), re.MatchString(s); got != want {
+			t.Errorf("ValidName(%q) = %v, the pattern says %v", s, got, want)
 		}
 	}
 }

@@ -90,6 +90,15 @@ type Descriptor struct {
 	// (native: an empty cgroup); reconcile then calls Remove for an open
 	// journal entry whose box is not listed.
 	UnlistedRemains bool
+	// Volatile: nothing of a box outlives the host's power: its
+	// processes, cgroup and namespaced mounts live in memory, and what
+	// the runtime keeps on disk (native: its records and id slots) is in
+	// /run, which boot clears; native without XDG_RUNTIME_DIR, whose
+	// records are in the state folder, is not). After a power loss there is nothing for
+	// reconcile to find, so the journal does not make an intent entry's
+	// name durable (a folder fsync) before the box is made: see
+	// Journal.Put.
+	Volatile bool
 	// HostWatcherOnly: the box always runs the host's watcher, which the
 	// runtime itself puts into the box and checks at Create
 	// (--watcher-in-image is refused); an image's watcher is looked for

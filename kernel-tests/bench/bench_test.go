@@ -14,7 +14,11 @@
 // DEATHWATCH_BENCH_TIMELINE_RUNS (150), DEATHWATCH_BENCH_DEATH_TRIALS
 // (60), DEATHWATCH_BENCH_ENGINE_RUNS (20), DEATHWATCH_BENCH_NATIVE_RUNS
 // (100), DEATHWATCH_BENCH_PHASE_RUNS (10), DEATHWATCH_BENCH_KILL_TRIALS
-// (20). Other work on the machine shows in every tail: each section
+// (20). DEATHWATCH_BENCH_RUNTIMES (e.g. "native" or "docker,podman")
+// keeps only those runtimes' rows of the supervisor sections;
+// DEATHWATCH_BENCH_NATIVE_BASELINE=PATH (an earlier supervisor binary)
+// adds its native launch, interleaved, to the native launch rows and
+// the native timeline: before and after in one run. Other work on the machine shows in every tail: each section
 // prints the load average when it began and ended.
 package bench
 

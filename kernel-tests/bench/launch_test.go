@@ -379,6 +379,10 @@ func TestBenchNativeTimeline(t *testing.T) {
 	sup := []string{b.Supervisor, "--instance", fmt.Sprintf("bench-tl-%d", os.Getpid()), "--journal", filepath.Join(dir, "journal"),
 		"exec", "--runtime", "native", "--watcher", b.Watcher, "--", trueBin}
 	bw := []string{bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", trueBin}
+	var base []string // an earlier supervisor, interleaved (DEATHWATCH_BENCH_NATIVE_BASELINE)
+	if p := baselineSupervisor(t); p != "" {
+		base = append([]string{p}, sup[1:]...)
+	}
 	s := newSection(t, rankTimeline, fmt.Sprintf("native launch timeline from the kernel's process events (cn_proc), %d runs, interleaved with bwrap, p50", n),
 		"candidate", "phase", "p50")
 	p, err := openProcEvents()
@@ -397,11 +401,15 @@ func TestBenchNativeTimeline(t *testing.T) {
 		"supervisor exec → exit",
 	}
 	got := make([][]time.Duration, len(phases))
+	gotBase := make([][]time.Duration, len(phases))
 	var bwrapTotal []time.Duration
 	lost := 0
 	env := append(os.Environ(), "HOME=/root")
 	for r := -2; r < n; r++ {
-		for _, argv := range [][]string{sup, bw} {
+		for _, argv := range [][]string{sup, bw, base} {
+			if argv == nil {
+				continue
+			}
 			p.reset()
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = env
@@ -435,15 +443,25 @@ func TestBenchNativeTimeline(t *testing.T) {
 			if err != nil {
 				t.Fatalf("native launch: %v", err)
 			}
+			into := got
+			if argv[0] != sup[0] {
+				into = gotBase
+			}
 			for i, d := range []time.Duration{tl.boxFork - tl.supExec, tl.stageExec - tl.boxFork, tl.watcherExec - tl.stageExec,
 				tl.agentFork - tl.watcherExec, tl.agentExit - tl.agentFork, tl.boxExit - tl.agentExit, tl.supExit - tl.boxExit, tl.supExit - tl.supExec} {
-				got[i] = append(got[i], d)
+				into[i] = append(into[i], d)
 			}
 		}
 	}
 	for i, ph := range phases {
 		s.Row("supervisor exec --runtime native -- /bin/true", ph, fms(summarize(got[i]).P50))
 		s.Set(ph, summarize(got[i]))
+	}
+	if base != nil {
+		for i, ph := range phases {
+			s.Row("baseline "+base[0]+" exec --runtime native -- /bin/true", ph, fms(summarize(gotBase[i]).P50))
+			s.Set("baseline: "+ph, summarize(gotBase[i]))
+		}
 	}
 	s.Row(strings.Join(bw[:len(bw)-1], " ")+" /bin/true", "exec → exit", fms(summarize(bwrapTotal).P50))
 	s.Set("bwrap exec → exit", summarize(bwrapTotal))

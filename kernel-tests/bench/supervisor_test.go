@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,9 @@ func rigs(t *testing.T) []*rig {
 	ktest.RequireCmd(t, "bwrap")
 	var rs []*rig
 	for _, name := range []string{"docker", "podman", "native"} {
+		if only := os.Getenv("DEATHWATCH_BENCH_RUNTIMES"); only != "" && !slices.Contains(strings.Split(only, ","), name) {
+			continue
+		}
 		if name != "native" {
 			if out, err := exec.Command(name, "info").CombinedOutput(); err != nil {
 				t.Fatalf("%s is not usable (%v: %s); run kernel-tests/provision.sh (make bench does)", name, err, strings.TrimSpace(string(out)))
@@ -79,6 +83,20 @@ func rigs(t *testing.T) []*rig {
 	return rs
 }
 
+// baselineSupervisor is DEATHWATCH_BENCH_NATIVE_BASELINE: an earlier
+// supervisor binary whose native launch runs interleaved with this
+// one's (before and after in one run, at one load); "" when unset.
+func baselineSupervisor(t *testing.T) string {
+	p := os.Getenv("DEATHWATCH_BENCH_NATIVE_BASELINE")
+	if p == "" {
+		return ""
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
+		t.Fatalf("DEATHWATCH_BENCH_NATIVE_BASELINE=%s: not an executable file (%v); build the earlier supervisor there", p, err)
+	}
+	return p
+}
+
 // TestBenchSupervisorLaunch: supervisor exec against the bare engine run
 // and against bwrap, interleaved.
 func TestBenchSupervisorLaunch(t *testing.T) {
@@ -99,6 +117,10 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 			cs = []*candidate{
 				{name: "supervisor exec --runtime native -- /bin/true", argv: r.execArgs(nil, "/bin/true")},
 				{name: "bwrap --unshare-all --die-with-parent --ro-bind / / /bin/true", argv: []string{bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "/bin/true"}},
+			}
+			if base := baselineSupervisor(t); base != "" {
+				argv := append([]string{base}, r.execArgs(nil, "/bin/true")[1:]...)
+				cs = append(cs, &candidate{name: "baseline " + base + " exec --runtime native -- /bin/true", argv: argv})
 			}
 		} else {
 			// Issue 16: docker through its Engine API beats its own CLI;

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +229,85 @@ func TestPowerGroupRefused(t *testing.T) {
 	}
 	if _, err := parseExec(t, []string{"exec", "--runtime", "native", "--watcher", w, "--user", "1000:999", "--", "true"}, nil); err != nil {
 		t.Errorf("native maps the gid into the box's own range: %v", err)
+	}
+}
+
+// TestExecCLIIsCLIs: `supervisor exec` parses with a parser of its own
+// command only (execCLI); what it accepts, refuses and shows must be
+// what the full CLI would: the same Exec field, the same help and
+// errors, and commandOf finds exec wherever the globals put it.
+func TestExecCLIIsCLIs(t *testing.T) {
+	full, _ := reflect.TypeOf(CLI{}).FieldByName("Exec")
+	own, _ := reflect.TypeOf(execCLI{}).FieldByName("Exec")
+	if full.Tag != own.Tag || full.Type != own.Type {
+		t.Errorf("execCLI.Exec %s %q, CLI.Exec %s %q: keep them alike", own.Type, own.Tag, full.Type, full.Tag)
+	}
+	// Every Globals flag that takes a value is in globalValueFlags.
+	p, err := newParser(&CLI{}, &cmdContext{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range p.Model.Flags {
+		if f.Name == "help" || f.IsBool() {
+			continue
+		}
+		if !slices.Contains(globalValueFlags, "--"+f.Name) {
+			t.Errorf("global flag --%s takes a value but is not in globalValueFlags", f.Name)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "--", "true"}, "exec"},
+		{[]string{"--instance", "exec", "ls"}, "ls"},
+		{[]string{"--instance=x", "--log-level", "debug", "exec"}, "exec"},
+		{[]string{"--journal", "/j", "exec", "--", "ls"}, "exec"},
+		{[]string{"--help"}, ""},
+		{[]string{"--", "exec"}, ""},
+		{nil, ""},
+	} {
+		if got := commandOf(tc.args); got != tc.want {
+			t.Errorf("commandOf(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+	// The same words on stdout and stderr, and the same status, for
+	// help and for bad input, whichever parser reads them.
+	for _, args := range [][]string{
+		{"exec", "--help"},
+		{"--instance", "ci", "exec", "-h"},
+		{"exec", "--no-such-flag", "--", "true"},
+		{"exec", "--runtime", "nosuch", "--", "true"},
+		{"exec", "--memory"},
+		{"exec"},
+	} {
+		run1 := func(cli any, g *Globals) (int, string, string) {
+			var out, errb bytes.Buffer
+			c := &cmdContext{stdout: &out, stderr: &errb, getenv: func(string) (string, bool) { return "", false }}
+			p, err := newParser(cli, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code := 0
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						code = r.(kongExit).code
+					}
+				}()
+				if _, err := p.Parse(args); err != nil {
+					code = -1
+					errb.WriteString(err.Error())
+				}
+			}()
+			return code, out.String(), errb.String()
+		}
+		e := &execCLI{}
+		f := &CLI{}
+		ec, eo, ee := run1(e, &e.Globals)
+		fc, fo, fe := run1(f, &f.Globals)
+		if ec != fc || eo != fo || ee != fe {
+			t.Errorf("%q: exec-only parser says %d %q %q, the full one %d %q %q", args, ec, eo, ee, fc, fo, fe)
+		}
 	}
 }

@@ -215,11 +215,14 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 	if o.UID, o.GID, err = parseUser(e.User); err != nil {
 		return nil, supervisor.UsageError("--user %q: %w", e.User, err)
 	}
-	if g := powerGroup(o.GID, hostGroupFile); g != "" && e.Runtime != "native" {
-		// A rootful engine without userns-remap runs the agent as this
-		// very host gid: the docker group's socket is the host's root.
-		// (Native boxes map every id into a range of their own.)
-		return nil, supervisor.RefusedError("--user %q: gid %d is the host's group %s, which grants power over the host (an engine socket, disks, logs or sudo) to a box of a rootful engine; pick a gid no host group has", e.User, o.GID, g)
+	// A rootful engine without userns-remap runs the agent as this very
+	// host gid: the docker group's socket is the host's root. (Native
+	// boxes map every id into a range of their own: /etc/group is not
+	// read on a native launch.)
+	if e.Runtime != "native" {
+		if g := powerGroup(o.GID, hostGroupFile); g != "" {
+			return nil, supervisor.RefusedError("--user %q: gid %d is the host's group %s, which grants power over the host (an engine socket, disks, logs or sudo) to a box of a rootful engine; pick a gid no host group has", e.User, o.GID, g)
+		}
 	}
 	if e.Workdir != "" && (!filepath.IsAbs(e.Workdir) || filepath.Clean(e.Workdir) != e.Workdir) {
 		return nil, supervisor.UsageError("--workdir %q: want a clean absolute path", e.Workdir)

@@ -48,6 +48,15 @@
 //     init pid is acted on only with its start time, and a journaled
 //     cgroup only when it is the box's own folder under the parent.
 //
+// Launch. A native launch starts two Go processes (the supervisor, then
+// the box's init stage from the same binary) before the watcher, and
+// writes the journal five times. What overlaps: Create starts the init
+// stage (clone, exec, runtime start, opening every host tree) while exec
+// journals the box as created; the stage's settings are encoded while
+// it starts; the watcher starts while exec journals the box as started.
+// Nothing is compiled at package init (no regexp, no netlink), and exec
+// builds the parser of its own command only.
+//
 // It is Linux-only: on other systems the package registers a descriptor
 // that is never installed, so `--runtime native` and doctor say so, and
 // --runtime auto never picks it.

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -71,6 +72,9 @@ type Native struct {
 	log  *slog.Logger
 	opts Options
 	ids  *idRanges // a root supervisor's slots (see ranges)
+
+	pendingMu sync.Mutex
+	pending   map[string]*pendingPrep // by box name: Create's prep for Start
 }
 
 // New returns the native runtime.
@@ -100,7 +104,7 @@ func New(log *slog.Logger, opts Options) *Native {
 			opts.IDRangeDir = RootlessIDSlotDir(opts.StateDir)
 		}
 	}
-	return &Native{log: log, opts: opts, ids: rootRanges(opts.IDRangeDir, "/etc")}
+	return &Native{log: log, opts: opts, ids: rootRanges(opts.IDRangeDir, "/etc"), pending: map[string]*pendingPrep{}}
 }
 
 // RootlessIDSlotDir is where an unprivileged supervisor whose native
@@ -151,6 +155,7 @@ func init() {
 		AutoRank:        30,
 		Bounds:          supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: time.Second},
 		UnlistedRemains: true,
+		Volatile:        volatileStateDir(defaultNativeStateDir(), os.Getenv("XDG_RUNTIME_DIR")),
 		HostWatcherOnly: true,
 		New: func(cfg supervisor.RuntimeConfig) (supervisor.Runtime, error) {
 			return New(cfg.Log, Options{Stderr: cfg.Stderr, CgroupParent: os.Getenv(EnvCgroupParent)}), nil
@@ -175,6 +180,16 @@ func defaultNativeStateDir() string {
 		return filepath.Join(d, "native")
 	}
 	return ""
+}
+
+// volatileStateDir reports whether the records and id slots kept in
+// dir are gone after a reboot, as everything else of a native box is:
+// /run and $XDG_RUNTIME_DIR are cleared at boot. An unprivileged
+// supervisor without XDG_RUNTIME_DIR keeps them in its state folder,
+// which stays: a record there whose journal intent a power loss undid
+// would be blocked by reconcile, so its intent stays durable.
+func volatileStateDir(dir, xdgRuntime string) bool {
+	return dir == "" || under(dir, "/run") || (filepath.IsAbs(xdgRuntime) && under(dir, xdgRuntime))
 }
 
 func (n *Native) Name() string { return "native" }
@@ -237,7 +252,11 @@ func (n *Native) cgroupPlace() (int, string, error) {
 
 // Create checks everything that can be checked before the box exists,
 // creates its cgroup with the limits, and records the cgroup in
-// b.State. Nothing else is created until Start.
+// b.State. Then it starts the box's init stage in the new namespaces
+// (prepareAhead), which boots and waits for its settings from Start
+// while the caller journals the box as created. The stage has done
+// nothing in the box yet; it dies with the supervisor (Pdeathsig) and
+// Remove ends it when Start never comes.
 func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if b.State == nil {
 		b.State = map[string]string{}
@@ -327,6 +346,7 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err := n.writeRecord(b); err != nil {
 		n.log.Warn("cannot record the native box for ls/reconcile", "box", b.Name, "err", err)
 	}
+	n.prepareAhead(b)
 	return nil
 }
 
@@ -582,7 +602,79 @@ func nativeCloneFlags(network string, userns bool) uintptr {
 // Start starts the box's init stage in new namespaces, moves it into the
 // box cgroup, writes its uid map (unprivileged), sends it the settings
 // and waits until it has exec'd the watcher (or says why it could not).
-func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
+// startPrep is what the init stage is started with, worked out before
+// the clone: its settings, the descriptors it inherits (fds 6...), and
+// the box cgroup.
+type startPrep struct {
+	root     string
+	rootless bool
+	cfg      nsinitConfig
+	ids      *idRanges
+	idStart  int64
+	extra    []*os.File
+	cg       boxCgroup
+	cgDir    *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
+}
+
+func (p *startPrep) close() {
+	for _, f := range p.extra {
+		f.Close()
+	}
+	if p.cgDir != nil {
+		p.cgDir.Close()
+	}
+}
+
+// pendingPrep is an init stage being prepared and started while the
+// supervisor journals the box as created (see Create).
+type pendingPrep struct {
+	box  *supervisor.Box
+	done chan struct{}
+	l    *launched
+	err  error
+}
+
+// prepareAhead prepares and starts b's init stage beside the caller's
+// next step (exec journals the box as created, an fsync): the stage's
+// clone, exec and runtime start (a few ms) overlap it. Start takes it.
+func (n *Native) prepareAhead(b *supervisor.Box) {
+	pp := &pendingPrep{box: b, done: make(chan struct{})}
+	n.pendingMu.Lock()
+	if old := n.pending[b.Name]; old != nil {
+		go old.drop()
+	}
+	n.pending[b.Name] = pp
+	n.pendingMu.Unlock()
+	go func() {
+		defer close(pp.done)
+		pp.l, pp.err = n.prepareAndLaunch(b)
+	}()
+}
+
+// drop waits for the prep and ends the init stage it started.
+func (pp *pendingPrep) drop() {
+	<-pp.done
+	if pp.l != nil {
+		pp.l.kill()
+	}
+}
+
+// takePrep returns the prep made ahead for b, or nil.
+func (n *Native) takePrep(b *supervisor.Box) *pendingPrep {
+	n.pendingMu.Lock()
+	defer n.pendingMu.Unlock()
+	pp := n.pending[b.Name]
+	delete(n.pending, b.Name)
+	if pp != nil && pp.box != b {
+		go pp.drop()
+		return nil
+	}
+	return pp
+}
+
+// prepareStart works out the init stage's settings and opens what it
+// inherits. It reads b and writes nothing of it.
+func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
 	root, err := nativeRoot(b.Image)
 	if err != nil {
 		return nil, err
@@ -591,37 +683,33 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	// id and its subordinate range are mapped (newuidmap, after the
 	// clone; the init stage re-execs to gain its capabilities). As root,
 	// the box's own host range is mapped before the init stage runs.
-	rootless := os.Geteuid() != 0
-	cfg, err := nsinitPlan(b, root, b.WatcherPath, rootless)
-	if err != nil {
+	p = &startPrep{root: root, rootless: os.Geteuid() != 0}
+	opened := p // what a failure below closes (the results are nil then)
+	defer func() {
+		if err != nil {
+			opened.close()
+		}
+	}()
+	if p.cfg, err = nsinitPlan(b, root, b.WatcherPath, p.rootless); err != nil {
 		return nil, supervisor.UsageError("native box: %w", err)
 	}
-	ids, err := n.ranges()
-	if err != nil {
+	if p.ids, err = n.ranges(); err != nil {
 		return nil, supervisor.RefusedError("%w", err)
 	}
-	idStart, err := strconv.ParseInt(b.State[StateIDRange], 10, 64)
-	if err != nil || ids.slotOf(idStart) < 0 {
+	p.idStart, err = strconv.ParseInt(b.State[StateIDRange], 10, 64)
+	if err != nil || p.ids.slotOf(p.idStart) < 0 {
 		return nil, supervisor.SetupError("the box has no host id range of its own (state %q); create it again", b.State[StateIDRange])
 	}
 	agentUID, agentGID := agentIDs(b)
 	// Descriptors the init stage inherits: 3 control, 4 settings, 5
 	// kept free (stage 2's settings pipe), then cgroup files and trees.
-	var extra []*os.File
-	defer func() {
-		for _, f := range extra {
-			f.Close()
-		}
-	}()
 	const firstExtraFD = 6
-	var cg boxCgroup
-	var cgDir *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
 	if spec, ok, err := cgroupSpecFromState(b.State); err != nil {
 		return nil, supervisor.SetupError("%w", err)
 	} else if ok {
-		if cg, err = loadBoxCgroup(spec); err != nil {
+		if p.cg, err = loadBoxCgroup(spec); err != nil {
 			return nil, supervisor.SetupError("%w", err)
-		} else if cg == nil {
+		} else if p.cg == nil {
 			return nil, supervisor.SetupError("the box's cgroup %s is gone; create the box again", spec.Group)
 		}
 		switch spec.Version {
@@ -630,36 +718,147 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 			// open host cgroup files; the write is checked against the
 			// opener's credentials.
 			for _, n := range v1Controllers {
-				p := filepath.Join(spec.Root, string(n), spec.Group, "tasks")
-				f, err := os.OpenFile(p, os.O_WRONLY, 0)
+				path := filepath.Join(spec.Root, string(n), spec.Group, "tasks")
+				f, err := os.OpenFile(path, os.O_WRONLY, 0)
 				if err != nil {
-					return nil, supervisor.SetupError("open %s to join the box cgroup: %w", p, err)
+					return nil, supervisor.SetupError("open %s to join the box cgroup: %w", path, err)
 				}
-				cfg.CgroupTasks = append(cfg.CgroupTasks, p)
-				cfg.CgroupTaskFDs = append(cfg.CgroupTaskFDs, firstExtraFD+len(extra))
-				extra = append(extra, f)
+				p.cfg.CgroupTasks = append(p.cfg.CgroupTasks, path)
+				p.cfg.CgroupTaskFDs = append(p.cfg.CgroupTaskFDs, firstExtraFD+len(p.extra))
+				p.extra = append(p.extra, f)
 			}
 		case 2:
-			if cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
+			if p.cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
 				return nil, supervisor.SetupError("open the box's cgroup: %w", err)
 			}
-			defer cgDir.Close()
 		}
 	}
-	if !rootless {
-		trees, err := openTrees(&cfg, n.opts.Self, boxIDs{base: idStart, uid: agentUID, gid: agentGID}, firstExtraFD+len(extra), func(msg string, args ...any) {
+	if !p.rootless {
+		trees, err := openTrees(&p.cfg, n.opts.Self, boxIDs{base: p.idStart, uid: agentUID, gid: agentGID}, firstExtraFD+len(p.extra), func(msg string, args ...any) {
 			n.log.Warn(msg, append(args, "box", b.Name)...)
 		})
 		if err != nil {
 			return nil, supervisor.SetupError("%w", err)
 		}
-		extra = append(extra, trees...)
+		p.extra = append(p.extra, trees...)
 	}
+	return p, nil
+}
+
+func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
+	// Made and started ahead by Create when it could be, else now.
+	var l *launched
+	var err error
+	if pp := n.takePrep(b); pp != nil {
+		<-pp.done
+		l, err = pp.l, pp.err
+	} else {
+		l, err = n.prepareAndLaunch(b)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cmd, ctl, set, p := l.cmd, l.ctl, l.set, l.p
+	root, cfg, cg := p.root, p.cfg, p.cg
+	pid := cmd.Process.Pid
+	fail := func(err error) (*supervisor.Started, error) {
+		l.kill()
+		return nil, err
+	}
+	// From here the init stage starts its runtime while the supervisor
+	// encodes its settings and records its init: work that overlaps.
 	settings, err := json.Marshal(cfg)
 	if err != nil {
-		return nil, supervisor.SetupError("encode box settings: %w", err)
+		return fail(supervisor.SetupError("encode box settings: %w", err))
 	}
+	deadline := time.Now().Add(n.opts.SetupTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	set.parent.SetDeadline(deadline)
+	if _, err := set.parent.Write(append(settings, '\n')); err != nil {
+		return fail(supervisor.SetupError("send settings to the box's init: %w", err))
+	}
+	if b.State == nil {
+		b.State = map[string]string{}
+	}
+	b.State[StateInitPID] = strconv.Itoa(pid)
+	if st, err := proc.StartTime(pid); err == nil {
+		b.State[StateInitStart] = strconv.FormatUint(st, 10)
+	}
+	n.writeRecord(b)
+	// The init stage writes one line on failure; the descriptor closes
+	// on exec, so EOF with nothing read means the watcher runs.
+	msg, err := io.ReadAll(io.LimitReader(set.parent, 4096))
+	set.parent.Close()
+	if err != nil {
+		return fail(supervisor.SetupError("wait for the box's init: %w", err))
+	}
+	if len(msg) > 0 {
+		return fail(supervisor.SetupError("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
+	}
+	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network,
+		"clone", l.tClone, "setup", time.Since(l.t0)-l.tClone)
+	var reaped atomic.Bool
+	return &supervisor.Started{
+		Control: ctl.parent,
+		Wait: func() error {
+			err := cmd.Wait()
+			reaped.Store(true)
+			return err
+		},
+		Kill: func() {
+			// The watcher is PID 1 of the box: the kernel ends the whole
+			// PID namespace with it, and PID 1 is reaped only once every
+			// other process of the namespace is gone. Before that, the
+			// cgroup kill covers the rest.
+			if reaped.Load() {
+				return
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			if cg != nil {
+				cg.Kill()
+			}
+		},
+	}, nil
+}
 
+// launched is a box's init stage, started: it waits for its settings.
+type launched struct {
+	p        *startPrep
+	cmd      *exec.Cmd
+	ctl, set sockPair // the parent ends (the children's are closed)
+	t0       time.Time
+	tClone   time.Duration
+}
+
+// kill ends a launched init stage that will not be given its settings.
+func (l *launched) kill() {
+	l.cmd.Process.Kill()
+	l.cmd.Wait()
+	l.ctl.parent.Close()
+	l.set.parent.Close()
+}
+
+// prepareAndLaunch makes b's startPrep and starts the init stage in new
+// namespaces with it.
+func (n *Native) prepareAndLaunch(b *supervisor.Box) (*launched, error) {
+	p, err := n.prepareStart(b)
+	if err != nil {
+		return nil, err
+	}
+	return n.launch(b, p)
+}
+
+// launch starts the init stage with p (and closes p's descriptors, which
+// the stage inherits). The stage boots and waits for its settings.
+func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
+	failed := true
+	defer func() {
+		if failed {
+			p.close()
+		}
+	}()
 	ctl, err := socketPair("control")
 	if err != nil {
 		return nil, supervisor.SetupError("%w", err)
@@ -683,104 +882,53 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		Stdin:      devnull,
 		Stdout:     devnull,
 		Stderr:     n.opts.Stderr,
-		ExtraFiles: append([]*os.File{ctl.child, set.child, nil}, extra...), // fds 3, 4, (5), 6...
+		ExtraFiles: append([]*os.File{ctl.child, set.child, nil}, p.extra...), // fds 3, 4, (5), 6...
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: nativeCloneFlags(b.Network, true),
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
-	if !rootless {
+	if !p.rootless {
 		// Written by the clone's parent before the init stage execs, and
 		// the stage execs as the box's root (host id idStart): it holds
 		// every capability in the box's namespaces and none outside.
-		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(idStart), Size: IDRangeSize}}
+		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.idStart), Size: IDRangeSize}}
 		cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = m, m
 		cmd.SysProcAttr.GidMappingsEnableSetgroups = true // the watcher clears the agent's groups
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
 	}
-	if cgDir != nil {
+	if p.cgDir != nil {
 		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(cgDir.Fd())
+		cmd.SysProcAttr.CgroupFD = int(p.cgDir.Fd())
 	}
 	t0 := time.Now()
 	err = cmd.Start()
 	tClone := time.Since(t0)
 	ctl.child.Close()
 	set.child.Close()
+	p.close() // the init stage holds its own copies
 	if err != nil {
 		ctl.parent.Close()
 		set.parent.Close()
-		return nil, namespaceError(err, rootless)
+		return nil, namespaceError(err, p.rootless)
 	}
-	pid := cmd.Process.Pid
-	fail := func(err error) (*supervisor.Started, error) {
-		cmd.Process.Kill()
-		cmd.Wait()
-		ctl.parent.Close()
-		set.parent.Close()
-		return nil, err
-	}
-	if rootless {
-		uids, gids := ids.rootlessMaps(idStart, os.Geteuid(), os.Getegid(), agentUID, agentGID)
-		if err := writeIDMaps(ctx, pid, uids, gids); err != nil {
-			return fail(supervisor.SetupError("%w", err))
+	l := &launched{p: p, cmd: cmd, ctl: ctl, set: set, t0: t0, tClone: tClone}
+	failed = false
+	if p.rootless {
+		agentUID, agentGID := agentIDs(b)
+		uids, gids := p.ids.rootlessMaps(p.idStart, os.Geteuid(), os.Getegid(), agentUID, agentGID)
+		if err := writeIDMaps(context.Background(), cmd.Process.Pid, uids, gids); err != nil {
+			l.kill()
+			return nil, supervisor.SetupError("%w", err)
 		}
 	}
 	// The slot names its init before the init runs anything: a slot is
 	// taken back only once both the supervisor and the init are gone.
-	if err := ids.started(b.Name, idStart, pid); err != nil {
-		return fail(supervisor.SetupError("record the box's init in its id slot: %w", err))
+	if err := p.ids.started(b.Name, p.idStart, cmd.Process.Pid); err != nil {
+		l.kill()
+		return nil, supervisor.SetupError("record the box's init in its id slot: %w", err)
 	}
-	deadline := time.Now().Add(n.opts.SetupTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	set.parent.SetDeadline(deadline)
-	if _, err := set.parent.Write(append(settings, '\n')); err != nil {
-		return fail(supervisor.SetupError("send settings to the box's init: %w", err))
-	}
-	// The init stage writes one line on failure; the descriptor closes
-	// on exec, so EOF with nothing read means the watcher runs.
-	msg, err := io.ReadAll(io.LimitReader(set.parent, 4096))
-	set.parent.Close()
-	if err != nil {
-		return fail(supervisor.SetupError("wait for the box's init: %w", err))
-	}
-	if len(msg) > 0 {
-		return fail(supervisor.SetupError("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
-	}
-	if b.State == nil {
-		b.State = map[string]string{}
-	}
-	b.State[StateInitPID] = strconv.Itoa(pid)
-	if st, err := proc.StartTime(pid); err == nil {
-		b.State[StateInitStart] = strconv.FormatUint(st, 10)
-	}
-	n.writeRecord(b)
-	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network,
-		"clone", tClone, "setup", time.Since(t0)-tClone)
-	var reaped atomic.Bool
-	return &supervisor.Started{
-		Control: ctl.parent,
-		Wait: func() error {
-			err := cmd.Wait()
-			reaped.Store(true)
-			return err
-		},
-		Kill: func() {
-			// The watcher is PID 1 of the box: the kernel ends the whole
-			// PID namespace with it, and PID 1 is reaped only once every
-			// other process of the namespace is gone. Before that, the
-			// cgroup kill covers the rest.
-			if reaped.Load() {
-				return
-			}
-			cmd.Process.Signal(syscall.SIGKILL)
-			if cg != nil {
-				cg.Kill()
-			}
-		},
-	}, nil
+	return l, nil
 }
 
 // namespaceError turns a failed clone into one line a person can act on.
@@ -842,6 +990,9 @@ func socketPair(name string) (sockPair, error) {
 // record. It works from b.State alone (a journal entry), and a box that
 // is already gone is not an error.
 func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
+	if pp := n.takePrep(b); pp != nil {
+		pp.drop() // Create made it; Start never took it
+	}
 	var errs []error
 	spec, ok, err := cgroupSpecFromState(b.State)
 	if err == nil && ok {

@@ -253,3 +253,35 @@ func TestCgroupSpecFromState(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeIsVolatile: nothing of a native box outlives the host's
+// power, so its journal intent skips the folder fsync (Journal.Put).
+// Its on-disk state must then be where boot clears it.
+func TestNativeIsVolatile(t *testing.T) {
+	d, ok := supervisor.Lookup("native")
+	if !ok || d.Volatile != volatileStateDir(defaultNativeStateDir(), os.Getenv("XDG_RUNTIME_DIR")) || (os.Geteuid() == 0 && !d.Volatile) {
+		t.Fatalf("native descriptor %+v: want Volatile as root", d)
+	}
+	for _, tc := range []struct {
+		dir, xdg string
+		want     bool
+	}{
+		{"/run/deathwatch/native", "", true},
+		{"/run/user/1000/deathwatch/native", "/run/user/1000", true},
+		{"/home/u/.local/state/deathwatch/native", "", false},
+		{"/home/u/.local/state/deathwatch/native", "/run/user/1000", false},
+		{"/x/rt/deathwatch/native", "/x/rt", true},
+		{"/x/rtx/native", "/x/rt", false},
+		{"/run2/native", "", false},
+		{"", "", true},
+	} {
+		if got := volatileStateDir(tc.dir, tc.xdg); got != tc.want {
+			t.Errorf("volatileStateDir(%q, %q) = %v, want %v", tc.dir, tc.xdg, got, tc.want)
+		}
+	}
+	for _, dir := range []string{DefaultIDRangeDir, New(nil, Options{}).opts.StateDir} {
+		if os.Geteuid() == 0 && !strings.HasPrefix(dir, "/run/") {
+			t.Errorf("%s is not below /run: a Volatile runtime's state must not outlive a reboot", dir)
+		}
+	}
+}

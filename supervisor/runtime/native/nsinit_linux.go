@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"deathwatch/shared"
@@ -438,12 +437,8 @@ func applyNsinit(c nsinitConfig) error {
 		}
 	}
 	if c.LoopbackUp {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return fmt.Errorf("find lo in the box's network namespace: %w", err)
-		}
-		if err := netlink.LinkSetUp(lo); err != nil {
-			return fmt.Errorf("bring lo up: %w", err)
+		if err := loopbackUp(); err != nil {
+			return err
 		}
 	}
 	if c.Hostname != "" {
@@ -478,6 +473,29 @@ func applyNsinit(c nsinitConfig) error {
 	}
 	err = unix.Exec(c.Exec, c.Argv, c.Env)
 	return fmt.Errorf("exec watcher %s in the box: %w", c.Exec, os.NewSyscallError("execve", err))
+}
+
+// loopbackUp brings lo up in the box's network namespace: two ioctls on
+// a datagram socket (the netlink library took two netlink round trips
+// and its own package start).
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("bring lo up: %w", os.NewSyscallError("socket", err))
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("find lo in the box's network namespace: %w", os.NewSyscallError("ioctl(SIOCGIFFLAGS)", err))
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring lo up: %w", os.NewSyscallError("ioctl(SIOCSIFFLAGS)", err))
+	}
+	return nil
 }
 
 // openHostSource opens a host path for a bind mount without following
@@ -688,6 +706,16 @@ func bindTarget(root int, op fsOp, tree int) (int, error) {
 	if err := unix.Fstat(tree, &st); err != nil {
 		return -1, fmt.Errorf("mount source %s: %w", op.Source, os.NewSyscallError("fstat", err))
 	}
+	// Most often only the last part is missing (the minimal root's
+	// /etc/NAME): make it in its parent, the walk's last step alone.
+	if parent, base, err := inRootParent(root, op.Target); err == nil {
+		t, err := makeIn(parent, base, st.Mode&unix.S_IFMT == unix.S_IFDIR)
+		unix.Close(parent)
+		if err != nil {
+			return -1, mountTargetError(op.Target, err)
+		}
+		return t, nil
+	}
 	dir, err := inRoot(root, "/", unix.O_DIRECTORY)
 	if err != nil {
 		return -1, mountTargetError(op.Target, err)
@@ -695,23 +723,7 @@ func bindTarget(root int, op fsOp, tree int) (int, error) {
 	parts := strings.Split(strings.TrimPrefix(op.Target, "/"), "/")
 	for i, p := range parts {
 		last := i == len(parts)-1
-		next, err := inRoot(dir, p, 0)
-		if errors.Is(err, unix.ENOENT) {
-			switch {
-			case !last || st.Mode&unix.S_IFMT == unix.S_IFDIR:
-				err = unix.Mkdirat(dir, p, 0o755)
-			default:
-				var fd int
-				if fd, err = unix.Openat(dir, p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err == nil {
-					unix.Close(fd)
-				}
-			}
-			if err != nil && err != unix.EEXIST {
-				unix.Close(dir)
-				return -1, mountTargetError(op.Target, err)
-			}
-			next, err = inRoot(dir, p, 0)
-		}
+		next, err := makeIn(dir, p, !last || st.Mode&unix.S_IFMT == unix.S_IFDIR)
 		unix.Close(dir)
 		if err != nil {
 			return -1, mountTargetError(op.Target, err)
@@ -719,6 +731,27 @@ func bindTarget(root int, op fsOp, tree int) (int, error) {
 		dir = next
 	}
 	return dir, nil
+}
+
+// makeIn opens name in the folder dir (beneath it, no symlink),
+// creating it first when missing: a folder, or an empty file.
+func makeIn(dir int, name string, folder bool) (int, error) {
+	fd, err := inRoot(dir, name, 0)
+	if !errors.Is(err, unix.ENOENT) {
+		return fd, err
+	}
+	if folder {
+		err = unix.Mkdirat(dir, name, 0o755)
+	} else {
+		var f int
+		if f, err = unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err == nil {
+			unix.Close(f)
+		}
+	}
+	if err != nil && err != unix.EEXIST {
+		return -1, err
+	}
+	return inRoot(dir, name, 0)
 }
 
 func mountTargetError(target string, err error) error {

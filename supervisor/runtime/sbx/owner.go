@@ -14,7 +14,6 @@ package sbx
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -29,10 +28,10 @@ const MaxNameLen = 63
 var (
 	// '.' too (sbx names take it): doctor's and prove's instances are
 	// INSTANCE.doctor and INSTANCE.prove.
-	instanceRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
+	instanceRE = lazyRegexp(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
 	// launchIDRE is supervisor.NewLaunchID's shape: UTC time and 4 random bytes.
-	launchIDRE = regexp.MustCompile(`^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$`)
-	nonceRE    = regexp.MustCompile(`^[0-9a-f]{16,128}$`)
+	launchIDRE = lazyRegexp(`^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$`)
+	nonceRE    = lazyRegexp(`^[0-9a-f]{16,128}$`)
 )
 
 // launchIDLen is len("20060102-150405-0123abcd").
@@ -46,10 +45,10 @@ const MaxInstanceLen = MaxNameLen - len(NamePrefix) - 1 - launchIDLen
 // whole name to stay one; a name is parsed from its end, so an instance
 // may itself hold '-'.
 func SandboxName(instance, launchID string) (string, error) {
-	if len(instance) > MaxInstanceLen || !instanceRE.MatchString(instance) {
+	if len(instance) > MaxInstanceLen || !instanceRE().MatchString(instance) {
 		return "", fmt.Errorf("--instance %q cannot name a sandbox: use lower-case letters, digits, '.' and '-' (at most %d, not starting or ending with either)", instance, MaxInstanceLen)
 	}
-	if !launchIDRE.MatchString(launchID) {
+	if !launchIDRE().MatchString(launchID) {
 		return "", fmt.Errorf("launch id %q is not YYYYMMDD-HHMMSS-8 hex digits", launchID)
 	}
 	return NamePrefix + instance + "-" + launchID, nil
@@ -63,7 +62,7 @@ func ParseSandboxName(name string) (instance, launchID string, ok bool) {
 		return "", "", false
 	}
 	instance, launchID = rest[:len(rest)-launchIDLen-1], rest[len(rest)-launchIDLen:]
-	if rest[len(rest)-launchIDLen-1] != '-' || !launchIDRE.MatchString(launchID) || !instanceRE.MatchString(instance) {
+	if rest[len(rest)-launchIDLen-1] != '-' || !launchIDRE().MatchString(launchID) || !instanceRE().MatchString(instance) {
 		return "", "", false
 	}
 	return instance, launchID, true
@@ -128,7 +127,7 @@ func ParseCount(out string) (int, error) {
 // ParseNonce reads NonceReadArgs' output.
 func ParseNonce(out string) (string, error) {
 	n := strings.TrimSpace(out)
-	if !nonceRE.MatchString(n) {
+	if !nonceRE().MatchString(n) {
 		return "", fmt.Errorf("the sandbox's nonce file holds %q, not a nonce", truncate(n, 80))
 	}
 	return n, nil

@@ -3,19 +3,20 @@ package sbx
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // scopeFlagRE finds --sandbox defined as a flag in cobra-style help: a
 // line of the flags section that starts with it (optionally after a
 // shorthand), not a mention in prose.
-var scopeFlagRE = regexp.MustCompile(`(?m)^\s*(-[A-Za-z],\s+)?--sandbox(\s|=|$)`)
+var scopeFlagRE = lazyRegexp(`(?m)^\s*(-[A-Za-z],\s+)?--sandbox(\s|=|$)`)
 
 // policyScopeSupported reads `sbx policy allow network --help` (its
 // stdout) and reports whether a rule can be scoped to one sandbox with
 // --sandbox. Without it the runtime refuses --host-port: it never
 // widens the machine's global policy.
 func policyScopeSupported(helpText string) bool {
-	return scopeFlagRE.MatchString(helpText)
+	return scopeFlagRE().MatchString(helpText)
 }
 
 // PolicyRule is one row of `sbx policy ls`.
@@ -59,4 +60,12 @@ func parsePolicyList(out string) []PolicyRule {
 		rules = append(rules, PolicyRule{Name: c[idx["NAME"]], Origin: c[idx["ORIGIN"]], Decision: c[idx["DECISION"]], Resources: c[idx["RESOURCES"]]})
 	}
 	return rules
+}
+
+// lazyRegexp compiles expr on first use: the sbx package is linked into
+// every supervisor, and a compile at package init would cost each
+// process start (a native launch starts the binary twice) for a
+// runtime it may never use.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }
