@@ -416,6 +416,7 @@ probe "podman rootless" as_user podman
 # says what it is); the build is skipped when its cache is intact.
 K8S=$(dirname "$0")/k8s/cluster.sh
 export CLUSTER_SAY_WHO=provision CLUSTER_SAY_STEP="kubernetes "
-"$K8S" build || die "kubernetes: cluster.sh build failed (see above)"
-"$K8S" up || die "kubernetes: cluster.sh up failed (see above)"
+# 9>&-: the cluster's daemons must not inherit (and hold forever) our lock.
+"$K8S" build 9>&- || die "kubernetes: cluster.sh build failed (see above)"
+"$K8S" up 9>&- || die "kubernetes: cluster.sh up failed (see above)"
 step ready "machine ready for make test"
