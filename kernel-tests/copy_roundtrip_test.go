@@ -171,21 +171,7 @@ func TestCopyRoundTrip(t *testing.T) {
 		if want := "1000:1000\nran\nsame-inode\nhello\n"; res.stdout != want {
 			t.Errorf("inside the box:\n%s\nwant:\n%s", res.stdout, want)
 		}
-		got, gotLinks := treeState(t, filepath.Join(out, "tree"))
-		want, wantLinks := treeState(t, src)
-		for p, w := range want {
-			if got[p] != w {
-				t.Errorf("%q: came back as %q, went in as %q", p, got[p], w)
-			}
-		}
-		for p := range got {
-			if _, ok := want[p]; !ok {
-				t.Errorf("%q came back but never went in", p)
-			}
-		}
-		if fmt.Sprint(gotLinks) != fmt.Sprint(wantLinks) {
-			t.Errorf("hard links came back as %v, went in as %v", gotLinks, wantLinks)
-		}
+		assertSameTree(t, src, filepath.Join(out, "tree"))
 		var st syscall.Stat_t
 		if err := syscall.Stat(filepath.Join(out, "tree", "sparse"), &st); err != nil || st.Blocks*512 > 8<<20 {
 			t.Errorf("the sparse file came back with %d bytes allocated of %d (%v)", st.Blocks*512, st.Size, err)
@@ -209,6 +195,27 @@ func TestCopyRoundTrip(t *testing.T) {
 			t.Errorf("events staged %v exported %v verified %v: %+v", staged, exported, verified, evs)
 		}
 	})
+}
+
+// assertSameTree: back holds what src held, path for path (type, mode,
+// size, content, link target) and with the same hard links.
+func assertSameTree(t *testing.T, src, back string) {
+	t.Helper()
+	got, gotLinks := treeState(t, back)
+	want, wantLinks := treeState(t, src)
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%q: came back as %q, went in as %q", p, got[p], w)
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%q came back but never went in (%s)", p, got[p])
+		}
+	}
+	if fmt.Sprint(gotLinks) != fmt.Sprint(wantLinks) {
+		t.Errorf("hard links came back as %v, went in as %v", gotLinks, wantLinks)
+	}
 }
 
 // checkManifest re-verifies a manifest against the tree beside it, as a

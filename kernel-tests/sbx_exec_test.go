@@ -416,21 +416,7 @@ func TestSbxExecCopy(t *testing.T) {
 	if want := fmt.Sprintf("%d:%d\nran\nhello\n", ktest.AgentUID, ktest.AgentUID); res.stdout != want {
 		t.Errorf("inside the sandbox:\n%s\nwant:\n%s", res.stdout, want)
 	}
-	got, gotLinks := treeState(t, filepath.Join(out, "tree"))
-	want, wantLinks := treeState(t, src)
-	for p, w := range want {
-		if got[p] != w {
-			t.Errorf("%q: came back as %q, went in as %q", p, got[p], w)
-		}
-	}
-	for p := range got {
-		if _, ok := want[p]; !ok {
-			t.Errorf("%q came back but never went in (%s)", p, got[p])
-		}
-	}
-	if fmt.Sprint(gotLinks) != fmt.Sprint(wantLinks) {
-		t.Errorf("hard links came back as %v, went in as %v", gotLinks, wantLinks)
-	}
+	assertSameTree(t, src, filepath.Join(out, "tree"))
 	if !strings.Contains(res.stderr, "planted") {
 		t.Errorf("the refused symlink is not named on stderr:\n%s", res.stderr)
 	}
