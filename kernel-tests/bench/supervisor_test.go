@@ -51,11 +51,17 @@ func (r *rig) engineBare(network bool) []string {
 
 // rigs makes the three runtimes and checks that supervisor exec works
 // on each; a runtime where it does not is reported as not measured.
+// DEATHWATCH_BENCH_RUNTIMES (e.g. "podman") measures only the runtimes
+// it names, comma-separated.
 func rigs(t *testing.T) []*rig {
 	t.Helper()
 	ktest.RequireCmd(t, "bwrap")
+	names := []string{"docker", "podman", "native"}
+	if v := os.Getenv("DEATHWATCH_BENCH_RUNTIMES"); v != "" {
+		names = strings.Split(v, ",")
+	}
 	var rs []*rig
-	for _, name := range []string{"docker", "podman", "native"} {
+	for _, name := range names {
 		if name != "native" {
 			if out, err := exec.Command(name, "info").CombinedOutput(); err != nil {
 				t.Fatalf("%s is not usable (%v: %s); run kernel-tests/provision.sh (make bench does)", name, err, strings.TrimSpace(string(out)))
