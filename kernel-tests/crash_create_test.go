@@ -1,7 +1,8 @@
 package kerneltests
 
 // The create window: the supervisor is SIGKILLed while the engine
-// client's `create` is in flight. The client is the supervisor's child
+// client's `create` is in flight (local podman: its one `run`, which
+// creates and starts the box). The client is the supervisor's child
 // and outlives it, so the box can appear after a reconcile has already
 // closed the journal entry ("box gone"). The closed entry still proves
 // ownership: the next reconcile removes the late box.
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,9 +25,10 @@ import (
 	"deathwatch/supervisor"
 )
 
-// slowCreate is an engine wrapper that marks and delays `create`.
+// slowCreate is an engine wrapper that marks and delays `create` and
+// `run` (the one-step create).
 const slowCreate = `#!/bin/sh
-if [ "$1" = create ]; then
+if [ "$1" = create ] || [ "$1" = run ]; then
 	: > %[1]q
 	sleep 1
 fi
@@ -125,7 +128,102 @@ func TestCrashDuringCreate(t *testing.T) {
 			lines = append(lines, l)
 		})
 	}
-	t.Logf("SIGKILL while `create` is in flight:\n%s", strings.Join(lines, "\n"))
+	t.Logf("SIGKILL while `create` (local podman: `run`) is in flight:\n%s", strings.Join(lines, "\n"))
+}
+
+// TestCrashInRun: local podman's one `podman run` creates the box while
+// the journal still says intent. The supervisor is stopped there
+// (in-run) until podman has created the box, then it and its run client
+// are SIGKILLed together (a controller's whole service killed, as an
+// OOM kill of its cgroup does): nothing closes the box's stdin, so the
+// box stays, its watcher waiting for a hello. Reconcile must prove it
+// ours from the intent entry alone (labels, nonce, a dead owner) and
+// remove it.
+func TestCrashInRun(t *testing.T) {
+	var lines []string
+	for _, proto := range rigs(t, "podman", "podman-rootless") {
+		t.Run(proto.Name, func(t *testing.T) {
+			r := *proto
+			r.setup(t)
+			if !r.oneStep() {
+				t.Fatalf("%s is not driven by one `podman run` here (a podman service socket?): this test needs local podman", r.Name)
+			}
+			run := r.start(r.Instance, []string{supervisor.CrashPointEnv + "=" + supervisor.CrashInRun}, "--", "sh", "-c", cwAgent)
+			if !run.waitFor(60*time.Second, run.stopped) {
+				run.kill()
+				t.Fatalf("the supervisor never reached %s:\n%s", supervisor.CrashInRun, run.stdout())
+			}
+			ev := run.event(supervisor.EventJournaled)
+			if ev == nil {
+				run.kill()
+				t.Fatal("no journaled event")
+			}
+			if !run.waitFor(60*time.Second, func() bool { return r.exists(ev.Box) }) {
+				run.kill()
+				t.Fatalf("podman run never created box %s", ev.Box)
+			}
+			var entry *supervisor.JournalEntry
+			for _, e := range r.entries(r.Instance) {
+				if e.LaunchID == ev.LaunchID {
+					entry = e
+				}
+			}
+			if entry == nil || entry.State != supervisor.StateIntent {
+				t.Errorf("journal entry with the box there: %+v, want state %s", entry, supervisor.StateIntent)
+			}
+			procs := r.boxProcs(ev.Box, entry)
+			// The supervisor and its run client, together (not conmon, the
+			// box's monitor, should it still be on its way out of the
+			// client's tree).
+			var children []ktest.Proc
+			for _, c := range ktest.Descendants(run.cmd.Process.Pid) {
+				if st, err := ktest.ReadStat(c.PID); err == nil && st.Comm == "podman" {
+					children = append(children, c)
+					syscall.Kill(c.PID, syscall.SIGKILL)
+				}
+			}
+			if len(children) == 0 {
+				t.Errorf("no podman run client under the supervisor")
+			}
+			run.kill()
+			if _, left := ktest.WaitDead(children, time.Now(), 10*time.Second); len(left) > 0 {
+				t.Fatalf("the run client did not die: %s", ktest.Describe(left))
+			}
+			there := r.exists(ev.Box)
+
+			code, rep, stderr := r.reconcile(r.Instance)
+			outcome := "unreported"
+			for _, it := range rep.Removed {
+				if it.LaunchID == ev.LaunchID {
+					outcome = "removed: " + it.Reason
+				}
+			}
+			for _, it := range rep.Closed {
+				if it.LaunchID == ev.LaunchID {
+					outcome = "closed: " + it.Reason
+				}
+			}
+			if code != 0 || len(rep.Blocked) != 0 || (there && !strings.HasPrefix(outcome, "removed")) || outcome == "unreported" {
+				t.Errorf("reconcile (box there after the kill: %v): exit %d, %s, %+v\n%s", there, code, outcome, rep, stderr)
+			}
+			if _, left := ktest.WaitDead(procs, time.Now(), 10*time.Second); len(left) > 0 {
+				t.Errorf("box processes left: %s", ktest.Describe(left))
+			}
+			if r.exists(ev.Box) || len(r.boxes(r.Instance)) != 0 {
+				t.Errorf("box %s left: %v", ev.Box, r.boxes(r.Instance))
+				r.dropBox(ev.Box)
+			}
+			for _, e := range r.entries(r.Instance) {
+				if e.Open() {
+					t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
+				}
+			}
+			l := fmt.Sprintf("%-16s box there after the kill: %v (%d processes); reconcile: %s", r.Name, there, len(procs), outcome)
+			t.Log(l)
+			lines = append(lines, l)
+		})
+	}
+	t.Logf("SIGKILL of the supervisor and its `podman run` once the box exists, the journal at intent:\n%s", strings.Join(lines, "\n"))
 }
 
 // slowCreateProxy serves the Engine API at sock, passing every request
