@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -133,12 +132,13 @@ func TestCrashDuringCreate(t *testing.T) {
 
 // TestCrashInRun: local podman's one `podman run` creates the box while
 // the journal still says intent. The supervisor is stopped there
-// (in-run) until podman has created the box, then it and its run client
-// are SIGKILLed together (a controller's whole service killed, as an
-// OOM kill of its cgroup does): nothing closes the box's stdin, so the
-// box stays, its watcher waiting for a hello. Reconcile must prove it
-// ours from the intent entry alone (labels, nonce, a dead owner) and
-// remove it.
+// (in-run) until podman has created the box, then SIGKILLed with the
+// box's stdin held open by another process (the test, through the run
+// client's /proc fd: a descriptor that leaked into a child of the
+// controller would do the same), so no EOF ends the box: it stays, its
+// watcher waiting for a hello. Reconcile must prove it ours from the
+// intent entry alone (labels, nonce, a dead owner) and remove it.
+// (Without the held stdin the box ends at once and removes itself.)
 func TestCrashInRun(t *testing.T) {
 	var lines []string
 	for _, proto := range rigs(t, "podman", "podman-rootless") {
@@ -172,23 +172,25 @@ func TestCrashInRun(t *testing.T) {
 				t.Errorf("journal entry with the box there: %+v, want state %s", entry, supervisor.StateIntent)
 			}
 			procs := r.boxProcs(ev.Box, entry)
-			// The supervisor and its run client, together (not conmon, the
-			// box's monitor, should it still be on its way out of the
-			// client's tree).
-			var children []ktest.Proc
-			for _, c := range ktest.Descendants(run.cmd.Process.Pid) {
-				if st, err := ktest.ReadStat(c.PID); err == nil && st.Comm == "podman" {
-					children = append(children, c)
-					syscall.Kill(c.PID, syscall.SIGKILL)
+			children := ktest.Descendants(run.cmd.Process.Pid)
+			var client *os.File
+			for _, c := range children {
+				if st, err := ktest.ReadStat(c.PID); err == nil && st.Comm == "podman" && client == nil {
+					// A write end of the run client's stdin pipe.
+					f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/0", c.PID), os.O_WRONLY, 0)
+					if err == nil {
+						client = f
+					}
 				}
 			}
-			if len(children) == 0 {
-				t.Errorf("no podman run client under the supervisor")
+			if client == nil {
+				run.kill()
+				t.Fatalf("no podman run client under the supervisor: %s", ktest.Describe(children))
 			}
+			defer client.Close()
 			run.kill()
-			if _, left := ktest.WaitDead(children, time.Now(), 10*time.Second); len(left) > 0 {
-				t.Fatalf("the run client did not die: %s", ktest.Describe(left))
-			}
+			// The box stays: nothing told it the supervisor is gone.
+			time.Sleep(500 * time.Millisecond)
 			there := r.exists(ev.Box)
 
 			code, rep, stderr := r.reconcile(r.Instance)
@@ -203,11 +205,18 @@ func TestCrashInRun(t *testing.T) {
 					outcome = "closed: " + it.Reason
 				}
 			}
-			if code != 0 || len(rep.Blocked) != 0 || (there && !strings.HasPrefix(outcome, "removed")) || outcome == "unreported" {
+			if !there {
+				t.Errorf("box %s gone before reconcile, with its stdin held open", ev.Box)
+			}
+			client.Close()
+			if code != 0 || len(rep.Blocked) != 0 || !strings.HasPrefix(outcome, "removed") {
 				t.Errorf("reconcile (box there after the kill: %v): exit %d, %s, %+v\n%s", there, code, outcome, rep, stderr)
 			}
 			if _, left := ktest.WaitDead(procs, time.Now(), 10*time.Second); len(left) > 0 {
 				t.Errorf("box processes left: %s", ktest.Describe(left))
+			}
+			if _, left := ktest.WaitDead(children, time.Now(), 30*time.Second); len(left) > 0 {
+				t.Errorf("the supervisor's children left: %s", ktest.Describe(left))
 			}
 			if r.exists(ev.Box) || len(r.boxes(r.Instance)) != 0 {
 				t.Errorf("box %s left: %v", ev.Box, r.boxes(r.Instance))
@@ -223,7 +232,7 @@ func TestCrashInRun(t *testing.T) {
 			lines = append(lines, l)
 		})
 	}
-	t.Logf("SIGKILL of the supervisor and its `podman run` once the box exists, the journal at intent:\n%s", strings.Join(lines, "\n"))
+	t.Logf("SIGKILL of the supervisor once its `podman run` created the box, the journal at intent, the box's stdin held open:\n%s", strings.Join(lines, "\n"))
 }
 
 // slowCreateProxy serves the Engine API at sock, passing every request
