@@ -2,7 +2,10 @@ package docker
 
 import (
 	"bytes"
+	"context"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"deathwatch/supervisor"
@@ -58,4 +61,38 @@ func TestHeldWriter(t *testing.T) {
 	}
 	h.release()
 	h.Write([]byte("x"))
+}
+
+// A podman service (rootless `podman system service`) says whether it is
+// rootless in its libpod info, not in the Docker-compatible /info.
+func TestPodmanServiceProbe(t *testing.T) {
+	for _, rootless := range []bool{true, false} {
+		f := newFakeAPI(t)
+		f.rootless = rootless
+		e := &Engine{Kind: "podman", EngineEnv: []string{"CONTAINER_HOST=unix://" + f.sock}}
+		info, err := e.Probe(context.Background())
+		if err != nil || !info.Present || info.Version != "4.3.1" || info.Rootless != rootless {
+			t.Errorf("rootless %v: probe %+v %v; calls %v", rootless, info, err, f.calls)
+		}
+		if _, one, _ := e.OneStep(context.Background()); one {
+			t.Errorf("a podman service taken for one-step runs")
+		}
+	}
+}
+
+// A podman service on a local socket is rootless exactly when its
+// listener is not root (SO_PEERCRED), its version from _ping: no /info.
+func TestPodmanServiceProbeLocal(t *testing.T) {
+	f := newFakeAPI(t)
+	f.libpod, f.rootless = true, os.Geteuid() == 0 // /libpod/info would say the opposite
+	e := &Engine{Kind: "podman", EngineEnv: []string{"CONTAINER_HOST=unix://" + f.sock}}
+	info, err := e.Probe(context.Background())
+	if err != nil || !info.Present || info.Version != "4.3.1" || info.Rootless != (os.Geteuid() != 0) {
+		t.Errorf("probe %+v %v", info, err)
+	}
+	for _, c := range f.calls {
+		if strings.HasSuffix(c, "/info") {
+			t.Errorf("calls %v: asked %s", f.calls, c)
+		}
+	}
 }
