@@ -16,15 +16,22 @@ import (
 // box through the service's API, with no podman CLI process, and takes
 // it for rootless (podman 4's Docker-compatible /info names no rootless
 // option: the socket's listener says it).
-func TestPodmanServiceAPIRootless(t *testing.T) {
-	r := rigs(t, "podman-rootless")[0]
-	r.Setup(t, "psvcu")
+func TestPodmanServiceAPIRootless(t *testing.T) { podmanServiceExec(t, "podman-rootless") }
+
+// podmanServiceExec starts `podman system service` on a socket of its
+// own as the rig's user, and runs a box through it with a podman CLI
+// on PATH that fails and records any call: the box runs (its exit
+// status comes back), its ids are not the host's, no CLI was run and
+// nothing is left.
+func podmanServiceExec(t *testing.T, rigName string) {
+	r := rigs(t, rigName)[0]
+	r.Setup(t, "psvc")
 	t.Cleanup(func() { r.removeLeftovers() })
 	sock := filepath.Join(r.Dir, "podman.sock")
 	svc := r.Command(nil, "podman", "system", "service", "--time", "0", "unix://"+sock)
 	svc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := svc.Start(); err != nil {
-		t.Fatalf("podman system service as %s: %v", r.User, err)
+		t.Fatalf("podman system service: %v", err)
 	}
 	defer func() {
 		syscall.Kill(-svc.Process.Pid, syscall.SIGTERM)
