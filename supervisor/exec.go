@@ -402,7 +402,12 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 		if one, ok := rt.(OneStepStarter); ok {
 			// One engine client creates and starts the box, and finds a
 			// missing image itself: no probe, no image check of its own.
+			// Except for --runtime auto, which must know that an engine
+			// works before it picks it over the next one: it probes.
 			if info, yes, err := one.OneStep(ctx); yes {
+				if err == nil && !refuseRootful {
+					info, err = rt.Probe(ctx)
+				}
 				if err := usable(info, err); err != nil {
 					return picked{info: info}, err
 				}

@@ -276,10 +276,12 @@ type ImageChecker interface {
 // start it attached with one engine client (`podman run`), where every
 // engine process costs tens of milliseconds: a probe, an image check, a
 // create and a start would be four. The lifecycle asks OneStep instead
-// of Probe; when it says yes, CheckImage, Create and Start are not
-// called: CreateStart creates and starts the box after the intent is
-// journaled, and a missing image or an engine that does not work is its
-// error (ImageError, EngineError) as it would have been theirs.
+// of Probe (--runtime auto asks both: it must know that the engine
+// works before it picks it over the next); when it says yes, CheckImage,
+// Create and Start are not called: CreateStart creates and starts the
+// box after the intent is journaled, and a missing image or an engine
+// that does not work is its error (ImageError, EngineError) as it would
+// have been theirs.
 type OneStepStarter interface {
 	// OneStep reports whether CreateStart serves (the engine as this
 	// process reaches it), with what the lifecycle must know before

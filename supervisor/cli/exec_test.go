@@ -570,6 +570,17 @@ func TestExecRemoveInProgress(t *testing.T) {
 	}
 }
 
+// --runtime auto probes podman (`podman version`) before it picks it:
+// a podman that is on PATH but does not work must not win over the next
+// runtime. A named --runtime podman does not (TestExecPodman).
+func TestExecAutoProbesPodman(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{Agent: "exit:0"})
+	runExec(t, fe, nil, "--runtime", "auto", "--allow-rootful", "--image", "img", "--", "true")
+	if !slices.ContainsFunc(fe.calls(), func(c []string) bool { return c[0] == "podman" && c[1] == "version" }) {
+		t.Errorf("calls %v: podman not probed", fe.calls())
+	}
+}
+
 // Local podman finds a missing image in its one `podman run`: the
 // image is asked after only once the run failed without creating
 // anything; the user reads one line (podman's own is held back), and
