@@ -1,7 +1,9 @@
 package kerneltests
 
 // The crash-window matrix: for Docker, rootful Podman, rootless Podman
-// and native, SIGKILL the supervisor at every lifecycle point, run
+// and native, SIGKILL the supervisor at every lifecycle point (local
+// Podman's one `podman run` adds in-run: the run client is creating the
+// box while the journal still says intent), run
 // `supervisor reconcile`, and check that nothing of the launch is left
 // (no box, no agent process, no open journal entry) while every decoy
 // is untouched: this instance's label with a wrong nonce, this
@@ -22,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,10 +42,42 @@ import (
 // cwPoints are the kill points, in lifecycle order.
 var cwPoints = []string{
 	supervisor.CrashAfterJournal, // after the journal intent, before create
-	supervisor.CrashAfterCreate,  // after create, before start
+	supervisor.CrashInRun,        // one-step rigs: the run client creates the box, the journal says intent
+	supervisor.CrashAfterCreate,  // after create, before start (one-step: the run client starts it)
 	supervisor.CrashAfterStart,   // after start, before ready
 	"running",                    // the agent runs
 	supervisor.CrashRemoving,     // during removal (intent journaled)
+}
+
+// points are the kill points of r's lifecycle: in-run only where one
+// engine client creates and starts the box.
+func (r *rig) points() []string {
+	var ps []string
+	for _, p := range cwPoints {
+		if p != supervisor.CrashInRun || r.oneStep() {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// oneStep reports whether the supervisor drives r with one `podman
+// run` per launch (supervisor.OneStepStarter): local podman without a
+// service socket, as the runtime decides.
+func (r *rig) oneStep() bool {
+	if r.Runtime != "podman" {
+		return false
+	}
+	sock := "/run/podman/podman.sock"
+	if r.User != "" {
+		rd, err := ktest.RuntimeDir(r.User)
+		if err != nil {
+			r.T.Fatal(err)
+		}
+		sock = filepath.Join(rd, "podman", "podman.sock")
+	}
+	_, err := os.Stat(sock)
+	return err != nil
 }
 
 // cwAgent forks a setsid'd and a TERM-ignoring descendant, says it is
@@ -504,7 +539,7 @@ func TestCrashWindowMatrix(t *testing.T) {
 			mu.Lock()
 			matrix[r.Name] = row
 			mu.Unlock()
-			for _, point := range cwPoints {
+			for _, point := range r.points() {
 				var cell cwCell
 				counts := map[string]int{}
 				var order []string
@@ -551,6 +586,9 @@ func TestCrashWindowMatrix(t *testing.T) {
 		for _, p := range cwPoints {
 			c, ok := matrix[r.Name][p]
 			s := "not run"
+			if !slices.Contains(r.points(), p) {
+				s = "— (no such point)"
+			}
 			if ok {
 				s = fmt.Sprintf("%s (%d procs)", c.outcome, c.procs)
 			}
@@ -598,7 +636,7 @@ func (r *rig) crashAt(point string, d *cwDecoys) cwCell {
 	}
 	// The supervisor stopped exactly at the point: the journal says so,
 	// and no agent runs before ready.
-	wantState := map[string]string{supervisor.CrashAfterJournal: supervisor.StateIntent, supervisor.CrashAfterCreate: supervisor.StateCreated,
+	wantState := map[string]string{supervisor.CrashAfterJournal: supervisor.StateIntent, supervisor.CrashInRun: supervisor.StateIntent, supervisor.CrashAfterCreate: supervisor.StateCreated,
 		supervisor.CrashAfterStart: supervisor.StateStarted, "running": supervisor.StateStarted, supervisor.CrashRemoving: supervisor.StateRemoving}[point]
 	if entry == nil || entry.State != wantState {
 		t.Errorf("%s/%s: journal entry at the kill %+v, want state %s", r.Name, point, entry, wantState)

@@ -150,39 +150,4 @@ func TestPodmanRootfulUserns(t *testing.T) {
 // the Docker-compatible API: with CONTAINER_HOST naming it, exec runs the
 // box through it without a podman CLI process (a failing one is first
 // on PATH), and a rootful box still gets a user namespace of its own.
-func TestPodmanServiceAPI(t *testing.T) {
-	r := rigs(t, "podman")[0]
-	r.Setup(t, "psvc")
-	t.Cleanup(func() { r.removeLeftovers() })
-	sock := filepath.Join(r.Dir, "podman.sock")
-	svc := exec.Command("podman", "system", "service", "--time", "0", "unix://"+sock)
-	if err := svc.Start(); err != nil {
-		t.Fatalf("podman system service: %v", err)
-	}
-	defer func() {
-		svc.Process.Signal(syscall.SIGTERM)
-		svc.Wait()
-	}()
-	if !ktest.WaitFor(60*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }) {
-		t.Fatalf("podman system service made no socket at %s", sock)
-	}
-	fake := filepath.Join(r.Dir, "bin")
-	os.MkdirAll(fake, 0o755)
-	calls := filepath.Join(r.Dir, "cli-calls")
-	if err := os.WriteFile(filepath.Join(fake, "podman"), []byte("#!/bin/sh\necho \"$@\" >> "+calls+"\nexit 99\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	res := runCmd(r.supervisor([]string{"PATH=" + fake + ":" + os.Getenv("PATH"), "CONTAINER_HOST=unix://" + sock},
-		"--", "sh", "-c", "cat /proc/self/uid_map; exit 4"))
-	t.Logf("exit %d in %v; stdout %q; stderr %q", res.code, res.took, res.stdout, res.stderr)
-	if res.code != 4 {
-		t.Errorf("exit %d, want 4; stderr %q", res.code, res.stderr)
-	}
-	if f := strings.Fields(res.stdout); len(f) != 3 || f[1] == "0" {
-		t.Errorf("uid_map inside %q: the box shares the host's ids", res.stdout)
-	}
-	if b, err := os.ReadFile(calls); err == nil {
-		t.Errorf("the podman CLI was run on the API path: %q", b)
-	}
-	r.assertClean()
-}
+func TestPodmanServiceAPI(t *testing.T) { podmanServiceExec(t, "podman") }

@@ -6,7 +6,8 @@ import "os"
 // the crash-window tests can SIGKILL the supervisor exactly there.
 const (
 	CrashAfterJournal = "after-journal" // intent journaled, nothing created yet
-	CrashAfterCreate  = "after-create"  // the box exists, not started
+	CrashInRun        = "in-run"        // a one-step runtime's client creates the box (journal: intent)
+	CrashAfterCreate  = "after-create"  // the box exists, not started (one-step: its client starts it)
 	CrashAfterStart   = "after-start"   // the box runs, hello/spec not sent (before ready)
 	CrashRemoving     = "removing"      // removal intent journaled, box not yet removed
 )

@@ -8,6 +8,11 @@ package supervisor
 //	→ exit record → on every path: journal removal intent → remove →
 //	journal the removal.
 //
+// A one-step runtime (OneStepStarter: `podman run`) has no separate
+// probe, image check, create and start: after the intent is journaled
+// one engine client creates the box and starts it attached, and finds a
+// missing image itself.
+//
 // After a SIGKILL of the supervisor the engine client reads EOF, the
 // watcher kills the box, and the engine's auto-remove removes it; the
 // journal entry stays open for reconcile.
@@ -275,10 +280,11 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 
 	tail := &tailWriter{w: x.Stderr}
 	cfg := RuntimeConfig{Log: x.Log, Stderr: tail, EngineEnv: x.EngineEnv}
-	rt, info, err := pickRuntime(ctx, o, cfg)
+	p, err := pickRuntime(ctx, o, cfg)
 	if err != nil {
 		return fail(err, shared.ExitEngine)
 	}
+	rt, info := p.rt, p.info
 	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
 	if d, _ := Lookup(rt.Name()); len(o.HostPorts) > 0 && !d.HostPorts {
 		return fail(RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", rt.Name()), shared.ExitRefused)
@@ -348,7 +354,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 	now := time.Now().UTC()
 	l := &launch{
-		o: o, x: x, rt: rt, box: box, j: j, spec: spec, tail: tail,
+		o: o, x: x, rt: rt, oneStep: p.oneStep, box: box, j: j, spec: spec, tail: tail,
 		entry: &JournalEntry{
 			LaunchID: launchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
 			Runtime: rt.Name(), Image: o.Image, Nonce: nonce, Labels: labels, Owner: owner,
@@ -358,12 +364,55 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	return l.run(ctx)
 }
 
-func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtime, Info, error) {
+// picked is the runtime exec drives and what its probe found; oneStep:
+// its OneStep said yes (CreateStart creates and starts the box).
+type picked struct {
+	rt      Runtime
+	info    Info
+	oneStep bool
+}
+
+func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked, error) {
 	// try probes one runtime; refuseRootful applies --allow-rootful.
-	try := func(name string, refuseRootful bool) (Runtime, Info, error) {
+	try := func(name string, refuseRootful bool) (picked, error) {
 		rt, err := NewRuntime(name, cfg)
 		if err != nil {
-			return nil, Info{}, err
+			return picked{}, err
+		}
+		if _, ok := rt.(ImageChecker); ok && o.Image == "" {
+			return picked{}, UsageError("--image is required for --runtime %s", name)
+		}
+		// usable says whether the probe found the engine usable.
+		usable := func(info Info, err error) error {
+			if err != nil {
+				return WithCode(ExitCode(err, shared.ExitEngine), err)
+			}
+			if !info.Present {
+				d := info.Detail
+				if d == "" {
+					d = name + " is not available"
+				}
+				return EngineError("%s", d)
+			}
+			if d, _ := Lookup(name); refuseRootful && d.Daemon && !info.Rootless && !o.AllowRootful {
+				return RefusedError("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
+			}
+			return nil
+		}
+		if one, ok := rt.(OneStepStarter); ok {
+			// One engine client creates and starts the box, and finds a
+			// missing image itself: no probe, no image check of its own.
+			// Except for --runtime auto, which must know that an engine
+			// works before it picks it over the next one: it probes.
+			if info, yes, err := one.OneStep(ctx); yes {
+				if err == nil && !refuseRootful {
+					info, err = rt.Probe(ctx)
+				}
+				if err := usable(info, err); err != nil {
+					return picked{info: info}, err
+				}
+				return picked{rt, info, true}, nil
+			}
 		}
 		// The image check runs beside the probe (two engine round trips
 		// in the time of one); its verdict counts only once the engine
@@ -376,34 +425,20 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 			<-imageErr
 		}()
 		if ic, ok := rt.(ImageChecker); ok {
-			if o.Image == "" {
-				imageErr <- nil
-				return nil, Info{}, UsageError("--image is required for --runtime %s", name)
-			}
 			go func() { imageErr <- ic.CheckImage(ictx, o.Image) }()
 		} else {
 			imageErr <- nil
 		}
 		info, err := rt.Probe(ctx)
-		if err != nil {
-			return nil, info, WithCode(ExitCode(err, shared.ExitEngine), err)
-		}
-		if !info.Present {
-			d := info.Detail
-			if d == "" {
-				d = name + " is not available"
-			}
-			return nil, info, EngineError("%s", d)
-		}
-		if d, _ := Lookup(name); refuseRootful && d.Daemon && !info.Rootless && !o.AllowRootful {
-			return nil, info, RefusedError("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
+		if err := usable(info, err); err != nil {
+			return picked{info: info}, err
 		}
 		if err := <-imageErr; err != nil {
 			imageErr <- nil
-			return nil, info, WithCode(ExitCode(err, shared.ExitImage), err)
+			return picked{info: info}, WithCode(ExitCode(err, shared.ExitImage), err)
 		}
 		imageErr <- nil
-		return rt, info, nil
+		return picked{rt: rt, info: info}, nil
 	}
 	if o.Runtime != "auto" && o.Runtime != "" {
 		return try(o.Runtime, true)
@@ -411,29 +446,25 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (Runtim
 	// auto: a rootless engine, else the daemonless native runtime, else
 	// a rootful engine when --allow-rootful accepts one.
 	var why []string
-	type found struct {
-		rt   Runtime
-		info Info
-	}
-	var rootful []found
+	var rootful []picked
 	for _, name := range AutoOrder() {
 		d, _ := Lookup(name)
-		rt, info, err := try(name, false)
+		p, err := try(name, false)
 		switch {
 		case err != nil:
 			why = append(why, err.Error())
-		case !d.Daemon || info.Rootless:
-			return rt, info, nil
+		case !d.Daemon || p.info.Rootless:
+			return p, nil
 		case o.AllowRootful:
-			rootful = append(rootful, found{rt, info})
+			rootful = append(rootful, p)
 		default:
 			why = append(why, name+" is rootful (pass --allow-rootful to accept it)")
 		}
 	}
 	if len(rootful) > 0 {
-		return rootful[0].rt, rootful[0].info, nil
+		return rootful[0], nil
 	}
-	return nil, Info{}, EngineError("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
+	return picked{}, EngineError("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
 }
 
 // NewLaunchID is a sortable, unique launch id: UTC time and 32 random bits.
@@ -452,14 +483,15 @@ func RandHex(n int) string {
 
 // launch is one box's lifecycle once its identity is fixed.
 type launch struct {
-	o     *ExecOptions
-	x     *ExecIO
-	rt    Runtime
-	box   *Box
-	j     *Journal
-	entry *JournalEntry
-	spec  shared.Spec
-	tail  *tailWriter
+	o       *ExecOptions
+	x       *ExecIO
+	rt      Runtime
+	oneStep bool // rt's CreateStart creates and starts the box
+	box     *Box
+	j       *Journal
+	entry   *JournalEntry
+	spec    shared.Spec
+	tail    *tailWriter
 }
 
 func (l *launch) emit(ev Event) {
@@ -506,25 +538,42 @@ func (l *launch) run(ctx context.Context) int {
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, nil)
 	}
-	if err := l.rt.Create(ctx, l.box); err != nil {
+	// A one-step runtime's client creates and starts the box; created
+	// says when the box exists. Its intent is durable before the client
+	// starts, so that reconcile can prove the box ours whatever the
+	// journal says when the supervisor dies.
+	var st *Started
+	create := func() error { return l.rt.Create(ctx, l.box) }
+	if l.oneStep {
+		s, created, err := l.rt.(OneStepStarter).CreateStart(ctx, l.box)
+		if err != nil {
+			l.say("%v", err)
+			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
+		}
+		st, create = s, created
+		crashpoint(CrashInRun)
+	}
+	if err := create(); err != nil {
 		l.say("%v", err)
-		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
+		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), st)
 	}
 	if err := l.journal(StateCreated); err != nil {
 		l.say("%v", err)
-		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), nil)
+		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), st)
 	}
 	l.emit(Event{Event: EventCreated})
 	log.Info("created")
 	crashpoint(CrashAfterCreate)
 	if s := l.pendingSignal(); s != nil {
-		return l.early(signalStatus(s), ReasonSupervisorSignaled, nil)
+		return l.early(signalStatus(s), ReasonSupervisorSignaled, st)
 	}
 
-	st, err := l.rt.Start(ctx, l.box)
-	if err != nil {
-		l.say("%v", err)
-		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
+	if st == nil {
+		var err error
+		if st, err = l.rt.Start(ctx, l.box); err != nil {
+			l.say("%v", err)
+			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
+		}
 	}
 	if err := l.journal(StateStarted); err != nil {
 		l.say("%v", err)

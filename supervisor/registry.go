@@ -281,6 +281,30 @@ type ImageChecker interface {
 	CheckImage(ctx context.Context, image string) error
 }
 
+// OneStepStarter is implemented by runtimes that can create a box and
+// start it attached with one engine client (`podman run`), where every
+// engine process costs tens of milliseconds: a probe, an image check, a
+// create and a start would be four. The lifecycle asks OneStep instead
+// of Probe (--runtime auto asks both: it must know that the engine
+// works before it picks it over the next); when it says yes, CheckImage,
+// Create and Start are not called: CreateStart creates and starts the
+// box after the intent is journaled, and a missing image or an engine
+// that does not work is its error (ImageError, EngineError) as it would
+// have been theirs.
+type OneStepStarter interface {
+	// OneStep reports whether CreateStart serves (the engine as this
+	// process reaches it), with what the lifecycle must know before
+	// anything exists: whether the engine is there, and rootless. ok
+	// false: Probe, CheckImage, Create and Start serve, and info and err
+	// mean nothing.
+	OneStep(ctx context.Context) (info Info, ok bool, err error)
+	// CreateStart starts the engine client that creates the box and
+	// starts it attached, and returns at once; created returns once the
+	// box exists (nil), or the client ended without creating it (why:
+	// nothing of the box exists then).
+	CreateStart(ctx context.Context, b *Box) (st *Started, created func() error, err error)
+}
+
 // LimitsChecker is implemented by runtimes that can tell, before
 // anything is created, that they could not enforce the memory or pids
 // limit asked for. A limit that would be silently ignored is refused

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +28,10 @@ import (
 type rig struct {
 	ktest.Rig
 	probeErr error // why supervisor exec does not work here (not measured)
+	// service is the CONTAINER_HOST of a `podman system service` of the
+	// rig's own (podman): the API path, measured beside the CLI's one
+	// `podman run` ("" none).
+	service string
 }
 
 // execArgs is `supervisor --instance I --journal J exec --runtime R ...
@@ -52,14 +57,17 @@ func (r *rig) engineBare(network bool) []string {
 
 // rigs makes the three runtimes and checks that supervisor exec works
 // on each; a runtime where it does not is reported as not measured.
+// DEATHWATCH_BENCH_RUNTIMES (e.g. "podman") measures only the runtimes
+// it names, comma-separated.
 func rigs(t *testing.T) []*rig {
 	t.Helper()
 	ktest.RequireCmd(t, "bwrap")
+	names := []string{"docker", "podman", "native"}
+	if v := os.Getenv("DEATHWATCH_BENCH_RUNTIMES"); v != "" {
+		names = strings.Split(v, ",")
+	}
 	var rs []*rig
-	for _, name := range []string{"docker", "podman", "native"} {
-		if only := os.Getenv("DEATHWATCH_BENCH_RUNTIMES"); only != "" && !slices.Contains(strings.Split(only, ","), name) {
-			continue
-		}
+	for _, name := range names {
 		if name != "native" {
 			if out, err := exec.Command(name, "info").CombinedOutput(); err != nil {
 				t.Fatalf("%s is not usable (%v: %s); run kernel-tests/provision.sh (make bench does)", name, err, strings.TrimSpace(string(out)))
@@ -78,6 +86,9 @@ func rigs(t *testing.T) []*rig {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			r.probeErr = fmt.Errorf("`supervisor exec --runtime %s -- true` failed: %v: %s", name, err, strings.TrimSpace(string(out)))
 		}
+		if name == "podman" && r.probeErr == nil {
+			r.service = podmanService(t)
+		}
 		rs = append(rs, r)
 	}
 	return rs
@@ -95,6 +106,26 @@ func baselineSupervisor(t *testing.T) string {
 		t.Fatalf("DEATHWATCH_BENCH_NATIVE_BASELINE=%s: not an executable file (%v); build the earlier supervisor there", p, err)
 	}
 	return p
+}
+
+// podmanService starts a rootful `podman system service` on a socket of
+// its own (never the default one another test would find) for the
+// test's length, and returns its CONTAINER_HOST.
+func podmanService(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "podman.sock")
+	svc := exec.Command("podman", "system", "service", "--time", "0", "unix://"+sock)
+	if err := svc.Start(); err != nil {
+		t.Fatalf("podman system service: %v", err)
+	}
+	t.Cleanup(func() {
+		svc.Process.Signal(syscall.SIGTERM)
+		svc.Wait()
+	})
+	if !ktest.WaitFor(60*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }) {
+		t.Fatalf("podman system service made no socket at %s", sock)
+	}
+	return "unix://" + sock
 }
 
 // TestBenchSupervisorLaunch: supervisor exec against the bare engine run
@@ -130,6 +161,10 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 				{name: "supervisor exec --runtime " + r.Name + " -- true", argv: r.execArgs(nil, "true")},
 				{name: strings.Join(r.engineBare(false)[:len(r.engineBare(false))-2], " ") + " IMAGE true", argv: r.engineBare(false)},
 				{name: strings.Join(r.engineBare(true)[:len(r.engineBare(true))-2], " ") + " IMAGE true", argv: r.engineBare(true)},
+			}
+			if r.service != "" {
+				cs = append(cs, &candidate{name: "supervisor exec --runtime podman -- true, through `podman system service` (API)",
+					argv: append([]string{"env", "CONTAINER_HOST=" + r.service}, r.execArgs(nil, "true")...)})
 			}
 		}
 		roundRobin(t, cs, env, 2, n)
@@ -482,17 +517,30 @@ func phases(t *testing.T, env []string) {
 		header = append(header, "→"+steps[i])
 	}
 	s := newSection(t, rankSupervisorLaunch+1, fmt.Sprintf("supervisor exec -- true split at its --events, p50 of %d", n), header...)
+	type variant struct {
+		r    *rig
+		name string
+		env  []string
+	}
+	var vs []variant
 	for _, r := range rigs(t) {
 		if r.probeErr != nil {
 			s.Skip("phases, "+r.Name, r.probeErr.Error())
 			continue
 		}
+		vs = append(vs, variant{r, r.Name, env})
+		if r.service != "" {
+			vs = append(vs, variant{r, r.Name + " (service API)", append(slices.Clone(env), "CONTAINER_HOST="+r.service)})
+		}
+	}
+	for _, v := range vs {
+		r := v.r
 		gaps := make([][]time.Duration, len(steps))
 		for i := 0; i < n; i++ {
 			events := filepath.Join(t.TempDir(), "events.jsonl")
 			argv := r.execArgs([]string{"--events", events}, "true")
 			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.Env = env
+			cmd.Env = v.env
 			t0 := time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%v: %v\n%s", argv, err, out)
@@ -515,13 +563,13 @@ func phases(t *testing.T, env []string) {
 			for k, step := range steps {
 				when, ok := at[step]
 				if !ok {
-					t.Fatalf("%s: no %s event in %s:\n%s", r.Name, step, events, b)
+					t.Fatalf("%s: no %s event in %s:\n%s", v.name, step, events, b)
 				}
 				gaps[k] = append(gaps[k], when.Sub(prev))
 				prev = when
 			}
 		}
-		row := []string{r.Name}
+		row := []string{v.name}
 		data := map[string]Stats{}
 		for k, step := range steps {
 			st := summarize(gaps[k])
@@ -529,7 +577,7 @@ func phases(t *testing.T, env []string) {
 			row = append(row, fms(st.P50))
 		}
 		s.Row(row...)
-		s.Set(r.Name, data)
+		s.Set(v.name, data)
 	}
 	s.Note("each column is the time from the previous event (the first from starting the supervisor process, the last to its exit); event times are the supervisor's own clock")
 	s.Log()

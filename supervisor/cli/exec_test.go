@@ -168,9 +168,10 @@ func TestExecPodman(t *testing.T) {
 		args   []string
 		probe  string
 	}{
-		// Local podman: rootless exactly when not root; `podman version`
-		// is enough (--allow-rootful: the unit tests may run as root).
-		{"local", false, []string{"--allow-rootful"}, "version"},
+		// Local podman: rootless exactly when not root, no probe call;
+		// one `podman run` creates and starts the box (--allow-rootful:
+		// the unit tests may run as root).
+		{"local", false, []string{"--allow-rootful"}, "run"},
 		// A remote service: only `podman info` knows.
 		{"remote rootless", true, nil, "info"},
 	} {
@@ -187,6 +188,13 @@ func TestExecPodman(t *testing.T) {
 			calls := fe.calls()
 			if v := verbs(calls); !slices.Contains(v[:2], tc.probe) {
 				t.Errorf("probe calls %v, want %s", v[:2], tc.probe)
+			}
+			if !tc.remote {
+				// Two podman processes per launch: the run, and the listing
+				// that proves the box removed.
+				if v := verbs(calls); !slices.Equal(v, []string{"ps", "run"}) {
+					t.Errorf("calls %v, want one run and the listing", calls)
+				}
 			}
 			look := calls[len(calls)-1]
 			if !slices.Equal(look, []string{"podman", "ps", "--all", "--no-trunc", "--filter", "name=" + r.events[0].Box, "--format", "{{.Names}}"}) {
@@ -562,10 +570,69 @@ func TestExecRemoveInProgress(t *testing.T) {
 	}
 }
 
+// --runtime auto probes podman (`podman version`) before it picks it:
+// a podman that is on PATH but does not work must not win over the next
+// runtime. A named --runtime podman does not (TestExecPodman).
+func TestExecAutoProbesPodman(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{Agent: "exit:0"})
+	runExec(t, fe, nil, "--runtime", "auto", "--allow-rootful", "--image", "img", "--", "true")
+	if !slices.ContainsFunc(fe.calls(), func(c []string) bool { return c[0] == "podman" && c[1] == "version" }) {
+		t.Errorf("calls %v: podman not probed", fe.calls())
+	}
+}
+
+// Local podman finds a missing image in its one `podman run`: the
+// image is asked after only once the run failed without creating
+// anything; the user reads one line (podman's own is held back), and
+// the journal entry the run needed first is closed with the image's
+// exit status.
 func TestExecPodmanImageMissing(t *testing.T) {
 	fe := newFakeEngine(t, fakeScenario{NoImage: true})
 	r := runExec(t, fe, nil, "--runtime", "podman", "--allow-rootful", "--image", "img", "--", "true")
-	if r.code != shared.ExitImage || !strings.Contains(r.stderr, "image img not found in podman") {
+	if r.code != shared.ExitImage || strings.TrimSpace(r.stderr) != "supervisor: image img not found in podman; build or load it first (deathwatch never pulls)" {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+	var v []string
+	for _, c := range fe.calls() {
+		v = append(v, c[1])
+	}
+	if !slices.Equal(v, []string{"run", "image", "ps"}) {
+		t.Errorf("calls %v: want the run, the image check after it, the listing", fe.calls())
+	}
+	if es := journalEntries(t, r.journal); len(es) != 1 || es[0].State != supervisor.StateRemoved || es[0].Exit == nil || es[0].Exit.Code != shared.ExitImage {
+		t.Errorf("journal %+v", es)
+	}
+}
+
+// A `podman run` that fails before the box exists (its cidfile) says
+// podman's first line as the create failure; one that fails after is
+// the box that never started, as with separate create and start.
+func TestExecPodmanRunFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sc   fakeScenario
+		want string
+	}{
+		{"create", fakeScenario{CreateFail: "Error: creating container storage: the container name is already in use"}, "create box dw-"},
+		{"start", fakeScenario{Agent: "exit:0", StartFail: "Error: OCI runtime error: runc: no such file"}, "the box ended before the agent started"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := newFakeEngine(t, tc.sc)
+			r := runExec(t, fe, nil, "--runtime", "podman", "--allow-rootful", "--image", "img", "--", "true")
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			last := lines[len(lines)-1]
+			if r.code != shared.ExitSetupFailed || !strings.Contains(last, tc.want) || !strings.Contains(r.stderr, strings.TrimPrefix(tc.sc.CreateFail+tc.sc.StartFail, "Error: ")) {
+				t.Fatalf("exit %d stderr %q, want %d and %q", r.code, r.stderr, shared.ExitSetupFailed, tc.want)
+			}
+			if tc.name == "create" && len(lines) != 1 {
+				t.Errorf("stderr %q: want one line", r.stderr)
+			}
+			if len(fe.boxes()) != 0 {
+				t.Errorf("boxes left: %v", fe.boxes())
+			}
+			if es := journalEntries(t, r.journal); es[0].State != supervisor.StateRemoved {
+				t.Errorf("journal %+v", es[0])
+			}
+		})
 	}
 }

@@ -117,16 +117,7 @@ func fakeMain(kind string, args []string) int {
 			fmt.Fprintln(os.Stderr, sc.CreateFail)
 			return 125
 		}
-		i := slices.Index(args, "--name")
-		labels := map[string]string{}
-		for j, a := range args {
-			if a == "--label" {
-				k, v, _ := strings.Cut(args[j+1], "=")
-				labels[k] = v
-			}
-		}
-		b, _ := json.Marshal(labels)
-		os.WriteFile(filepath.Join(boxes, args[i+1]), b, 0o600)
+		fakeCreate(boxes, args)
 		fmt.Println("0123456789abcdef")
 		return 0
 	case args[0] == "start":
@@ -134,15 +125,21 @@ func fakeMain(kind string, args []string) int {
 		if _, err := os.Stat(filepath.Join(boxes, name)); err != nil {
 			return noSuch(name)
 		}
-		if sc.StartFail != "" {
-			fmt.Fprintln(os.Stderr, sc.StartFail)
+		return fakeStart(dir, boxes, name, sc)
+	case args[0] == "run" && args[1] == "--cidfile":
+		// podman run: the image first (nothing created without it), the
+		// create, the cidfile, then the start.
+		if sc.NoImage {
+			fmt.Fprintf(os.Stderr, "Error: %s: image not known\n", args[slices.Index(args, "--")+1])
 			return 125
 		}
-		code := fakeWatcher(dir, sc)
-		if !sc.NoRemove && !sc.RmInProgress {
-			os.Remove(filepath.Join(boxes, name))
+		if sc.CreateFail != "" {
+			fmt.Fprintln(os.Stderr, sc.CreateFail)
+			return 125
 		}
-		return code
+		name := fakeCreate(boxes, args)
+		os.WriteFile(args[2], []byte("0123456789abcdef"), 0o644)
+		return fakeStart(dir, boxes, name, sc)
 	case args[0] == "rm":
 		p := filepath.Join(boxes, last)
 		if _, err := os.Stat(p); err != nil {
@@ -208,6 +205,34 @@ func fakeMain(kind string, args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "fake engine: unknown command %q\n", args)
 	return 2
+}
+
+// fakeCreate keeps a box (its labels) named by --name, and returns its name.
+func fakeCreate(boxes string, args []string) string {
+	i := slices.Index(args, "--name")
+	labels := map[string]string{}
+	for j, a := range args {
+		if a == "--label" {
+			k, v, _ := strings.Cut(args[j+1], "=")
+			labels[k] = v
+		}
+	}
+	b, _ := json.Marshal(labels)
+	os.WriteFile(filepath.Join(boxes, args[i+1]), b, 0o600)
+	return args[i+1]
+}
+
+// fakeStart runs the box attached and auto-removes it.
+func fakeStart(dir, boxes, name string, sc fakeScenario) int {
+	if sc.StartFail != "" {
+		fmt.Fprintln(os.Stderr, sc.StartFail)
+		return 125
+	}
+	code := fakeWatcher(dir, sc)
+	if !sc.NoRemove && !sc.RmInProgress {
+		os.Remove(filepath.Join(boxes, name))
+	}
+	return code
 }
 
 // fakeWatcher speaks the box side of the control stream on stdin/stdout.

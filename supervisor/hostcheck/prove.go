@@ -117,6 +117,10 @@ type ProveReport struct {
 // than the deadline is long, and the trial proves nothing either way.
 var errUnseen = errors.New("the box ended before its processes could be listed")
 
+// errNoPID1: the runtime lists the box but it has no PID 1 the host can
+// see (it ended, on a runtime whose boxes' processes are the host's).
+var errNoPID1 = errors.New("no PID 1 on the host")
+
 // unseenCeiling: the deadline path quadruples its deadline after each
 // unseen box until it would pass this; then the proof gives up (no host
 // that needs a minute to list a box's processes can prove anything).
@@ -526,7 +530,9 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	var procs []proc.Proc
 	for end := time.Now().Add(2 * time.Second); ; {
 		if procs, err = boxProcesses(ctx, rt, ready); err != nil {
-			if path == PathDeadline && boxEnded(ctx, rt, s, ready) {
+			// A box that was ready and has no PID 1 now has ended, though
+			// the engine may list it a while longer (podman run's --rm).
+			if path == PathDeadline && (errors.Is(err, errNoPID1) || boxEnded(ctx, rt, s, ready)) {
 				s.kill()
 				return nil, fmt.Errorf("%w (box %s: %v)", errUnseen, ready.Box, err)
 			}
@@ -706,7 +712,7 @@ func boxProcesses(ctx context.Context, rt supervisor.Runtime, ready supervisor.E
 		return nil, err
 	}
 	if pid <= 0 {
-		return nil, fmt.Errorf("the box %s has no PID 1 on the host", ready.Box)
+		return nil, fmt.Errorf("the box %s has %w", ready.Box, errNoPID1)
 	}
 	return proc.Tree(pid), nil
 }

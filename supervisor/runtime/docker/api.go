@@ -316,6 +316,9 @@ func containerPath(name, tail string) string { return "/containers/" + name + ta
 
 // apiProbe reads the engine's version and security options.
 func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, error) {
+	if e.Kind == "podman" {
+		return e.libpodProbe(ctx, c)
+	}
 	info := supervisor.Info{Runtime: e.Kind}
 	var r struct {
 		ServerVersion   string

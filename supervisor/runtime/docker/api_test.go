@@ -189,6 +189,8 @@ type fakeAPI struct {
 	// exits, the engine removes it).
 	autoRemove bool
 	stdinEOF   chan struct{}
+	// libpod: _ping answers as a podman service does (its version).
+	libpod bool
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -224,6 +226,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	noSuch := func() { js(404, map[string]string{"message": "No such container: x"}) }
 	switch {
 	case p == "/_ping":
+		if f.libpod {
+			w.Header().Set("Libpod-Api-Version", "4.3.1")
+		}
 		w.Header().Set("Api-Version", "1.41")
 		w.Write([]byte("OK"))
 	case p == "/info":
@@ -232,6 +237,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			opts = append(opts, "name=rootless")
 		}
 		js(200, map[string]any{"ServerVersion": "20.10.24", "SecurityOptions": opts})
+	case p == "/libpod/info": // a podman service: its Docker /info names no rootless option
+		js(200, map[string]any{"host": map[string]any{"security": map[string]any{"rootless": f.rootless}}, "version": map[string]any{"Version": "4.3.1"}})
 	case strings.HasPrefix(p, "/images/"):
 		if !f.images[strings.TrimSuffix(strings.TrimPrefix(p, "/images/"), "/json")] {
 			js(404, map[string]string{"message": "No such image: x"})

@@ -43,6 +43,8 @@ type Engine struct {
 	apiOnce sync.Once
 	api     *apiClient // nil: the CLI serves
 
+	warnOnce sync.Once // warnShared says it once (OneStep and Probe may both run)
+
 	mu      sync.Mutex
 	removed map[string]chan error // box → the engine's "removed" answer
 }
@@ -469,7 +471,7 @@ func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
 // boxes share the host's ids means.
 func (e *Engine) warnShared(info supervisor.Info) {
 	if e.Stderr != nil && (info.Detail == rootfulNoUserns || info.Detail == podmanNoSubids) {
-		fmt.Fprintln(e.Stderr, "supervisor: warning: "+info.Detail)
+		e.warnOnce.Do(func() { fmt.Fprintln(e.Stderr, "supervisor: warning: "+info.Detail) })
 	}
 }
 

@@ -1,0 +1,176 @@
+package docker
+
+// Local Podman without a service: one `podman run` per launch
+// (supervisor.OneStepStarter). Every podman process costs tens of
+// milliseconds (a full Go program and its storage set-up), so the probe,
+// the image check, the create and the start are folded into one client:
+//
+//   - the probe: local Podman has no daemon; it is there when the CLI is
+//     on PATH, and rootless exactly when this process is not root. Whether
+//     it works is the run's own failure.
+//   - the image check: `--pull never` fails the run before anything is
+//     created; only then is the image asked after (`image exists`, whose
+//     exit status says it), off the launch's hot path.
+//   - create and start: `run --interactive` creates the box, attaches to
+//     the watcher's stdin and stdout (the control stream) and starts it.
+//     --cidfile says when the box exists: podman writes it right after
+//     the create, before the start, so the lifecycle can journal
+//     "created" and a run that failed without it created nothing.
+//
+// Removal stays proven: the engine's own --rm removes the box after the
+// watcher exits, and Remove asks the listing whether it did.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"deathwatch/supervisor"
+)
+
+// runArgs is `run` with createArgs' box: the same flags, and --cidfile,
+// which podman writes once the box exists.
+func runArgs(kind string, b *supervisor.Box, userns, cidfile string) []string {
+	a := createArgs(kind, b, userns)
+	return append([]string{"run", "--cidfile", cidfile}, a[1:]...)
+}
+
+// OneStep says yes for a local Podman without a service socket: the CLI
+// serves, and one `podman run` can do the work of four calls. Docker (its
+// Engine API, or a CLI whose create and start race nothing) and a podman
+// service or remote keep the separate steps.
+func (e *Engine) OneStep(ctx context.Context) (supervisor.Info, bool, error) {
+	if e.Kind != "podman" || e.podmanRemote() || e.client(ctx) != nil {
+		return supervisor.Info{}, false, nil
+	}
+	info := supervisor.Info{Runtime: e.Kind}
+	if _, err := exec.LookPath(e.bin()); err != nil {
+		info.Detail = fmt.Sprintf("%s is not installed (not found on PATH); install it or pick another --runtime", e.Kind)
+		return info, true, supervisor.EngineError("%s", info.Detail)
+	}
+	info.Present, info.Rootless = true, os.Geteuid() != 0
+	e.rootless = info.Rootless
+	e.rootfulPodman(&info)
+	e.warnShared(info)
+	return info, true, nil
+}
+
+// CreateStart starts `podman run` attached, in its own process group
+// (supervisor.StartAttached). Its stderr is held until the box exists:
+// what podman says before that is a failure to create, said in the
+// error's one line instead.
+func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*supervisor.Started, func() error, error) {
+	dir, err := os.MkdirTemp("", "dw-run-")
+	if err != nil {
+		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
+	}
+	cid := filepath.Join(dir, "cid")
+	gate := &heldWriter{w: e.Stderr}
+	st, err := supervisor.StartAttached(e.command(nil, runArgs(e.Kind, b, e.userns(), cid)), e.Kind, b.Name, gate)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	// The client's end is watched here and told to the lifecycle's Wait.
+	exited := make(chan struct{})
+	var werr error
+	wait := st.Wait
+	go func() { werr = wait(); close(exited) }()
+	st.Wait = func() error { <-exited; return werr }
+
+	created := func() error {
+		defer os.RemoveAll(dir)
+		there := func() bool { _, err := os.Stat(cid); return err == nil }
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if there() {
+				gate.release()
+				return nil
+			}
+			select {
+			case <-exited:
+				if there() {
+					gate.release()
+					return nil
+				}
+				// Nothing was created: say why in one line.
+				why := gate.drop()
+				if err := e.CheckImage(ctx, b.Image); err != nil {
+					return err
+				}
+				if why == "" {
+					why = fmt.Sprintf("%s run: %v", e.Kind, werr)
+				}
+				return supervisor.SetupError("create box %s: %s", b.Name, why)
+			case <-ctx.Done():
+				gate.release()
+				return supervisor.SetupError("create box %s: %w", b.Name, ctx.Err())
+			case <-t.C:
+			}
+		}
+	}
+	return st, created, nil
+}
+
+// heldWriter holds what is written until release (then passes it on,
+// and everything after) or drop (then discards it).
+type heldWriter struct {
+	mu       sync.Mutex
+	w        io.Writer // nil: discard
+	held     bytes.Buffer
+	released bool
+	dropped  bool
+}
+
+// heldMax bounds what is held; the rest is lost.
+const heldMax = 64 << 10
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.released && h.w != nil:
+		return h.w.Write(p)
+	case h.released || h.dropped:
+		return len(p), nil
+	}
+	if n := heldMax - h.held.Len(); n > 0 {
+		h.held.Write(p[:min(n, len(p))])
+	}
+	return len(p), nil
+}
+
+// release passes on what was held, and lets everything after through.
+func (h *heldWriter) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released || h.dropped {
+		return
+	}
+	h.released = true
+	if h.w != nil && h.held.Len() > 0 {
+		h.w.Write(h.held.Bytes())
+	}
+	h.held.Reset()
+}
+
+// drop discards what was held and what comes after, and returns its
+// first line.
+func (h *heldWriter) drop() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		return ""
+	}
+	h.dropped = true
+	first := supervisor.FirstLine(h.held.String())
+	h.held.Reset()
+	return first
+}

@@ -1,0 +1,98 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"deathwatch/supervisor"
+)
+
+func TestRunArgs(t *testing.T) {
+	b := supervisor.Box{Name: "dw-1", Image: "img", WatcherPath: "/w",
+		Labels: map[string]string{"io.deathwatch.nonce": "n", "io.deathwatch.instance": "i"}}
+	got := runArgs("podman", &b, "auto", "/tmp/dw-run-1/cid")
+	want := []string{"run", "--cidfile", "/tmp/dw-run-1/cid", "--interactive", "--name", "dw-1", "--pull", "never", "--init=false", "--restart", "no", "--rm",
+		"--log-driver", "none", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "SETPCAP", "--cap-add", "KILL", "--cap-add", "CHOWN", "--cap-add", "DAC_OVERRIDE",
+		"--security-opt", "no-new-privileges", "--userns", "auto", "--env", "GOMAXPROCS=1",
+		"--label", "io.deathwatch.instance=i", "--label", "io.deathwatch.nonce=n",
+		"--network", "none", "--volume", "/w:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("\n got %q\nwant %q", got, want)
+	}
+	// The same box as create's: one description serves both.
+	if c := createArgs("podman", &b, "auto"); !reflect.DeepEqual(got[3:], c[1:]) {
+		t.Errorf("run's box %q differs from create's %q", got[3:], c[1:])
+	}
+}
+
+func TestHeldWriter(t *testing.T) {
+	var out bytes.Buffer
+	h := &heldWriter{w: &out}
+	h.Write([]byte("WARN first\n"))
+	if out.Len() != 0 {
+		t.Fatalf("passed on before release: %q", out.String())
+	}
+	h.release()
+	h.Write([]byte("after\n"))
+	if out.String() != "WARN first\nafter\n" || h.drop() != "" {
+		t.Errorf("released: %q", out.String())
+	}
+
+	out.Reset()
+	h = &heldWriter{w: &out}
+	h.Write([]byte("Error: img: image not known\nmore\n"))
+	if first := h.drop(); first != "Error: img: image not known" {
+		t.Errorf("drop: %q", first)
+	}
+	h.Write([]byte("late\n"))
+	h.release()
+	if out.Len() != 0 {
+		t.Errorf("dropped, yet passed on: %q", out.String())
+	}
+
+	h = &heldWriter{} // no writer: discard
+	h.Write(make([]byte, heldMax+10))
+	if h.held.Len() != heldMax {
+		t.Errorf("held %d bytes, want at most %d", h.held.Len(), heldMax)
+	}
+	h.release()
+	h.Write([]byte("x"))
+}
+
+// A podman service (rootless `podman system service`) says whether it is
+// rootless in its libpod info, not in the Docker-compatible /info.
+func TestPodmanServiceProbe(t *testing.T) {
+	for _, rootless := range []bool{true, false} {
+		f := newFakeAPI(t)
+		f.rootless = rootless
+		e := &Engine{Kind: "podman", EngineEnv: []string{"CONTAINER_HOST=unix://" + f.sock}}
+		info, err := e.Probe(context.Background())
+		if err != nil || !info.Present || info.Version != "4.3.1" || info.Rootless != rootless {
+			t.Errorf("rootless %v: probe %+v %v; calls %v", rootless, info, err, f.calls)
+		}
+		if _, one, _ := e.OneStep(context.Background()); one {
+			t.Errorf("a podman service taken for one-step runs")
+		}
+	}
+}
+
+// A podman service on a local socket is rootless exactly when its
+// listener is not root (SO_PEERCRED), its version from _ping: no /info.
+func TestPodmanServiceProbeLocal(t *testing.T) {
+	f := newFakeAPI(t)
+	f.libpod, f.rootless = true, os.Geteuid() == 0 // /libpod/info would say the opposite
+	e := &Engine{Kind: "podman", EngineEnv: []string{"CONTAINER_HOST=unix://" + f.sock}}
+	info, err := e.Probe(context.Background())
+	if err != nil || !info.Present || info.Version != "4.3.1" || info.Rootless != (os.Geteuid() != 0) {
+		t.Errorf("probe %+v %v", info, err)
+	}
+	for _, c := range f.calls {
+		if strings.HasSuffix(c, "/info") {
+			t.Errorf("calls %v: asked %s", f.calls, c)
+		}
+	}
+}
