@@ -304,6 +304,34 @@ func TestCopyOutLimit(t *testing.T) {
 	})
 }
 
+// TestCopyOutMaxEntries: an agent that makes more entries than
+// --copy-out-max-entries (empty files: no byte limit stops them) is
+// refused whole by the watcher (exit 248, copy-refused), nothing is
+// kept, and the supervisor's memory stays that of a small tree.
+func TestCopyOutMaxEntries(t *testing.T) {
+	forCopyRig(t, func(t *testing.T, r *rig) {
+		out := r.mkdirOwned(t, "out")
+		agent := `mkdir -p /tmp/res && cd /tmp/res && i=0 && while [ $i -lt 5000 ]; do : > f$i; i=$((i+1)); done`
+		cmd := r.supervisor(nil, "--copy-out", "/tmp/res:"+out, "--copy-out-max-entries", "1000", "--", "sh", "-c", agent)
+		res := runCmd(cmd)
+		if res.code != shared.ExitCopyFailed || !strings.Contains(res.stderr, "1000 entries") {
+			t.Fatalf("exit %d (want %d)\nstderr: %s", res.code, shared.ExitCopyFailed, res.stderr)
+		}
+		if ents, _ := os.ReadDir(out); len(ents) != 0 {
+			t.Errorf("kept after a refusal: %v", ents)
+		}
+		last := r.events()
+		if ev := last[len(last)-2]; ev.Event != "exited" || ev.Reason != string(shared.ReasonCopyRefused) {
+			t.Errorf("exited event %+v, want reason %s", ev, shared.ReasonCopyRefused)
+		}
+		rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+		t.Logf("supervisor max RSS: %s", shared.FormatSize(rss))
+		if rss > 256<<20 {
+			t.Errorf("supervisor max RSS %s for a refused tree of 1000 entries", shared.FormatSize(rss))
+		}
+	})
+}
+
 // TestCopyRefusals: bad copies get one line before anything exists: a
 // box path that is not clean and absolute (an escape), a result that
 // would overwrite, --stage bind without proof.

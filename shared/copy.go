@@ -323,7 +323,7 @@ func FormatSize(n int64) string {
 const MaxCopyRoots = 64
 
 func (s *Spec) hasCopies() bool {
-	return len(s.CopyIn) > 0 || len(s.CopyOut) > 0 || s.CopyOutLimit != 0
+	return len(s.CopyIn) > 0 || len(s.CopyOut) > 0 || s.CopyOutLimit != 0 || s.CopyOutMaxEntries != 0
 }
 
 func (s *Spec) checkCopies() error {
@@ -345,6 +345,9 @@ func (s *Spec) checkCopies() error {
 	}
 	if s.CopyOutLimit < 0 || s.CopyOutLimit > 1<<62 {
 		return errors.New("spec: copy_out_limit: out of range")
+	}
+	if s.CopyOutMaxEntries < 0 || s.CopyOutMaxEntries > 1<<40 {
+		return errors.New("spec: copy_out_max_entries: out of range")
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ type CopySender struct {
 	Send   func(t FrameType, payload []byte) error
 	// Limit refuses a tree whose files add up to more bytes (0: none).
 	Limit int64
+	// MaxEntries refuses a tree of more entries (0: none).
+	MaxEntries int64
 	// Skipped is told of an object that is neither a folder, a file nor
 	// a symlink (a FIFO, a socket, a device): it is not sent.
 	Skipped func(p string, mode uint32)
@@ -68,6 +70,7 @@ type treeSend struct {
 	links          map[[2]uint64]string
 	manifest       manifestHash
 	files0, bytes0 int64
+	entries        int64
 }
 
 type manifestHash struct{ h hash.Hash }
@@ -93,7 +96,24 @@ func (t *treeSend) refuse(p, why string) error {
 	return &CopyRefusedError{Reason: p + ": " + why}
 }
 
+// count counts one more entry of the tree, refusing it past MaxEntries.
+func (t *treeSend) count(p string) error {
+	t.entries++
+	if t.s.MaxEntries > 0 && t.entries > t.s.MaxEntries {
+		return t.refuse(p, EntryLimitReason(t.s.MaxEntries))
+	}
+	return nil
+}
+
+// EntryLimitReason says a tree went past an entry limit.
+func EntryLimitReason(n int64) string {
+	return "the tree exceeds the limit of " + utoa(uint64(n)) + " entries (refused whole, nothing kept)"
+}
+
 func (t *treeSend) entry(c CopyEntry, sum []byte) error {
+	if err := t.count(c.Path); err != nil {
+		return err
+	}
 	c.Root = t.root
 	t.manifest.add(ManifestLine(c, sum))
 	return t.s.Send(t.s.Frames.Entry, c.Marshal())
@@ -163,6 +183,9 @@ func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
 	size := st.Size
 	if t.s.Limit > 0 && t.s.Bytes-t.bytes0+size > t.s.Limit {
 		return t.refuse(p, "the tree exceeds the limit of "+FormatSize(t.s.Limit)+" (refused whole, nothing kept)")
+	}
+	if err := t.count(p); err != nil {
+		return err
 	}
 	c := CopyEntry{Path: p, Kind: CopyFile, Mode: mode, Size: size}
 	if err := t.s.Send(t.s.Frames.Entry, func() []byte { c.Root = t.root; return c.Marshal() }()); err != nil {
@@ -279,6 +302,10 @@ type CopyReceiver struct {
 	Symlink func(p, t string) bool
 	// Limit refuses a tree whose files add up to more bytes (0: none).
 	Limit int64
+	// MaxEntries refuses a tree of more entries (0: none): what the
+	// receiver keeps per entry (its path twice, a manifest line) is
+	// bounded by it.
+	MaxEntries int64
 
 	Refused      []string // symlinks not made: "path -> target"
 	Files, Bytes int64    // of every tree received so far
@@ -358,6 +385,9 @@ func (r *CopyReceiver) entry(b []byte) error {
 		r.cur = t
 	} else if t == nil || c.Root != t.root {
 		return protoErr("copy-entry " + c.Path + " outside a tree")
+	}
+	if r.MaxEntries > 0 && int64(len(t.known)) >= r.MaxEntries {
+		return &CopyRefusedError{Reason: EntryLimitReason(r.MaxEntries)}
 	}
 	if _, dup := t.known[c.Path]; dup {
 		return protoErr("copy-entry: " + c.Path + " sent twice")

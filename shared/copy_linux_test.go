@@ -3,6 +3,8 @@ package shared
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -73,4 +75,66 @@ func TestCopyTreeLocal(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(src, "x")); err == nil {
 		t.Errorf("written through the symlink")
 	}
+}
+
+// An entry limit refuses a tree whole, at the sender (the watcher) and
+// at the receiver (the host, against a sender that does not keep it).
+func TestCopyEntryLimit(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	for i := 0; i < 10; i++ {
+		os.MkdirAll(filepath.Join(src, "t", itoa(i)), 0o755)
+	}
+	root, _ := unix.Open(dst, unix.O_PATH|unix.O_DIRECTORY, 0)
+	defer unix.Close(root)
+	for _, c := range []struct {
+		name     string
+		send, rc int64
+	}{{"sender", 5, 0}, {"receiver", 0, 5}} {
+		r := &CopyReceiver{Root: root, Bases: []string{c.name}, MaxEntries: c.rc}
+		err := pipeTree(t, &CopySender{MaxEntries: c.send}, r, src, "t")
+		if _, ok := err.(*CopyRefusedError); c.send > 0 && !ok {
+			t.Errorf("%s: %v, want a refusal", c.name, err)
+		}
+		if e, ok := err.(*CopyRefusedError); c.rc > 0 && (!ok || !strings.Contains(e.Reason, "5 entries")) {
+			t.Errorf("%s: %v, want a refusal naming the limit", c.name, err)
+		}
+	}
+	// 11 entries (the root and ten folders) pass a limit of 11.
+	r := &CopyReceiver{Root: root, Bases: []string{"exact"}, MaxEntries: 11}
+	if err := pipeTree(t, &CopySender{MaxEntries: 11}, r, src, "t"); err != nil {
+		t.Errorf("a tree at the limit: %v", err)
+	}
+}
+
+// TestReceiverMemoryPerEntry measures what a receiver keeps per entry
+// of a tree in progress: the figure behind the supervisor's default
+// entry limit.
+func TestReceiverMemoryPerEntry(t *testing.T) {
+	dst := t.TempDir()
+	root, _ := unix.Open(dst, unix.O_PATH|unix.O_DIRECTORY, 0)
+	defer unix.Close(root)
+	r := &CopyReceiver{Root: root, Bases: []string{"m"}}
+	const n = 20000
+	name := func(i int) string { return "d/" + strings.Repeat("x", 30) + itoa(100000+i) } // 40-byte paths
+	frame := func(ft FrameType, p []byte) {
+		if _, _, err := r.Frame(CopyInFrames, Frame{Type: ft, Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frame(FrameCopyInEntry, CopyEntry{Kind: CopyDir, Mode: 0o755}.Marshal())
+	frame(FrameCopyInEntry, CopyEntry{Path: "d", Kind: CopyDir, Mode: 0o755}.Marshal())
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < n; i++ {
+		frame(FrameCopyInEntry, CopyEntry{Path: name(i), Kind: CopySymlink, Link: "t"}.Marshal())
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("receiver heap per entry (40-byte path): %.0f bytes; %d entries: %s", per, 1_000_000, FormatSize(int64(per*1_000_000)))
+	if per > 1024 {
+		t.Errorf("%.0f bytes per entry: more than 1 KiB", per)
+	}
+	r.Close()
 }

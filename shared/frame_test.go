@@ -526,5 +526,11 @@ func specTails(b []byte) map[int]bool {
 	if err != nil {
 		return nil
 	}
-	return map[int]bool{len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true}
+	return map[int]bool{len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true, len(noEntryLimit(s).Marshal()): true}
+}
+
+// noEntryLimit is s as a supervisor before copy_out_max_entries sent it.
+func noEntryLimit(s Spec) Spec {
+	s.CopyOutMaxEntries = 0
+	return s
 }

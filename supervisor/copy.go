@@ -175,6 +175,23 @@ func copyOutSources(cs []CopyOut) []string {
 	return out
 }
 
+// DefaultCopyOutMaxEntries bounds the entries of each copy-out tree
+// when --copy-out-max-entries is not given. The host keeps about 250
+// bytes and twice the path per entry while a tree arrives (its path
+// seen, its manifest line; TestReceiverMemoryPerEntry measures it):
+// a million entries of 40-byte paths is some 330 MiB.
+const DefaultCopyOutMaxEntries = 1_000_000
+
+func (o *ExecOptions) copyOutMaxEntries() int64 {
+	switch {
+	case len(o.CopyOut) == 0:
+		return 0
+	case o.CopyOutMaxEntries > 0:
+		return o.CopyOutMaxEntries
+	}
+	return DefaultCopyOutMaxEntries
+}
+
 func (o *ExecOptions) copyOutLimit() int64 {
 	switch {
 	case len(o.CopyOut) == 0:

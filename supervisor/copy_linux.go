@@ -171,7 +171,7 @@ func (c *copies) openTree(root uint32) error {
 	bases := make([]string, len(c.l.o.CopyOut))
 	bases[root] = path.Base(co.Box)
 	t := &exportTree{c: co, start: time.Now(), root: fd, recv: &shared.CopyReceiver{
-		Root: fd, Bases: bases, Limit: c.l.spec.CopyOutLimit, Symlink: shared.SymlinkStaysInside,
+		Root: fd, Bases: bases, Limit: c.l.spec.CopyOutLimit, MaxEntries: c.l.spec.CopyOutMaxEntries, Symlink: shared.SymlinkStaysInside,
 	}}
 	c.out[root] = t
 	return nil

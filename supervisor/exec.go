@@ -77,6 +77,9 @@ type ExecOptions struct {
 	CopyIn       []CopyIn
 	CopyOut      []CopyOut
 	CopyOutLimit int64
+	// CopyOutMaxEntries bounds the entries of each copy-out tree (0:
+	// DefaultCopyOutMaxEntries).
+	CopyOutMaxEntries int64
 }
 
 // The bounds a box gets when its options do not say otherwise: no box
@@ -212,6 +215,8 @@ func (o *ExecOptions) Spec() shared.Spec {
 		CopyIn:       copyInTargets(o.CopyIn),
 		CopyOut:      copyOutSources(o.CopyOut),
 		CopyOutLimit: o.copyOutLimit(),
+
+		CopyOutMaxEntries: o.copyOutMaxEntries(),
 	}
 }
 

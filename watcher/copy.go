@@ -172,7 +172,7 @@ func (w *watcher) copyOut() {
 
 func (w *watcher) sendTrees(spec *shared.Spec) {
 	s := &shared.CopySender{
-		Frames: shared.CopyOutFrames, Send: w.out.Send, Limit: spec.CopyOutLimit,
+		Frames: shared.CopyOutFrames, Send: w.out.Send, Limit: spec.CopyOutLimit, MaxEntries: spec.CopyOutMaxEntries,
 		Skipped: func(p string, mode uint32) {
 			logf("copy-out: " + p + ": not a folder, file or symlink, or a file neither the agent's nor readable by all (mode " + strconv.FormatUint(uint64(mode), 8) + "); not sent")
 		},
