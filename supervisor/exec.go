@@ -465,6 +465,8 @@ type launch struct {
 	entry *JournalEntry
 	spec  shared.Spec
 	tail  *tailWriter
+	// archive is the copy-in the runtime put into the box (nil: frames).
+	archive *archived
 }
 
 func (l *launch) emit(ev Event) {
@@ -524,6 +526,9 @@ func (l *launch) run(ctx context.Context) int {
 	crashpoint(CrashAfterCreate)
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, nil)
+	}
+	if err := l.stageArchive(ctx); err != nil {
+		return l.stageFailed(err)
 	}
 
 	st, err := l.rt.Start(ctx, l.box)
