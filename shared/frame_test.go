@@ -16,7 +16,7 @@ import (
 var allFrameTypes = []FrameType{
 	FrameHello, FrameSpec, FramePing, FrameStdin, FrameStdinEOF, FrameSignal, FrameResize, FrameStop,
 	FrameReady, FrameStdout, FrameStderr, FramePong, FrameExit, FrameStdinCredit,
-	FrameCopyInEntry, FrameCopyInData, FrameCopyInSum, FrameCopyInEnd,
+	FrameCopyInEntry, FrameCopyInData, FrameCopyInSum, FrameCopyInEnd, FrameCopyInLanded,
 	FrameCopyOutEntry, FrameCopyOutData, FrameCopyOutSum, FrameCopyOutEnd,
 }
 
