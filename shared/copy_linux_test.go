@@ -1,6 +1,7 @@
 package shared
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -137,4 +138,85 @@ func TestReceiverMemoryPerEntry(t *testing.T) {
 		t.Errorf("%.0f bytes per entry: more than 1 KiB", per)
 	}
 	r.Close()
+}
+
+// TestLanded: a tree the host put into the box is checked against the
+// copy-end it sent, then moved to its base; anything changed, added,
+// removed or never sendable fails it as a *VerifyError.
+func TestLanded(t *testing.T) {
+	mk := func(t *testing.T, root string) {
+		os.MkdirAll(filepath.Join(root, "d"), 0o755)
+		os.WriteFile(filepath.Join(root, "a"), []byte("alpha"), 0o644)
+		os.WriteFile(filepath.Join(root, "d/b"), []byte("beta"), 0o600)
+		os.Symlink("../a", filepath.Join(root, "d/l"))
+		// A file that is all zeros past its first block: holes again.
+		f, _ := os.Create(filepath.Join(root, "zeros"))
+		f.Write([]byte("x"))
+		f.Write(make([]byte, 1<<20-1)) // dense, as tar lands it
+		f.Close()
+	}
+	src := t.TempDir()
+	mk(t, filepath.Join(src, "t"))
+	var want CopyEnd
+	sfd, _ := unix.Open(src, unix.O_PATH|unix.O_DIRECTORY, 0)
+	defer unix.Close(sfd)
+	s := &CopySender{Frames: CopyInFrames, Send: func(ft FrameType, p []byte) error {
+		if ft == FrameCopyInEnd {
+			want, _ = ParseCopyEnd(p)
+		}
+		return nil
+	}}
+	if err := s.SendTree(0, sfd, "t"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		tamper func(root string)
+		ok     bool
+	}{
+		{"as sent", func(string) {}, true},
+		{"changed", func(root string) { os.WriteFile(filepath.Join(root, "a"), []byte("alphA"), 0o644) }, false},
+		{"extra", func(root string) { os.WriteFile(filepath.Join(root, "d/x"), nil, 0o644) }, false},
+		{"missing", func(root string) { os.Remove(filepath.Join(root, "d/b")) }, false},
+		{"mode", func(root string) { os.Chmod(filepath.Join(root, "d/b"), 0o644) }, false},
+		{"fifo", func(root string) { unix.Mkfifo(filepath.Join(root, "d/fifo"), 0o644) }, false},
+		{"symlink for a folder", func(root string) {
+			os.RemoveAll(filepath.Join(root, "d"))
+			os.Symlink("/etc", filepath.Join(root, "d"))
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			box := t.TempDir()
+			mk(t, filepath.Join(box, "stage/0"))
+			c.tamper(filepath.Join(box, "stage/0"))
+			root, _ := unix.Open(box, unix.O_PATH|unix.O_DIRECTORY, 0)
+			defer unix.Close(root)
+			stage, _ := unix.Open(filepath.Join(box, "stage"), unix.O_PATH|unix.O_DIRECTORY, 0)
+			defer unix.Close(stage)
+			r := &CopyReceiver{Root: root, Bases: []string{"work/t"}}
+			err := r.Landed(0, stage, "0", want)
+			var verr *VerifyError
+			if c.ok != (err == nil) || (!c.ok && !errors.As(err, &verr)) {
+				t.Fatalf("Landed: %v (want ok %v, else a VerifyError)", err, c.ok)
+			}
+			if !c.ok {
+				return
+			}
+			if b, _ := os.ReadFile(filepath.Join(box, "work/t/d/b")); string(b) != "beta" {
+				t.Errorf("work/t/d/b = %q", b)
+			}
+			if _, err := os.Lstat(filepath.Join(box, "stage/0")); err == nil {
+				t.Errorf("the landed tree was not moved")
+			}
+			var st unix.Stat_t
+			unix.Stat(filepath.Join(box, "work/t/zeros"), &st)
+			t.Logf("zeros: %d bytes allocated of %d", st.Blocks*512, st.Size)
+			if st.Blocks*512 > 64<<10 {
+				t.Errorf("zero blocks not punched: %d bytes allocated", st.Blocks*512)
+			}
+			if r.Files != want.Files || r.Bytes != want.Bytes {
+				t.Errorf("counted %d files %d bytes, want %d %d", r.Files, r.Bytes, want.Files, want.Bytes)
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import "os"
 const (
 	CrashAfterJournal = "after-journal" // intent journaled, nothing created yet
 	CrashAfterCreate  = "after-create"  // the box exists, not started
+	CrashAfterStage   = "after-stage"   // copy-in put into the box by its runtime, not started
 	CrashAfterStart   = "after-start"   // the box runs, hello/spec not sent (before ready)
 	CrashRemoving     = "removing"      // removal intent journaled, box not yet removed
 )

@@ -530,6 +530,9 @@ func (l *launch) run(ctx context.Context) int {
 	if err := l.stageArchive(ctx); err != nil {
 		return l.stageFailed(err)
 	}
+	if l.archive != nil {
+		crashpoint(CrashAfterStage)
+	}
 
 	st, err := l.rt.Start(ctx, l.box)
 	if err != nil {
