@@ -299,14 +299,20 @@ func TestCopyOutLimit(t *testing.T) {
 		if res.code != shared.ExitCopyFailed || !strings.Contains(res.stderr, "limit") {
 			t.Fatalf("exit %d (want %d)\nstderr: %s", res.code, shared.ExitCopyFailed, res.stderr)
 		}
-		if ents, _ := os.ReadDir(out); len(ents) != 0 {
-			t.Errorf("kept after a refusal: %v", ents)
-		}
-		last := r.events()
-		if ev := last[len(last)-2]; ev.Event != "exited" || ev.Reason != string(shared.ReasonCopyRefused) {
-			t.Errorf("exited event %+v, want reason %s", ev, shared.ReasonCopyRefused)
-		}
+		r.assertRefused(t, out)
 	})
+}
+
+// assertRefused: the launch ended copy-refused and kept nothing in out.
+func (r *rig) assertRefused(t *testing.T, out string) {
+	t.Helper()
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Errorf("kept after a refusal: %v", ents)
+	}
+	last := r.events()
+	if ev := last[len(last)-2]; ev.Event != "exited" || ev.Reason != string(shared.ReasonCopyRefused) {
+		t.Errorf("exited event %+v, want reason %s", ev, shared.ReasonCopyRefused)
+	}
 }
 
 // TestCopyOutMaxEntries: an agent that makes more entries than
@@ -349,13 +355,7 @@ func TestCopyOutMaxEntries(t *testing.T) {
 		if res.code != shared.ExitCopyFailed || !strings.Contains(res.stderr, "1000 entries") {
 			t.Fatalf("exit %d (want %d)\nstderr: %s", res.code, shared.ExitCopyFailed, res.stderr)
 		}
-		if ents, _ := os.ReadDir(out); len(ents) != 0 {
-			t.Errorf("kept after a refusal: %v", ents)
-		}
-		last := r.events()
-		if ev := last[len(last)-2]; ev.Event != "exited" || ev.Reason != string(shared.ReasonCopyRefused) {
-			t.Errorf("exited event %+v, want reason %s", ev, shared.ReasonCopyRefused)
-		}
+		r.assertRefused(t, out)
 		rss := hwm
 		t.Logf("supervisor peak RSS (VmHWM): %s", shared.FormatSize(rss))
 		if rss == 0 || rss > 256<<20 {

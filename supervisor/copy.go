@@ -177,30 +177,30 @@ func copyOutSources(cs []CopyOut) []string {
 }
 
 // DefaultCopyOutMaxEntries bounds the entries of each copy-out tree
-// when --copy-out-max-entries is not given. The host keeps about 250
-// bytes and twice the path per entry while a tree arrives (its path
-// seen, its manifest line; TestReceiverMemoryPerEntry measures it):
-// a million entries of 40-byte paths is some 330 MiB.
+// when --copy-out-max-entries is not given. While a tree arrives the
+// host keeps each entry's path (seen) and manifest line: 194 bytes per
+// entry of a 40-byte path (TestReceiverMemoryPerEntry), some 185 MiB
+// for a million; a longer path adds about twice its length.
 const DefaultCopyOutMaxEntries = 1_000_000
 
 func (o *ExecOptions) copyOutMaxEntries() int64 {
-	switch {
-	case len(o.CopyOut) == 0:
-		return 0
-	case o.CopyOutMaxEntries > 0:
-		return o.CopyOutMaxEntries
-	}
-	return DefaultCopyOutMaxEntries
+	return copyOutBound(o, o.CopyOutMaxEntries, DefaultCopyOutMaxEntries)
 }
 
 func (o *ExecOptions) copyOutLimit() int64 {
+	return copyOutBound(o, o.CopyOutLimit, DefaultCopyOutLimit)
+}
+
+// copyOutBound is a copy-out bound as given, or its default; none
+// without a copy-out.
+func copyOutBound(o *ExecOptions, given, def int64) int64 {
 	switch {
 	case len(o.CopyOut) == 0:
 		return 0
-	case o.CopyOutLimit > 0:
-		return o.CopyOutLimit
+	case given > 0:
+		return given
 	}
-	return DefaultCopyOutLimit
+	return def
 }
 
 // stageFailed ends a launch whose copy-in the runtime could not put
