@@ -77,6 +77,7 @@ func (l *launch) stageArchive(ctx context.Context) error {
 		return b.err
 	}
 	l.archive = &archived{ends: b.ends, files: b.files, bytes: b.bytes, start: start}
+	l.x.Log.Info("copy-in archive put", "box", l.box.Name, "files", b.files, "bytes", b.bytes, "seconds", time.Since(start).Seconds())
 	return nil
 }
 
