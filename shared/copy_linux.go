@@ -674,6 +674,11 @@ func (r *CopyReceiver) Landed(root uint32, dirfd int, name string, want CopyEnd)
 				if r.Chown && chownErr == nil {
 					chownErr = unix.Fchownat(dirfd, joinRel(name, e.Path), r.UID, r.GID, unix.AT_SYMLINK_NOFOLLOW)
 				}
+				if (e.Kind == CopyDir || e.Kind == CopyFile) && chownErr == nil {
+					// The manifest's mode: set-id bits (which it does not
+					// carry, and chown leaves on a folder) go.
+					chownErr = unix.Fchmodat(dirfd, joinRel(name, e.Path), e.Mode, 0)
+				}
 				holes.close()
 				if e.Kind == CopyFile {
 					holes.path = joinRel(name, e.Path)
@@ -708,7 +713,7 @@ func (r *CopyReceiver) Landed(root uint32, dirfd int, name string, want CopyEnd)
 	case !bytes.Equal(got.Manifest, want.Manifest):
 		return &VerifyError{Reason: where + ": the manifest of what landed (SHA-256 " + hex.EncodeToString(got.Manifest) + ") is not the one sent (" + hex.EncodeToString(want.Manifest) + ")"}
 	case chownErr != nil:
-		return errors.New(where + ": chown: " + chownErr.Error())
+		return errors.New(where + ": chown/chmod: " + chownErr.Error())
 	}
 	parent, base := splitParent(where)
 	pfd, err := r.openDir(parent, true)

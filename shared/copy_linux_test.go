@@ -175,6 +175,10 @@ func TestLanded(t *testing.T) {
 		ok     bool
 	}{
 		{"as sent", func(string) {}, true},
+		{"set-id bits", func(root string) {
+			unix.Chmod(filepath.Join(root, "d"), 0o2755)
+			unix.Chmod(filepath.Join(root, "a"), 0o4644)
+		}, true},
 		{"changed", func(root string) { os.WriteFile(filepath.Join(root, "a"), []byte("alphA"), 0o644) }, false},
 		{"extra", func(root string) { os.WriteFile(filepath.Join(root, "d/x"), nil, 0o644) }, false},
 		{"missing", func(root string) { os.Remove(filepath.Join(root, "d/b")) }, false},
@@ -201,6 +205,11 @@ func TestLanded(t *testing.T) {
 			}
 			if !c.ok {
 				return
+			}
+			for _, p := range []string{"work/t/d", "work/t/a"} {
+				if fi, err := os.Stat(filepath.Join(box, p)); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+					t.Errorf("%s: %v (%v): set-id bits kept", p, fi.Mode(), err)
+				}
 			}
 			if b, _ := os.ReadFile(filepath.Join(box, "work/t/d/b")); string(b) != "beta" {
 				t.Errorf("work/t/d/b = %q", b)
