@@ -671,13 +671,14 @@ func (r *CopyReceiver) Landed(root uint32, dirfd int, name string, want CopyEnd)
 				if err != nil {
 					return err
 				}
+				// The manifest's mode first (set-id bits, which it does not
+				// carry and chown leaves on a folder, go), then the owner:
+				// the watcher is no longer the owner after.
+				if (e.Kind == CopyDir || e.Kind == CopyFile) && chownErr == nil {
+					chownErr = unix.Fchmodat(dirfd, joinRel(name, e.Path), e.Mode, 0)
+				}
 				if r.Chown && chownErr == nil {
 					chownErr = unix.Fchownat(dirfd, joinRel(name, e.Path), r.UID, r.GID, unix.AT_SYMLINK_NOFOLLOW)
-				}
-				if (e.Kind == CopyDir || e.Kind == CopyFile) && chownErr == nil {
-					// The manifest's mode: set-id bits (which it does not
-					// carry, and chown leaves on a folder) go.
-					chownErr = unix.Fchmodat(dirfd, joinRel(name, e.Path), e.Mode, 0)
 				}
 				holes.close()
 				if e.Kind == CopyFile {
