@@ -22,6 +22,7 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
 // copyRigs are the rigs copies are tested on.
@@ -183,7 +184,11 @@ func TestCopyRoundTrip(t *testing.T) {
 			switch ev.Event {
 			case "staged":
 				staged = ev.Files > 0 && ev.Bytes >= 64<<20
-				t.Logf("staged: %d files, %d bytes, %.3fs", ev.Files, ev.Bytes, ev.Seconds)
+				t.Logf("staged: %d files, %d bytes, %.3fs, by %s", ev.Files, ev.Bytes, ev.Seconds, ev.Transport)
+				// Docker's API has the archive endpoint; native has no engine.
+				if want := map[string]string{"docker": supervisor.TransportArchive, "native": supervisor.TransportFrames}[r.Name]; want != "" && ev.Transport != want {
+					t.Errorf("staged by %q, want %q", ev.Transport, want)
+				}
 			case "exported":
 				exported = ev.Files > 0 && ev.Path == filepath.Join(out, "tree")
 				t.Logf("exported: %d files, %d bytes, %.3fs", ev.Files, ev.Bytes, ev.Seconds)
@@ -301,12 +306,67 @@ func TestCopyOutLimit(t *testing.T) {
 		if res.code != shared.ExitCopyFailed || !strings.Contains(res.stderr, "limit") {
 			t.Fatalf("exit %d (want %d)\nstderr: %s", res.code, shared.ExitCopyFailed, res.stderr)
 		}
-		if ents, _ := os.ReadDir(out); len(ents) != 0 {
-			t.Errorf("kept after a refusal: %v", ents)
+		r.assertRefused(t, out)
+	})
+}
+
+// assertRefused: the launch ended copy-refused and kept nothing in out.
+func (r *rig) assertRefused(t *testing.T, out string) {
+	t.Helper()
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Errorf("kept after a refusal: %v", ents)
+	}
+	last := r.events()
+	if ev := last[len(last)-2]; ev.Event != "exited" || ev.Reason != string(shared.ReasonCopyRefused) {
+		t.Errorf("exited event %+v, want reason %s", ev, shared.ReasonCopyRefused)
+	}
+}
+
+// TestCopyOutMaxEntries: an agent that makes more entries than
+// --copy-out-max-entries (empty files: no byte limit stops them) is
+// refused whole by the watcher (exit 248, copy-refused), nothing is
+// kept, and the supervisor's memory stays that of a small tree.
+func TestCopyOutMaxEntries(t *testing.T) {
+	forCopyRig(t, func(t *testing.T, r *rig) {
+		out := r.mkdirOwned(t, "out")
+		agent := `mkdir -p /tmp/res && cd /tmp/res && i=0 && while [ $i -lt 5000 ]; do : > f$i; i=$((i+1)); done`
+		cmd := r.supervisor(nil, "--copy-out", "/tmp/res:"+out, "--copy-out-max-entries", "1000", "--", "sh", "-c", agent)
+		// The supervisor's peak RSS (VmHWM only grows): the last value
+		// read before it exits. (wait4's ru_maxrss would count the test
+		// process's own pages, copied at fork.)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		last := r.events()
-		if ev := last[len(last)-2]; ev.Event != "exited" || ev.Reason != string(shared.ReasonCopyRefused) {
-			t.Errorf("exited event %+v, want reason %s", ev, shared.ReasonCopyRefused)
+		var hwm int64
+		status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+		waited := make(chan error, 1)
+		go func() { waited <- cmd.Wait() }()
+	poll:
+		for {
+			select {
+			case <-waited:
+				break poll
+			case <-time.After(5 * time.Millisecond):
+			}
+			b, _ := os.ReadFile(status)
+			for _, l := range strings.Split(string(b), "\n") {
+				var kb int64
+				if _, serr := fmt.Sscanf(l, "VmHWM: %d kB", &kb); serr == nil {
+					hwm = kb << 10
+				}
+			}
+		}
+		res := result{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+		if res.code != shared.ExitCopyFailed || !strings.Contains(res.stderr, "1000 entries") {
+			t.Fatalf("exit %d (want %d)\nstderr: %s", res.code, shared.ExitCopyFailed, res.stderr)
+		}
+		r.assertRefused(t, out)
+		rss := hwm
+		t.Logf("supervisor peak RSS (VmHWM): %s", shared.FormatSize(rss))
+		if rss == 0 || rss > 256<<20 {
+			t.Errorf("supervisor max RSS %s for a refused tree of 1000 entries", shared.FormatSize(rss))
 		}
 	})
 }
@@ -357,13 +417,19 @@ func TestCopySupervisorKilledMidCopy(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		r.waitEvent("started", 60*time.Second)
+		// Docker's copy-in is the archive put between create and start;
+		// elsewhere the frames after start.
+		during, after := "started", "ready"
+		if r.Name == "docker" {
+			during, after = "created", "started"
+		}
+		r.waitEvent(during, 60*time.Second)
 		time.Sleep(300 * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		for _, ev := range r.events() {
-			if ev.Event == "ready" {
-				t.Errorf("the copy finished before the kill (ready came): this run did not kill the supervisor mid-copy")
+			if ev.Event == after {
+				t.Errorf("the copy finished before the kill (%s came): this run did not kill the supervisor mid-copy", after)
 			}
 		}
 		end := time.Now().Add(30*time.Second + ktest.Slack)

@@ -54,6 +54,7 @@ const (
 	FrameCopyInData   FrameType = 0x11
 	FrameCopyInSum    FrameType = 0x12
 	FrameCopyInEnd    FrameType = 0x13
+	FrameCopyInLanded FrameType = 0x14
 	FrameCopyOutEntry FrameType = 0x90
 	FrameCopyOutData  FrameType = 0x91
 	FrameCopyOutSum   FrameType = 0x92
@@ -62,12 +63,28 @@ const (
 
 func init() {
 	for t, n := range map[FrameType]string{
-		FrameCopyInEntry: "copy-in-entry", FrameCopyInData: "copy-in-data", FrameCopyInSum: "copy-in-sum", FrameCopyInEnd: "copy-in-end",
+		FrameCopyInEntry: "copy-in-entry", FrameCopyInData: "copy-in-data", FrameCopyInSum: "copy-in-sum", FrameCopyInEnd: "copy-in-end", FrameCopyInLanded: "copy-in-landed",
 		FrameCopyOutEntry: "copy-out-entry", FrameCopyOutData: "copy-out-data", FrameCopyOutSum: "copy-out-sum", FrameCopyOutEnd: "copy-out-end",
 	} {
 		frameNames[t] = n
 	}
 }
+
+// A copy-in tree can also land without its data on the stream: where
+// the runtime can put a tar stream into the created box before it
+// starts (the Engine API's archive endpoint, what docker cp uses), the
+// host extracts root i at CopyStageDir/i and sends, instead of the
+// tree's frames, copy-in-landed: the copy-end (files, bytes, manifest
+// digest) of what it put there. The watcher walks the landed tree with
+// the sender's own code (no symlink followed), and a digest or count
+// that differs, or an object the host never sends (a FIFO, a device),
+// fails the copy as verify-failed, exactly as a frame copy's mismatch;
+// the verified tree is given to the agent and moved to its box path.
+
+// CopyStageDir is where copy-in trees land in the box before the
+// watcher verifies and moves them (relative to the box's /). It lives
+// in the box's own file system and goes with the box.
+const CopyStageDir = ".deathwatch-copy-in"
 
 // CopyFrames are the four frame types of one direction.
 type CopyFrames struct{ Entry, Data, Sum, End FrameType }
@@ -323,7 +340,7 @@ func FormatSize(n int64) string {
 const MaxCopyRoots = 64
 
 func (s *Spec) hasCopies() bool {
-	return len(s.CopyIn) > 0 || len(s.CopyOut) > 0 || s.CopyOutLimit != 0
+	return len(s.CopyIn) > 0 || len(s.CopyOut) > 0 || s.CopyOutLimit != 0 || s.CopyOutMaxEntries != 0
 }
 
 func (s *Spec) checkCopies() error {
@@ -345,6 +362,9 @@ func (s *Spec) checkCopies() error {
 	}
 	if s.CopyOutLimit < 0 || s.CopyOutLimit > 1<<62 {
 		return errors.New("spec: copy_out_limit: out of range")
+	}
+	if s.CopyOutMaxEntries < 0 || s.CopyOutMaxEntries > 1<<40 {
+		return errors.New("spec: copy_out_max_entries: out of range")
 	}
 	return nil
 }

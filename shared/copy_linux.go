@@ -24,6 +24,8 @@ type CopySender struct {
 	Send   func(t FrameType, payload []byte) error
 	// Limit refuses a tree whose files add up to more bytes (0: none).
 	Limit int64
+	// MaxEntries refuses a tree of more entries (0: none).
+	MaxEntries int64
 	// Skipped is told of an object that is neither a folder, a file nor
 	// a symlink (a FIFO, a socket, a device): it is not sent.
 	Skipped func(p string, mode uint32)
@@ -68,6 +70,7 @@ type treeSend struct {
 	links          map[[2]uint64]string
 	manifest       manifestHash
 	files0, bytes0 int64
+	entries        int64
 }
 
 type manifestHash struct{ h hash.Hash }
@@ -93,7 +96,24 @@ func (t *treeSend) refuse(p, why string) error {
 	return &CopyRefusedError{Reason: p + ": " + why}
 }
 
+// count counts one more entry of the tree, refusing it past MaxEntries.
+func (t *treeSend) count(p string) error {
+	t.entries++
+	if t.s.MaxEntries > 0 && t.entries > t.s.MaxEntries {
+		return t.refuse(p, EntryLimitReason(t.s.MaxEntries))
+	}
+	return nil
+}
+
+// EntryLimitReason says a tree went past an entry limit.
+func EntryLimitReason(n int64) string {
+	return "the tree exceeds the limit of " + utoa(uint64(n)) + " entries (refused whole, nothing kept)"
+}
+
 func (t *treeSend) entry(c CopyEntry, sum []byte) error {
+	if err := t.count(c.Path); err != nil {
+		return err
+	}
 	c.Root = t.root
 	t.manifest.add(ManifestLine(c, sum))
 	return t.s.Send(t.s.Frames.Entry, c.Marshal())
@@ -163,6 +183,9 @@ func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
 	size := st.Size
 	if t.s.Limit > 0 && t.s.Bytes-t.bytes0+size > t.s.Limit {
 		return t.refuse(p, "the tree exceeds the limit of "+FormatSize(t.s.Limit)+" (refused whole, nothing kept)")
+	}
+	if err := t.count(p); err != nil {
+		return err
 	}
 	c := CopyEntry{Path: p, Kind: CopyFile, Mode: mode, Size: size}
 	if err := t.s.Send(t.s.Frames.Entry, func() []byte { c.Root = t.root; return c.Marshal() }()); err != nil {
@@ -279,6 +302,10 @@ type CopyReceiver struct {
 	Symlink func(p, t string) bool
 	// Limit refuses a tree whose files add up to more bytes (0: none).
 	Limit int64
+	// MaxEntries refuses a tree of more entries (0: none): what the
+	// receiver keeps per entry (its path twice, a manifest line) is
+	// bounded by it.
+	MaxEntries int64
 
 	Refused      []string // symlinks not made: "path -> target"
 	Files, Bytes int64    // of every tree received so far
@@ -358,6 +385,9 @@ func (r *CopyReceiver) entry(b []byte) error {
 		r.cur = t
 	} else if t == nil || c.Root != t.root {
 		return protoErr("copy-entry " + c.Path + " outside a tree")
+	}
+	if r.MaxEntries > 0 && int64(len(t.known)) >= r.MaxEntries {
+		return &CopyRefusedError{Reason: EntryLimitReason(r.MaxEntries)}
 	}
 	if _, dup := t.known[c.Path]; dup {
 		return protoErr("copy-entry: " + c.Path + " sent twice")
@@ -610,4 +640,174 @@ func (r *CopyReceiver) end(b []byte) (uint32, error) {
 	r.Bytes += t.bytes
 	r.manifest = t.text.Bytes()
 	return e.Root, nil
+}
+
+// Landed takes a copy-in tree the host put at dirfd/name itself (an
+// archive extracted by the engine at CopyStageDir/root): it walks the
+// tree with the sender's code, so nothing is followed and the manifest
+// is the one a frame copy would carry, and checks it against want, the
+// host's copy-in-landed. A digest or a count that differs, or an object
+// the host never sends, is a *VerifyError. With Chown every object is
+// given to UID:GID on the way (chown also clears set-id bits). The
+// verified tree is then renamed to its base beneath Root (its parents
+// made, nothing followed, as the frame receiver's); where it cannot be
+// (another file system, a non-empty folder in the way) it is written
+// through the receiver as a frame copy would be.
+func (r *CopyReceiver) Landed(root uint32, dirfd int, name string, want CopyEnd) error {
+	if int(root) >= len(r.Bases) || want.Err != "" {
+		return protoErr("copy-in-landed: root " + utoa(uint64(root)) + " was not asked for, or has an error")
+	}
+	var got *CopyEnd
+	var odd []string
+	var chownErr error
+	holes := holePuncher{dirfd: dirfd, fd: -1}
+	defer holes.close()
+	s := &CopySender{Frames: CopyInFrames,
+		Skipped: func(p string, mode uint32) { odd = append(odd, p) },
+		Send: func(t FrameType, p []byte) error {
+			switch t {
+			case FrameCopyInEntry:
+				e, err := ParseCopyEntry(p)
+				if err != nil {
+					return err
+				}
+				// The manifest's mode first (set-id bits, which it does not
+				// carry and chown leaves on a folder, go), then the owner:
+				// the watcher is no longer the owner after.
+				if (e.Kind == CopyDir || e.Kind == CopyFile) && chownErr == nil {
+					chownErr = unix.Fchmodat(dirfd, joinRel(name, e.Path), e.Mode, 0)
+				}
+				if r.Chown && chownErr == nil {
+					chownErr = unix.Fchownat(dirfd, joinRel(name, e.Path), r.UID, r.GID, unix.AT_SYMLINK_NOFOLLOW)
+				}
+				holes.close()
+				if e.Kind == CopyFile {
+					holes.path = joinRel(name, e.Path)
+				}
+			case FrameCopyInData:
+				d, err := ParseCopyData(p)
+				if err != nil {
+					return err
+				}
+				holes.data(d)
+			case FrameCopyInEnd:
+				e, err := ParseCopyEnd(p)
+				if err != nil {
+					return err
+				}
+				got = &e
+			}
+			return nil
+		}}
+	err := s.SendTree(root, dirfd, name)
+	where := r.Bases[root]
+	var refused *CopyRefusedError
+	switch {
+	case errors.As(err, &refused):
+		return &VerifyError{Reason: where + ": the landed tree cannot be read: " + refused.Reason}
+	case err != nil:
+		return err
+	case len(odd) > 0:
+		return &VerifyError{Reason: where + ": " + odd[0] + ": landed, not a folder, file or symlink (never sent)"}
+	case got.Files != want.Files || got.Bytes != want.Bytes:
+		return &VerifyError{Reason: where + ": " + utoa(uint64(got.Files)) + " files of " + utoa(uint64(got.Bytes)) + " bytes landed, " + utoa(uint64(want.Files)) + " of " + utoa(uint64(want.Bytes)) + " sent"}
+	case !bytes.Equal(got.Manifest, want.Manifest):
+		return &VerifyError{Reason: where + ": the manifest of what landed (SHA-256 " + hex.EncodeToString(got.Manifest) + ") is not the one sent (" + hex.EncodeToString(want.Manifest) + ")"}
+	case chownErr != nil:
+		return errors.New(where + ": chown/chmod: " + chownErr.Error())
+	}
+	parent, base := splitParent(where)
+	pfd, err := r.openDir(parent, true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	err = unix.Renameat(dirfd, name, pfd, base)
+	if err == unix.ENOTDIR || err == unix.EISDIR {
+		// Something not a folder in the way of a folder, or the reverse:
+		// replaced, as the frame receiver replaces it.
+		if uerr := unix.Unlinkat(pfd, base, 0); uerr == nil {
+			err = unix.Renameat(dirfd, name, pfd, base)
+		}
+	}
+	if err == nil {
+		r.Files += want.Files
+		r.Bytes += want.Bytes
+		return nil
+	}
+	if err != unix.EXDEV && err != unix.ENOTEMPTY && err != unix.EEXIST {
+		return &CopyRefusedError{Reason: where + ": move the landed tree: " + err.Error()}
+	}
+	// Written through the receiver, as a frame copy: it hashes again.
+	w := &CopySender{Frames: CopyInFrames, Send: func(t FrameType, p []byte) error {
+		_, _, err := r.Frame(CopyInFrames, Frame{Type: t, Payload: p})
+		return err
+	}}
+	return w.SendTree(root, dirfd, name)
+}
+
+// holePuncher makes the zero blocks of a landed file holes again: a tar
+// stream has none (archive/tar writes no sparse entries, and the
+// engine's extraction writes what it reads), so a sparse file lands
+// whole; its aligned 4 KiB blocks of zeros are punched out as they are
+// verified (the content is the same; the disk use is the source's, or
+// less). Best effort: a file it cannot open stays whole.
+type holePuncher struct {
+	dirfd int
+	path  string // the file being read ("": none)
+	fd    int    // opened at its first zero block (-1: not yet)
+	err   bool
+}
+
+const holeBlock = 4096
+
+var zeroBlock = make([]byte, holeBlock)
+
+func (h *holePuncher) data(d CopyData) {
+	if h.path == "" || h.err {
+		return
+	}
+	off, b := d.Offset, d.Bytes
+	if skip := (holeBlock - off%holeBlock) % holeBlock; skip > 0 {
+		if int64(len(b)) <= skip {
+			return
+		}
+		off, b = off+skip, b[skip:]
+	}
+	var start, n int64 // the run of zero blocks
+	flush := func() {
+		if n > 0 && !h.err {
+			if h.fd < 0 {
+				fd, err := unix.Openat(h.dirfd, h.path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+				if err != nil {
+					h.err = true
+					return
+				}
+				h.fd = fd
+			}
+			if unix.Fallocate(h.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, start, n) != nil {
+				h.err = true
+			}
+		}
+		n = 0
+	}
+	for len(b) >= holeBlock {
+		if bytes.Equal(b[:holeBlock], zeroBlock) {
+			if n == 0 {
+				start = off
+			}
+			n += holeBlock
+		} else {
+			flush()
+		}
+		off, b = off+holeBlock, b[holeBlock:]
+	}
+	flush()
+}
+
+func (h *holePuncher) close() {
+	if h.fd >= 0 {
+		unix.Close(h.fd)
+	}
+	h.fd, h.path, h.err = -1, "", false
 }

@@ -1,8 +1,11 @@
 package shared
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -72,5 +75,157 @@ func TestCopyTreeLocal(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(src, "x")); err == nil {
 		t.Errorf("written through the symlink")
+	}
+}
+
+// An entry limit refuses a tree whole, at the sender (the watcher) and
+// at the receiver (the host, against a sender that does not keep it).
+func TestCopyEntryLimit(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	for i := 0; i < 10; i++ {
+		os.MkdirAll(filepath.Join(src, "t", itoa(i)), 0o755)
+	}
+	root, _ := unix.Open(dst, unix.O_PATH|unix.O_DIRECTORY, 0)
+	defer unix.Close(root)
+	for _, c := range []struct {
+		name     string
+		send, rc int64
+	}{{"sender", 5, 0}, {"receiver", 0, 5}} {
+		r := &CopyReceiver{Root: root, Bases: []string{c.name}, MaxEntries: c.rc}
+		err := pipeTree(t, &CopySender{MaxEntries: c.send}, r, src, "t")
+		if _, ok := err.(*CopyRefusedError); c.send > 0 && !ok {
+			t.Errorf("%s: %v, want a refusal", c.name, err)
+		}
+		if e, ok := err.(*CopyRefusedError); c.rc > 0 && (!ok || !strings.Contains(e.Reason, "5 entries")) {
+			t.Errorf("%s: %v, want a refusal naming the limit", c.name, err)
+		}
+	}
+	// 11 entries (the root and ten folders) pass a limit of 11.
+	r := &CopyReceiver{Root: root, Bases: []string{"exact"}, MaxEntries: 11}
+	if err := pipeTree(t, &CopySender{MaxEntries: 11}, r, src, "t"); err != nil {
+		t.Errorf("a tree at the limit: %v", err)
+	}
+}
+
+// TestReceiverMemoryPerEntry measures what a receiver keeps per entry
+// of a tree in progress: the figure behind the supervisor's default
+// entry limit.
+func TestReceiverMemoryPerEntry(t *testing.T) {
+	dst := t.TempDir()
+	root, _ := unix.Open(dst, unix.O_PATH|unix.O_DIRECTORY, 0)
+	defer unix.Close(root)
+	r := &CopyReceiver{Root: root, Bases: []string{"m"}}
+	const n = 20000
+	name := func(i int) string { return "d/" + strings.Repeat("x", 30) + itoa(100000+i) } // 40-byte paths
+	frame := func(ft FrameType, p []byte) {
+		if _, _, err := r.Frame(CopyInFrames, Frame{Type: ft, Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frame(FrameCopyInEntry, CopyEntry{Kind: CopyDir, Mode: 0o755}.Marshal())
+	frame(FrameCopyInEntry, CopyEntry{Path: "d", Kind: CopyDir, Mode: 0o755}.Marshal())
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < n; i++ {
+		frame(FrameCopyInEntry, CopyEntry{Path: name(i), Kind: CopySymlink, Link: "t"}.Marshal())
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("receiver heap per entry (40-byte path): %.0f bytes; %d entries: %s", per, 1_000_000, FormatSize(int64(per*1_000_000)))
+	if per > 1024 {
+		t.Errorf("%.0f bytes per entry: more than 1 KiB", per)
+	}
+	r.Close()
+}
+
+// TestLanded: a tree the host put into the box is checked against the
+// copy-end it sent, then moved to its base; anything changed, added,
+// removed or never sendable fails it as a *VerifyError.
+func TestLanded(t *testing.T) {
+	mk := func(t *testing.T, root string) {
+		os.MkdirAll(filepath.Join(root, "d"), 0o755)
+		os.WriteFile(filepath.Join(root, "a"), []byte("alpha"), 0o644)
+		os.WriteFile(filepath.Join(root, "d/b"), []byte("beta"), 0o600)
+		os.Symlink("../a", filepath.Join(root, "d/l"))
+		// A file that is all zeros past its first block: holes again.
+		f, _ := os.Create(filepath.Join(root, "zeros"))
+		f.Write([]byte("x"))
+		f.Write(make([]byte, 1<<20-1)) // dense, as tar lands it
+		f.Close()
+	}
+	src := t.TempDir()
+	mk(t, filepath.Join(src, "t"))
+	var want CopyEnd
+	sfd, _ := unix.Open(src, unix.O_PATH|unix.O_DIRECTORY, 0)
+	defer unix.Close(sfd)
+	s := &CopySender{Frames: CopyInFrames, Send: func(ft FrameType, p []byte) error {
+		if ft == FrameCopyInEnd {
+			want, _ = ParseCopyEnd(p)
+		}
+		return nil
+	}}
+	if err := s.SendTree(0, sfd, "t"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		tamper func(root string)
+		ok     bool
+	}{
+		{"as sent", func(string) {}, true},
+		{"set-id bits", func(root string) {
+			unix.Chmod(filepath.Join(root, "d"), 0o2755)
+			unix.Chmod(filepath.Join(root, "a"), 0o4644)
+		}, true},
+		{"changed", func(root string) { os.WriteFile(filepath.Join(root, "a"), []byte("alphA"), 0o644) }, false},
+		{"extra", func(root string) { os.WriteFile(filepath.Join(root, "d/x"), nil, 0o644) }, false},
+		{"missing", func(root string) { os.Remove(filepath.Join(root, "d/b")) }, false},
+		{"mode", func(root string) { os.Chmod(filepath.Join(root, "d/b"), 0o644) }, false},
+		{"fifo", func(root string) { unix.Mkfifo(filepath.Join(root, "d/fifo"), 0o644) }, false},
+		{"symlink for a folder", func(root string) {
+			os.RemoveAll(filepath.Join(root, "d"))
+			os.Symlink("/etc", filepath.Join(root, "d"))
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			box := t.TempDir()
+			mk(t, filepath.Join(box, "stage/0"))
+			c.tamper(filepath.Join(box, "stage/0"))
+			root, _ := unix.Open(box, unix.O_PATH|unix.O_DIRECTORY, 0)
+			defer unix.Close(root)
+			stage, _ := unix.Open(filepath.Join(box, "stage"), unix.O_PATH|unix.O_DIRECTORY, 0)
+			defer unix.Close(stage)
+			r := &CopyReceiver{Root: root, Bases: []string{"work/t"}}
+			err := r.Landed(0, stage, "0", want)
+			var verr *VerifyError
+			if c.ok != (err == nil) || (!c.ok && !errors.As(err, &verr)) {
+				t.Fatalf("Landed: %v (want ok %v, else a VerifyError)", err, c.ok)
+			}
+			if !c.ok {
+				return
+			}
+			for _, p := range []string{"work/t/d", "work/t/a"} {
+				if fi, err := os.Stat(filepath.Join(box, p)); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+					t.Errorf("%s: %v (%v): set-id bits kept", p, fi.Mode(), err)
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(box, "work/t/d/b")); string(b) != "beta" {
+				t.Errorf("work/t/d/b = %q", b)
+			}
+			if _, err := os.Lstat(filepath.Join(box, "stage/0")); err == nil {
+				t.Errorf("the landed tree was not moved")
+			}
+			var st unix.Stat_t
+			unix.Stat(filepath.Join(box, "work/t/zeros"), &st)
+			t.Logf("zeros: %d bytes allocated of %d", st.Blocks*512, st.Size)
+			if st.Blocks*512 > 64<<10 {
+				t.Errorf("zero blocks not punched: %d bytes allocated", st.Blocks*512)
+			}
+			if r.Files != want.Files || r.Bytes != want.Bytes {
+				t.Errorf("counted %d files %d bytes, want %d %d", r.Files, r.Bytes, want.Files, want.Bytes)
+			}
+		})
 	}
 }

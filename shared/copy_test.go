@@ -11,20 +11,22 @@ func withCopies(s Spec) Spec {
 	s.CopyIn = []string{"/work/src", "/etc/agent.conf"}
 	s.CopyOut = []string{"/work/out"}
 	s.CopyOutLimit = 1 << 30
+	s.CopyOutMaxEntries = 1000
 	return s
 }
 
 func TestSpecCopiesRoundTrip(t *testing.T) {
 	for name, s := range map[string]Spec{
-		"full":          withCopies(fullSpec()),
-		"copies only":   {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyIn: []string{"/w"}},
-		"copy-out only": {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyOut: []string{"/w"}, CopyOutLimit: 5},
+		"full":           withCopies(fullSpec()),
+		"copies only":    {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyIn: []string{"/w"}},
+		"copy-out only":  {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyOut: []string{"/w"}, CopyOutLimit: 5},
+		"no entry limit": {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyOut: []string{"/w"}, CopyOutLimit: 5},
 	} {
 		got, err := ParseSpec(s.Marshal())
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if string(got.Marshal()) != string(s.Marshal()) || strings.Join(got.CopyIn, ",") != strings.Join(s.CopyIn, ",") || got.CopyOutLimit != s.CopyOutLimit {
+		if string(got.Marshal()) != string(s.Marshal()) || strings.Join(got.CopyIn, ",") != strings.Join(s.CopyIn, ",") || got.CopyOutLimit != s.CopyOutLimit || got.CopyOutMaxEntries != s.CopyOutMaxEntries {
 			t.Fatalf("%s: round trip\n got %+v\nwant %+v", name, got, s)
 		}
 	}
@@ -161,7 +163,7 @@ func FuzzCopyDecoders(f *testing.F) {
 }
 
 func noCopies(s Spec) Spec {
-	s.CopyIn, s.CopyOut, s.CopyOutLimit = nil, nil, 0
+	s.CopyIn, s.CopyOut, s.CopyOutLimit, s.CopyOutMaxEntries = nil, nil, 0, 0
 	return s
 }
 

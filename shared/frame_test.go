@@ -16,7 +16,7 @@ import (
 var allFrameTypes = []FrameType{
 	FrameHello, FrameSpec, FramePing, FrameStdin, FrameStdinEOF, FrameSignal, FrameResize, FrameStop,
 	FrameReady, FrameStdout, FrameStderr, FramePong, FrameExit, FrameStdinCredit,
-	FrameCopyInEntry, FrameCopyInData, FrameCopyInSum, FrameCopyInEnd,
+	FrameCopyInEntry, FrameCopyInData, FrameCopyInSum, FrameCopyInEnd, FrameCopyInLanded,
 	FrameCopyOutEntry, FrameCopyOutData, FrameCopyOutSum, FrameCopyOutEnd,
 }
 
@@ -526,5 +526,11 @@ func specTails(b []byte) map[int]bool {
 	if err != nil {
 		return nil
 	}
-	return map[int]bool{len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true}
+	return map[int]bool{len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true, len(noEntryLimit(s).Marshal()): true}
+}
+
+// noEntryLimit is s as a supervisor before copy_out_max_entries sent it.
+func noEntryLimit(s Spec) Spec {
+	s.CopyOutMaxEntries = 0
+	return s
 }

@@ -81,6 +81,9 @@ type Spec struct {
 	CopyIn       []string
 	CopyOut      []string
 	CopyOutLimit int64
+	// CopyOutMaxEntries bounds the entries (folders, files, links) of
+	// each copy-out tree (0: none).
+	CopyOutMaxEntries int64
 }
 
 // Validate names the first bad field.
@@ -270,6 +273,9 @@ func (s Spec) Marshal() []byte {
 		e.strs(s.CopyOut)
 		e.u64(uint64(s.CopyOutLimit))
 	}
+	if s.CopyOutMaxEntries != 0 {
+		e.u64(uint64(s.CopyOutMaxEntries))
+	}
 	return e.b
 }
 
@@ -323,6 +329,13 @@ func ParseSpec(b []byte) (Spec, error) {
 		s.CopyOutLimit = int64(d.u64("copy_out_limit"))
 		if d.err == nil && !s.hasCopies() {
 			d.fail("copy_in/copy_out", "present but empty (non-canonical)")
+		}
+	}
+	// ... or here: no entry limit.
+	if d.err == nil && len(d.b) > 0 {
+		s.CopyOutMaxEntries = int64(d.u64("copy_out_max_entries"))
+		if d.err == nil && s.CopyOutMaxEntries == 0 {
+			d.fail("copy_out_max_entries", "present but 0 (non-canonical)")
 		}
 	}
 	return s, d.done()

@@ -214,6 +214,7 @@ func TestParseSpecMalformed(t *testing.T) {
 			return append(e.b, make([]byte, 10)...)
 		}(), "allow_root"},
 		{"trailing", append(withCopies(fullSpec()).Marshal(), 9), "trailing"},
+		{"max entries 0", append(func() []byte { s := withCopies(fullSpec()); s.CopyOutMaxEntries = 0; return s.Marshal() }(), 0), "non-canonical"},
 		{"copies empty", append(append([]byte{}, good...), 0, 0, 0), "non-canonical"},
 		{"truncated filter", noStdin(fullSpec()).Marshal()[:len(noStdin(fullSpec()).Marshal())-1], "seccomp"},
 		{"empty tail", append(oldSpec(fullSpec()).Marshal(), 0, 0), "non-canonical"},

@@ -73,16 +73,17 @@ func checkCopies(o *ExecOptions) error {
 type copies struct {
 	l *launch
 
-	mu       sync.Mutex
-	inFiles  int64
-	inBytes  int64
-	inStart  time.Time
-	inSent   time.Duration
-	out      map[uint32]*exportTree
-	outDone  int
-	err      error // the first copy-out failure: the launch fails with it
-	removeMu sync.Once
-	last     atomic.Int64 // unix nanoseconds of the last copy frame sent or received
+	mu        sync.Mutex
+	inFiles   int64
+	inBytes   int64
+	inStart   time.Time
+	inSent    time.Duration
+	transport string
+	out       map[uint32]*exportTree
+	outDone   int
+	err       error // the first copy-out failure: the launch fails with it
+	removeMu  sync.Once
+	last      atomic.Int64 // unix nanoseconds of the last copy frame sent or received
 }
 
 // moved notes a copy frame sent or received.
@@ -106,7 +107,7 @@ type exportTree struct {
 func (c *copies) staged() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.l.emit(Event{Event: EventStaged, Files: c.inFiles, Bytes: c.inBytes, Seconds: time.Since(c.inStart).Seconds()})
+	c.l.emit(Event{Event: EventStaged, Transport: c.transport, Files: c.inFiles, Bytes: c.inBytes, Seconds: time.Since(c.inStart).Seconds()})
 }
 
 // outErr is the copy-out failure, or one for trees that never came.
@@ -175,12 +176,42 @@ func copyOutSources(cs []CopyOut) []string {
 	return out
 }
 
+// DefaultCopyOutMaxEntries bounds the entries of each copy-out tree
+// when --copy-out-max-entries is not given. While a tree arrives the
+// host keeps each entry's path (seen) and manifest line: 194 bytes per
+// entry of a 40-byte path (TestReceiverMemoryPerEntry), some 185 MiB
+// for a million; a longer path adds about twice its length.
+const DefaultCopyOutMaxEntries = 1_000_000
+
+func (o *ExecOptions) copyOutMaxEntries() int64 {
+	return copyOutBound(o, o.CopyOutMaxEntries, DefaultCopyOutMaxEntries)
+}
+
 func (o *ExecOptions) copyOutLimit() int64 {
+	return copyOutBound(o, o.CopyOutLimit, DefaultCopyOutLimit)
+}
+
+// copyOutBound is a copy-out bound as given, or its default; none
+// without a copy-out.
+func copyOutBound(o *ExecOptions, given, def int64) int64 {
 	switch {
 	case len(o.CopyOut) == 0:
 		return 0
-	case o.CopyOutLimit > 0:
-		return o.CopyOutLimit
+	case given > 0:
+		return given
 	}
-	return DefaultCopyOutLimit
+	return def
+}
+
+// stageFailed ends a launch whose copy-in the runtime could not put
+// into the box: a host tree that cannot be read is copy-refused (248),
+// as on the frame path; anything else the engine's failure.
+func (l *launch) stageFailed(err error) int {
+	var refused *shared.CopyRefusedError
+	if errors.As(err, &refused) {
+		l.say("copy-in: refused: %v", err)
+		return l.early(shared.ExitCopyFailed, string(shared.ReasonCopyRefused), nil)
+	}
+	l.say("%v", err)
+	return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 }

@@ -27,22 +27,23 @@ func (c *copies) sendIn(w *shared.Writer) error {
 			c.l.say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
 		},
 	}
+	if a := c.l.archive; a != nil {
+		// The runtime put the trees into the box: their copy-ends only.
+		c.mu.Lock()
+		c.inStart, c.inFiles, c.inBytes, c.transport = a.start, a.files, a.bytes, TransportArchive
+		c.mu.Unlock()
+		for _, e := range a.ends {
+			if err := w.Send(shared.FrameCopyInLanded, e.Marshal()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	c.mu.Lock()
-	c.inStart = time.Now()
+	c.inStart, c.transport = time.Now(), TransportFrames
 	c.mu.Unlock()
 	for i, ci := range c.l.o.CopyIn {
-		host, err := filepath.EvalSymlinks(ci.Host)
-		if err == nil {
-			host, err = filepath.Abs(host)
-		}
-		if err != nil {
-			return err
-		}
-		dir, name := filepath.Split(host)
-		if name == "" { // the host's /
-			dir, name = "/", "."
-		}
-		dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		dfd, name, err := openHostRoot(ci)
 		if err != nil {
 			return err
 		}
@@ -59,6 +60,24 @@ func (c *copies) sendIn(w *shared.Writer) error {
 	c.inSent = time.Since(c.inStart)
 	c.mu.Unlock()
 	return nil
+}
+
+// openHostRoot opens the folder of a copy-in's host path (a symlink
+// followed: the operator named it) and names the tree in it.
+func openHostRoot(ci CopyIn) (int, string, error) {
+	host, err := filepath.EvalSymlinks(ci.Host)
+	if err == nil {
+		host, err = filepath.Abs(host)
+	}
+	if err != nil {
+		return -1, "", err
+	}
+	dir, name := filepath.Split(host)
+	if name == "" { // the host's /
+		dir, name = "/", "."
+	}
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	return dfd, name, err
 }
 
 // frame takes one copy-out frame. A protocol error is returned (the
@@ -171,7 +190,7 @@ func (c *copies) openTree(root uint32) error {
 	bases := make([]string, len(c.l.o.CopyOut))
 	bases[root] = path.Base(co.Box)
 	t := &exportTree{c: co, start: time.Now(), root: fd, recv: &shared.CopyReceiver{
-		Root: fd, Bases: bases, Limit: c.l.spec.CopyOutLimit, Symlink: shared.SymlinkStaysInside,
+		Root: fd, Bases: bases, Limit: c.l.spec.CopyOutLimit, MaxEntries: c.l.spec.CopyOutMaxEntries, Symlink: shared.SymlinkStaysInside,
 	}}
 	c.out[root] = t
 	return nil
@@ -188,7 +207,7 @@ func (t *exportTree) close() {
 // finishTree writes the verified tree's manifest beside it and says so.
 func (c *copies) finishTree(t *exportTree) {
 	took := time.Since(t.start)
-	c.l.emit(Event{Event: EventExported, Path: t.c.Result(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds()})
+	c.l.emit(Event{Event: EventExported, Transport: TransportFrames, Path: t.c.Result(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds()})
 	fd, err := unix.Openat(t.root, path.Base(t.c.Manifest()), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err == nil {
 		f := os.NewFile(uintptr(fd), t.c.Manifest())
@@ -210,5 +229,5 @@ func (c *copies) finishTree(t *exportTree) {
 	c.mu.Lock()
 	c.outDone++
 	c.mu.Unlock()
-	c.l.emit(Event{Event: EventVerified, Path: t.c.Manifest(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds(), Refused: len(t.recv.Refused)})
+	c.l.emit(Event{Event: EventVerified, Transport: TransportFrames, Path: t.c.Manifest(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds(), Refused: len(t.recv.Refused)})
 }

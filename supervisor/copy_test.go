@@ -274,3 +274,21 @@ func TestCopyInFailureKeepsItsReason(t *testing.T) {
 		t.Fatalf("exit %d, exited %+v, stderr %s", run.code, last, run.stderr)
 	}
 }
+
+// A watcher that does not keep --copy-out-max-entries (the fake one
+// here sends every entry) is stopped by the host at the limit: exit
+// 248, nothing kept.
+func TestCopyOutMaxEntriesHost(t *testing.T) {
+	box, out := t.TempDir(), t.TempDir()
+	for i := 0; i < 50; i++ {
+		write(t, filepath.Join(box, "res", strings.Repeat("f", i+1)), "")
+	}
+	theCopyRT.boxRoot = box
+	run := runCopy(t, ExecOptions{CopyOut: []CopyOut{{Box: "/res", HostDir: out}}, CopyOutMaxEntries: 10})
+	if run.code != shared.ExitCopyFailed || !strings.Contains(run.stderr, "10 entries") {
+		t.Fatalf("exit %d: %s", run.code, run.stderr)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Errorf("kept: %v", ents)
+	}
+}

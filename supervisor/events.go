@@ -49,6 +49,9 @@ type Event struct {
 	Bytes   int64   `json:"bytes,omitempty"`
 	Seconds float64 `json:"seconds,omitempty"`
 	Refused int     `json:"refused_symlinks,omitempty"`
+	// Transport is how the copy travelled: "archive" (the engine's
+	// archive endpoint) or "frames" (the control stream).
+	Transport string `json:"transport,omitempty"`
 }
 
 // Events writes events; a nil *Events discards them.

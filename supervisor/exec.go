@@ -82,6 +82,9 @@ type ExecOptions struct {
 	CopyIn       []CopyIn
 	CopyOut      []CopyOut
 	CopyOutLimit int64
+	// CopyOutMaxEntries bounds the entries of each copy-out tree (0:
+	// DefaultCopyOutMaxEntries).
+	CopyOutMaxEntries int64
 }
 
 // The bounds a box gets when its options do not say otherwise: no box
@@ -217,6 +220,8 @@ func (o *ExecOptions) Spec() shared.Spec {
 		CopyIn:       copyInTargets(o.CopyIn),
 		CopyOut:      copyOutSources(o.CopyOut),
 		CopyOutLimit: o.copyOutLimit(),
+
+		CopyOutMaxEntries: o.copyOutMaxEntries(),
 	}
 }
 
@@ -492,6 +497,8 @@ type launch struct {
 	entry   *JournalEntry
 	spec    shared.Spec
 	tail    *tailWriter
+	// archive is the copy-in the runtime put into the box (nil: frames).
+	archive *archived
 }
 
 func (l *launch) emit(ev Event) {
@@ -566,6 +573,12 @@ func (l *launch) run(ctx context.Context) int {
 	crashpoint(CrashAfterCreate)
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, st)
+	}
+	if err := l.stageArchive(ctx); err != nil {
+		return l.stageFailed(err)
+	}
+	if l.archive != nil {
+		crashpoint(CrashAfterStage)
 	}
 
 	if st == nil {

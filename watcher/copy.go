@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +38,9 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 		r.Bases = append(r.Bases, strings.TrimPrefix(p, "/"))
 	}
 	defer r.Close()
+	// What landed and was not moved (a tree written through the
+	// receiver, one that failed) goes before the agent starts.
+	defer os.RemoveAll("/" + shared.CopyStageDir)
 	var hb *time.Timer
 	var hbC <-chan time.Time
 	if spec.Heartbeat > 0 {
@@ -62,10 +66,21 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 			w.pong(ev.f.Payload)
 			continue
 		}
-		if !shared.CopyInFrames.Has(ev.f.Type) {
+		var end bool
+		var i uint32
+		switch {
+		case ev.f.Type == shared.FrameCopyInLanded:
+			end, i, err = true, 0, nil
+			var e shared.CopyEnd
+			if e, err = shared.ParseCopyEnd(ev.f.Payload); err == nil {
+				i = e.Root
+				err = landed(root, r, e)
+			}
+		case shared.CopyInFrames.Has(ev.f.Type):
+			end, i, err = r.Frame(shared.CopyInFrames, ev.f)
+		default:
 			return w.lostBeforeStart(&shared.ProtocolError{Reason: "expected a copy-in frame, got " + ev.f.Type.String()})
 		}
-		end, i, err := r.Frame(shared.CopyInFrames, ev.f)
 		if err == nil && end && done[i] {
 			err = &shared.ProtocolError{Reason: "copy-in: root " + itoa(int(i)) + " sent twice"}
 		}
@@ -78,6 +93,18 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 		}
 	}
 	return 0
+}
+
+// landed verifies and moves a copy-in tree the host put at
+// CopyStageDir/root (shared.CopyReceiver.Landed).
+func landed(root int, r *shared.CopyReceiver, e shared.CopyEnd) error {
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(root, shared.CopyStageDir, how)
+	if err != nil {
+		return &shared.VerifyError{Reason: "/" + shared.CopyStageDir + ": " + err.Error() + " (nothing landed, or not a folder)"}
+	}
+	defer unix.Close(fd)
+	return r.Landed(e.Root, fd, itoa(int(e.Root)), e)
 }
 
 // copyFailed ends a box whose copy-in failed: a malformed frame is a
@@ -172,7 +199,7 @@ func (w *watcher) copyOut() {
 
 func (w *watcher) sendTrees(spec *shared.Spec) {
 	s := &shared.CopySender{
-		Frames: shared.CopyOutFrames, Send: w.out.Send, Limit: spec.CopyOutLimit,
+		Frames: shared.CopyOutFrames, Send: w.out.Send, Limit: spec.CopyOutLimit, MaxEntries: spec.CopyOutMaxEntries,
 		Skipped: func(p string, mode uint32) {
 			logf("copy-out: " + p + ": not a folder, file or symlink, or a file neither the agent's nor readable by all (mode " + strconv.FormatUint(uint64(mode), 8) + "); not sent")
 		},

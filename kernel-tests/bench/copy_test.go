@@ -82,10 +82,12 @@ func TestBenchCopy(t *testing.T) {
 
 	var staged, exported []time.Duration
 	var wall time.Duration
+	var transport string
 	for i := 0; i < 2; i++ {
 		out := filepath.Join(r.Dir, fmt.Sprintf("out%d", i))
 		os.Mkdir(out, 0o755)
-		st, ex, w, err := copyRun(r, out, src, "/tmp/tree", "2g")
+		st, ex, w, tr, err := copyRun(r, out, src, "/tmp/tree", "2g")
+		transport = tr
 		if err != nil {
 			t.Fatalf("supervisor exec --copy-in --copy-out: %v", err)
 		}
@@ -97,7 +99,7 @@ func TestBenchCopy(t *testing.T) {
 	ratio := func(d, cp time.Duration) string { return fmt.Sprintf("%.2f", cp.Seconds()/d.Seconds()) }
 	s.Row("docker cp HOST BOX:PATH", "in", dur(cpIn), rate(cpIn), "1.00")
 	s.Row("tar c | docker exec -i BOX tar x", "in", dur(tarIn), rate(tarIn), ratio(tarIn, cpIn))
-	s.Row("supervisor exec --copy-in (staged event)", "in", dur(in), rate(in), ratio(in, cpIn))
+	s.Row("supervisor exec --copy-in (staged event, "+transport+")", "in", dur(in), rate(in), ratio(in, cpIn))
 	s.Row("docker cp BOX:PATH HOST", "out", dur(cpOut), rate(cpOut), "1.00")
 	s.Row("docker exec BOX tar c | tar x", "out", dur(tarOut), rate(tarOut), ratio(tarOut, cpOut))
 	s.Row("supervisor exec --copy-out (exported event)", "out", dur(outT), rate(outT), ratio(outT, cpOut))
@@ -127,50 +129,54 @@ func TestBenchCopy(t *testing.T) {
 	}
 	out := filepath.Join(r.Dir, "bigout")
 	os.Mkdir(out, 0o755)
-	st, ex, w, err := copyRun(r, out, big, "/tmp/big", "3g")
+	st, ex, w, _, err := copyRun(r, out, big, "/tmp/big", "3g")
 	if err != nil {
 		t.Fatalf("2 GiB tree: %v", err)
 	}
 	s.Row("2 GiB sparse-heavy tree (2 GiB + 64 MiB, verified)", "in", dur(st), "", "")
 	s.Row("2 GiB sparse-heavy tree (2 GiB + 64 MiB, verified)", "out", dur(ex), "", "")
-	s.Note("2 GiB tree: the whole launch took %s; holes are not sent, but both ends hash them as zeros", dur(w))
+	s.Note("2 GiB tree: the whole launch took %s; frames send no holes, but both ends hash them as zeros; an archive copy-in sends them as zeros (tar has none) and the watcher punches them back", dur(w))
 }
 
 // copyRun is one supervisor exec that copies src in to box and back out
-// to out; it returns the staged and exported events' durations.
-func copyRun(r *rig, out, src, box, limit string) (staged, exported, wall time.Duration, err error) {
+// to out; it returns the staged and exported events' durations and the
+// copy-in's transport (archive: the put, the box's start and the
+// watcher's verification).
+func copyRun(r *rig, out, src, box, limit string) (staged, exported, wall time.Duration, transport string, err error) {
 	events := filepath.Join(r.Dir, "copy-events.jsonl")
 	os.Remove(events)
 	argv := r.execArgs([]string{"--events", events, "--copy-in", src + ":" + box, "--copy-out", box + ":" + out, "--copy-out-limit", limit}, "true")
 	t0 := time.Now()
 	if b, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		return 0, 0, 0, fmt.Errorf("%v: %s", err, b)
+		return 0, 0, 0, "", fmt.Errorf("%v: %s", err, b)
 	}
 	wall = time.Since(t0)
 	f, err := os.Open(events)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, "", err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var ev struct {
-			Event   string  `json:"event"`
-			Seconds float64 `json:"seconds"`
+			Event     string  `json:"event"`
+			Seconds   float64 `json:"seconds"`
+			Transport string  `json:"transport"`
 		}
 		if json.Unmarshal(sc.Bytes(), &ev) == nil {
 			switch ev.Event {
 			case "staged":
 				staged = time.Duration(ev.Seconds * float64(time.Second))
+				transport = ev.Transport
 			case "exported":
 				exported = time.Duration(ev.Seconds * float64(time.Second))
 			}
 		}
 	}
 	if staged == 0 || exported == 0 {
-		return 0, 0, 0, fmt.Errorf("no staged or exported event in %s", events)
+		return 0, 0, 0, "", fmt.Errorf("no staged or exported event in %s", events)
 	}
-	return staged, exported, wall, nil
+	return staged, exported, wall, transport, nil
 }
 
 // writeTree writes 15 files of 64 MiB and 4096 of 16 KiB: 1 GiB.

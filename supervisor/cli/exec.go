@@ -16,36 +16,37 @@ import (
 
 // ExecCmd is `supervisor exec`.
 type ExecCmd struct {
-	Runtime        string        `help:"Runtime that makes the box: ${runtimes_list}, or auto (${auto_help})." enum:"${runtimes},auto" default:"auto" env:"DEATHWATCH_RUNTIME"`
-	Image          string        `help:"Image to run (docker/podman: never pulled; native: rootfs directory; sbx: the template)." env:"DEATHWATCH_IMAGE"`
-	Template       string        `help:"sbx: the template the sandbox is made from (sbx template load); --image says the same." placeholder:"TEMPLATE"`
-	HostPort       []int         `help:"Let the box reach this port of the host's loopback, and nothing more of the host (repeatable; sbx: one sandbox-scoped policy rule each)." sep:"none" placeholder:"PORT"`
-	Name           string        `help:"Prefix of the box name; the launch id follows it." default:"dw" placeholder:"PREFIX"`
-	Label          []string      `help:"Extra label KEY=VALUE on the box (repeatable; io.deathwatch.* is reserved)." sep:"none" placeholder:"KEY=VALUE"`
-	RunKey         string        `help:"The controller's run this box belongs to (a label, and in the journal)."`
-	Env            []string      `help:"Pass NAME to the agent, its value taken from the supervisor's environment (repeatable). Values travel only inside the control stream." sep:"none" placeholder:"NAME"`
-	EnvFile        []string      `help:"Read NAME=VALUE lines for the agent from FILE (repeatable; # comments)." sep:"none" placeholder:"FILE"`
-	Workdir        string        `help:"Working directory of the agent (absolute)." placeholder:"DIR"`
-	Mount          []string      `help:"Bind mount SRC:DST[:ro] (repeatable; absolute paths)." sep:"none" placeholder:"SRC:DST[:ro]"`
-	Memory         string        `help:"Memory limit, e.g. 512m or 2g (no swap beyond it)." placeholder:"SIZE"`
-	PidsLimit      int64         `help:"Maximum number of processes in the box." placeholder:"N"`
-	Network        string        `help:"Network: none (the default), bridge or host. host is refused without --allow-host-network." placeholder:"none|bridge|host"`
-	AllowHostNet   bool          `name:"allow-host-network" help:"Accept --network host: the agent then shares the host's network namespace, so it can connect to every abstract unix socket of the host (X11, D-Bus, containerd, systemd) and every port on its loopback."`
-	Deadline       time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"1h"`
-	Grace          time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"2s"`
-	Heartbeat      time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"10s"`
-	Events         string        `help:"Write line-delimited JSON lifecycle events (journaled, created, started, ready, exited, removed) to FILE or fd:N." placeholder:"FILE|fd:N"`
-	AllowRootful   bool          `help:"Accept a rootful engine (a box escape is root on the host)."`
-	AllowUserns    bool          `help:"Let the agent make nested user namespaces (and mount inside them): the syscall filter refuses them otherwise, as most local-root exploits start there."`
-	Watcher        string        `help:"Host watcher binary to bind-mount read-only as the box's entrypoint (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
-	WatcherInImage string        `help:"Use the watcher baked into the image at PATH instead of bind-mounting one." placeholder:"PATH"`
-	User           string        `help:"UID:GID the agent runs as (0 is refused)." default:"1000:1000" placeholder:"UID:GID"`
-	TTY            bool          `name:"tty" short:"t" help:"Run the agent on a pseudo-terminal in the box, fed by the supervisor's stdin; a terminal there goes to raw mode for the session (always restored) and its window size follows."`
-	Stdin          bool          `short:"i" help:"Relay the supervisor's stdin to the agent's stdin; its end closes the agent's stdin while the box stays watched."`
-	CopyIn         []string      `help:"Copy the host file or tree HOSTPATH to BOXPATH before the agent starts, owned by the agent, over the control stream (repeatable; no host path is mounted)." sep:"none" placeholder:"HOSTPATH:BOXPATH"`
-	CopyOut        []string      `help:"After the agent (also after a deadline or a failure), copy BOXPATH back to HOSTDIR/NAME with its manifest as HOSTDIR/NAME.manifest; never overwrites, never makes a symlink that leaves the tree (repeatable)." sep:"none" placeholder:"BOXPATH:HOSTDIR"`
-	CopyOutLimit   string        `help:"Refuse (exit 248, nothing kept) a copy-out tree whose files add up to more than SIZE." default:"1g" placeholder:"SIZE"`
-	Stage          string        `help:"How --copy-in reaches the box: copy (stream it), bind (a read-only bind mount; refused unless a nonce file proves this runtime shares the folder), auto (bind where proven, copy elsewhere)." enum:"copy,bind,auto" default:"copy"`
+	Runtime           string        `help:"Runtime that makes the box: ${runtimes_list}, or auto (${auto_help})." enum:"${runtimes},auto" default:"auto" env:"DEATHWATCH_RUNTIME"`
+	Image             string        `help:"Image to run (docker/podman: never pulled; native: rootfs directory; sbx: the template)." env:"DEATHWATCH_IMAGE"`
+	Template          string        `help:"sbx: the template the sandbox is made from (sbx template load); --image says the same." placeholder:"TEMPLATE"`
+	HostPort          []int         `help:"Let the box reach this port of the host's loopback, and nothing more of the host (repeatable; sbx: one sandbox-scoped policy rule each)." sep:"none" placeholder:"PORT"`
+	Name              string        `help:"Prefix of the box name; the launch id follows it." default:"dw" placeholder:"PREFIX"`
+	Label             []string      `help:"Extra label KEY=VALUE on the box (repeatable; io.deathwatch.* is reserved)." sep:"none" placeholder:"KEY=VALUE"`
+	RunKey            string        `help:"The controller's run this box belongs to (a label, and in the journal)."`
+	Env               []string      `help:"Pass NAME to the agent, its value taken from the supervisor's environment (repeatable). Values travel only inside the control stream." sep:"none" placeholder:"NAME"`
+	EnvFile           []string      `help:"Read NAME=VALUE lines for the agent from FILE (repeatable; # comments)." sep:"none" placeholder:"FILE"`
+	Workdir           string        `help:"Working directory of the agent (absolute)." placeholder:"DIR"`
+	Mount             []string      `help:"Bind mount SRC:DST[:ro] (repeatable; absolute paths)." sep:"none" placeholder:"SRC:DST[:ro]"`
+	Memory            string        `help:"Memory limit, e.g. 512m or 2g (no swap beyond it)." placeholder:"SIZE"`
+	PidsLimit         int64         `help:"Maximum number of processes in the box." placeholder:"N"`
+	Network           string        `help:"Network: none (the default), bridge or host. host is refused without --allow-host-network." placeholder:"none|bridge|host"`
+	AllowHostNet      bool          `name:"allow-host-network" help:"Accept --network host: the agent then shares the host's network namespace, so it can connect to every abstract unix socket of the host (X11, D-Bus, containerd, systemd) and every port on its loopback."`
+	Deadline          time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"1h"`
+	Grace             time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"2s"`
+	Heartbeat         time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"10s"`
+	Events            string        `help:"Write line-delimited JSON lifecycle events (journaled, created, started, ready, exited, removed) to FILE or fd:N." placeholder:"FILE|fd:N"`
+	AllowRootful      bool          `help:"Accept a rootful engine (a box escape is root on the host)."`
+	AllowUserns       bool          `help:"Let the agent make nested user namespaces (and mount inside them): the syscall filter refuses them otherwise, as most local-root exploits start there."`
+	Watcher           string        `help:"Host watcher binary to bind-mount read-only as the box's entrypoint (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
+	WatcherInImage    string        `help:"Use the watcher baked into the image at PATH instead of bind-mounting one." placeholder:"PATH"`
+	User              string        `help:"UID:GID the agent runs as (0 is refused)." default:"1000:1000" placeholder:"UID:GID"`
+	TTY               bool          `name:"tty" short:"t" help:"Run the agent on a pseudo-terminal in the box, fed by the supervisor's stdin; a terminal there goes to raw mode for the session (always restored) and its window size follows."`
+	Stdin             bool          `short:"i" help:"Relay the supervisor's stdin to the agent's stdin; its end closes the agent's stdin while the box stays watched."`
+	CopyIn            []string      `help:"Copy the host file or tree HOSTPATH to BOXPATH before the agent starts, owned by the agent, through the engine's archive endpoint where its API is reached (Docker) and over the control stream elsewhere; the watcher verifies it before the agent runs (repeatable; no host path is mounted)." sep:"none" placeholder:"HOSTPATH:BOXPATH"`
+	CopyOut           []string      `help:"After the agent (also after a deadline or a failure), copy BOXPATH back to HOSTDIR/NAME with its manifest as HOSTDIR/NAME.manifest; never overwrites, never makes a symlink that leaves the tree (repeatable)." sep:"none" placeholder:"BOXPATH:HOSTDIR"`
+	CopyOutLimit      string        `help:"Refuse (exit 248, nothing kept) a copy-out tree whose files add up to more than SIZE." default:"1g" placeholder:"SIZE"`
+	CopyOutMaxEntries int64         `help:"Refuse (exit 248, nothing kept) a copy-out tree of more than N entries (folders, files, links): the host keeps each entry's path while the tree arrives." default:"1000000" placeholder:"N"`
+	Stage             string        `help:"How --copy-in reaches the box: copy (stream it), bind (a read-only bind mount; refused unless a nonce file proves this runtime shares the folder), auto (bind where proven, copy elsewhere)." enum:"copy,bind,auto" default:"copy"`
 
 	Command []string `arg:"" name:"cmd" passthrough:"partial" help:"The agent command and its arguments (after --)." placeholder:"CMD ARGS"`
 }
@@ -206,6 +207,11 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 		return nil, supervisor.UsageError("--copy-out-limit %q: %w", e.CopyOutLimit, err)
 	} else if len(o.CopyOut) > 0 {
 		o.CopyOutLimit = limit
+	}
+	if e.CopyOutMaxEntries < 1 {
+		return nil, supervisor.UsageError("--copy-out-max-entries %d: want 1 or more", e.CopyOutMaxEntries)
+	} else if len(o.CopyOut) > 0 {
+		o.CopyOutMaxEntries = e.CopyOutMaxEntries
 	}
 	if e.Memory != "" {
 		if o.Memory, err = parseSize(e.Memory); err != nil {

@@ -1,0 +1,86 @@
+package kerneltests
+
+// Copy-in through the engine's archive endpoint (Docker): the tree
+// lands in the created box before it starts, and the watcher checks
+// what landed against the host's manifest before the agent runs. The
+// box's file system can be changed between the PUT and the check (by
+// the engine, by whoever else reaches it): the test does that with
+// docker cp while the supervisor is stopped right after the PUT, and
+// the box must end with 248 verify-failed, the agent never run.
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+func TestCopyArchiveTampered(t *testing.T) {
+	for _, proto := range rigs(t, "docker") {
+		r := *proto
+		r.Setup(t, "cp")
+		t.Cleanup(func() { r.assertClean() })
+		src := filepath.Join(r.mkdirOwned(t, "in"), "tree")
+		copyTree(t, src, 1<<20)
+		other := filepath.Join(r.Dir, "other")
+		if err := os.WriteFile(other, []byte("not what was sent\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ name, target string }{
+			{"changed file", "/" + shared.CopyStageDir + "/0/a.txt"},
+			{"extra file", "/" + shared.CopyStageDir + "/0/sub/extra"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				os.Remove(r.eventsFile())
+				cmd := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashAfterStage}, "--copy-in", src+":/tmp/tree", "--", "sh", "-c", "echo agent-ran")
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				end := time.Now().Add(60*time.Second + ktest.Slack)
+				for {
+					st, err := ktest.ReadStat(cmd.Process.Pid)
+					if err == nil && st.State == 'T' {
+						break
+					}
+					if err != nil || time.Now().After(end) {
+						cmd.Process.Kill()
+						cmd.Wait()
+						t.Fatalf("the supervisor never stopped after the archive: %v\n%s", err, stderr.String())
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				box := r.waitEvent("created", time.Second).Box
+				if out, err := r.Engine("cp", other, box+":"+c.target).CombinedOutput(); err != nil {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("docker cp into the staged tree: %v: %s", err, out)
+				}
+				cmd.Process.Signal(syscall.SIGCONT)
+				err := cmd.Wait()
+				code := -1
+				if ee, ok := err.(interface{ ExitCode() int }); ok {
+					code = ee.ExitCode()
+				} else if err == nil {
+					code = 0
+				}
+				if code != shared.ExitCopyFailed || !strings.Contains(stderr.String(), "verify") || strings.Contains(stdout.String(), "agent-ran") {
+					t.Fatalf("exit %d (want %d, the agent never run)\nstdout: %s\nstderr: %s", code, shared.ExitCopyFailed, stdout.String(), stderr.String())
+				}
+				last := r.events()
+				if ev := last[len(last)-2]; ev.Event != "exited" || ev.Reason != string(shared.ReasonVerifyFailed) {
+					t.Errorf("exited event %+v, want reason %s", ev, shared.ReasonVerifyFailed)
+				}
+				t.Logf("stderr: %s", strings.TrimSpace(stderr.String()))
+			})
+		}
+	}
+}

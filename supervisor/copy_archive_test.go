@@ -1,0 +1,100 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"deathwatch/shared"
+)
+
+// TestWriteArchive: the copy-in tar is the frame sender's tree: every
+// kind with its mode, set-id bits dropped, a hard link as a link with
+// its file's mode (the engine applies a link's mode to the inode), a
+// symlink never followed, a sparse file's holes as zeros; and the
+// copy-end it returns is the one a frame copy of the tree carries.
+func TestWriteArchive(t *testing.T) {
+	src := t.TempDir()
+	tree := filepath.Join(src, "tree")
+	write(t, filepath.Join(tree, "a"), "alpha")
+	os.Chmod(filepath.Join(tree, "a"), 0o4755)
+	write(t, filepath.Join(tree, "d/b"), "beta")
+	os.Chmod(filepath.Join(tree, "d/b"), 0o600)
+	os.Link(filepath.Join(tree, "d/b"), filepath.Join(tree, "hb"))
+	os.Symlink("/etc/passwd", filepath.Join(tree, "out"))
+	f, _ := os.Create(filepath.Join(tree, "sparse"))
+	f.WriteAt([]byte("end"), 100000)
+	f.Close()
+	l := &launch{o: &ExecOptions{CopyIn: []CopyIn{{Host: tree, Box: "/w"}, {Host: filepath.Join(tree, "a"), Box: "/f"}}}, x: &ExecIO{Stderr: io.Discard}}
+	var buf bytes.Buffer
+	ends, files, size, err := l.writeArchive(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		got[h.Name] = string(h.Typeflag) + " " + strconv.FormatInt(h.Mode, 8) + " " + h.Linkname + " " + strings.TrimRight(string(data), "\x00")
+		if h.Name == shared.CopyStageDir+"/0/sparse" && (len(data) != 100003 || string(data[100000:]) != "end") {
+			t.Errorf("sparse: %d bytes", len(data))
+		}
+	}
+	st := shared.CopyStageDir
+	for name, want := range map[string]string{
+		st + "/":         "5 700  ",
+		st + "/0/":       "5 755  ",
+		st + "/0/a":      "0 755  alpha",
+		st + "/0/d/b":    "0 600  beta",
+		st + "/0/hb":     "1 600 " + st + "/0/d/b ",
+		st + "/0/out":    "2 777 /etc/passwd ",
+		st + "/0/d/":     "5 755  ",
+		st + "/0/sparse": "0 644  " + "\x00" + "end",
+		st + "/1":        "0 755  alpha",
+	} {
+		if name == st+"/0/sparse" {
+			if _, ok := got[name]; !ok {
+				t.Errorf("%s missing", name)
+			}
+			continue
+		}
+		if got[name] != want {
+			t.Errorf("%s: %q, want %q", name, got[name], want)
+		}
+	}
+	if len(got) != 9 {
+		t.Errorf("%d entries: %v", len(got), got)
+	}
+	// The copy-ends are what the frame sender says of the same trees.
+	for i, ci := range l.o.CopyIn {
+		var want shared.CopyEnd
+		s := &shared.CopySender{Frames: shared.CopyInFrames, Send: func(ft shared.FrameType, p []byte) error {
+			if ft == shared.FrameCopyInEnd {
+				want, _ = shared.ParseCopyEnd(p)
+			}
+			return nil
+		}}
+		dfd, name, _ := openHostRoot(ci)
+		s.SendTree(uint32(i), dfd, name)
+		if !bytes.Equal(ends[i].Manifest, want.Manifest) || ends[i].Files != want.Files || ends[i].Bytes != want.Bytes || ends[i].Root != uint32(i) {
+			t.Errorf("root %d: copy-end %+v, the frame sender's %+v", i, ends[i], want)
+		}
+	}
+	if files != 4 || size != 5+4+100003+5 {
+		t.Errorf("%d files of %d bytes", files, size)
+	}
+}
