@@ -55,15 +55,19 @@ const (
 	FrameCopyInSum    FrameType = 0x12
 	FrameCopyInEnd    FrameType = 0x13
 	FrameCopyInLanded FrameType = 0x14
-	FrameCopyOutEntry FrameType = 0x90
-	FrameCopyOutData  FrameType = 0x91
-	FrameCopyOutSum   FrameType = 0x92
-	FrameCopyOutEnd   FrameType = 0x93
+	// FrameCopyOutFetched (host → box, empty): the host has read every
+	// copy-out tree by the runtime's archive (Spec.CopyOutArchive); the
+	// watcher may send its exit record and go.
+	FrameCopyOutFetched FrameType = 0x15
+	FrameCopyOutEntry   FrameType = 0x90
+	FrameCopyOutData    FrameType = 0x91
+	FrameCopyOutSum     FrameType = 0x92
+	FrameCopyOutEnd     FrameType = 0x93
 )
 
 func init() {
 	for t, n := range map[FrameType]string{
-		FrameCopyInEntry: "copy-in-entry", FrameCopyInData: "copy-in-data", FrameCopyInSum: "copy-in-sum", FrameCopyInEnd: "copy-in-end", FrameCopyInLanded: "copy-in-landed",
+		FrameCopyInEntry: "copy-in-entry", FrameCopyInData: "copy-in-data", FrameCopyInSum: "copy-in-sum", FrameCopyInEnd: "copy-in-end", FrameCopyInLanded: "copy-in-landed", FrameCopyOutFetched: "copy-out-fetched",
 		FrameCopyOutEntry: "copy-out-entry", FrameCopyOutData: "copy-out-data", FrameCopyOutSum: "copy-out-sum", FrameCopyOutEnd: "copy-out-end",
 	} {
 		frameNames[t] = n
@@ -80,6 +84,21 @@ func init() {
 // that differs, or an object the host never sends (a FIFO, a device),
 // fails the copy as verify-failed, exactly as a frame copy's mismatch;
 // the verified tree is given to the agent and moved to its box path.
+
+// A copy-out tree can also leave without its data on the stream: where
+// the runtime can read a tar stream of the box's files (the Engine
+// API's GET /containers/{id}/archive, what docker cp uses), the spec
+// says CopyOutArchive and the watcher sends each tree's manifest only:
+// the entries, copy-sums and copy-end of a frame copy, no copy-data (it
+// still reads and hashes every file, and still decides what may leave:
+// Allow, Limit, MaxEntries). It then waits, answering pings, for the
+// host's copy-out-fetched before its exit record: the engine removes
+// the box when the watcher exits. The host reads the archive and keeps
+// a file only where the manifest names it and its bytes hash to the
+// manifest's SHA-256; folders, symlinks and hard links are made from
+// the manifest; anything else in the archive is dropped and counted.
+// The engine reads the box's tree as root: the manifest, written by the
+// watcher after the agent died, is what makes that safe.
 
 // CopyStageDir is where copy-in trees land in the box before the
 // watcher verifies and moves them (relative to the box's /). It lives
@@ -340,7 +359,7 @@ func FormatSize(n int64) string {
 const MaxCopyRoots = 64
 
 func (s *Spec) hasCopies() bool {
-	return len(s.CopyIn) > 0 || len(s.CopyOut) > 0 || s.CopyOutLimit != 0 || s.CopyOutMaxEntries != 0
+	return len(s.CopyIn) > 0 || len(s.CopyOut) > 0 || s.CopyOutLimit != 0 || s.CopyOutMaxEntries != 0 || s.CopyOutArchive
 }
 
 func (s *Spec) checkCopies() error {
@@ -365,6 +384,9 @@ func (s *Spec) checkCopies() error {
 	}
 	if s.CopyOutMaxEntries < 0 || s.CopyOutMaxEntries > 1<<40 {
 		return errors.New("spec: copy_out_max_entries: out of range")
+	}
+	if s.CopyOutArchive && len(s.CopyOut) == 0 {
+		return errors.New("spec: copy_out_archive: no copy_out to read")
 	}
 	return nil
 }

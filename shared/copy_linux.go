@@ -32,6 +32,9 @@ type CopySender struct {
 	// Allow, when set, decides whether a regular file (its owner, its
 	// mode) is sent; one it refuses goes to Skipped.
 	Allow func(uid, mode uint32) bool
+	// ManifestOnly reads and hashes every file but sends no copy-data:
+	// the data goes another way (an archive copy-out).
+	ManifestOnly bool
 
 	Files, Bytes int64 // of every tree sent so far
 	buf          []byte
@@ -221,11 +224,14 @@ func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
 				return t.refuse(p, "changed while it was read (short read)")
 			}
 			h.Write(buf[:n])
-			t.s.frame = AppendCopyData(t.s.frame[:0], data, buf[:n])
+			data += int64(n)
+			if t.s.ManifestOnly {
+				continue
+			}
+			t.s.frame = AppendCopyData(t.s.frame[:0], data-int64(n), buf[:n])
 			if err := t.s.Send(t.s.Frames.Data, t.s.frame); err != nil {
 				return err
 			}
-			data += int64(n)
 		}
 		off = hole
 	}

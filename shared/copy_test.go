@@ -17,16 +17,18 @@ func withCopies(s Spec) Spec {
 
 func TestSpecCopiesRoundTrip(t *testing.T) {
 	for name, s := range map[string]Spec{
-		"full":           withCopies(fullSpec()),
-		"copies only":    {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyIn: []string{"/w"}},
-		"copy-out only":  {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyOut: []string{"/w"}, CopyOutLimit: 5},
-		"no entry limit": {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyOut: []string{"/w"}, CopyOutLimit: 5},
+		"full":                    withCopies(fullSpec()),
+		"copies only":             {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyIn: []string{"/w"}},
+		"copy-out only":           {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyOut: []string{"/w"}, CopyOutLimit: 5},
+		"no entry limit":          {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyOut: []string{"/w"}, CopyOutLimit: 5},
+		"archive":                 func() Spec { s := withCopies(fullSpec()); s.CopyOutArchive = true; return s }(),
+		"archive, no entry limit": {Argv: []string{"true"}, UID: 1000, GID: 1000, CopyOut: []string{"/w"}, CopyOutLimit: 5, CopyOutArchive: true},
 	} {
 		got, err := ParseSpec(s.Marshal())
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if string(got.Marshal()) != string(s.Marshal()) || strings.Join(got.CopyIn, ",") != strings.Join(s.CopyIn, ",") || got.CopyOutLimit != s.CopyOutLimit || got.CopyOutMaxEntries != s.CopyOutMaxEntries {
+		if string(got.Marshal()) != string(s.Marshal()) || strings.Join(got.CopyIn, ",") != strings.Join(s.CopyIn, ",") || got.CopyOutLimit != s.CopyOutLimit || got.CopyOutMaxEntries != s.CopyOutMaxEntries || got.CopyOutArchive != s.CopyOutArchive {
 			t.Fatalf("%s: round trip\n got %+v\nwant %+v", name, got, s)
 		}
 	}
@@ -41,9 +43,10 @@ func TestSpecCopiesValidate(t *testing.T) {
 		{Spec{CopyOut: []string{"/a/../b"}}, "not clean"},
 		{Spec{CopyIn: []string{"/"}}, "a copy of / itself"},
 		{Spec{CopyOutLimit: -1}, "copy_out_limit"},
+		{Spec{CopyOutArchive: true}, "no copy_out to read"},
 	} {
 		s := fullSpec()
-		s.CopyIn, s.CopyOut, s.CopyOutLimit = c.s.CopyIn, c.s.CopyOut, c.s.CopyOutLimit
+		s.CopyIn, s.CopyOut, s.CopyOutLimit, s.CopyOutArchive = c.s.CopyIn, c.s.CopyOut, c.s.CopyOutLimit, c.s.CopyOutArchive
 		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Validate(%+v) = %v, want %q", c.s, err, c.want)
 		}

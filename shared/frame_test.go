@@ -16,7 +16,7 @@ import (
 var allFrameTypes = []FrameType{
 	FrameHello, FrameSpec, FramePing, FrameStdin, FrameStdinEOF, FrameSignal, FrameResize, FrameStop,
 	FrameReady, FrameStdout, FrameStderr, FramePong, FrameExit, FrameStdinCredit,
-	FrameCopyInEntry, FrameCopyInData, FrameCopyInSum, FrameCopyInEnd, FrameCopyInLanded,
+	FrameCopyInEntry, FrameCopyInData, FrameCopyInSum, FrameCopyInEnd, FrameCopyInLanded, FrameCopyOutFetched,
 	FrameCopyOutEntry, FrameCopyOutData, FrameCopyOutSum, FrameCopyOutEnd,
 }
 
@@ -273,6 +273,7 @@ func payloadCases() []payloadCase {
 	stop := Stop{Grace: 2500 * time.Millisecond}
 	exit := Exit{Reason: ReasonDeadline, Code: ExitDeadline, Signal: 9, Runtime: 90 * time.Second, Sweep: 3 * time.Millisecond, Message: "deadline of 1m30s passed; 2 processes killed"}
 	spec := withCopies(fullSpec())
+	spec.CopyOutArchive = true
 	credit := Credit{Bytes: StdinWindowSize}
 	return []payloadCase{
 		{"credit", FrameStdinCredit, credit, credit.Marshal, func(b []byte) (any, error) { return ParseCredit(b) }},
@@ -526,7 +527,15 @@ func specTails(b []byte) map[int]bool {
 	if err != nil {
 		return nil
 	}
-	return map[int]bool{len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true, len(noEntryLimit(s).Marshal()): true}
+	noArc := len(noArchive(s).Marshal())
+	s = noArchive(s)
+	return map[int]bool{noArc: true, len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true, len(noEntryLimit(s).Marshal()): true}
+}
+
+// noArchive is s as a supervisor before copy_out_archive sent it.
+func noArchive(s Spec) Spec {
+	s.CopyOutArchive = false
+	return s
 }
 
 // noEntryLimit is s as a supervisor before copy_out_max_entries sent it.

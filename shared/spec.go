@@ -84,6 +84,10 @@ type Spec struct {
 	// CopyOutMaxEntries bounds the entries (folders, files, links) of
 	// each copy-out tree (0: none).
 	CopyOutMaxEntries int64
+	// CopyOutArchive: the host reads the copy-out trees by the
+	// runtime's archive; the watcher sends their manifests only, then
+	// waits for copy-out-fetched (copy.go).
+	CopyOutArchive bool
 }
 
 // Validate names the first bad field.
@@ -273,8 +277,11 @@ func (s Spec) Marshal() []byte {
 		e.strs(s.CopyOut)
 		e.u64(uint64(s.CopyOutLimit))
 	}
-	if s.CopyOutMaxEntries != 0 {
+	if s.CopyOutMaxEntries != 0 || s.CopyOutArchive {
 		e.u64(uint64(s.CopyOutMaxEntries))
+	}
+	if s.CopyOutArchive {
+		e.boolean(true)
 	}
 	return e.b
 }
@@ -334,8 +341,15 @@ func ParseSpec(b []byte) (Spec, error) {
 	// ... or here: no entry limit.
 	if d.err == nil && len(d.b) > 0 {
 		s.CopyOutMaxEntries = int64(d.u64("copy_out_max_entries"))
-		if d.err == nil && s.CopyOutMaxEntries == 0 {
+		if d.err == nil && s.CopyOutMaxEntries == 0 && len(d.b) == 0 {
 			d.fail("copy_out_max_entries", "present but 0 (non-canonical)")
+		}
+	}
+	// ... or here: copy-out in frames.
+	if d.err == nil && len(d.b) > 0 {
+		s.CopyOutArchive = d.boolean("copy_out_archive")
+		if d.err == nil && !s.CopyOutArchive {
+			d.fail("copy_out_archive", "present but false (non-canonical)")
 		}
 	}
 	return s, d.done()

@@ -213,8 +213,9 @@ func TestParseSpecMalformed(t *testing.T) {
 			e.u64(2) // allow_root
 			return append(e.b, make([]byte, 10)...)
 		}(), "allow_root"},
-		{"trailing", append(withCopies(fullSpec()).Marshal(), 9), "trailing"},
+		{"trailing", append(func() []byte { s := withCopies(fullSpec()); s.CopyOutArchive = true; return s.Marshal() }(), 9), "trailing"},
 		{"max entries 0", append(func() []byte { s := withCopies(fullSpec()); s.CopyOutMaxEntries = 0; return s.Marshal() }(), 0), "non-canonical"},
+		{"archive false", append(withCopies(fullSpec()).Marshal(), 0), "copy_out_archive"},
 		{"copies empty", append(append([]byte{}, good...), 0, 0, 0), "non-canonical"},
 		{"truncated filter", noStdin(fullSpec()).Marshal()[:len(noStdin(fullSpec()).Marshal())-1], "seccomp"},
 		{"empty tail", append(oldSpec(fullSpec()).Marshal(), 0, 0), "non-canonical"},

@@ -48,11 +48,38 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 		defer hb.Stop()
 		hbC = hb.C
 	}
+	// A landed tree is verified off this loop (a 2 GiB tree takes
+	// seconds), one at a time, in the order its copy-in-landed came:
+	// the loop goes on reading frames, so the host's pings keep the
+	// heartbeat alive and a silent host is still noticed.
+	type verdict struct {
+		root uint32
+		err  error
+	}
+	verified := make(chan verdict, 1)
+	var queue []shared.CopyEnd
+	verifying := false
+	verify := func() {
+		if verifying || len(queue) == 0 {
+			return
+		}
+		e := queue[0]
+		queue, verifying = queue[1:], true
+		go func() { verified <- verdict{e.Root, landed(root, r, e)} }()
+	}
 	done := make([]bool, len(spec.CopyIn))
 	for left := len(done); left > 0; {
 		var ev frameEvent
 		select {
 		case ev = <-w.frames:
+		case v := <-verified:
+			verifying = false
+			if v.err != nil {
+				return w.copyFailed("copy-in", v.err)
+			}
+			left--
+			verify()
+			continue
 		case <-hbC:
 			return w.lostBeforeStart(errors.New("no frame from the host for " + spec.Heartbeat.String() + " during copy-in (heartbeat timeout)"))
 		}
@@ -70,19 +97,27 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 		var i uint32
 		switch {
 		case ev.f.Type == shared.FrameCopyInLanded:
-			end, i, err = true, 0, nil
 			var e shared.CopyEnd
 			if e, err = shared.ParseCopyEnd(ev.f.Payload); err == nil {
-				i = e.Root
-				err = landed(root, r, e)
+				if int(e.Root) < len(done) && !done[e.Root] {
+					// Claimed now; counted when verified.
+					done[e.Root] = true
+					queue = append(queue, e)
+					verify()
+					continue
+				}
+				end, i = true, e.Root
 			}
+		case verifying || len(queue) > 0:
+			// The receiver is the verifier's until it is done.
+			err = &shared.ProtocolError{Reason: "copy-in: " + ev.f.Type.String() + " while a landed tree is verified"}
 		case shared.CopyInFrames.Has(ev.f.Type):
 			end, i, err = r.Frame(shared.CopyInFrames, ev.f)
 		default:
 			return w.lostBeforeStart(&shared.ProtocolError{Reason: "expected a copy-in frame, got " + ev.f.Type.String()})
 		}
-		if err == nil && end && done[i] {
-			err = &shared.ProtocolError{Reason: "copy-in: root " + itoa(int(i)) + " sent twice"}
+		if err == nil && end && (int(i) >= len(done) || done[i]) {
+			err = &shared.ProtocolError{Reason: "copy-in: root " + itoa(int(i)) + " sent twice, or not asked for"}
 		}
 		if err != nil {
 			return w.copyFailed("copy-in", err)
@@ -152,7 +187,8 @@ func raiseExportCaps() {
 	_, _, _ = syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
 }
 
-// copyOut sends the spec's copy-out trees once the box is empty. It
+// copyOut sends the spec's copy-out trees once the box is empty (with
+// CopyOutArchive their manifests, shared/copy.go). It
 // answers pings meanwhile, and gives up when the host is gone (EOF, a
 // broken stream, silence past the heartbeat): the watcher then exits
 // and the box with it.
@@ -174,10 +210,17 @@ func (w *watcher) copyOut() {
 		defer hb.Stop()
 		hbC = hb.C
 	}
+	// An archive copy-out: the host reads the trees once it has their
+	// manifests, from the box the engine removes when the watcher exits;
+	// so the watcher waits for its copy-out-fetched (or its end).
+	fetched := !spec.CopyOutArchive
 	for {
 		select {
 		case <-sent:
-			return
+			if fetched {
+				return
+			}
+			sent = nil
 		case <-hbC:
 			logf("copy-out: no frame from the host for " + spec.Heartbeat.String() + "; giving up")
 			return
@@ -189,8 +232,14 @@ func (w *watcher) copyOut() {
 			if hb != nil {
 				hb.Reset(spec.Heartbeat)
 			}
-			if ev.f.Type == shared.FramePing {
+			switch ev.f.Type {
+			case shared.FramePing:
 				w.pong(ev.f.Payload)
+			case shared.FrameCopyOutFetched:
+				fetched = true
+				if sent == nil {
+					return
+				}
 			}
 			// Anything else (a stop, a signal) has nothing left to act on.
 		}
@@ -200,6 +249,7 @@ func (w *watcher) copyOut() {
 func (w *watcher) sendTrees(spec *shared.Spec) {
 	s := &shared.CopySender{
 		Frames: shared.CopyOutFrames, Send: w.out.Send, Limit: spec.CopyOutLimit, MaxEntries: spec.CopyOutMaxEntries,
+		ManifestOnly: spec.CopyOutArchive,
 		Skipped: func(p string, mode uint32) {
 			logf("copy-out: " + p + ": not a folder, file or symlink, or a file neither the agent's nor readable by all (mode " + strconv.FormatUint(uint64(mode), 8) + "); not sent")
 		},
