@@ -191,7 +191,12 @@ func TestCopyRoundTrip(t *testing.T) {
 				}
 			case "exported":
 				exported = ev.Files > 0 && ev.Path == filepath.Join(out, "tree")
-				t.Logf("exported: %d files, %d bytes, %.3fs", ev.Files, ev.Bytes, ev.Seconds)
+				t.Logf("exported: %d files, %d bytes, %.3fs, by %s", ev.Files, ev.Bytes, ev.Seconds, ev.Transport)
+				// Docker's API reads the box's tree (GET archive); podman's
+				// archive is not used for copy-out.
+				if want := map[string]string{"docker": supervisor.TransportArchive, "podman": supervisor.TransportFrames, "podman-rootless": supervisor.TransportFrames, "native": supervisor.TransportFrames}[r.Name]; ev.Transport != want {
+					t.Errorf("exported by %q, want %q", ev.Transport, want)
+				}
 			case "verified":
 				verified = ev.Path == filepath.Join(out, "tree.manifest")
 			}

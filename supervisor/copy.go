@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -84,6 +85,14 @@ type copies struct {
 	err       error // the first copy-out failure: the launch fails with it
 	removeMu  sync.Once
 	last      atomic.Int64 // unix nanoseconds of the last copy frame sent or received
+
+	// An archive copy-out (Spec.CopyOutArchive): the watcher's
+	// manifests, the fetch under way, and the stream to tell the
+	// watcher it is done (copy_archive_out_linux.go).
+	w           *shared.Writer
+	manifests   map[uint32]*manifestTree
+	fetching    sync.WaitGroup
+	cancelFetch context.CancelFunc
 }
 
 // moved notes a copy frame sent or received.
@@ -112,6 +121,14 @@ func (c *copies) staged() {
 
 // outErr is the copy-out failure, or one for trees that never came.
 func (c *copies) outErr(exited bool) error {
+	// An archive fetch still under way (the stream ended first) is
+	// stopped: it fails, and nothing is kept.
+	c.mu.Lock()
+	if c.cancelFetch != nil {
+		c.cancelFetch()
+	}
+	c.mu.Unlock()
+	c.fetching.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err == nil && exited && c.outDone < len(c.l.o.CopyOut) {
@@ -127,6 +144,10 @@ func (c *copies) outErr(exited bool) error {
 func (c *copies) fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.failLocked(err)
+}
+
+func (c *copies) failLocked(err error) {
 	if c.err == nil {
 		c.err = err
 	}

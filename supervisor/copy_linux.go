@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -86,6 +85,10 @@ func openHostRoot(ci CopyIn) (int, string, error) {
 // nothing of the copy-out is kept.
 func (c *copies) frame(f shared.Frame) error {
 	c.moved()
+	if c.l.spec.CopyOutArchive {
+		// The manifests only: the trees come by the runtime's archive.
+		return c.collect(f)
+	}
 	err := c.take(f)
 	if err != nil {
 		c.fail(err)
@@ -138,15 +141,11 @@ func (c *copies) take(f shared.Frame) error {
 		if shared.IsProtocolError(err) {
 			return err
 		}
-		var refused *shared.CopyRefusedError
-		if errors.As(err, &refused) {
-			err = &shared.CopyRefusedError{Reason: t.c.Box + ": " + refused.Reason}
-		}
-		c.fail(err)
+		c.fail(treeErr(t, err))
 		return nil
 	}
 	if done {
-		c.finishTree(t)
+		c.finishTree(t, TransportFrames, 0)
 	}
 	return nil
 }
@@ -204,10 +203,11 @@ func (t *exportTree) close() {
 	}
 }
 
-// finishTree writes the verified tree's manifest beside it and says so.
-func (c *copies) finishTree(t *exportTree) {
+// finishTree writes the verified tree's manifest beside it and says so;
+// dropped counts the archive's entries the manifest did not name.
+func (c *copies) finishTree(t *exportTree, transport string, dropped int) {
 	took := time.Since(t.start)
-	c.l.emit(Event{Event: EventExported, Transport: TransportFrames, Path: t.c.Result(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds()})
+	c.l.emit(Event{Event: EventExported, Transport: transport, Path: t.c.Result(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds()})
 	fd, err := unix.Openat(t.root, path.Base(t.c.Manifest()), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err == nil {
 		f := os.NewFile(uintptr(fd), t.c.Manifest())
@@ -229,5 +229,8 @@ func (c *copies) finishTree(t *exportTree) {
 	c.mu.Lock()
 	c.outDone++
 	c.mu.Unlock()
-	c.l.emit(Event{Event: EventVerified, Transport: TransportFrames, Path: t.c.Manifest(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds(), Refused: len(t.recv.Refused)})
+	if dropped > 0 {
+		c.l.say("copy-out %s: %d entries of the archive are not in the watcher's manifest; dropped", t.c.Box, dropped)
+	}
+	c.l.emit(Event{Event: EventVerified, Transport: transport, Path: t.c.Manifest(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds(), Refused: len(t.recv.Refused), Dropped: dropped})
 }

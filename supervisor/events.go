@@ -49,6 +49,9 @@ type Event struct {
 	Bytes   int64   `json:"bytes,omitempty"`
 	Seconds float64 `json:"seconds,omitempty"`
 	Refused int     `json:"refused_symlinks,omitempty"`
+	// Dropped (verified, by archive): entries of the engine's archive
+	// the watcher's manifest did not name, not kept.
+	Dropped int `json:"dropped,omitempty"`
 	// Transport is how the copy travelled: "archive" (the engine's
 	// archive endpoint) or "frames" (the control stream).
 	Transport string `json:"transport,omitempty"`

@@ -580,6 +580,7 @@ func (l *launch) run(ctx context.Context) int {
 	if l.archive != nil {
 		crashpoint(CrashAfterStage)
 	}
+	l.spec.CopyOutArchive = l.archiveOut(ctx)
 
 	if st == nil {
 		var err error
@@ -623,7 +624,7 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 	if l.spec.TTY && l.x.Resize != nil {
 		go resizes(l.x.Resize, ready, done, w, log)
 	}
-	cp := &copies{l: l}
+	cp := &copies{l: l, w: w}
 
 	// hello, spec, then pings. A blocked write (a box that never reads)
 	// must not block the loop below, so the writes have a goroutine.

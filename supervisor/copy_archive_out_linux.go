@@ -1,0 +1,336 @@
+package supervisor
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"time"
+
+	"deathwatch/shared"
+)
+
+// Copy-out through the runtime's archive (shared/copy.go): the watcher
+// sends each tree's manifest (entries, copy-sums, copy-end; no data)
+// once every process of the box is dead, and waits; the host reads the
+// tree from the engine as a tar stream and replays the manifest into
+// the frame receiver, each file's bytes taken from the archive: so the
+// host writer's rules are the frame copy's own (openat2 beneath
+// HOSTDIR, nothing overwritten, escaping symlinks refused, limits), a
+// file whose bytes do not hash to the manifest's SHA-256 fails the copy
+// as verify-failed with nothing kept, and folders, symlinks and hard
+// links are made from the manifest, never from the archive. An archive
+// entry the manifest does not name (a file the watcher did not let
+// leave: another user's, a FIFO) is dropped and counted. The engine
+// reads the box as root; the manifest, written by the watcher after the
+// agent died, is what decides. Then copy-out-fetched lets the watcher
+// send its exit record and go (the engine removes the box after).
+
+// ArchiveExporter is implemented by runtimes that can read a box's
+// file or tree as a tar stream (the Engine API's GET archive).
+type ArchiveExporter interface {
+	CanGetArchive(ctx context.Context) bool
+	// GetArchive reads the file or tree at p (absolute) of b: the tar
+	// stream names it path.Base(p), and what is below it beneath that.
+	GetArchive(ctx context.Context, b *Box, p string) (io.ReadCloser, error)
+}
+
+// CrashBeforeFetch: every copy-out manifest has come, the archive not
+// yet read (the box's tree can be changed under it: the tamper test).
+const CrashBeforeFetch = "before-fetch"
+
+// archiveOut reports whether the launch's copy-out goes by the
+// runtime's archive.
+func (l *launch) archiveOut(ctx context.Context) bool {
+	a, ok := l.rt.(ArchiveExporter)
+	return len(l.o.CopyOut) > 0 && ok && a.CanGetArchive(ctx)
+}
+
+// manifestTree is one copy-out tree's manifest as the watcher sent it:
+// its frames, kept to be replayed.
+type manifestTree struct {
+	root         uint32
+	frames       []shared.Frame
+	paths        map[string]bool // every path it names
+	files, bytes int64
+	start        time.Time
+	ended        bool
+}
+
+// collect takes one copy-out frame of an archive copy-out. A malformed
+// frame is a protocol error (the stream is broken); the bounds and the
+// watcher's refusals fail the copy-out. Once every tree's copy-end has
+// come, the trees are fetched (or, after a failure, the watcher is
+// told at once to go).
+func (c *copies) collect(f shared.Frame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.manifests == nil {
+		c.manifests = map[uint32]*manifestTree{}
+	}
+	var m *manifestTree
+	for _, t := range c.manifests {
+		if !t.ended {
+			m = t
+		}
+	}
+	switch f.Type {
+	case shared.FrameCopyOutEntry:
+		e, err := shared.ParseCopyEntry(f.Payload)
+		if err != nil {
+			return err
+		}
+		if e.Path == "" {
+			if int(e.Root) >= len(c.l.o.CopyOut) || c.manifests[e.Root] != nil || m != nil {
+				return &shared.ProtocolError{Reason: fmt.Sprintf("copy-out root %d: not asked for, sent twice, or inside another", e.Root)}
+			}
+			m = &manifestTree{root: e.Root, paths: map[string]bool{}, start: time.Now()}
+			c.manifests[e.Root] = m
+		}
+		if m == nil || e.Root != m.root {
+			return &shared.ProtocolError{Reason: "copy-out-entry " + e.Path + " outside a tree"}
+		}
+		if c.err != nil {
+			return nil
+		}
+		m.paths[e.Path] = true
+		if e.Kind == shared.CopyFile {
+			m.files++
+			m.bytes += e.Size
+		}
+		box := c.l.o.CopyOut[m.root].Box
+		switch max := c.l.spec.CopyOutMaxEntries; {
+		case max > 0 && int64(len(m.paths)) > max:
+			c.failLocked(&shared.CopyRefusedError{Reason: box + ": " + shared.EntryLimitReason(max)})
+		case c.l.spec.CopyOutLimit > 0 && m.bytes > c.l.spec.CopyOutLimit:
+			c.failLocked(&shared.CopyRefusedError{Reason: box + ": the tree exceeds the limit of " + shared.FormatSize(c.l.spec.CopyOutLimit) + " (refused whole, nothing kept)"})
+		}
+	case shared.FrameCopyOutSum:
+		if m == nil {
+			return &shared.ProtocolError{Reason: "copy-out-sum outside a tree"}
+		}
+		if _, err := shared.ParseCopySum(f.Payload); err != nil {
+			return err
+		}
+	case shared.FrameCopyOutEnd:
+		e, err := shared.ParseCopyEnd(f.Payload)
+		if err != nil {
+			return err
+		}
+		if m == nil && e.Err != "" && int(e.Root) < len(c.l.o.CopyOut) && c.manifests[e.Root] == nil {
+			// A root the watcher refused before its first entry.
+			m = &manifestTree{root: e.Root}
+			c.manifests[e.Root] = m
+		}
+		if m == nil || e.Root != m.root {
+			return &shared.ProtocolError{Reason: "copy-out-end for no tree"}
+		}
+		m.ended = true
+		if e.Err != "" {
+			c.failLocked(&shared.CopyRefusedError{Reason: c.l.o.CopyOut[e.Root].Box + ": " + e.Err})
+		}
+	default:
+		return &shared.ProtocolError{Reason: f.Type.String() + " in an archive copy-out (the manifest only was asked for)"}
+	}
+	if c.err != nil {
+		m.frames = nil // nothing will be replayed
+	} else {
+		m.frames = append(m.frames, f)
+	}
+	if m.ended && len(c.manifests) == len(c.l.o.CopyOut) {
+		for _, t := range c.manifests {
+			if !t.ended {
+				return nil
+			}
+		}
+		c.fetching.Add(1)
+		go c.fetchAll()
+	}
+	return nil
+}
+
+// fetchAll reads every tree from the runtime, then lets the watcher go.
+func (c *copies) fetchAll() {
+	defer c.fetching.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.cancelFetch = cancel
+	failed := c.err != nil
+	c.mu.Unlock()
+	defer cancel()
+	if !failed {
+		crashpoint(CrashBeforeFetch)
+		for i := range c.l.o.CopyOut {
+			if err := c.fetch(ctx, uint32(i)); err != nil {
+				c.fail(err)
+				break
+			}
+		}
+	}
+	if err := c.w.Send(shared.FrameCopyOutFetched, nil); err != nil {
+		c.l.x.Log.Debug("send copy-out-fetched", "err", err)
+	}
+}
+
+// fetch reads root i's tree and replays its manifest into a receiver.
+func (c *copies) fetch(ctx context.Context, root uint32) error {
+	c.mu.Lock()
+	m := c.manifests[root]
+	c.mu.Unlock()
+	if err := c.openTree(root); err != nil {
+		return err
+	}
+	t := c.current()
+	co := c.l.o.CopyOut[root]
+	t.start = m.start
+	var a *archiveFiles
+	if m.files > 0 {
+		rc, err := c.l.rt.(ArchiveExporter).GetArchive(ctx, c.l.box, co.Box)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		a = &archiveFiles{tr: tar.NewReader(bufio.NewReaderSize(rc, 1<<20)), base: path.Base(co.Box), paths: m.paths}
+	}
+	for _, f := range m.frames {
+		c.moved()
+		done, _, err := t.recv.Frame(shared.CopyOutFrames, f)
+		if err == nil && f.Type == shared.FrameCopyOutEntry {
+			e, _ := shared.ParseCopyEntry(f.Payload)
+			if e.Kind == shared.CopyFile {
+				err = a.feed(e, func(p []byte) error {
+					c.moved()
+					_, _, err := t.recv.Frame(shared.CopyOutFrames, shared.Frame{Type: shared.FrameCopyOutData, Payload: p})
+					return err
+				})
+			}
+		}
+		if err != nil {
+			return treeErr(t, err)
+		}
+		if done {
+			dropped, err := a.drain()
+			if err != nil {
+				return treeErr(t, err)
+			}
+			c.finishTree(t, TransportArchive, dropped)
+		}
+	}
+	return nil
+}
+
+// treeErr names the tree in a refusal.
+func treeErr(t *exportTree, err error) error {
+	var refused *shared.CopyRefusedError
+	if errors.As(err, &refused) {
+		return &shared.CopyRefusedError{Reason: t.c.Box + ": " + refused.Reason}
+	}
+	return err
+}
+
+// archiveFiles finds a tree's files in the runtime's tar stream, in
+// the manifest's order (the watcher's walk and the engine's both go
+// depth first, each folder's names sorted): an entry before the one
+// looked for that the manifest does not name is dropped; a file the
+// manifest names that never comes (or not where the order puts it)
+// fails the copy.
+type archiveFiles struct {
+	tr      *tar.Reader
+	base    string          // the tree's name in the stream
+	paths   map[string]bool // what the manifest names
+	dropped int
+	buf     []byte
+	frame   []byte
+}
+
+// rel is a stream name's path in the tree ("" the root; false: not in it).
+func (a *archiveFiles) rel(name string) (string, bool) {
+	name = strings.TrimSuffix(name, "/")
+	if name == a.base {
+		return "", true
+	}
+	return strings.CutPrefix(name, a.base+"/")
+}
+
+// feed finds e's bytes in the stream and sends them as copy-data
+// payloads; a run of whole 4 KiB blocks of zeros is not sent (the
+// receiver hashes it as zeros and leaves a hole: a sparse file comes
+// back sparse, as by frames).
+func (a *archiveFiles) feed(e shared.CopyEntry, data func([]byte) error) error {
+	for {
+		h, err := a.tr.Next()
+		if err == io.EOF {
+			return &shared.VerifyError{Reason: e.Path + ": in the manifest, not in the archive (or not in the manifest's order)"}
+		}
+		if err != nil {
+			return fmt.Errorf("copy-out: read the archive: %w", err)
+		}
+		p, in := a.rel(h.Name)
+		if in && p == e.Path && (h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeRegA) {
+			if h.Size != e.Size {
+				return &shared.VerifyError{Reason: fmt.Sprintf("%s: %d bytes in the archive, %d in the manifest", e.Path, h.Size, e.Size)}
+			}
+			break
+		}
+		if !in || !a.paths[p] {
+			a.dropped++
+		}
+	}
+	if a.buf == nil {
+		a.buf = make([]byte, shared.CopyChunk)
+	}
+	for off := int64(0); off < e.Size; {
+		n, err := io.ReadFull(a.tr, a.buf[:min(int64(len(a.buf)), e.Size-off)])
+		if err != nil {
+			return fmt.Errorf("copy-out: read %s from the archive: %w", e.Path, err)
+		}
+		b := a.buf[:n]
+		for i := 0; i < n; {
+			for i+holeBlock <= n && bytes.Equal(b[i:i+holeBlock], zeroBlock) {
+				i += holeBlock
+			}
+			j := i
+			for j < n && !(j+holeBlock <= n && bytes.Equal(b[j:j+holeBlock], zeroBlock)) {
+				j = min(j+holeBlock, n)
+			}
+			if j > i {
+				a.frame = shared.AppendCopyData(a.frame[:0], off+int64(i), b[i:j])
+				if err := data(a.frame); err != nil {
+					return err
+				}
+			}
+			i = j
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+// drain reads the rest of the stream: what the manifest does not name
+// is counted as dropped.
+func (a *archiveFiles) drain() (int, error) {
+	if a == nil {
+		return 0, nil
+	}
+	for {
+		h, err := a.tr.Next()
+		if err == io.EOF {
+			return a.dropped, nil
+		}
+		if err != nil {
+			return a.dropped, fmt.Errorf("copy-out: read the archive: %w", err)
+		}
+		if p, in := a.rel(h.Name); !in || !a.paths[p] {
+			a.dropped++
+		}
+	}
+}
+
+const holeBlock = 4096
+
+var zeroBlock = make([]byte, holeBlock)
