@@ -257,6 +257,14 @@ func (a *archiveFiles) rel(name string) (string, bool) {
 	return strings.CutPrefix(name, a.base+"/")
 }
 
+// name is p as the receiver names it: below the tree's base.
+func (a *archiveFiles) name(p string) string {
+	if p == "" {
+		return a.base
+	}
+	return a.base + "/" + p
+}
+
 // feed finds e's bytes in the stream and sends them as copy-data
 // payloads; a run of whole 4 KiB blocks of zeros is not sent (the
 // receiver hashes it as zeros and leaves a hole: a sparse file comes
@@ -265,7 +273,7 @@ func (a *archiveFiles) feed(e shared.CopyEntry, data func([]byte) error) error {
 	for {
 		h, err := a.tr.Next()
 		if err == io.EOF {
-			return &shared.VerifyError{Reason: e.Path + ": in the manifest, not in the archive (or not in the manifest's order)"}
+			return &shared.VerifyError{Reason: a.name(e.Path) + ": in the manifest, not in the archive (or not in the manifest's order)"}
 		}
 		if err != nil {
 			return fmt.Errorf("copy-out: read the archive: %w", err)
@@ -273,7 +281,7 @@ func (a *archiveFiles) feed(e shared.CopyEntry, data func([]byte) error) error {
 		p, in := a.rel(h.Name)
 		if in && p == e.Path && (h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeRegA) {
 			if h.Size != e.Size {
-				return &shared.VerifyError{Reason: fmt.Sprintf("%s: %d bytes in the archive, %d in the manifest", e.Path, h.Size, e.Size)}
+				return &shared.VerifyError{Reason: fmt.Sprintf("%s: %d bytes in the archive, %d in the manifest", a.name(e.Path), h.Size, e.Size)}
 			}
 			break
 		}
@@ -287,7 +295,7 @@ func (a *archiveFiles) feed(e shared.CopyEntry, data func([]byte) error) error {
 	for off := int64(0); off < e.Size; {
 		n, err := io.ReadFull(a.tr, a.buf[:min(int64(len(a.buf)), e.Size-off)])
 		if err != nil {
-			return fmt.Errorf("copy-out: read %s from the archive: %w", e.Path, err)
+			return fmt.Errorf("copy-out: read %s from the archive: %w", a.name(e.Path), err)
 		}
 		b := a.buf[:n]
 		for i := 0; i < n; {

@@ -85,17 +85,26 @@ func (c *copyRuntime) play(box io.ReadWriter) {
 	}
 	w.Send(shared.FrameReady, shared.Ready{PID: 2, Started: time.Now()}.Marshal())
 	if len(spec.CopyOut) > 0 {
-		s := &shared.CopySender{Frames: shared.CopyOutFrames, Limit: spec.CopyOutLimit, Send: func(t shared.FrameType, p []byte) error {
-			if c.tamper != nil {
-				c.tamper(t, p)
-			}
-			return w.Send(t, p)
-		}}
+		s := &shared.CopySender{Frames: shared.CopyOutFrames, Limit: spec.CopyOutLimit, ManifestOnly: spec.CopyOutArchive,
+			// The watcher's rule: the agent's files, or what all may read.
+			Allow: func(uid, mode uint32) bool { return uid == spec.UID || mode&0o004 != 0 },
+			Send: func(t shared.FrameType, p []byte) error {
+				if c.tamper != nil {
+					c.tamper(t, p)
+				}
+				return w.Send(t, p)
+			}}
 		root, _ := unix.Open(c.boxRoot, unix.O_PATH|unix.O_DIRECTORY, 0)
 		for i, p := range spec.CopyOut {
 			s.SendTree(uint32(i), root, strings.TrimPrefix(p, "/"))
 		}
 		unix.Close(root)
+		// An archive copy-out: the host reads the box, then says so.
+		for spec.CopyOutArchive {
+			if f := next(); f.Type == shared.FrameCopyOutFetched || f.Type == 0 {
+				break
+			}
+		}
 	}
 	w.Send(shared.FrameExit, shared.Exit{Reason: shared.ReasonExited}.Marshal())
 }
@@ -108,7 +117,10 @@ type copyRun struct {
 
 func runCopy(t *testing.T, o ExecOptions) copyRun {
 	t.Helper()
-	o.Instance, o.JournalDir, o.Runtime, o.WatcherPath = "cp", t.TempDir(), "copyrt", "/x/watcher"
+	o.Instance, o.JournalDir, o.WatcherPath = "cp", t.TempDir(), "/x/watcher"
+	if o.Runtime == "" {
+		o.Runtime = "copyrt"
+	}
 	o.UID, o.GID, o.Argv = 1000, 1000, []string{"true"}
 	var stderr strings.Builder
 	var evs []Event
