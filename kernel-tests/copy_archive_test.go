@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 )
@@ -45,19 +44,7 @@ func TestCopyArchiveTampered(t *testing.T) {
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				end := time.Now().Add(60*time.Second + ktest.Slack)
-				for {
-					st, err := ktest.ReadStat(cmd.Process.Pid)
-					if err == nil && st.State == 'T' {
-						break
-					}
-					if err != nil || time.Now().After(end) {
-						cmd.Process.Kill()
-						cmd.Wait()
-						t.Fatalf("the supervisor never stopped after the archive: %v\n%s", err, stderr.String())
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
+				waitStopped(t, cmd, &stderr)
 				box := r.waitEvent("created", time.Second).Box
 				if out, err := r.Engine("cp", other, box+":"+c.target).CombinedOutput(); err != nil {
 					cmd.Process.Kill()
@@ -65,13 +52,7 @@ func TestCopyArchiveTampered(t *testing.T) {
 					t.Fatalf("docker cp into the staged tree: %v: %s", err, out)
 				}
 				cmd.Process.Signal(syscall.SIGCONT)
-				err := cmd.Wait()
-				code := -1
-				if ee, ok := err.(interface{ ExitCode() int }); ok {
-					code = ee.ExitCode()
-				} else if err == nil {
-					code = 0
-				}
+				code := exitCode(cmd.Wait())
 				if code != shared.ExitCopyFailed || !strings.Contains(stderr.String(), "verify") || strings.Contains(stdout.String(), "agent-ran") {
 					t.Fatalf("exit %d (want %d, the agent never run)\nstdout: %s\nstderr: %s", code, shared.ExitCopyFailed, stdout.String(), stderr.String())
 				}

@@ -8,9 +8,12 @@ package kerneltests
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,4 +143,68 @@ func TestWatcherCopyIn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWatcherCopyInLandedLiveness: the watcher verifies a landed
+// copy-in tree (what an archive put left at /.deathwatch-copy-in/N)
+// off its frame loop: a verification much longer than the heartbeat
+// (2 GiB of a sparse file's zeros to hash, a 300 ms heartbeat) is no
+// silence while the host's pings come, and the agent starts on the
+// verified trees.
+func TestWatcherCopyInLandedLiveness(t *testing.T) {
+	bin := watcherBin(t)
+	stage := "/" + shared.CopyStageDir
+	if _, err := os.Lstat(stage); err == nil {
+		t.Fatalf("%s exists on this host already; remove it", stage)
+	}
+	t.Cleanup(func() { os.RemoveAll(stage) })
+	os.MkdirAll(filepath.Join(stage, "0"), 0o755)
+	os.MkdirAll(filepath.Join(stage, "1"), 0o755)
+	f, err := os.Create(filepath.Join(stage, "0", "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(2 << 30)
+	f.WriteAt([]byte("end"), 2<<30-3)
+	f.Close()
+	os.WriteFile(filepath.Join(stage, "1", "a"), []byte("alpha"), 0o644)
+	// Each root's copy-in-landed: what the frame sender says of it.
+	var ends [2]shared.CopyEnd
+	for i := range ends {
+		s := &shared.CopySender{Frames: shared.CopyInFrames, Send: func(ft shared.FrameType, p []byte) error {
+			if ft == shared.FrameCopyInEnd {
+				ends[i], _ = shared.ParseCopyEnd(p)
+			}
+			return nil
+		}}
+		dfd, err := syscall.Open(stage, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SendTree(uint32(i), dfd, strconv.Itoa(i))
+		syscall.Close(dfd)
+	}
+	dir := readyDir(t)
+	spec := shellSpec(`busybox cat "$1/t1/a"; busybox stat -c ' %s' "$1/t0/big"`, newMarker(t))
+	spec.Argv = append(spec.Argv, dir)
+	spec.CopyIn = []string{dir + "/t0", dir + "/t1"}
+	spec.Heartbeat = 300 * time.Millisecond
+	c := ktest.StartController(t, bin, pid1FD.options(false))
+	if err := c.Hello(); err != nil {
+		t.Fatal(err)
+	}
+	c.Send(shared.FrameSpec, spec.Marshal())
+	c.StartPings(50 * time.Millisecond)
+	t0 := time.Now()
+	for _, e := range ends {
+		c.Send(shared.FrameCopyInLanded, e.Marshal())
+	}
+	_, rerr := c.WaitReady(120*time.Second + ktest.Slack)
+	took := time.Since(t0)
+	res := c.Wait(30*time.Second + ktest.Slack)
+	expectExit(t, c, res, 0, shared.ReasonExited, true)
+	if want := fmt.Sprintf("alpha %d\n", 2<<30); c.Stdout() != want {
+		t.Errorf("agent saw %q, want %q (ready: %v)", c.Stdout(), want, rerr)
+	}
+	t.Logf("two landed trees (2 GiB sparse + 5 bytes) verified and moved in %s with a %s heartbeat", took.Round(time.Millisecond), spec.Heartbeat)
 }

@@ -164,6 +164,15 @@ func (c *copies) fetchAll() {
 	c.mu.Unlock()
 	defer cancel()
 	if !failed {
+		var first time.Time
+		c.mu.Lock()
+		for _, m := range c.manifests {
+			if first.IsZero() || m.start.Before(first) {
+				first = m.start
+			}
+		}
+		c.mu.Unlock()
+		c.l.x.Log.Info("copy-out manifests in", "box", c.l.box.Name, "seconds", time.Since(first).Seconds())
 		crashpoint(CrashBeforeFetch)
 		for i := range c.l.o.CopyOut {
 			if err := c.fetch(ctx, uint32(i)); err != nil {

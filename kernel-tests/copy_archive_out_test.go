@@ -1,0 +1,212 @@
+package kerneltests
+
+// Copy-out through the engine's archive endpoint (Docker): the watcher
+// sends the manifest of what may leave once the agent is dead; the host
+// reads the tree with GET /containers/{id}/archive (dockerd reads it as
+// root) and keeps only what the manifest names and hashes. (The round
+// trip of every file kind through the archive both ways is
+// TestCopyRoundTrip/docker, which checks both transports.)
+
+import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+)
+
+// waitStopped waits until the supervisor stopped itself at its crash
+// point; it kills it and fails the test if that never comes.
+func waitStopped(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer) {
+	t.Helper()
+	end := time.Now().Add(60*time.Second + ktest.Slack)
+	for {
+		st, err := ktest.ReadStat(cmd.Process.Pid)
+		if err == nil && st.State == 'T' {
+			return
+		}
+		if err != nil || time.Now().After(end) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the supervisor never stopped at its crash point: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// exitCode is a finished command's status (-1: it did not exit).
+func exitCode(err error) int {
+	if ee, ok := err.(interface{ ExitCode() int }); ok {
+		return ee.ExitCode()
+	}
+	if err == nil {
+		return 0
+	}
+	return -1
+}
+
+// TestCopyArchiveOutRootOnly: dockerd reads the box as root, so the
+// archive holds what the agent could not read: a root-only file and a
+// second name of it (the hard link an agent would plant where
+// fs.protected_hardlinks is off; here the engine puts both into the
+// created box, as the host's protected_hardlinks=1 stops the agent).
+// Neither comes out, nor the agent's symlink to a host path; the
+// agent's own file does, and the drop is counted.
+func TestCopyArchiveOutRootOnly(t *testing.T) {
+	for _, proto := range rigs(t, "docker") {
+		r := *proto
+		r.Setup(t, "cp")
+		t.Cleanup(func() { r.assertClean() })
+		out := r.mkdirOwned(t, "out")
+		victim := filepath.Join(r.mkdirOwned(t, "victim"), "secret")
+		if err := os.WriteFile(victim, []byte("host secret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var planted bytes.Buffer
+		tw := tar.NewWriter(&planted)
+		tw.WriteHeader(&tar.Header{Name: "res/", Typeflag: tar.TypeDir, Mode: 0o777})
+		tw.WriteHeader(&tar.Header{Name: "res/secret", Typeflag: tar.TypeReg, Mode: 0o600, Size: 12})
+		tw.Write([]byte("root secret\n"))
+		tw.WriteHeader(&tar.Header{Name: "res/hard", Typeflag: tar.TypeLink, Linkname: "res/secret"})
+		tw.Close()
+
+		cmd := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashAfterCreate}, "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
+			fmt.Sprintf(`cat /tmp/res/secret 2>/dev/null && echo read-it; echo mine > /tmp/res/f && ln -s %s /tmp/res/abs && ls -l /tmp/res`, victim))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitStopped(t, cmd, &stderr)
+		box := r.waitEvent("created", time.Second).Box
+		cp := r.Engine("cp", "-", box+":/tmp")
+		cp.Stdin = &planted
+		if b, err := cp.CombinedOutput(); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("docker cp - into the created box: %v: %s", err, b)
+		}
+		cmd.Process.Signal(syscall.SIGCONT)
+		code := exitCode(cmd.Wait())
+		if code != 0 || strings.Contains(stdout.String(), "read-it") {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+		}
+		if b, _ := os.ReadFile(filepath.Join(out, "res/f")); string(b) != "mine\n" {
+			t.Errorf("res/f = %q", b)
+		}
+		for _, p := range []string{"res/secret", "res/hard", "res/abs"} {
+			if _, err := os.Lstat(filepath.Join(out, p)); err == nil {
+				t.Errorf("%s came out", p)
+			}
+		}
+		if m, _ := os.ReadFile(filepath.Join(out, "res.manifest")); strings.Contains(string(m), `"secret"`) || strings.Contains(string(m), `"hard"`) {
+			t.Errorf("the manifest names the root-only file:\n%s", m)
+		}
+		var verified *supervisor.Event
+		for _, ev := range r.events() {
+			if ev.Event == "verified" {
+				verified = &ev
+			}
+		}
+		if verified == nil || verified.Transport != supervisor.TransportArchive || verified.Dropped != 2 || verified.Refused != 1 {
+			t.Errorf("verified event %+v: want by archive, 2 dropped, 1 symlink refused", verified)
+		}
+		t.Logf("stderr: %s", strings.TrimSpace(stderr.String()))
+	}
+}
+
+// TestCopyArchiveOutTampered: the box's tree changes between the
+// watcher's manifest and the engine's read (the supervisor stops itself
+// there; the test changes a file with docker cp): 248 verify-failed,
+// nothing of the copy-out kept, the box removed.
+func TestCopyArchiveOutTampered(t *testing.T) {
+	for _, proto := range rigs(t, "docker") {
+		r := *proto
+		r.Setup(t, "cp")
+		t.Cleanup(func() { r.assertClean() })
+		out := r.mkdirOwned(t, "out")
+		other := filepath.Join(r.Dir, "f")
+		// The same size as what was hashed: the digest, not the length,
+		// must catch it.
+		if err := os.WriteFile(other, []byte("DATA\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The heartbeat outlasts the pause (the watcher waits for the host
+		// meanwhile, answering its pings).
+		cmd := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashBeforeFetch}, "--heartbeat", "5m", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
+			`mkdir -p /tmp/res/sub && echo data > /tmp/res/f && echo more > /tmp/res/sub/g`)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitStopped(t, cmd, &stderr)
+		box := r.waitEvent("created", time.Second).Box
+		if b, err := r.Engine("cp", other, box+":/tmp/res/f").CombinedOutput(); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("docker cp into the box: %v: %s", err, b)
+		}
+		cmd.Process.Signal(syscall.SIGCONT)
+		code := exitCode(cmd.Wait())
+		if code != shared.ExitCopyFailed || !strings.Contains(stderr.String(), "verify-failed") || !strings.Contains(stderr.String(), "SHA-256") {
+			t.Fatalf("exit %d (want %d, a digest mismatch)\nstderr: %s", code, shared.ExitCopyFailed, stderr.String())
+		}
+		if ents, _ := os.ReadDir(out); len(ents) != 0 {
+			t.Errorf("kept after a failed verification: %v", ents)
+		}
+		last := r.events()
+		if ev := last[len(last)-2]; ev.Event != "exited" || ev.Reason != string(shared.ReasonVerifyFailed) {
+			t.Errorf("exited event %+v, want reason %s", ev, shared.ReasonVerifyFailed)
+		}
+		t.Logf("stderr: %s", strings.TrimSpace(stderr.String()))
+	}
+}
+
+// TestCopyArchiveOutSupervisorKilled: SIGKILL of the supervisor while
+// it reads the archive (1 GiB of the agent's zeros): the watcher sees
+// the stream end and exits, the engine removes the box, and reconcile
+// closes the journal entry; no object of the copy is left to remove.
+func TestCopyArchiveOutSupervisorKilled(t *testing.T) {
+	for _, proto := range rigs(t, "docker") {
+		r := *proto
+		r.Setup(t, "cp")
+		t.Cleanup(func() { r.assertClean() })
+		out := r.mkdirOwned(t, "out")
+		cmd := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashBeforeFetch}, "--copy-out", "/tmp/res:"+out, "--copy-out-limit", "2g", "--", "sh", "-c",
+			`mkdir -p /tmp/res && dd if=/dev/zero of=/tmp/res/zeros bs=1M count=1024 2>/dev/null`)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitStopped(t, cmd, &stderr)
+		cmd.Process.Signal(syscall.SIGCONT)
+		time.Sleep(300 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		for _, ev := range r.events() {
+			if ev.Event == "exported" {
+				t.Errorf("the copy-out finished before the kill: this run did not kill the supervisor mid-read")
+			}
+		}
+		end := time.Now().Add(30*time.Second + ktest.Slack)
+		for len(r.boxes(r.Instance)) > 0 && time.Now().Before(end) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		code, rep, rerr := r.reconcile(r.Instance)
+		if code != 0 {
+			t.Fatalf("reconcile exit %d: %+v\n%s", code, rep, rerr)
+		}
+		t.Logf("reconcile: %+v", rep)
+	}
+}
