@@ -11,6 +11,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,27 +25,60 @@ import (
 	"deathwatch/supervisor"
 )
 
-// waitStopped waits until the supervisor stopped itself at its crash
-// point; it kills it and fails the test if that never comes.
-func waitStopped(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer) {
+// pausedRun is a supervisor stopped by itself at a crash point.
+type pausedRun struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	box            string
+}
+
+// pausedAt starts the supervisor with args and waits until it stopped
+// at crash point point (killing it and failing the test if that never
+// comes).
+func (r *rig) pausedAt(t *testing.T, point string, args ...string) *pausedRun {
 	t.Helper()
+	p := &pausedRun{cmd: r.supervisor([]string{supervisor.CrashPointEnv + "=" + point}, args...)}
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	end := time.Now().Add(60*time.Second + ktest.Slack)
 	for {
-		st, err := ktest.ReadStat(cmd.Process.Pid)
+		st, err := ktest.ReadStat(p.cmd.Process.Pid)
 		if err == nil && st.State == 'T' {
-			return
+			break
 		}
 		if err != nil || time.Now().After(end) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("the supervisor never stopped at its crash point: %v\n%s", err, stderr.String())
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+			t.Fatalf("the supervisor never stopped at %s: %v\n%s", point, err, p.stderr.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	p.box = r.waitEvent("created", time.Second).Box
+	return p
 }
 
-// exitCode is a finished command's status (-1: it did not exit).
-func exitCode(err error) int {
+// engine runs the engine's CLI (BOX in args is the paused box) while
+// the supervisor is stopped; a failure kills it and fails the test.
+func (p *pausedRun) engine(t *testing.T, r *rig, stdin io.Reader, args ...string) {
+	t.Helper()
+	for i := range args {
+		args[i] = strings.ReplaceAll(args[i], "BOX", p.box)
+	}
+	cmd := r.Engine(args...)
+	cmd.Stdin = stdin
+	if b, err := cmd.CombinedOutput(); err != nil {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+		t.Fatalf("%s %v: %v: %s", r.Name, args, err, b)
+	}
+}
+
+// resume lets the supervisor go on and returns its exit status.
+func (p *pausedRun) resume() int {
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	err := p.cmd.Wait()
 	if ee, ok := err.(interface{ ExitCode() int }); ok {
 		return ee.ExitCode()
 	}
@@ -79,26 +113,11 @@ func TestCopyArchiveOutRootOnly(t *testing.T) {
 		tw.WriteHeader(&tar.Header{Name: "res/hard", Typeflag: tar.TypeLink, Linkname: "res/secret"})
 		tw.Close()
 
-		cmd := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashAfterCreate}, "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
+		p := r.pausedAt(t, supervisor.CrashAfterCreate, "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
 			fmt.Sprintf(`cat /tmp/res/secret 2>/dev/null && echo read-it; echo mine > /tmp/res/f && ln -s %s /tmp/res/abs && ls -l /tmp/res`, victim))
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitStopped(t, cmd, &stderr)
-		box := r.waitEvent("created", time.Second).Box
-		cp := r.Engine("cp", "-", box+":/tmp")
-		cp.Stdin = &planted
-		if b, err := cp.CombinedOutput(); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("docker cp - into the created box: %v: %s", err, b)
-		}
-		cmd.Process.Signal(syscall.SIGCONT)
-		code := exitCode(cmd.Wait())
-		if code != 0 || strings.Contains(stdout.String(), "read-it") {
-			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+		p.engine(t, &r, &planted, "cp", "-", "BOX:/tmp")
+		if code := p.resume(); code != 0 || strings.Contains(p.stdout.String(), "read-it") {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, p.stdout.String(), p.stderr.String())
 		}
 		if b, _ := os.ReadFile(filepath.Join(out, "res/f")); string(b) != "mine\n" {
 			t.Errorf("res/f = %q", b)
@@ -120,7 +139,7 @@ func TestCopyArchiveOutRootOnly(t *testing.T) {
 		if verified == nil || verified.Transport != supervisor.TransportArchive || verified.Dropped != 2 || verified.Refused != 1 {
 			t.Errorf("verified event %+v: want by archive, 2 dropped, 1 symlink refused", verified)
 		}
-		t.Logf("stderr: %s", strings.TrimSpace(stderr.String()))
+		t.Logf("stderr: %s", strings.TrimSpace(p.stderr.String()))
 	}
 }
 
@@ -142,24 +161,11 @@ func TestCopyArchiveOutTampered(t *testing.T) {
 		}
 		// The heartbeat outlasts the pause (the watcher waits for the host
 		// meanwhile, answering its pings).
-		cmd := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashBeforeFetch}, "--heartbeat", "5m", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
+		p := r.pausedAt(t, supervisor.CrashBeforeFetch, "--heartbeat", "5m", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
 			`mkdir -p /tmp/res/sub && echo data > /tmp/res/f && echo more > /tmp/res/sub/g`)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitStopped(t, cmd, &stderr)
-		box := r.waitEvent("created", time.Second).Box
-		if b, err := r.Engine("cp", other, box+":/tmp/res/f").CombinedOutput(); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("docker cp into the box: %v: %s", err, b)
-		}
-		cmd.Process.Signal(syscall.SIGCONT)
-		code := exitCode(cmd.Wait())
-		if code != shared.ExitCopyFailed || !strings.Contains(stderr.String(), "verify-failed") || !strings.Contains(stderr.String(), "SHA-256") {
-			t.Fatalf("exit %d (want %d, a digest mismatch)\nstderr: %s", code, shared.ExitCopyFailed, stderr.String())
+		p.engine(t, &r, nil, "cp", other, "BOX:/tmp/res/f")
+		if code := p.resume(); code != shared.ExitCopyFailed || !strings.Contains(p.stderr.String(), "verify-failed") || !strings.Contains(p.stderr.String(), "SHA-256") {
+			t.Fatalf("exit %d (want %d, a digest mismatch)\nstderr: %s", code, shared.ExitCopyFailed, p.stderr.String())
 		}
 		if ents, _ := os.ReadDir(out); len(ents) != 0 {
 			t.Errorf("kept after a failed verification: %v", ents)
@@ -168,7 +174,7 @@ func TestCopyArchiveOutTampered(t *testing.T) {
 		if ev := last[len(last)-2]; ev.Event != "exited" || ev.Reason != string(shared.ReasonVerifyFailed) {
 			t.Errorf("exited event %+v, want reason %s", ev, shared.ReasonVerifyFailed)
 		}
-		t.Logf("stderr: %s", strings.TrimSpace(stderr.String()))
+		t.Logf("stderr: %s", strings.TrimSpace(p.stderr.String()))
 	}
 }
 
@@ -182,31 +188,9 @@ func TestCopyArchiveOutSupervisorKilled(t *testing.T) {
 		r.Setup(t, "cp")
 		t.Cleanup(func() { r.assertClean() })
 		out := r.mkdirOwned(t, "out")
-		cmd := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashBeforeFetch}, "--copy-out", "/tmp/res:"+out, "--copy-out-limit", "2g", "--", "sh", "-c",
+		p := r.pausedAt(t, supervisor.CrashBeforeFetch, "--copy-out", "/tmp/res:"+out, "--copy-out-limit", "2g", "--", "sh", "-c",
 			`mkdir -p /tmp/res && dd if=/dev/zero of=/tmp/res/zeros bs=1M count=1024 2>/dev/null`)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitStopped(t, cmd, &stderr)
-		cmd.Process.Signal(syscall.SIGCONT)
-		time.Sleep(300 * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		for _, ev := range r.events() {
-			if ev.Event == "exported" {
-				t.Errorf("the copy-out finished before the kill: this run did not kill the supervisor mid-read")
-			}
-		}
-		end := time.Now().Add(30*time.Second + ktest.Slack)
-		for len(r.boxes(r.Instance)) > 0 && time.Now().Before(end) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		code, rep, rerr := r.reconcile(r.Instance)
-		if code != 0 {
-			t.Fatalf("reconcile exit %d: %+v\n%s", code, rep, rerr)
-		}
-		t.Logf("reconcile: %+v", rep)
+		p.cmd.Process.Signal(syscall.SIGCONT)
+		r.killMidCopy(t, p.cmd, "exported")
 	}
 }

@@ -9,13 +9,10 @@ package kerneltests
 // the box must end with 248 verify-failed, the agent never run.
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
@@ -38,29 +35,16 @@ func TestCopyArchiveTampered(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				os.Remove(r.eventsFile())
-				cmd := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashAfterStage}, "--copy-in", src+":/tmp/tree", "--", "sh", "-c", "echo agent-ran")
-				var stdout, stderr bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				waitStopped(t, cmd, &stderr)
-				box := r.waitEvent("created", time.Second).Box
-				if out, err := r.Engine("cp", other, box+":"+c.target).CombinedOutput(); err != nil {
-					cmd.Process.Kill()
-					cmd.Wait()
-					t.Fatalf("docker cp into the staged tree: %v: %s", err, out)
-				}
-				cmd.Process.Signal(syscall.SIGCONT)
-				code := exitCode(cmd.Wait())
-				if code != shared.ExitCopyFailed || !strings.Contains(stderr.String(), "verify") || strings.Contains(stdout.String(), "agent-ran") {
-					t.Fatalf("exit %d (want %d, the agent never run)\nstdout: %s\nstderr: %s", code, shared.ExitCopyFailed, stdout.String(), stderr.String())
+				p := r.pausedAt(t, supervisor.CrashAfterStage, "--copy-in", src+":/tmp/tree", "--", "sh", "-c", "echo agent-ran")
+				p.engine(t, &r, nil, "cp", other, "BOX:"+c.target)
+				if code := p.resume(); code != shared.ExitCopyFailed || !strings.Contains(p.stderr.String(), "verify") || strings.Contains(p.stdout.String(), "agent-ran") {
+					t.Fatalf("exit %d (want %d, the agent never run)\nstdout: %s\nstderr: %s", code, shared.ExitCopyFailed, p.stdout.String(), p.stderr.String())
 				}
 				last := r.events()
 				if ev := last[len(last)-2]; ev.Event != "exited" || ev.Reason != string(shared.ReasonVerifyFailed) {
 					t.Errorf("exited event %+v, want reason %s", ev, shared.ReasonVerifyFailed)
 				}
-				t.Logf("stderr: %s", strings.TrimSpace(stderr.String()))
+				t.Logf("stderr: %s", strings.TrimSpace(p.stderr.String()))
 			})
 		}
 	}

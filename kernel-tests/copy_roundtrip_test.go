@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -429,24 +430,32 @@ func TestCopySupervisorKilledMidCopy(t *testing.T) {
 			during, after = "created", "started"
 		}
 		r.waitEvent(during, 60*time.Second)
-		time.Sleep(300 * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		for _, ev := range r.events() {
-			if ev.Event == after {
-				t.Errorf("the copy finished before the kill (%s came): this run did not kill the supervisor mid-copy", after)
-			}
-		}
-		end := time.Now().Add(30*time.Second + ktest.Slack)
-		for len(r.boxes(r.Instance)) > 0 && time.Now().Before(end) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		code, rep, stderr := r.reconcile(r.Instance)
-		if code != 0 {
-			t.Fatalf("reconcile exit %d: %+v\n%s", code, rep, stderr)
-		}
-		t.Logf("reconcile: %+v", rep)
+		r.killMidCopy(t, cmd, after)
 	})
+}
+
+// killMidCopy SIGKILLs the supervisor 300 ms on (mid-copy: the event
+// after, which says the copy ended, must not have come), waits for the
+// box to go with its stream, and has reconcile close what is left.
+func (r *rig) killMidCopy(t *testing.T, cmd *exec.Cmd, after string) {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for _, ev := range r.events() {
+		if ev.Event == after {
+			t.Errorf("the copy finished before the kill (%s came): this run did not kill the supervisor mid-copy", after)
+		}
+	}
+	end := time.Now().Add(30*time.Second + ktest.Slack)
+	for len(r.boxes(r.Instance)) > 0 && time.Now().Before(end) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	code, rep, stderr := r.reconcile(r.Instance)
+	if code != 0 {
+		t.Fatalf("reconcile exit %d: %+v\n%s", code, rep, stderr)
+	}
+	t.Logf("reconcile: %+v", rep)
 }
 
 // TestCopyOutAfterDeadline: the box outlives its deadline; its agent is

@@ -89,10 +89,13 @@ type copies struct {
 	// An archive copy-out (Spec.CopyOutArchive): the watcher's
 	// manifests, the fetch under way, and the stream to tell the
 	// watcher it is done (copy_archive_out_linux.go).
-	w           *shared.Writer
-	manifests   map[uint32]*manifestTree
-	fetching    sync.WaitGroup
-	cancelFetch context.CancelFunc
+	w            *shared.Writer
+	manifests    map[uint32]*manifestTree
+	more         *sync.Cond // on mu: a manifest frame came, or the copy failed
+	fetchStarted bool
+	fetchStopped bool
+	fetching     sync.WaitGroup
+	cancelFetch  context.CancelFunc
 }
 
 // moved notes a copy frame sent or received.
@@ -123,11 +126,7 @@ func (c *copies) staged() {
 func (c *copies) outErr(exited bool) error {
 	// An archive fetch still under way (the stream ended first) is
 	// stopped: it fails, and nothing is kept.
-	c.mu.Lock()
-	if c.cancelFetch != nil {
-		c.cancelFetch()
-	}
-	c.mu.Unlock()
+	c.stopFetch()
 	c.fetching.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -148,10 +147,20 @@ func (c *copies) fail(err error) {
 }
 
 func (c *copies) failLocked(err error) {
+	c.refuseLocked(err)
+	c.removeResults()
+}
+
+// refuseLocked records the first copy-out failure (c.mu held); the
+// results are removed by whoever writes them (an archive fetch's
+// goroutine, as it stops) or once the stream ended (outErr).
+func (c *copies) refuseLocked(err error) {
+	if c.more != nil {
+		c.more.Broadcast()
+	}
 	if c.err == nil {
 		c.err = err
 	}
-	c.removeResults()
 }
 
 // removeResults removes every copy-out result of the launch: a copy

@@ -10,6 +10,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"deathwatch/shared"
@@ -51,12 +52,12 @@ func (l *launch) archiveOut(ctx context.Context) bool {
 	return len(l.o.CopyOut) > 0 && ok && a.CanGetArchive(ctx)
 }
 
-// manifestTree is one copy-out tree's manifest as the watcher sent it:
-// its frames, kept to be replayed.
+// manifestTree is one copy-out tree's manifest as the watcher sends
+// it: its frames, replayed as they come (a replayed frame is let go).
 type manifestTree struct {
 	root         uint32
 	frames       []shared.Frame
-	paths        map[string]bool // every path it names
+	entries      int64
 	files, bytes int64
 	start        time.Time
 	ended        bool
@@ -64,14 +65,17 @@ type manifestTree struct {
 
 // collect takes one copy-out frame of an archive copy-out. A malformed
 // frame is a protocol error (the stream is broken); the bounds and the
-// watcher's refusals fail the copy-out. Once every tree's copy-end has
-// come, the trees are fetched (or, after a failure, the watcher is
-// told at once to go).
+// watcher's refusals fail the copy-out (the fetch stops and removes
+// what it wrote: collect never touches the receiver it writes with). The first tree's first frame
+// starts the fetch, which replays each tree while the watcher is still
+// walking and hashing it (both go in the same order), so the engine's
+// read and the watcher's hashing overlap.
 func (c *copies) collect(f shared.Frame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.manifests == nil {
 		c.manifests = map[uint32]*manifestTree{}
+		c.more = sync.NewCond(&c.mu)
 	}
 	var m *manifestTree
 	for _, t := range c.manifests {
@@ -89,26 +93,23 @@ func (c *copies) collect(f shared.Frame) error {
 			if int(e.Root) >= len(c.l.o.CopyOut) || c.manifests[e.Root] != nil || m != nil {
 				return &shared.ProtocolError{Reason: fmt.Sprintf("copy-out root %d: not asked for, sent twice, or inside another", e.Root)}
 			}
-			m = &manifestTree{root: e.Root, paths: map[string]bool{}, start: time.Now()}
+			m = &manifestTree{root: e.Root, start: time.Now()}
 			c.manifests[e.Root] = m
 		}
 		if m == nil || e.Root != m.root {
 			return &shared.ProtocolError{Reason: "copy-out-entry " + e.Path + " outside a tree"}
 		}
-		if c.err != nil {
-			return nil
-		}
-		m.paths[e.Path] = true
+		m.entries++
 		if e.Kind == shared.CopyFile {
 			m.files++
 			m.bytes += e.Size
 		}
 		box := c.l.o.CopyOut[m.root].Box
 		switch max := c.l.spec.CopyOutMaxEntries; {
-		case max > 0 && int64(len(m.paths)) > max:
-			c.failLocked(&shared.CopyRefusedError{Reason: box + ": " + shared.EntryLimitReason(max)})
+		case max > 0 && m.entries > max:
+			c.refuseLocked(&shared.CopyRefusedError{Reason: box + ": " + shared.EntryLimitReason(max)})
 		case c.l.spec.CopyOutLimit > 0 && m.bytes > c.l.spec.CopyOutLimit:
-			c.failLocked(&shared.CopyRefusedError{Reason: box + ": the tree exceeds the limit of " + shared.FormatSize(c.l.spec.CopyOutLimit) + " (refused whole, nothing kept)"})
+			c.refuseLocked(&shared.CopyRefusedError{Reason: box + ": the tree exceeds the limit of " + shared.FormatSize(c.l.spec.CopyOutLimit) + " (refused whole, nothing kept)"})
 		}
 	case shared.FrameCopyOutSum:
 		if m == nil {
@@ -132,7 +133,16 @@ func (c *copies) collect(f shared.Frame) error {
 		}
 		m.ended = true
 		if e.Err != "" {
-			c.failLocked(&shared.CopyRefusedError{Reason: c.l.o.CopyOut[e.Root].Box + ": " + e.Err})
+			c.refuseLocked(&shared.CopyRefusedError{Reason: c.l.o.CopyOut[e.Root].Box + ": " + e.Err})
+		}
+		if int(m.root) == len(c.l.o.CopyOut)-1 {
+			var first time.Time
+			for _, t := range c.manifests {
+				if first.IsZero() || (!t.start.IsZero() && t.start.Before(first)) {
+					first = t.start
+				}
+			}
+			c.l.x.Log.Info("copy-out manifests in", "box", c.l.box.Name, "seconds", time.Since(first).Seconds())
 		}
 	default:
 		return &shared.ProtocolError{Reason: f.Type.String() + " in an archive copy-out (the manifest only was asked for)"}
@@ -142,75 +152,127 @@ func (c *copies) collect(f shared.Frame) error {
 	} else {
 		m.frames = append(m.frames, f)
 	}
-	if m.ended && len(c.manifests) == len(c.l.o.CopyOut) {
-		for _, t := range c.manifests {
-			if !t.ended {
-				return nil
-			}
-		}
+	c.more.Broadcast()
+	if !c.fetchStarted {
+		c.fetchStarted = true
 		c.fetching.Add(1)
 		go c.fetchAll()
 	}
 	return nil
 }
 
-// fetchAll reads every tree from the runtime, then lets the watcher go.
+// stopFetch ends a fetch under way (the stream ended before it did).
+func (c *copies) stopFetch() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fetchStopped = true
+	if c.cancelFetch != nil {
+		c.cancelFetch()
+	}
+	if c.more != nil {
+		c.more.Broadcast()
+	}
+}
+
+// nextFrame waits for frame i of m; false: the copy-out failed, or the
+// stream ended before the frame came.
+func (c *copies) nextFrame(m *manifestTree, i int) (shared.Frame, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i >= len(m.frames) && !m.ended && c.err == nil && !c.fetchStopped {
+		c.more.Wait()
+	}
+	if c.err != nil || c.fetchStopped || i >= len(m.frames) {
+		return shared.Frame{}, false
+	}
+	f := m.frames[i]
+	m.frames[i] = shared.Frame{}
+	return f, true
+}
+
+// tree waits for root's manifest to begin (nil: failed or stopped).
+func (c *copies) tree(root uint32) *manifestTree {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.manifests[root] == nil && c.err == nil && !c.fetchStopped {
+		c.more.Wait()
+	}
+	if c.err != nil || c.fetchStopped {
+		return nil
+	}
+	return c.manifests[root]
+}
+
+// fetchAll reads every tree from the runtime as its manifest comes,
+// then lets the watcher go.
 func (c *copies) fetchAll() {
 	defer c.fetching.Done()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	c.mu.Lock()
 	c.cancelFetch = cancel
-	failed := c.err != nil
 	c.mu.Unlock()
-	defer cancel()
-	if !failed {
-		var first time.Time
-		c.mu.Lock()
-		for _, m := range c.manifests {
-			if first.IsZero() || m.start.Before(first) {
-				first = m.start
-			}
+	crashpoint(CrashBeforeFetch)
+	for i := range c.l.o.CopyOut {
+		m := c.tree(uint32(i))
+		if m == nil {
+			break
 		}
-		c.mu.Unlock()
-		c.l.x.Log.Info("copy-out manifests in", "box", c.l.box.Name, "seconds", time.Since(first).Seconds())
-		crashpoint(CrashBeforeFetch)
-		for i := range c.l.o.CopyOut {
-			if err := c.fetch(ctx, uint32(i)); err != nil {
-				c.fail(err)
-				break
-			}
+		if err := c.fetch(ctx, m); err != nil {
+			c.fail(err)
+			break
 		}
 	}
+	// A failure collect saw (a bound, the watcher's refusal) is cleaned
+	// up here, where the results are written.
+	c.mu.Lock()
+	if c.err != nil {
+		c.removeResults()
+	}
+	c.mu.Unlock()
 	if err := c.w.Send(shared.FrameCopyOutFetched, nil); err != nil {
 		c.l.x.Log.Debug("send copy-out-fetched", "err", err)
 	}
 }
 
-// fetch reads root i's tree and replays its manifest into a receiver.
-func (c *copies) fetch(ctx context.Context, root uint32) error {
-	c.mu.Lock()
-	m := c.manifests[root]
-	c.mu.Unlock()
-	if err := c.openTree(root); err != nil {
+// errCutShort is a manifest the stream ended inside of.
+var errCutShort = &shared.CopyRefusedError{Reason: "the box's stream ended inside its copy-out manifest"}
+
+// fetch replays m into a receiver, each file's bytes read from the
+// runtime's archive of the tree (asked for at the first file).
+func (c *copies) fetch(ctx context.Context, m *manifestTree) error {
+	if err := c.openTree(m.root); err != nil {
 		return err
 	}
 	t := c.current()
-	co := c.l.o.CopyOut[root]
+	co := c.l.o.CopyOut[m.root]
 	t.start = m.start
 	var a *archiveFiles
-	if m.files > 0 {
-		rc, err := c.l.rt.(ArchiveExporter).GetArchive(ctx, c.l.box, co.Box)
-		if err != nil {
+	seen := map[string]bool{} // the paths replayed so far
+	for i := 0; ; i++ {
+		f, ok := c.nextFrame(m, i)
+		if !ok {
+			c.mu.Lock()
+			err := c.err
+			c.mu.Unlock()
+			if err == nil {
+				err = errCutShort
+			}
 			return err
 		}
-		defer rc.Close()
-		a = &archiveFiles{tr: tar.NewReader(bufio.NewReaderSize(rc, 1<<20)), base: path.Base(co.Box), paths: m.paths}
-	}
-	for _, f := range m.frames {
 		c.moved()
 		done, _, err := t.recv.Frame(shared.CopyOutFrames, f)
 		if err == nil && f.Type == shared.FrameCopyOutEntry {
 			e, _ := shared.ParseCopyEntry(f.Payload)
+			seen[e.Path] = true
+			if e.Kind == shared.CopyFile && a == nil {
+				rc, gerr := c.l.rt.(ArchiveExporter).GetArchive(ctx, c.l.box, co.Box)
+				if gerr != nil {
+					return gerr
+				}
+				defer rc.Close()
+				a = &archiveFiles{tr: tar.NewReader(bufio.NewReaderSize(rc, 1<<20)), base: path.Base(co.Box), paths: seen}
+			}
 			if e.Kind == shared.CopyFile {
 				err = a.feed(e, func(p []byte) error {
 					c.moved()
@@ -228,9 +290,9 @@ func (c *copies) fetch(ctx context.Context, root uint32) error {
 				return treeErr(t, err)
 			}
 			c.finishTree(t, TransportArchive, dropped)
+			return nil
 		}
 	}
-	return nil
 }
 
 // treeErr names the tree in a refusal.
@@ -251,7 +313,7 @@ func treeErr(t *exportTree, err error) error {
 type archiveFiles struct {
 	tr      *tar.Reader
 	base    string          // the tree's name in the stream
-	paths   map[string]bool // what the manifest names
+	paths   map[string]bool // what the manifest named up to here
 	dropped int
 	buf     []byte
 	frame   []byte

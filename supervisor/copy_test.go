@@ -295,12 +295,15 @@ func TestCopyOutMaxEntriesHost(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		write(t, filepath.Join(box, "res", strings.Repeat("f", i+1)), "")
 	}
-	theCopyRT.boxRoot = box
-	run := runCopy(t, ExecOptions{CopyOut: []CopyOut{{Box: "/res", HostDir: out}}, CopyOutMaxEntries: 10})
-	if run.code != shared.ExitCopyFailed || !strings.Contains(run.stderr, "10 entries") {
-		t.Fatalf("exit %d: %s", run.code, run.stderr)
-	}
-	if ents, _ := os.ReadDir(out); len(ents) != 0 {
-		t.Errorf("kept: %v", ents)
+	theCopyRT.boxRoot, theArchiveRT.boxRoot = box, box
+	// By frames, and by archive (the manifest's entries are counted).
+	for _, rt := range []string{"copyrt", "copyrt-archive"} {
+		run := runCopy(t, ExecOptions{Runtime: rt, CopyOut: []CopyOut{{Box: "/res", HostDir: out}}, CopyOutMaxEntries: 10})
+		if run.code != shared.ExitCopyFailed || !strings.Contains(run.stderr, "10 entries") {
+			t.Fatalf("%s: exit %d: %s", rt, run.code, run.stderr)
+		}
+		if ents, _ := os.ReadDir(out); len(ents) != 0 {
+			t.Errorf("%s: kept: %v", rt, ents)
+		}
 	}
 }
