@@ -19,12 +19,13 @@ import (
 )
 
 // TestBenchCopy: --copy-in and --copy-out of a 1 GiB tree (15 files of
-// 64 MiB and 4096 of 16 KiB, incompressible) through the control stream
-// against Docker's own ways into a running box of the same image: `docker
-// cp` both ways, and `tar c | docker exec -i BOX tar x` (and back). The
-// copy's own time is the staged and exported events' (the watcher
-// verified the tree before staged; the host after exported); the
-// others' is the command's. Then a 2 GiB sparse-heavy tree both ways.
+// 64 MiB and 4096 of 16 KiB, incompressible) against Docker's own ways
+// into a running box of the same image: `docker cp` both ways, and `tar
+// c | docker exec -i BOX tar x` (and back), in rounds of every way in
+// turn (DEATHWATCH_BENCH_COPY_ROUNDS, default 3). The copy's own time is
+// the staged and exported events' (the watcher verified the tree before
+// staged; the host after exported); the others' is the command's. Then
+// a 2 GiB sparse-heavy tree both ways.
 func TestBenchCopy(t *testing.T) {
 	requireBench(t)
 	s := newSection(t, rankCopy, "copies: a 1 GiB tree into and out of a box (docker), beside docker cp and tar | docker exec",
@@ -53,51 +54,50 @@ func TestBenchCopy(t *testing.T) {
 		}
 		return time.Since(t0), nil
 	}
-	best := func(what string, f func(i int) (time.Duration, error)) time.Duration {
-		var ds []time.Duration
-		for i := 0; i < 2; i++ {
-			d, err := f(i)
+	// Rounds, each of every way in turn: a host whose load drifts (it is
+	// shared) slows every way alike, and each round's ratio compares
+	// neighbours.
+	rounds := 3
+	if n, err := strconv.Atoi(os.Getenv("DEATHWATCH_BENCH_COPY_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	var cpIns, tarIns, cpOuts, tarOuts, staged, exported []time.Duration
+	var inRatios, outRatios []float64
+	var fastest copyTimes
+	for i := 0; i < rounds; i++ {
+		step := func(what, script string) time.Duration {
+			d, err := sh(script)
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
-			ds = append(ds, d)
+			return d
 		}
-		return slices.Min(ds)
-	}
-	cpIn := best("docker cp in", func(i int) (time.Duration, error) {
-		return sh(fmt.Sprintf("docker cp %s %s:/tmp/cp%d", src, box, i))
-	})
-	tarIn := best("tar | docker exec tar x", func(i int) (time.Duration, error) {
-		return sh(fmt.Sprintf("docker exec %[2]s mkdir /tmp/tar%[3]d && tar -C %[1]s -cf - . | docker exec -i %[2]s tar -C /tmp/tar%[3]d -xf -", src, box, i))
-	})
-	cpOut := best("docker cp out", func(i int) (time.Duration, error) {
-		return sh(fmt.Sprintf("docker cp %s:/tmp/cp0 %s", box, filepath.Join(r.Dir, fmt.Sprintf("cpout%d", i))))
-	})
-	tarOut := best("docker exec tar c | tar x", func(i int) (time.Duration, error) {
-		d := filepath.Join(r.Dir, fmt.Sprintf("tarout%d", i))
-		return sh(fmt.Sprintf("mkdir %[1]s && docker exec %[2]s tar -C /tmp/cp0 -cf - . | tar -C %[1]s -xf -", d, box))
-	})
-	for i := 0; i < 2; i++ {
-		os.RemoveAll(filepath.Join(r.Dir, fmt.Sprintf("cpout%d", i)))
-		os.RemoveAll(filepath.Join(r.Dir, fmt.Sprintf("tarout%d", i)))
-	}
-
-	var staged, exported []time.Duration
-	var fastest copyTimes
-	for i := 0; i < 2; i++ {
+		cpIn := step("docker cp in", fmt.Sprintf("docker cp %s %s:/tmp/cp%d", src, box, i))
+		tarIn := step("tar | docker exec tar x", fmt.Sprintf("docker exec %[2]s mkdir /tmp/tar%[3]d && tar -C %[1]s -cf - . | docker exec -i %[2]s tar -C /tmp/tar%[3]d -xf -", src, box, i))
+		cpDir, tarDir := filepath.Join(r.Dir, fmt.Sprintf("cpout%d", i)), filepath.Join(r.Dir, fmt.Sprintf("tarout%d", i))
+		cpOut := step("docker cp out", fmt.Sprintf("docker cp %s:/tmp/cp%d %s", box, i, cpDir))
+		tarOut := step("docker exec tar c | tar x", fmt.Sprintf("mkdir %[1]s && docker exec %[2]s tar -C /tmp/cp%[3]d -cf - . | tar -C %[1]s -xf -", tarDir, box, i))
+		os.RemoveAll(cpDir)
+		os.RemoveAll(tarDir)
+		exec.Command("docker", "exec", box, "rm", "-rf", fmt.Sprintf("/tmp/cp%d", i), fmt.Sprintf("/tmp/tar%d", i)).Run()
 		out := filepath.Join(r.Dir, fmt.Sprintf("out%d", i))
 		os.Mkdir(out, 0o755)
 		ct, err := copyRun(r, out, src, "/tmp/tree", "2g")
 		if err != nil {
 			t.Fatalf("supervisor exec --copy-in --copy-out: %v", err)
 		}
-		t.Logf("run %d: in %s (put %s), out %s (manifest %s), by %s/%s, load %.2f", i, dur(ct.staged), dur(ct.put), dur(ct.exported), dur(ct.manifest), ct.transportIn, ct.transportOut, loadNow())
+		os.RemoveAll(out)
+		t.Logf("round %d (load %.2f): in: docker cp %s, tar|exec %s, ours %s (put %s) by %s = %.2fx; out: docker cp %s, exec|tar %s, ours %s (manifest in at %s) by %s = %.2fx",
+			i, loadNow(), dur(cpIn), dur(tarIn), dur(ct.staged), dur(ct.put), ct.transportIn, cpIn.Seconds()/ct.staged.Seconds(),
+			dur(cpOut), dur(tarOut), dur(ct.exported), dur(ct.manifest), ct.transportOut, cpOut.Seconds()/ct.exported.Seconds())
+		cpIns, tarIns, cpOuts, tarOuts = append(cpIns, cpIn), append(tarIns, tarIn), append(cpOuts, cpOut), append(tarOuts, tarOut)
 		staged, exported = append(staged, ct.staged), append(exported, ct.exported)
+		inRatios, outRatios = append(inRatios, cpIn.Seconds()/ct.staged.Seconds()), append(outRatios, cpOut.Seconds()/ct.exported.Seconds())
 		if i == 0 || ct.staged+ct.exported < fastest.staged+fastest.exported {
 			fastest = ct
 		}
-		os.RemoveAll(out)
 	}
+	cpIn, tarIn, cpOut, tarOut := slices.Min(cpIns), slices.Min(tarIns), slices.Min(cpOuts), slices.Min(tarOuts)
 	in, outT := slices.Min(staged), slices.Min(exported)
 	transport, wall := fastest.transportIn, fastest.wall
 	ratio := func(d, cp time.Duration) string { return fmt.Sprintf("%.2f", cp.Seconds()/d.Seconds()) }
@@ -107,10 +107,11 @@ func TestBenchCopy(t *testing.T) {
 	s.Row("docker cp BOX:PATH HOST", "out", dur(cpOut), rate(cpOut), "1.00")
 	s.Row("docker exec BOX tar c | tar x", "out", dur(tarOut), rate(tarOut), ratio(tarOut, cpOut))
 	s.Row("supervisor exec --copy-out (exported event, "+fastest.transportOut+")", "out", dur(outT), rate(outT), ratio(outT, cpOut))
-	s.Note("best of 2 runs each; %.0f MiB in %d files; 'vs docker cp' is docker cp's time over this row's (above 1: faster than docker cp); one supervisor run in and out took %s end to end (launch, copy-in, agent, copy-out, removal)", mib, 15+4096, dur(wall))
+	s.Note("best of %d rounds each (every way once per round, in turn); %.0f MiB in %d files; 'vs docker cp' is docker cp's time over this row's (above 1: faster than docker cp); the median of the rounds' own ratios: in %.2fx, out %.2fx; one supervisor run in and out took %s end to end (launch, copy-in, agent, copy-out, removal)",
+		rounds, mib, 15+4096, median(inRatios), median(outRatios), dur(wall))
 	if fastest.put > 0 {
-		s.Note("where the time goes (the run with the least in+out): copy-in %s = the archive put %s + the box's start and the watcher's verification %s; copy-out %s = the watcher's manifest (walk and hash) %s + the engine's archive read, hashed and written %s",
-			dur(fastest.staged), dur(fastest.put), dur(fastest.staged-fastest.put), dur(fastest.exported), dur(fastest.manifest), dur(fastest.exported-fastest.manifest))
+		s.Note("where the time goes (the run with the least in+out): copy-in %s = the archive put %s + the box's start and the watcher's verification %s; copy-out %s, of which the watcher's manifest (walk and hash) took %s, overlapped by the engine's archive read (hashed and written as the manifest comes)",
+			dur(fastest.staged), dur(fastest.put), dur(fastest.staged-fastest.put), dur(fastest.exported), dur(fastest.manifest))
 	}
 	s.Set("copy_mib_s", map[string]float64{
 		"docker_cp_in": round3(mib / cpIn.Seconds()), "tar_exec_in": round3(mib / tarIn.Seconds()), "copy_in": round3(mib / in.Seconds()),
@@ -161,6 +162,15 @@ func logSeconds(log []byte, msg string) time.Duration {
 	}
 	f, _ := strconv.ParseFloat(string(m[1]), 64)
 	return time.Duration(f * float64(time.Second))
+}
+
+// median of xs (sorted in place).
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 }
 
 // loadNow is the 1-minute load average.
