@@ -2,10 +2,12 @@ package supervisor
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"deathwatch/shared"
@@ -60,11 +62,21 @@ func (l *launch) stageArchive(ctx context.Context) error {
 	done := make(chan built, 1)
 	go func() {
 		var b built
-		b.ends, b.files, b.bytes, b.err = l.writeArchive(pw)
+		// The walk reads and hashes; the pipeline's goroutine hands the
+		// tar on to the HTTP client's: on two cores the hashing and the
+		// socket writes overlap.
+		pl := newPipelined(pw, 1<<20, 4)
+		b.ends, b.files, b.bytes, b.err = l.writeArchive(pl)
+		if err := pl.Close(); b.err == nil {
+			b.err = err
+		}
 		pw.CloseWithError(b.err)
 		done <- b
 	}()
-	err := a.PutArchive(ctx, l.box, "/", pr)
+	// Buffered: the HTTP client copies a body that can write itself
+	// (bufio's WriteTo) in the pipeline's 1 MiB pieces, not in 32 KiB
+	// reads, each a chunk and two writes to the engine's socket.
+	err := a.PutArchive(ctx, l.box, "/", bufio.NewReaderSize(pr, 1<<20))
 	pr.CloseWithError(errors.New("the engine stopped reading"))
 	b := <-done
 	var refused *shared.CopyRefusedError
@@ -196,4 +208,71 @@ func (k *tarSink) send(t shared.FrameType, p []byte) error {
 		k.endRec = e
 	}
 	return nil
+}
+
+// pipelined is a writer whose writes are gathered into buffers of size
+// bytes and written to w by a goroutine of its own, n buffers at most
+// in flight: its caller goes on (reading, hashing) while w writes.
+type pipelined struct {
+	w    io.Writer
+	buf  []byte
+	full chan []byte
+	free chan []byte
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+func newPipelined(w io.Writer, size, n int) *pipelined {
+	p := &pipelined{w: w, full: make(chan []byte, n), free: make(chan []byte, n), done: make(chan struct{})}
+	for i := 1; i < n; i++ {
+		p.free <- make([]byte, 0, size)
+	}
+	p.buf = make([]byte, 0, size)
+	go func() {
+		defer close(p.done)
+		for b := range p.full {
+			if p.failed() == nil {
+				if _, err := p.w.Write(b); err != nil {
+					p.mu.Lock()
+					p.err = err
+					p.mu.Unlock()
+				}
+			}
+			p.free <- b[:0]
+		}
+	}()
+	return p
+}
+
+func (p *pipelined) failed() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func (p *pipelined) Write(b []byte) (int, error) {
+	n := len(b)
+	for len(b) > 0 {
+		if err := p.failed(); err != nil {
+			return n - len(b), err
+		}
+		k := copy(p.buf[len(p.buf):cap(p.buf)], b)
+		p.buf, b = p.buf[:len(p.buf)+k], b[k:]
+		if len(p.buf) == cap(p.buf) {
+			p.full <- p.buf
+			p.buf = <-p.free
+		}
+	}
+	return n, nil
+}
+
+// Close writes what is gathered and waits for the goroutine.
+func (p *pipelined) Close() error {
+	if len(p.buf) > 0 {
+		p.full <- p.buf
+	}
+	close(p.full)
+	<-p.done
+	return p.failed()
 }

@@ -98,3 +98,32 @@ func TestWriteArchive(t *testing.T) {
 		t.Errorf("%d files of %d bytes", files, size)
 	}
 }
+
+// TestPipelined: what goes through the pipeline comes out whole and in
+// order, whatever the pieces; a failed write is returned to the writer
+// and Close.
+func TestPipelined(t *testing.T) {
+	var out bytes.Buffer
+	p := newPipelined(&out, 1000, 3)
+	var want []byte
+	for i := 0; i < 500; i++ {
+		piece := bytes.Repeat([]byte{byte(i)}, i*7%2500)
+		want = append(want, piece...)
+		if n, err := p.Write(piece); n != len(piece) || err != nil {
+			t.Fatalf("write %d: %d, %v", i, n, err)
+		}
+	}
+	if err := p.Close(); err != nil || !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("close %v; %d bytes out, %d in", err, out.Len(), len(want))
+	}
+	pr, pw := io.Pipe()
+	pr.CloseWithError(io.ErrClosedPipe)
+	p = newPipelined(pw, 10, 2)
+	var err error
+	for i := 0; i < 100 && err == nil; i++ {
+		_, err = p.Write(make([]byte, 25))
+	}
+	if err == nil || p.Close() == nil {
+		t.Fatalf("a failed write went unsaid: %v", err)
+	}
+}
