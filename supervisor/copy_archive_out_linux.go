@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -271,7 +270,11 @@ func (c *copies) fetch(ctx context.Context, m *manifestTree) error {
 					return gerr
 				}
 				defer rc.Close()
-				a = &archiveFiles{tr: tar.NewReader(bufio.NewReaderSize(rc, 1<<20)), base: path.Base(co.Box), paths: seen}
+				// Read ahead by a goroutine of its own: the engine's socket is
+				// read while the last piece is hashed and written.
+				ra := newReadAhead(rc, 1<<20, 4)
+				defer ra.Close()
+				a = &archiveFiles{tr: tar.NewReader(ra), base: path.Base(co.Box), paths: seen}
 			}
 			if e.Kind == shared.CopyFile {
 				err = a.feed(e, func(p []byte) error {
@@ -413,3 +416,67 @@ func (a *archiveFiles) drain() (int, error) {
 const holeBlock = 4096
 
 var zeroBlock = make([]byte, holeBlock)
+
+// readAhead reads r by a goroutine of its own into n buffers of size
+// bytes, ahead of its reader.
+type readAhead struct {
+	r     io.ReadCloser
+	full  chan []byte
+	free  chan []byte
+	stop  chan struct{}
+	whole []byte // the buffer being read from
+	cur   []byte // what is left of it
+	err   error  // once full is closed: why r ended
+}
+
+func newReadAhead(r io.ReadCloser, size, n int) *readAhead {
+	a := &readAhead{r: r, full: make(chan []byte, n), free: make(chan []byte, n), stop: make(chan struct{})}
+	for i := 0; i < n; i++ {
+		a.free <- make([]byte, size)
+	}
+	go func() {
+		defer close(a.full)
+		for {
+			var b []byte
+			select {
+			case b = <-a.free:
+			case <-a.stop:
+				return
+			}
+			k, err := io.ReadAtLeast(r, b, 1)
+			if k > 0 {
+				a.full <- b[:k]
+			}
+			if err != nil {
+				a.err = err
+				return
+			}
+		}
+	}()
+	return a
+}
+
+func (a *readAhead) Read(p []byte) (int, error) {
+	if len(a.cur) == 0 {
+		b, ok := <-a.full
+		if !ok {
+			return 0, a.err // set before full was closed
+		}
+		a.whole, a.cur = b[:cap(b)], b
+	}
+	n := copy(p, a.cur)
+	a.cur = a.cur[n:]
+	if len(a.cur) == 0 {
+		a.free <- a.whole
+		a.whole, a.cur = nil, nil
+	}
+	return n, nil
+}
+
+// Close closes the stream under it and waits for the goroutine.
+func (a *readAhead) Close() {
+	a.r.Close()
+	close(a.stop)
+	for range a.full {
+	}
+}

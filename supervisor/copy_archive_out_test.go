@@ -229,3 +229,23 @@ func TestCopyOutArchiveLimit(t *testing.T) {
 		t.Errorf("kept: %v", ents)
 	}
 }
+
+// TestReadAhead: what is read ahead comes out whole and in order, then
+// the stream's end; Close in the middle lets go of the goroutine.
+func TestReadAhead(t *testing.T) {
+	want := make([]byte, 100_003)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	ra := newReadAhead(io.NopCloser(bytes.NewReader(want)), 1000, 3)
+	got, err := io.ReadAll(io.LimitReader(ra, 1<<20))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%d bytes of %d, %v", len(got), len(want), err)
+	}
+	ra.Close()
+	pr, pw := io.Pipe()
+	go pw.Write(make([]byte, 5000))
+	ra = newReadAhead(pr, 1000, 2)
+	ra.Read(make([]byte, 10))
+	ra.Close() // the writer still has bytes to give: Close must not hang
+}
