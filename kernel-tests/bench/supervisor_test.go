@@ -445,7 +445,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 		s.Row(r.Name, "last agent process dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(dead[r.Name]))
 		s.Set(r.Name+": dead", st)
 		s.Target(r.Name+": SIGKILL → last agent process dead, p99", st.P99, 10, "ms")
-		var first, last, exit, shim, shimEOF, woken, eof, kill, reaction, killToFirst []time.Duration
+		var first, last, exit, shim, shimEOF, woken, eof, kill, reaction, ownPath, killToFirst []time.Duration
 		for _, tl := range tls[r.Name] {
 			first, last, exit = append(first, tl.firstKill), append(last, tl.lastDead), append(exit, tl.initExit)
 		}
@@ -459,6 +459,9 @@ func TestBenchSupervisorKill(t *testing.T) {
 			shim, shimEOF, woken, eof, kill = seen(shim, sp.shimWoken), seen(shimEOF, sp.shimEOF), seen(woken, sp.watcherWoken), seen(eof, sp.eof), seen(kill, sp.kill)
 			if sp.watcherWoken > 0 && sp.kill > 0 {
 				reaction = append(reaction, sp.kill-sp.watcherWoken)
+			}
+			if sp.eof > 0 && sp.kill > 0 {
+				ownPath = append(ownPath, sp.kill-sp.eof)
 			}
 			if sp.kill > 0 {
 				killToFirst = append(killToFirst, tls[r.Name][i].firstKill-sp.kill)
@@ -474,6 +477,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 			{"  trace: supervisor killed → the watcher read EOF", eof},
 			{"  trace: supervisor killed → the watcher's first SIGKILL", kill},
 			{"  trace: the watcher woken → its first SIGKILL (the watcher's reaction)", reaction},
+			{"  trace: the watcher read EOF → its first SIGKILL (its own code path)", ownPath},
 			{"  trace: the watcher's first SIGKILL → first agent process dead", killToFirst},
 			{"  kernel: supervisor killed → first agent process killed (EOF via the engine, watcher wake-up)", first},
 			{"  kernel: supervisor killed → last agent process dead", last},
