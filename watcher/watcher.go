@@ -274,14 +274,17 @@ func (w *watcher) beginEnd(reason shared.Reason, code int, grace time.Duration) 
 }
 
 // lost is a liveness loss: everything dies at once.
+// The SIGKILL goes before the log line: the write to stderr goes
+// through the engine's pipe, and nothing of the box waits for it.
 func (w *watcher) lost(why string) {
-	if !w.ending || w.reason != shared.ReasonLivenessLost {
-		logf("liveness lost: " + why + "; killing the box")
-	}
+	say := !w.ending || w.reason != shared.ReasonLivenessLost
 	if !w.ending {
 		w.message = why
 	}
 	w.beginEnd(shared.ReasonLivenessLost, shared.ExitLivenessLost, 0)
+	if say {
+		logf("liveness lost: " + why + "; killing the box")
+	}
 }
 
 // drain reaps until no child is left (after a SIGKILL to all).
