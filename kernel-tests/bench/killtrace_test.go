@@ -25,7 +25,8 @@ import (
 type killTrace struct{ dir string }
 
 // shimComms are the processes that hold the box's end of the engine's
-// attach stream: containerd's shim (docker) and conmon (podman).
+// attach stream: containerd's shim (docker) and conmon (podman), the
+// watcher's parent on an engine.
 var shimComms = []string{"containerd-shim", "conmon"}
 
 func openKillTrace(t *testing.T) *killTrace {
@@ -61,17 +62,21 @@ func (k *killTrace) write(file, v string) error {
 // arm clears the buffer and traces, until read, the threads of the
 // watcher (PID 1, host pid init) and of its parent (the shim or conmon
 // on an engine), and those they start: their wake-ups, their reads that
-// return 0 (EOF), the SIGKILLs they send.
-func (k *killTrace) arm(init int) error {
+// return 0 (EOF), the SIGKILLs they send. It returns the parent's
+// name when the parent is a shim, else "".
+func (k *killTrace) arm(init int) (shim string, err error) {
 	st, err := ktest.ReadStat(init)
 	if err != nil {
-		return err
+		return "", err
+	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(st.PPID) + "/comm"); err == nil && isShim(strings.TrimSpace(string(b))) {
+		shim = strings.TrimSpace(string(b))
 	}
 	var tids []string
 	for _, pid := range []int{init, st.PPID} {
 		ts, err := threads(pid)
 		if err != nil {
-			return err
+			return "", err
 		}
 		for _, tid := range ts {
 			tids = append(tids, strconv.Itoa(tid))
@@ -90,10 +95,10 @@ func (k *killTrace) arm(init int) error {
 		{"tracing_on", "1"},
 	} {
 		if err := k.write(s.file, s.v); err != nil {
-			return err
+			return "", err
 		}
 	}
-	return nil
+	return shim, nil
 }
 
 // traceEvent is one line of the trace.
@@ -155,13 +160,14 @@ func (k *killTrace) read() ([]traceEvent, error) {
 // first wake-up of the watcher from outside (by whom: the task that
 // closed the box's end of the stream), the watcher's read of EOF, its
 // first SIGKILL. Tasks are told apart by name: the watcher's threads
-// carry its comm.
+// carry its comm, the shim's threads shim's ("" when the watcher's
+// parent is no shim: the native runtime).
 type killSplit struct {
 	shimWoken, shimEOF, watcherWoken, eof, kill time.Duration
 	shimWaker, watcherWaker                     string
 }
 
-func splitKill(evs []traceEvent, supExit time.Duration, watcher string) killSplit {
+func splitKill(evs []traceEvent, supExit time.Duration, watcher, shim string) killSplit {
 	var s killSplit
 	first := func(at *time.Duration, d time.Duration) bool {
 		if *at == 0 {
@@ -182,7 +188,7 @@ func splitKill(evs []traceEvent, supExit time.Duration, watcher string) killSpli
 				if first(&s.watcherWoken, d) {
 					s.watcherWaker = e.comm
 				}
-			case isShim(wakee) && !isShim(e.comm) && e.comm != watcher:
+			case shim != "" && wakee == shim && e.comm != shim && e.comm != watcher:
 				if first(&s.shimWoken, d) {
 					s.shimWaker = e.comm
 				}
@@ -191,7 +197,7 @@ func splitKill(evs []traceEvent, supExit time.Duration, watcher string) killSpli
 			switch {
 			case e.comm == watcher:
 				first(&s.eof, d)
-			case isShim(e.comm):
+			case shim != "" && e.comm == shim:
 				first(&s.shimEOF, d)
 			}
 		case "signal_generate":
@@ -233,4 +239,12 @@ func dms(d time.Duration) string {
 		return "-"
 	}
 	return fms(ms(d))
+}
+
+// who is a waker's name, "-" when none was seen.
+func who(comm string) string {
+	if comm == "" {
+		return "-"
+	}
+	return comm
 }

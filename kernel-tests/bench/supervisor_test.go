@@ -197,7 +197,8 @@ type killResult struct {
 	split   killSplit
 }
 
-// killTimeline: from sup, the supervisor's first thread exit (CLOCK_MONOTONIC).
+// killTimeline: sup is when the supervisor's first thread exited
+// (CLOCK_MONOTONIC); the others run from it.
 type killTimeline struct{ sup, firstKill, lastDead, initExit time.Duration }
 
 // killTimelineOf reads the trial's exits from the connector's events:
@@ -354,7 +355,8 @@ func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTra
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kt.arm(init.PID); err != nil {
+	shim, err := kt.arm(init.PID)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var t0 time.Time
@@ -375,7 +377,7 @@ func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTra
 	if evs, err := kt.read(); err != nil {
 		t.Logf("%s: the trace: %v", r.Name, err)
 	} else if res.tlError == "" {
-		res.split = splitKill(evs, res.tl.sup, strings.TrimSpace(string(comm)))
+		res.split = splitKill(evs, res.tl.sup, strings.TrimSpace(string(comm)), shim)
 	}
 	if r.Name == "native" {
 		return res
@@ -433,7 +435,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 			}
 			sp, tl := res.split, res.tl
 			t.Logf("%s trial %d: dead after %s (pidfd); from the supervisor's death: shim woken %s (by %s), shim read EOF %s, watcher woken %s (by %s), watcher read EOF %s, SIGKILL sent %s, first agent process dead %s, last %s, watcher exit %s",
-				r.Name, i, dms(res.dead), dms(sp.shimWoken), sp.shimWaker, dms(sp.shimEOF), dms(sp.watcherWoken), sp.watcherWaker, dms(sp.eof), dms(sp.kill), dms(tl.firstKill), dms(tl.lastDead), dms(tl.initExit))
+				r.Name, i, dms(res.dead), dms(sp.shimWoken), who(sp.shimWaker), dms(sp.shimEOF), dms(sp.watcherWoken), who(sp.watcherWaker), dms(sp.eof), dms(sp.kill), dms(tl.firstKill), dms(tl.lastDead), dms(tl.initExit))
 			if r.Name != "native" {
 				removed[r.Name] = append(removed[r.Name], res.removed)
 			}
