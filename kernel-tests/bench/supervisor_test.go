@@ -500,7 +500,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 		s.Set(r.Name+": removed", rm)
 		s.Target(r.Name+": SIGKILL → box removed, p95", rm.P95, removeLimit[r.Name], "ms")
 	}
-	s.Note("trace rows: a tracefs instance of the bench's own (sched_wakeup, sys_exit_read returning 0, signal_generate of SIGKILL) on the watcher's threads and its parent's (containerd-shim on docker, conmon on podman), CLOCK_MONOTONIC like the kernel rows; up to \"a watcher thread woken\" the time is the engine's (docker: dockerd sees the supervisor's connection close, asks containerd to close the box's stdin, containerd asks the shim, the shim reads EOF from the FIFO and closes the box's stdin pipe), after it the watcher's and the scheduler's; every trial's split is in the test log")
+	s.Note("trace rows: a tracefs instance of the bench's own (sched_wakeup, sys_exit_read returning 0, signal_generate of SIGKILL) on the watcher's threads and its parent's (containerd-shim on docker, conmon on podman), CLOCK_MONOTONIC like the kernel rows; up to \"a watcher thread woken\" the time is the engine's (docker: dockerd sees the supervisor's connection close; the trace shows the shim first woken by containerd, then the shim's read of EOF and, at once, its close of the box's stdin pipe waking the watcher), after it the watcher's and the scheduler's; every trial's split is in the test log")
 	s.Note("agent tree: the death benchmark's (setsid'd double fork, TERM-ignoring process, main shell, three sleeps) as uid 1000; removal polled every 1 ms through dockerd's API socket (docker) and with `podman container exists` (podman; each poll is a CLI start, ~40 ms: removal times are upper bounds to that resolution); issue anchors: 91 ms docker, 253 ms podman p50")
 	s.Log()
 	for _, r := range live {
