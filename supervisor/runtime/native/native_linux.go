@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"deathwatch/shared"
+	"deathwatch/shared/boxinit"
 )
 
 // State keys of a started native box (besides the cgroup's).
@@ -40,8 +41,8 @@ type Options struct {
 	// (e.g. 2 and /sys/fs/cgroup/unified on a hybrid host).
 	CgroupVersion int
 	CgroupRoot    string
-	// Self is the supervisor binary that runs the init stage (default
-	// /proc/self/exe).
+	// Self is the supervisor binary whose placeholder (NsinitArg) holds
+	// the user namespaces of idmapped mounts (default /proc/self/exe).
 	Self string
 	// Stderr receives the box init's and the watcher's own logs
 	// (default os.Stderr).
@@ -65,9 +66,9 @@ type Options struct {
 const DefaultPidsLimit = 4096
 
 // Native makes boxes from Linux namespaces and a cgroup, the way
-// bubblewrap does, with no daemon: the box's init stage (a hidden mode
-// of this binary) builds the file system and execs the watcher as PID 1
-// with the control stream on an inherited socketpair.
+// bubblewrap does, with no daemon: the watcher binary builds the box's
+// file system (its init stage) and goes on as PID 1 with the control
+// stream on an inherited socketpair.
 type Native struct {
 	log  *slog.Logger
 	opts Options
@@ -703,7 +704,7 @@ func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
 	agentUID, agentGID := agentIDs(b)
 	// Descriptors the init stage inherits: 3 control, 4 settings, 5
 	// kept free (stage 2's settings pipe), then cgroup files and trees.
-	const firstExtraFD = 6
+	const firstExtraFD = nsinitFirstExtra
 	if spec, ok, err := cgroupSpecFromState(b.State); err != nil {
 		return nil, supervisor.SetupError("%w", err)
 	} else if ok {
@@ -767,16 +768,13 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	}
 	// From here the init stage starts its runtime while the supervisor
 	// encodes its settings and records its init: work that overlaps.
-	settings, err := json.Marshal(cfg)
-	if err != nil {
-		return fail(supervisor.SetupError("encode box settings: %w", err))
-	}
+	settings := boxinit.WriteSettings(cfg.Marshal())
 	deadline := time.Now().Add(n.opts.SetupTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	set.parent.SetDeadline(deadline)
-	if _, err := set.parent.Write(append(settings, '\n')); err != nil {
+	if _, err := set.parent.Write(settings); err != nil {
 		return fail(supervisor.SetupError("send settings to the box's init: %w", err))
 	}
 	if b.State == nil {
@@ -787,8 +785,10 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		b.State[StateInitStart] = strconv.FormatUint(st, 10)
 	}
 	n.writeRecord(b)
-	// The init stage writes one line on failure; the descriptor closes
-	// on exec, so EOF with nothing read means the watcher runs.
+	// The init stage writes one line on failure; it closes the
+	// descriptor once the box is built (an unprivileged box's on its
+	// exec of the watcher), so EOF with nothing read means the watcher
+	// runs.
 	msg, err := io.ReadAll(io.LimitReader(set.parent, 4096))
 	set.parent.Close()
 	if err != nil {
@@ -875,10 +875,20 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 		return nil, supervisor.SetupError("open %s: %w", os.DevNull, err)
 	}
 	defer devnull.Close()
+	// The watcher binary is the init stage, and then PID 1 of the box
+	// in the same process. As root it runs from the read-only detached
+	// tree of its bind mount (what the box sees at boxWatcherPath), so
+	// that the box's PID 1 is never a file of a writable host mount.
+	self := b.WatcherPath
+	for _, op := range p.cfg.Ops {
+		if op.Target == boxWatcherPath && op.TreeFD > 0 {
+			self = "/proc/self/fd/" + strconv.Itoa(op.TreeFD) // the child's descriptor, resolved by its execve
+		}
+	}
 	cmd := &exec.Cmd{
-		Path:       n.opts.Self,
-		Args:       []string{"supervisor", NsinitArg},
-		Env:        []string{},
+		Path:       self,
+		Args:       append(append([]string(nil), p.cfg.Argv...), boxinit.Arg),
+		Env:        p.cfg.Env,
 		Stdin:      devnull,
 		Stdout:     devnull,
 		Stderr:     n.opts.Stderr,
