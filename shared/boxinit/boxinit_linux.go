@@ -152,14 +152,20 @@ func reexec(settings []byte, argv []string) error {
 		return errorf("box settings of %d bytes do not fit a pipe", len(b))
 	}
 	var p [2]int
-	if err := unix.Pipe2(p[:], 0); err != nil {
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return os.NewSyscallError("pipe2", err)
 	}
 	if _, err := unix.Write(p[1], b); err != nil {
 		return os.NewSyscallError("write settings pipe", err)
 	}
 	unix.Close(p[1])
-	if err := unix.Dup2(p[0], ReexecFD); err != nil {
+	// The read end as ReexecFD, open across the exec (dup2 of a
+	// descriptor onto itself is an error with dup3).
+	if p[0] == ReexecFD {
+		if _, err := unix.FcntlInt(ReexecFD, unix.F_SETFD, 0); err != nil {
+			return os.NewSyscallError("fcntl(F_SETFD)", err)
+		}
+	} else if err := unix.Dup2(p[0], ReexecFD); err != nil {
 		return os.NewSyscallError("dup2 settings pipe", err)
 	}
 	// The status descriptor must survive this exec (EOF on it means the
