@@ -588,13 +588,6 @@ func (l *launch) run(ctx context.Context) int {
 			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 	}
-	// hello and spec go out while the box is journaled as started: the
-	// watcher starts the agent during that write's fsync. A SIGKILL
-	// before the entry says started leaves it created, naming the box,
-	// which is all reconcile needs to remove it; the watcher ends the
-	// agent at the stream's EOF.
-	w := shared.NewWriter(st.Control)
-	greeted := l.greet(w, log)
 	if err := l.journal(StateStarted); err != nil {
 		l.say("%v", err)
 		st.Control.Close()
@@ -604,26 +597,7 @@ func (l *launch) run(ctx context.Context) int {
 	l.emit(Event{Event: EventStarted})
 	log.Info("started")
 	crashpoint(CrashAfterStart)
-	return l.finish(l.attend(st, w, greeted, log), st)
-}
-
-// greet sends hello and spec on w. A blocked write (a box that never
-// reads) must not block the launch, so the writes have a goroutine; the
-// channel says when both are out (nil) or why not.
-func (l *launch) greet(w *shared.Writer, log *slog.Logger) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		hello := shared.Hello{Version: shared.ProtocolVersion, Nonce: l.box.Nonce}
-		err := w.Send(shared.FrameHello, hello.Marshal())
-		if err == nil {
-			err = w.Send(shared.FrameSpec, l.spec.Marshal())
-		}
-		if err != nil {
-			log.Debug("send hello and spec", "err", err)
-		}
-		done <- err
-	}()
-	return done
+	return l.finish(l.attend(st, log), st)
 }
 
 // early ends a launch that failed or was interrupted before the
@@ -637,7 +611,8 @@ func (l *launch) early(code int, reason string, st *Started) int {
 
 // attend speaks the control stream until the box ends, and returns the
 // supervisor's exit status.
-func (l *launch) attend(st *Started, w *shared.Writer, greeted <-chan error, log *slog.Logger) int {
+func (l *launch) attend(st *Started, log *slog.Logger) int {
+	w := shared.NewWriter(st.Control)
 	done := make(chan struct{})
 	defer close(done)
 	ready := make(chan struct{})
@@ -650,10 +625,16 @@ func (l *launch) attend(st *Started, w *shared.Writer, greeted <-chan error, log
 	}
 	cp := &copies{l: l}
 
-	// After hello and spec (greet), copies and pings. A blocked write
+	// hello, spec, then pings. A blocked write (a box that never reads)
 	// must not block the loop below, so the writes have a goroutine.
 	go func() {
-		if err := <-greeted; err != nil {
+		hello := shared.Hello{Version: shared.ProtocolVersion, Nonce: l.box.Nonce}
+		if err := w.Send(shared.FrameHello, hello.Marshal()); err != nil {
+			log.Debug("send hello", "err", err)
+			return
+		}
+		if err := w.Send(shared.FrameSpec, l.spec.Marshal()); err != nil {
+			log.Debug("send spec", "err", err)
 			return
 		}
 		if len(l.o.CopyIn) > 0 {
