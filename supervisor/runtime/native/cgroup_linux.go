@@ -201,7 +201,7 @@ func killAll(pids []int) error {
 }
 
 // boxCgroup is one box's cgroup, on either version. The box's init joins
-// it by itself (nsinit: v1 from the exec'ing thread; v2 is born in it
+// it by itself (the init stage: v1 each thread itself; v2 is born in it
 // through CLONE_INTO_CGROUP).
 type boxCgroup interface {
 	// Procs lists the processes in the cgroup and its children.
