@@ -55,9 +55,9 @@
 // then is the watcher, in the same process (an unprivileged box's stage
 // execs twice more: as the mapped root once its uid map is written, then
 // the watcher). The journal is written five times. What overlaps: Create
-// starts the box (clone, exec, runtime start) while exec journals the box
-// as created; the settings are encoded while it starts; the watcher
-// starts while exec journals the box as started. Nothing is compiled at
+// starts the box (clone, exec, runtime start) and sends the stage its
+// settings at once, so that the stage builds the box's file system while
+// exec journals the box as created. Nothing is compiled at
 // package init (no regexp, no netlink), and exec builds the parser of
 // its own command only.
 //

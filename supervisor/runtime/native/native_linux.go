@@ -760,23 +760,19 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		return nil, err
 	}
 	cmd, ctl, set, p := l.cmd, l.ctl, l.set, l.p
-	root, cfg, cg := p.root, p.cfg, p.cg
+	root, cg := p.root, p.cg
 	pid := cmd.Process.Pid
 	fail := func(err error) (*supervisor.Started, error) {
 		l.kill()
 		return nil, err
 	}
-	// From here the init stage starts its runtime while the supervisor
-	// encodes its settings and records its init: work that overlaps.
-	settings := boxinit.WriteSettings(cfg.Marshal())
-	deadline := time.Now().Add(n.opts.SetupTimeout)
+	// The init stage has its settings (launch sent them) and builds the
+	// box while the supervisor records its init.
+	deadline := l.t0.Add(n.opts.SetupTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	set.parent.SetDeadline(deadline)
-	if _, err := set.parent.Write(settings); err != nil {
-		return fail(supervisor.SetupError("send settings to the box's init: %w", err))
-	}
 	if b.State == nil {
 		b.State = map[string]string{}
 	}
@@ -937,6 +933,16 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 	if err := p.ids.started(b.Name, p.idStart, cmd.Process.Pid); err != nil {
 		l.kill()
 		return nil, supervisor.SetupError("record the box's init in its id slot: %w", err)
+	}
+	// The settings go at once: the stage builds the box's file system
+	// (inside its own namespaces: nothing of it is on the host) while
+	// the caller journals the box as created, and Start waits for the
+	// outcome. They fit the socket's buffer, so the write does not wait
+	// for the stage.
+	set.parent.SetWriteDeadline(t0.Add(n.opts.SetupTimeout))
+	if _, err := set.parent.Write(boxinit.WriteSettings(p.cfg.Marshal())); err != nil {
+		l.kill()
+		return nil, supervisor.SetupError("send settings to the box's init: %w", err)
 	}
 	return l, nil
 }
