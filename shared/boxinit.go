@@ -58,6 +58,10 @@ type BoxInit struct {
 	// CgroupTaskFDs are those files, opened by the supervisor and
 	// inherited: a box in a user namespace of its own may not open them.
 	CgroupTaskFDs []int
+	// CgroupNSDone: the stage was cloned in the box cgroup with a cgroup
+	// namespace rooted there (a root supervisor on v1), so it joins
+	// nothing and makes no namespace of its own.
+	CgroupNSDone bool
 }
 
 // Marshal encodes c for the init stage.
@@ -90,6 +94,7 @@ func (c BoxInit) Marshal() []byte {
 	for _, fd := range c.CgroupTaskFDs {
 		e.u64(uint64(fd))
 	}
+	e.boolean(c.CgroupNSDone)
 	return e.b
 }
 
@@ -125,6 +130,7 @@ func ParseBoxInit(b []byte) (BoxInit, error) {
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		c.CgroupTaskFDs = append(c.CgroupTaskFDs, d.fd("cgroup_task_fds"))
 	}
+	c.CgroupNSDone = d.boolean("cgroup_ns_done")
 	return c, d.done()
 }
 

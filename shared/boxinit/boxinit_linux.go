@@ -84,12 +84,16 @@ func Main(argv []string) ([]string, int) {
 	if err := apply(c); err != nil {
 		return fail(err)
 	}
-	// The box is built. Its PID 1 was exec'd as /proc/self/fd/N, so
-	// every thread is named "N": name them watcher, as an exec of the
-	// watcher would (ps, top; the kernel's process events see the
-	// change, which marks the end of the stage for the launch timeline).
-	name := []byte("watcher\x00")
-	syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0)
+	// The box is built. Its PID 1 was exec'd as /proc/self/fd/N, so it
+	// is named "N": name it watcher, as an exec of the watcher would (ps,
+	// pgrep; the kernel's process events see the change, which marks
+	// the end of the stage for the launch timeline). The threads the Go
+	// runtime started before keep "N" (renaming each costs a stop of
+	// the world).
+	if fd, err := unix.Open("/proc/self/comm", unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+		unix.Write(fd, []byte("watcher"))
+		unix.Close(fd)
+	}
 	// EOF on the settings descriptor tells the supervisor the watcher
 	// runs.
 	unix.Close(SettingsFD)
@@ -318,8 +322,10 @@ func apply(c shared.BoxInit) error {
 	if err := unix.Chdir("/"); err != nil {
 		return os.NewSyscallError("chdir /", err)
 	}
-	if err := joinCgroup(c, !c.Reexec); err != nil {
-		return err
+	if !c.CgroupNSDone {
+		if err := joinCgroup(c, !c.Reexec); err != nil {
+			return err
+		}
 	}
 	if !c.Reexec {
 		return nil // the watcher runs in this process

@@ -615,6 +615,10 @@ type startPrep struct {
 	extra    []*os.File
 	cg       boxCgroup
 	cgDir    *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
+	// cgTasks are the box's v1 tasks files, for a root supervisor: its
+	// cloning thread joins them (startInCgroupV1).
+	cgTasks []*os.File
+	cgRoot  string
 }
 
 func (p *startPrep) close() {
@@ -623,6 +627,9 @@ func (p *startPrep) close() {
 	}
 	if p.cgDir != nil {
 		p.cgDir.Close()
+	}
+	for _, f := range p.cgTasks {
+		f.Close()
 	}
 }
 
@@ -724,10 +731,15 @@ func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
 				if err != nil {
 					return nil, supervisor.SetupError("open %s to join the box cgroup: %w", path, err)
 				}
+				if !p.rootless {
+					p.cgTasks, p.cgRoot = append(p.cgTasks, f), spec.Root
+					continue
+				}
 				p.cfg.CgroupTasks = append(p.cfg.CgroupTasks, path)
 				p.cfg.CgroupTaskFDs = append(p.cfg.CgroupTaskFDs, firstExtraFD+len(p.extra))
 				p.extra = append(p.extra, f)
 			}
+			p.cfg.CgroupNSDone = !p.rootless
 		case 2:
 			if p.cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
 				return nil, supervisor.SetupError("open the box's cgroup: %w", err)
@@ -907,8 +919,13 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(p.cgDir.Fd())
 	}
+	start := cmd.Start
+	if len(p.cgTasks) > 0 {
+		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWCGROUP
+		start = func() error { return startInCgroupV1(p.cgTasks, p.cgRoot, cmd.Start) }
+	}
 	t0 := time.Now()
-	err = cmd.Start()
+	err = start()
 	tClone := time.Since(t0)
 	ctl.child.Close()
 	set.child.Close()
