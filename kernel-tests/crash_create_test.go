@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -136,13 +137,13 @@ func TestCrashDuringCreate(t *testing.T) {
 
 // TestCrashInRun: local podman's one `podman run` creates the box while
 // the journal still says intent. The supervisor is stopped there
-// (in-run) until podman has created the box, then SIGKILLed with the
-// box's stdin held open by another process (the test, through the run
-// client's /proc fd: a descriptor that leaked into a child of the
-// controller would do the same), so no EOF ends the box: it stays, its
-// watcher waiting for a hello. Reconcile must prove it ours from the
+// (in-run) until the box's watcher runs (waiting for its hello), then
+// the box is frozen (SIGSTOP to its processes: nothing in it can see the
+// control stream end) and the supervisor SIGKILLed. Its run client must
+// die with it (an orphaned client would go on creating boxes after
+// reconcile looked), and reconcile must prove the box ours from the
 // intent entry alone (labels, nonce, a dead owner) and remove it.
-// (Without the held stdin the box ends at once and removes itself.)
+// (Unfrozen, the box ends at once and podman's --rm removes it.)
 func TestCrashInRun(t *testing.T) {
 	var lines []string
 	for _, proto := range rigs(t, "podman", "podman-rootless") {
@@ -175,26 +176,21 @@ func TestCrashInRun(t *testing.T) {
 			if entry == nil || entry.State != supervisor.StateIntent {
 				t.Errorf("journal entry with the box there: %+v, want state %s", entry, supervisor.StateIntent)
 			}
-			procs := r.boxProcs(ev.Box, entry)
-			children := ktest.Descendants(run.cmd.Process.Pid)
-			var client *os.File
-			for _, c := range children {
-				if st, err := ktest.ReadStat(c.PID); err == nil && st.Comm == "podman" && client == nil {
-					// A write end of the run client's stdin pipe.
-					f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/0", c.PID), os.O_WRONLY, 0)
-					if err == nil {
-						client = f
-					}
-				}
-			}
-			if client == nil {
+			var procs []ktest.Proc
+			if !run.waitFor(60*time.Second, func() bool { procs = r.boxProcs(ev.Box, entry); return len(procs) > 0 }) {
 				run.kill()
-				t.Fatalf("no podman run client under the supervisor: %s", ktest.Describe(children))
+				t.Fatalf("box %s never ran its watcher", ev.Box)
 			}
-			defer client.Close()
+			children := ktest.Descendants(run.cmd.Process.Pid)
+			for _, p := range procs {
+				syscall.Kill(p.PID, syscall.SIGSTOP)
+			}
 			run.kill()
-			// The box stays: nothing told it the supervisor is gone.
-			time.Sleep(500 * time.Millisecond)
+			// The run client dies with its supervisor.
+			if _, left := ktest.WaitDead(children, time.Now(), 10*time.Second); len(left) > 0 {
+				t.Errorf("the supervisor's children outlived it: %s", ktest.Describe(left))
+			}
+			// The box stays: frozen, nothing in it saw the stream end.
 			there := r.exists(ev.Box)
 
 			code, rep, stderr := r.reconcile(r.Instance)
@@ -210,17 +206,13 @@ func TestCrashInRun(t *testing.T) {
 				}
 			}
 			if !there {
-				t.Errorf("box %s gone before reconcile, with its stdin held open", ev.Box)
+				t.Errorf("box %s gone before reconcile, though frozen", ev.Box)
 			}
-			client.Close()
 			if code != 0 || len(rep.Blocked) != 0 || !strings.HasPrefix(outcome, "removed") {
 				t.Errorf("reconcile (box there after the kill: %v): exit %d, %s, %+v\n%s", there, code, outcome, rep, stderr)
 			}
 			if _, left := ktest.WaitDead(procs, time.Now(), 10*time.Second); len(left) > 0 {
 				t.Errorf("box processes left: %s", ktest.Describe(left))
-			}
-			if _, left := ktest.WaitDead(children, time.Now(), 30*time.Second); len(left) > 0 {
-				t.Errorf("the supervisor's children left: %s", ktest.Describe(left))
 			}
 			if r.exists(ev.Box) || len(r.boxes(r.Instance)) != 0 {
 				t.Errorf("box %s left: %v", ev.Box, r.boxes(r.Instance))
@@ -236,7 +228,7 @@ func TestCrashInRun(t *testing.T) {
 			lines = append(lines, l)
 		})
 	}
-	t.Logf("SIGKILL of the supervisor once its `podman run` created the box, the journal at intent, the box's stdin held open:\n%s", strings.Join(lines, "\n"))
+	t.Logf("SIGKILL of the supervisor once its `podman run` created the box, the journal at intent, the box frozen:\n%s", strings.Join(lines, "\n"))
 }
 
 // slowCreateProxy serves the Engine API at sock, passing every request

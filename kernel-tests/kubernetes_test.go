@@ -327,6 +327,9 @@ func TestKubernetesForeignPodLeftAlone(t *testing.T) {
 func TestKubernetesCrashWindows(t *testing.T) {
 	r := newK8sRig(t)
 	for _, point := range cwPoints {
+		if point == supervisor.CrashInRun {
+			continue // one-step runtimes only: a pod is created, then attached
+		}
 		t.Run(point, func(t *testing.T) {
 			var env []string
 			args := []string{"--", "sh", "-c", cwAgent}
@@ -344,6 +347,7 @@ func TestKubernetesCrashWindows(t *testing.T) {
 				return run.stopped()
 			})
 			if !ok {
+				run.kill() // its box must not block the points after this one
 				t.Fatalf("never reached %s:\n%s", point, run.stdout())
 			}
 			var box string

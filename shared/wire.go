@@ -14,8 +14,17 @@ import (
 
 type enc struct{ b []byte }
 
+// u64 and i64 are called, not inlined: inlined with their varint loop
+// at every field of every message they made the watcher, which links
+// every marshaller, 10 KiB larger, and the kernel maps that binary in
+// whole (resident in every box).
+//
+//go:noinline
 func (e *enc) u64(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
-func (e *enc) i64(v int64)  { e.b = binary.AppendVarint(e.b, v) }
+
+//go:noinline
+func (e *enc) i64(v int64) { e.b = binary.AppendVarint(e.b, v) }
+
 func (e *enc) str(s string) { e.u64(uint64(len(s))); e.b = append(e.b, s...) }
 func (e *enc) boolean(v bool) {
 	if v {

@@ -123,9 +123,10 @@ type Descriptor struct {
 	// New makes the runtime.
 	New RuntimeFactory
 	// InitArg and InitMain are a hidden mode of the supervisor binary
-	// that the runtime re-executes (native: the box's init stage): when
-	// the first argument is InitArg, Main runs InitMain before anything
-	// else and exits with its status.
+	// that the runtime re-executes (native: the placeholder that holds
+	// an idmapped mount's user namespace): when the first argument is
+	// InitArg, Main runs InitMain before anything else and exits with
+	// its status.
 	InitArg  string
 	InitMain func() int
 }

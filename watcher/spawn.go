@@ -138,7 +138,8 @@ func taintThread(a *agent) error {
 // dropCaps empties the bounding set and clears the inheritable set of
 // the calling thread. It must be called with the OS thread locked.
 func dropCaps() error {
-	for c := 0; c <= lastCap(); c++ {
+	last := lastCap() // read once: the loop's condition read it for every capability (41 opens of procfs before each agent fork)
+	for c := 0; c <= last; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return os.NewSyscallError("prctl(PR_CAPBSET_DROP) (the watcher needs CAP_SETPCAP)", err)
 		}

@@ -1,4 +1,6 @@
 // Command watcher is PID 1 of a deathwatch box. See package watcher.
+// Started as the native runtime's box init stage (boxinit.Arg last), it
+// builds the box's file system first, then goes on as the watcher.
 //
 // The runtime's container-aware GOMAXPROCS re-reads cgroup files in
 // the background; PID 1 of a box has no use for that.
@@ -10,7 +12,17 @@ package main
 import (
 	"os"
 
+	"deathwatch/shared/boxinit"
 	"deathwatch/watcher"
 )
 
-func main() { os.Exit(watcher.Main(os.Args[1:])) }
+func main() {
+	args := os.Args[1:]
+	if boxinit.Requested(os.Args) {
+		var code int
+		if args, code = boxinit.Main(os.Args); code != 0 {
+			os.Exit(code)
+		}
+	}
+	os.Exit(watcher.Main(args))
+}

@@ -24,14 +24,15 @@ const (
 
 	procEventFork = 0x00000001
 	procEventExec = 0x00000002
+	procEventComm = 0x00000200 // a thread's name changed (prctl PR_SET_NAME)
 	procEventExit = 0x80000000
 )
 
-// procEvent is one fork, exec or exit.
+// procEvent is one fork, exec, name change or exit.
 type procEvent struct {
 	what uint32
 	at   time.Duration // CLOCK_MONOTONIC
-	// fork: parent pid/tgid, child pid/tgid; exec, exit: pid/tgid.
+	// fork: parent pid/tgid, child pid/tgid; exec, comm, exit: pid/tgid.
 	pid, tgid           int
 	childPID, childTGID int
 }
@@ -119,7 +120,7 @@ func (p *procEvents) read() {
 				switch e.what {
 				case procEventFork:
 					e.pid, e.tgid, e.childPID, e.childTGID = u(0), u(1), u(2), u(3)
-				case procEventExec, procEventExit:
+				case procEventExec, procEventExit, procEventComm:
 					e.pid, e.tgid = u(0), u(1)
 				default:
 					e.what = 0

@@ -20,6 +20,57 @@ type memory struct {
 	RSS, Anon, File, Shmem int64
 	PSS                    int64 // proportional: shared file pages divided among their mappers
 	Threads                int64
+	Maps                   residentMaps
+}
+
+// residentMaps splits the resident KiB by mapping (/proc/PID/smaps):
+// the init's own binary by permission (r-x text; r-- rodata and, for a
+// Go binary, its pclntab; rw- data), the largest anonymous mapping (a
+// Go init's heap arena: objects and goroutine and thread stacks), and
+// the rest (bss, the runtime's off-heap metadata, the main stack).
+type residentMaps struct {
+	Text, ROData, Data, Largest, OtherAnon int64
+}
+
+func readResidentMaps(pid int) (residentMaps, error) {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return residentMaps{}, err
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return residentMaps{}, err
+	}
+	var m residentMaps
+	var perm, path string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			perm, path = f[1], ""
+			if len(f) >= 6 {
+				path = f[5]
+			}
+		case len(f) >= 2 && f[0] == "Rss:":
+			kib, _ := strconv.ParseInt(f[1], 10, 64)
+			switch {
+			case path == exe && strings.HasPrefix(perm, "r-x"):
+				m.Text += kib
+			case path == exe && strings.HasPrefix(perm, "r--"):
+				m.ROData += kib
+			case path == exe:
+				m.Data += kib
+			case path != "" && path != "[heap]" && path != "[stack]":
+				// Another file (a dynamic init's libraries), the vdso.
+			case path == "" && kib > m.Largest:
+				m.OtherAnon += m.Largest
+				m.Largest = kib
+			default:
+				m.OtherAnon += kib
+			}
+		}
+	}
+	return m, nil
 }
 
 func readMemory(pid int) (memory, error) {
@@ -38,6 +89,9 @@ func readMemory(pid int) (memory, error) {
 	}
 	if m.RSS == 0 {
 		return memory{}, fmt.Errorf("/proc/%d/status has no VmRSS (a kernel thread or a zombie?)", pid)
+	}
+	if m.Maps, err = readResidentMaps(pid); err != nil {
+		return memory{}, fmt.Errorf("/proc/%d/smaps: %w", pid, err)
 	}
 	return m, nil
 }
@@ -138,7 +192,7 @@ func TestBenchIdleRSS(t *testing.T) {
 		inits = append(inits, &init{name: "watcher (baseline, plain)", argv: []string{b, "--", "/bin/sleep", "5"}}, &init{name: "watcher (baseline, --control=fd:3)", bin: b})
 	}
 	s := newSection(t, rankRSS, fmt.Sprintf("idle memory as PID 1 with a sleeping child, read after %s (median of %d)", idleDelay, trials),
-		"init", "VmRSS", "RssAnon", "RssFile", "Pss", "threads")
+		"init", "VmRSS", "RssAnon", "RssFile", "Pss", "threads", "binary r-x", "binary r--", "binary rw-", "largest anon map", "other anon")
 	for i := 0; i < trials; i++ {
 		for _, in := range inits {
 			if in.argv == nil {
@@ -163,7 +217,13 @@ func TestBenchIdleRSS(t *testing.T) {
 		file := med(in.mem, func(m memory) int64 { return m.File })
 		pss := med(in.mem, func(m memory) int64 { return m.PSS })
 		thr := med(in.mem, func(m memory) int64 { return m.Threads })
-		s.Row(in.name, kib(rss), kib(anon), kib(file), kib(pss), strconv.FormatInt(thr, 10))
+		split := func(f func(residentMaps) int64) string {
+			return kib(med(in.mem, func(m memory) int64 { return f(m.Maps) }))
+		}
+		s.Row(in.name, kib(rss), kib(anon), kib(file), kib(pss), strconv.FormatInt(thr, 10),
+			split(func(m residentMaps) int64 { return m.Text }), split(func(m residentMaps) int64 { return m.ROData }),
+			split(func(m residentMaps) int64 { return m.Data }), split(func(m residentMaps) int64 { return m.Largest }),
+			split(func(m residentMaps) int64 { return m.OtherAnon }))
 		s.Set(in.name, map[string]any{"vmrss_kib": rss, "rss_anon_kib": anon, "rss_file_kib": file, "pss_kib": pss, "threads": thr, "trials": in.mem})
 		if strings.HasPrefix(in.name, "watcher") && !strings.Contains(in.name, "baseline") {
 			s.Target("idle VmRSS, "+in.name, float64(rss)/1024, 2.5, "MiB")
@@ -173,6 +233,7 @@ func TestBenchIdleRSS(t *testing.T) {
 	if b := os.Getenv(watcherBaselineEnv); b != "" {
 		s.Note("watcher (baseline) is %s", b)
 	}
+	s.Note("by mapping (smaps Rss, each column its own median): the binary's r-x (text), r-- (rodata; a Go binary's pclntab too) and rw- (data) mappings; the largest anonymous mapping (a Go init's heap arena: objects, goroutine and thread stacks); the rest (bss, off-heap runtime metadata, the main stack). A small binary is resident in whole once it runs (fault-around maps the page cache's folios): its RssFile is its size, so a byte less of binary is a byte less per box")
 	s.Note("RssFile is the init's own binary as mapped from the page cache (shared between boxes that run the same file); RssAnon is its private memory; Pss divides shared pages among their mappers")
 	s.Log()
 }

@@ -194,9 +194,12 @@ type killResult struct {
 	// and killed), the last agent process's, the watcher's (PID 1).
 	tl      killTimeline
 	tlError string // why there is no timeline for this trial
+	split   killSplit
 }
 
-type killTimeline struct{ firstKill, lastDead, initExit time.Duration }
+// killTimeline: sup is when the supervisor's first thread exited
+// (CLOCK_MONOTONIC); the others run from it.
+type killTimeline struct{ sup, firstKill, lastDead, initExit time.Duration }
 
 // killTimelineOf reads the trial's exits from the connector's events:
 // sup is the supervisor's pid, box the box's processes, init its PID 1.
@@ -235,7 +238,7 @@ func killTimelineOf(evs []procEvent, sup int, box []ktest.Proc, init int) (killT
 	if supExit == 0 || first == 0 || initExit == 0 {
 		return killTimeline{}, fmt.Errorf("exits heard: supervisor %v, agent %v, init %v", supExit != 0, first != 0, initExit != 0)
 	}
-	return killTimeline{firstKill: first - supExit, lastDead: last - supExit, initExit: initExit - supExit}, nil
+	return killTimeline{sup: supExit, firstKill: first - supExit, lastDead: last - supExit, initExit: initExit - supExit}, nil
 }
 
 // readyBox waits for the ready event in the events file and returns the
@@ -288,7 +291,7 @@ func (r *rig) boxGone(box string) (bool, error) {
 
 // killTrial starts the tree in a box, SIGKILLs the supervisor and times
 // the agent's death and (docker, podman) the box's removal.
-func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents) killResult {
+func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTrace) killResult {
 	t.Helper()
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	extra := []string{"--events", events}
@@ -348,6 +351,14 @@ func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents) killResult 
 		_ = cmd.Process.Kill()
 		t.Fatalf("%s: %v", r.Name, err)
 	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", init.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shim, err := kt.arm(init.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var t0 time.Time
 	pe.reset()
 	d := timeDeath(t, procs, init.PID, func() time.Time {
@@ -362,6 +373,11 @@ func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents) killResult 
 		res.tlError = "the watcher's exit was not heard"
 	} else if res.tl, err = killTimelineOf(evs, cmd.Process.Pid, procs, init.PID); err != nil {
 		res.tlError = err.Error()
+	}
+	if evs, err := kt.read(); err != nil {
+		t.Logf("%s: the trace: %v", r.Name, err)
+	} else if res.tlError == "" {
+		res.split = splitKill(evs, res.tl.sup, strings.TrimSpace(string(comm)), shim)
 	}
 	if r.Name == "native" {
 		return res
@@ -402,22 +418,24 @@ func TestBenchSupervisorKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pe.close()
+	kt := openKillTrace(t)
 	dead := map[string][]time.Duration{}
 	removed := map[string][]time.Duration{}
 	tls := map[string][]killTimeline{}
+	splits := map[string][]killSplit{}
 	for i := 0; i < trials; i++ {
 		for _, r := range live {
-			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%d-%d", r.Name, os.Getpid(), i), pe)
+			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%d-%d", r.Name, os.Getpid(), i), pe, kt)
 			dead[r.Name] = append(dead[r.Name], res.dead)
 			if res.tlError != "" {
 				t.Logf("%s trial %d: no kernel timeline: %s", r.Name, i, res.tlError)
 			} else {
 				tls[r.Name] = append(tls[r.Name], res.tl)
+				splits[r.Name] = append(splits[r.Name], res.split)
 			}
-			if res.dead > 10*time.Millisecond {
-				t.Logf("%s trial %d: dead after %v; from the supervisor's first thread exit: first agent process killed +%v, last agent dead +%v, watcher exit +%v",
-					r.Name, i, res.dead, res.tl.firstKill, res.tl.lastDead, res.tl.initExit)
-			}
+			sp, tl := res.split, res.tl
+			t.Logf("%s trial %d: dead after %s (pidfd); from the supervisor's death: shim woken %s (by %s), shim read EOF %s, watcher woken %s (by %s), watcher read EOF %s, SIGKILL sent %s, first agent process dead %s, last %s, watcher exit %s",
+				r.Name, i, dms(res.dead), dms(sp.shimWoken), who(sp.shimWaker), dms(sp.shimEOF), dms(sp.watcherWoken), who(sp.watcherWaker), dms(sp.eof), dms(sp.kill), dms(tl.firstKill), dms(tl.lastDead), dms(tl.initExit))
 			if r.Name != "native" {
 				removed[r.Name] = append(removed[r.Name], res.removed)
 			}
@@ -429,14 +447,40 @@ func TestBenchSupervisorKill(t *testing.T) {
 		s.Row(r.Name, "last agent process dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(dead[r.Name]))
 		s.Set(r.Name+": dead", st)
 		s.Target(r.Name+": SIGKILL → last agent process dead, p99", st.P99, 10, "ms")
-		var first, last, exit []time.Duration
+		var first, last, exit, shim, shimEOF, woken, eof, kill, reaction, ownPath, killToFirst []time.Duration
 		for _, tl := range tls[r.Name] {
 			first, last, exit = append(first, tl.firstKill), append(last, tl.lastDead), append(exit, tl.initExit)
+		}
+		seen := func(ds []time.Duration, d time.Duration) []time.Duration {
+			if d > 0 {
+				return append(ds, d)
+			}
+			return ds
+		}
+		for i, sp := range splits[r.Name] {
+			shim, shimEOF, woken, eof, kill = seen(shim, sp.shimWoken), seen(shimEOF, sp.shimEOF), seen(woken, sp.watcherWoken), seen(eof, sp.eof), seen(kill, sp.kill)
+			if sp.watcherWoken > 0 && sp.kill > 0 {
+				reaction = append(reaction, sp.kill-sp.watcherWoken)
+			}
+			if sp.eof > 0 && sp.kill > 0 {
+				ownPath = append(ownPath, sp.kill-sp.eof)
+			}
+			if sp.kill > 0 {
+				killToFirst = append(killToFirst, tls[r.Name][i].firstKill-sp.kill)
+			}
 		}
 		for _, b := range []struct {
 			what string
 			ds   []time.Duration
 		}{
+			{"  trace: supervisor killed → the shim first woken from outside (the engine closed its end)", shim},
+			{"  trace: supervisor killed → the shim read EOF", shimEOF},
+			{"  trace: supervisor killed → a watcher thread woken from outside (the box's end of the stream closed)", woken},
+			{"  trace: supervisor killed → the watcher read EOF", eof},
+			{"  trace: supervisor killed → the watcher's first SIGKILL", kill},
+			{"  trace: the watcher woken → its first SIGKILL (the watcher's reaction)", reaction},
+			{"  trace: the watcher read EOF → its first SIGKILL (its own code path)", ownPath},
+			{"  trace: the watcher's first SIGKILL → first agent process dead", killToFirst},
 			{"  kernel: supervisor killed → first agent process killed (EOF via the engine, watcher wake-up)", first},
 			{"  kernel: supervisor killed → last agent process dead", last},
 			{"  kernel: supervisor killed → watcher (PID 1) exit", exit},
@@ -456,6 +500,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 		s.Set(r.Name+": removed", rm)
 		s.Target(r.Name+": SIGKILL → box removed, p95", rm.P95, removeLimit[r.Name], "ms")
 	}
+	s.Note("trace rows: a tracefs instance of the bench's own (sched_wakeup, sys_exit_read returning 0, signal_generate of SIGKILL) on the watcher's threads and its parent's (containerd-shim on docker, conmon on podman), CLOCK_MONOTONIC like the kernel rows; up to \"a watcher thread woken\" the time is the engine's (docker: dockerd sees the supervisor's connection close; the trace shows the shim first woken by containerd, then the shim's read of EOF and, at once, its close of the box's stdin pipe waking the watcher), after it the watcher's and the scheduler's; every trial's split is in the test log")
 	s.Note("agent tree: the death benchmark's (setsid'd double fork, TERM-ignoring process, main shell, three sleeps) as uid 1000; removal polled every 1 ms through dockerd's API socket (docker) and with `podman container exists` (podman; each poll is a CLI start, ~40 ms: removal times are upper bounds to that resolution); issue anchors: 91 ms docker, 253 ms podman p50")
 	s.Log()
 	for _, r := range live {

@@ -11,7 +11,9 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -222,12 +224,45 @@ func fakeCreate(boxes string, args []string) string {
 	return args[i+1]
 }
 
-// fakeStart runs the box attached and auto-removes it.
+// fakeStart runs the box attached and auto-removes it. The box is a
+// process of its own, as an engine's is (not the client, nor in its
+// process group): the client relays its stdin to the box, so that the
+// client's death ends the box's stdin, as a real engine's attach does.
 func fakeStart(dir, boxes, name string, sc fakeScenario) int {
 	if sc.StartFail != "" {
 		fmt.Fprintln(os.Stderr, sc.StartFail)
 		return 125
 	}
+	box := exec.Command(os.Args[0])
+	box.Env = append(os.Environ(), fakeBoxEnv+"="+name)
+	box.Stdout, box.Stderr = os.Stdout, os.Stderr
+	box.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	in, err := box.StdinPipe()
+	if err == nil {
+		err = box.Start()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fake engine: start box %s: %v\n", name, err)
+		return 125
+	}
+	go func() { io.Copy(in, os.Stdin); in.Close() }()
+	box.Wait()
+	return box.ProcessState.ExitCode()
+}
+
+// fakeBoxEnv names the box a fake engine process runs (fakeBox).
+const fakeBoxEnv = "FAKE_ENGINE_BOX"
+
+// fakeBox is the box: the fake watcher on stdin/stdout, then the
+// engine's auto-remove.
+func fakeBox(kind, name string) int {
+	signal.Ignore(syscall.SIGPIPE) // an engine's box outlives its reader too
+	dir := os.Getenv("FAKE_ENGINE_STATE")
+	var sc fakeScenario
+	if b, err := os.ReadFile(filepath.Join(dir, "scenario.json")); err == nil {
+		json.Unmarshal(b, &sc)
+	}
+	boxes := filepath.Join(dir, "boxes-"+kind)
 	code := fakeWatcher(dir, sc)
 	if !sc.NoRemove && !sc.RmInProgress {
 		os.Remove(filepath.Join(boxes, name))
@@ -399,6 +434,9 @@ func (fe *fakeEngine) exists(name string) bool {
 func TestMain(m *testing.M) {
 	switch filepath.Base(os.Args[0]) {
 	case "docker", "podman":
+		if name := os.Getenv(fakeBoxEnv); name != "" {
+			os.Exit(fakeBox(filepath.Base(os.Args[0]), name))
+		}
 		os.Exit(fakeMain(filepath.Base(os.Args[0]), os.Args[1:]))
 	case "supervisor":
 		os.Exit(Main(os.Args[1:]))

@@ -10,12 +10,15 @@ import (
 	"strings"
 	"time"
 
-	cgroups "github.com/containerd/cgroups/v3"
-	"github.com/containerd/cgroups/v3/cgroup1"
-	"github.com/containerd/cgroups/v3/cgroup2"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"deathwatch/supervisor/proc"
 )
+
+// The box cgroup is a few folders and files, written here directly: the
+// containerd library this once used was the largest package start-up
+// left in a native launch (its protobuf stats types) and 1.5 MB of the
+// supervisor binary.
 
 // The native runtime's box state keys (supervisor.Box.State), journaled so that a
 // later Remove (reconcile) finds the cgroup again.
@@ -40,16 +43,13 @@ type cgroupSpec struct {
 }
 
 // v1Controllers are the only v1 hierarchies a box joins.
-var v1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Freezer}
+var v1Controllers = []string{"memory", "pids", "freezer"}
 
 // detectCgroup says which cgroup version carries the memory and pids
 // controllers on this host and where it is mounted.
 func detectCgroup() (version int, root string, err error) {
-	switch cgroups.Mode() {
-	case cgroups.Unified:
-		return 2, "/sys/fs/cgroup", nil
-	case cgroups.Legacy, cgroups.Hybrid:
-		return 1, "/sys/fs/cgroup", nil
+	if v, _ := proc.CgroupVersion(); v != 0 {
+		return v, "/sys/fs/cgroup", nil
 	}
 	return 0, "", errors.New("no cgroup file system is mounted at /sys/fs/cgroup")
 }
@@ -113,40 +113,95 @@ func cgroupSpecFromState(st map[string]string) (cgroupSpec, bool, error) {
 	return cgroupSpec{Version: v, Root: root, Group: g}, true, nil
 }
 
-// resourcesV1 is the limit part of spec for cgroup1. Swap is held at
-// the memory limit so that a box cannot page its way past it.
-func (s cgroupSpec) resourcesV1(swapAccounting bool) *specs.LinuxResources {
-	r := &specs.LinuxResources{}
+// limitFile is one limit of a box cgroup: a file below its folder and
+// the value written there.
+type limitFile struct{ name, value string }
+
+// limitsV1 are spec's limits on the v1 hierarchies (by controller).
+// Swap is held at the memory limit so that a box cannot page its way
+// past it (when the kernel accounts swap).
+func (s cgroupSpec) limitsV1(swapAccounting bool) map[string][]limitFile {
+	l := map[string][]limitFile{}
 	if s.Memory > 0 {
-		m := s.Memory
-		r.Memory = &specs.LinuxMemory{Limit: &m}
+		m := strconv.FormatInt(s.Memory, 10)
+		l["memory"] = []limitFile{{"memory.limit_in_bytes", m}}
 		if swapAccounting {
-			sw := s.Memory
-			r.Memory.Swap = &sw
+			l["memory"] = append(l["memory"], limitFile{"memory.memsw.limit_in_bytes", m})
 		}
 	}
 	if s.Pids > 0 {
-		p := s.Pids
-		r.Pids = &specs.LinuxPids{Limit: &p}
+		l["pids"] = []limitFile{{"pids.max", strconv.FormatInt(s.Pids, 10)}}
 	}
-	return r
+	return l
 }
 
-// resourcesV2 is the limit part of spec for cgroup2 (no swap at all).
-func (s cgroupSpec) resourcesV2() *cgroup2.Resources {
-	r := &cgroup2.Resources{}
+// limitsV2 are spec's limits on the unified tree (no swap at all), and
+// the controllers they need.
+func (s cgroupSpec) limitsV2() (files []limitFile, controllers []string) {
 	if s.Memory > 0 {
-		m, zero := s.Memory, int64(0)
-		r.Memory = &cgroup2.Memory{Max: &m, Swap: &zero}
+		files = append(files, limitFile{"memory.max", strconv.FormatInt(s.Memory, 10)}, limitFile{"memory.swap.max", "0"})
+		controllers = append(controllers, "memory")
 	}
 	if s.Pids > 0 {
-		r.Pids = &cgroup2.Pids{Max: s.Pids}
+		files = append(files, limitFile{"pids.max", strconv.FormatInt(s.Pids, 10)})
+		controllers = append(controllers, "pids")
 	}
-	return r
+	return files, controllers
+}
+
+// writeLimits writes limit files below dir.
+func writeLimits(dir string, files []limitFile) error {
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.value), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// procsUnder lists the processes of the cgroup folder dir and of every
+// folder below it; a folder that is gone holds none.
+func procsUnder(dir string) ([]int, error) {
+	var out []int
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// killAll sends SIGKILL to pids.
+func killAll(pids []int) error {
+	for _, p := range pids {
+		if err := unix.Kill(p, unix.SIGKILL); err != nil && err != unix.ESRCH {
+			return os.NewSyscallError(fmt.Sprintf("kill(%d, SIGKILL)", p), err)
+		}
+	}
+	return nil
 }
 
 // boxCgroup is one box's cgroup, on either version. The box's init joins
-// it by itself (nsinit: v1 from the exec'ing thread; v2 is born in it
+// it by itself (the init stage: v1 each thread itself; v2 is born in it
 // through CLONE_INTO_CGROUP).
 type boxCgroup interface {
 	// Procs lists the processes in the cgroup and its children.
@@ -185,25 +240,13 @@ func loadBoxCgroup(s cgroupSpec) (boxCgroup, error) {
 		if len(c.existing()) == 0 {
 			return nil, nil
 		}
-		cg, err := cgroup1.Load(cgroup1.StaticPath(s.Group), cgroup1.WithHierarchy(c.hierarchy))
-		if errors.Is(err, cgroup1.ErrCgroupDeleted) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("load cgroup %s: %w", s.Group, err)
-		}
-		c.cg = cg
 		return c, nil
 	case 2:
-		p := filepath.Join(s.Root, s.Group)
-		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		c := &boxCgroupV2{spec: s}
+		if _, err := os.Stat(c.dir()); errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
-		m, err := cgroup2.Load(s.Group, cgroup2.WithMountpoint(s.Root))
-		if err != nil {
-			return nil, fmt.Errorf("load cgroup %s: %w", p, err)
-		}
-		return &boxCgroupV2{spec: s, m: m}, nil
+		return c, nil
 	}
 	return nil, fmt.Errorf("cgroup version %d is not supported", s.Version)
 }
@@ -275,20 +318,10 @@ func killAndDelete(c boxCgroup, timeout time.Duration) error {
 // boxCgroupV1 is a box cgroup on the v1 hierarchies memory, pids, freezer.
 type boxCgroupV1 struct {
 	spec cgroupSpec
-	cg   cgroup1.Cgroup
 }
 
-// hierarchy limits cgroup1 to the controllers a box needs.
-func (c *boxCgroupV1) hierarchy() ([]cgroup1.Subsystem, error) {
-	return []cgroup1.Subsystem{
-		cgroup1.NewMemory(c.spec.Root, cgroup1.OptionalSwap()),
-		cgroup1.NewPids(c.spec.Root),
-		cgroup1.NewFreezer(c.spec.Root),
-	}, nil
-}
-
-func (c *boxCgroupV1) dir(n cgroup1.Name) string {
-	return filepath.Join(c.spec.Root, string(n), c.spec.Group)
+func (c *boxCgroupV1) dir(n string) string {
+	return filepath.Join(c.spec.Root, n, c.spec.Group)
 }
 
 func (c *boxCgroupV1) existing() []string {
@@ -304,16 +337,20 @@ func (c *boxCgroupV1) existing() []string {
 func newBoxCgroupV1(s cgroupSpec) (*boxCgroupV1, error) {
 	c := &boxCgroupV1{spec: s}
 	_, err := os.Stat(filepath.Join(s.Root, "memory", "memory.memsw.limit_in_bytes"))
-	swap := err == nil
-	cg, err := cgroup1.New(cgroup1.StaticPath(s.Group), s.resourcesV1(swap), cgroup1.WithHierarchy(c.hierarchy))
-	if err != nil {
-		// Leave nothing half made.
-		for _, d := range c.existing() {
-			os.Remove(d)
+	limits := s.limitsV1(err == nil)
+	for _, n := range v1Controllers {
+		err = os.MkdirAll(c.dir(n), 0o755)
+		if err == nil {
+			err = writeLimits(c.dir(n), limits[n])
 		}
-		return nil, fmt.Errorf("create cgroup v1 %s (memory, pids, freezer): %w", s.Group, err)
+		if err != nil {
+			// Leave nothing half made.
+			for _, d := range c.existing() {
+				os.Remove(d)
+			}
+			return nil, fmt.Errorf("create cgroup v1 %s (memory, pids, freezer): %w", s.Group, err)
+		}
 	}
-	c.cg = cg
 	return c, nil
 }
 
@@ -321,17 +358,14 @@ func (c *boxCgroupV1) Procs() ([]int, error) {
 	seen := map[int]bool{}
 	var out []int
 	for _, n := range v1Controllers {
-		ps, err := c.cg.Processes(n, true)
+		ps, err := procsUnder(c.dir(n))
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
 			return nil, err
 		}
 		for _, p := range ps {
-			if !seen[p.Pid] {
-				seen[p.Pid] = true
-				out = append(out, p.Pid)
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
 			}
 		}
 	}
@@ -342,18 +376,15 @@ func (c *boxCgroupV1) Procs() ([]int, error) {
 // killing, sends SIGKILL to every process and thaws it so that the
 // kills land.
 func (c *boxCgroupV1) Kill() error {
-	state := filepath.Join(c.dir(cgroup1.Freezer), "freezer.state")
+	state := filepath.Join(c.dir("freezer"), "freezer.state")
 	frozen := setFreezer(state, "FROZEN", 100*time.Millisecond) == nil
-	ps, err := c.cg.Processes(cgroup1.Freezer, true)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	ps, err := procsUnder(c.dir("freezer"))
+	if err == nil {
+		err = killAll(ps)
+	}
+	if err != nil {
 		setFreezer(state, "THAWED", time.Second)
 		return err
-	}
-	for _, p := range ps {
-		if err := unix.Kill(p.Pid, unix.SIGKILL); err != nil && err != unix.ESRCH {
-			setFreezer(state, "THAWED", time.Second)
-			return os.NewSyscallError(fmt.Sprintf("kill(%d, SIGKILL)", p.Pid), err)
-		}
 	}
 	if err := setFreezer(state, "THAWED", time.Second); err != nil && frozen {
 		return fmt.Errorf("thaw %s: %w", state, err)
@@ -404,41 +435,64 @@ func (c *boxCgroupV1) Paths() []string {
 // boxCgroupV2 is a box cgroup on the unified hierarchy.
 type boxCgroupV2 struct {
 	spec cgroupSpec
-	m    *cgroup2.Manager
 }
 
+// newBoxCgroupV2 makes the folder, enables the controllers its limits
+// need in every folder above it (an unprivileged supervisor may be
+// refused at the top, where they are on already: only the last error
+// counts), and writes the limits.
 func newBoxCgroupV2(s cgroupSpec) (*boxCgroupV2, error) {
-	m, err := cgroup2.NewManager(s.Root, s.Group, s.resourcesV2())
-	if err != nil {
-		return nil, fmt.Errorf("create cgroup v2 %s: %w", filepath.Join(s.Root, s.Group), err)
+	c := &boxCgroupV2{spec: s}
+	fail := func(err error) (*boxCgroupV2, error) {
+		return nil, fmt.Errorf("create cgroup v2 %s: %w", c.dir(), err)
 	}
-	return &boxCgroupV2{spec: s, m: m}, nil
+	if err := os.MkdirAll(c.dir(), 0o755); err != nil {
+		return fail(err)
+	}
+	files, controllers := s.limitsV2()
+	if len(controllers) > 0 {
+		var last error
+		enable := []byte("+" + strings.Join(controllers, " +"))
+		for d := s.Root; ; {
+			last = nil
+			if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), enable, 0); err != nil {
+				last = fmt.Errorf("enable %s in %s: %w", enable, d, err)
+			}
+			rest := strings.TrimPrefix(strings.TrimPrefix(c.dir(), d), "/")
+			next, _, more := strings.Cut(rest, "/")
+			if !more {
+				break
+			}
+			d = filepath.Join(d, next)
+		}
+		if last != nil {
+			return fail(last)
+		}
+	}
+	if err := writeLimits(c.dir(), files); err != nil {
+		return fail(err)
+	}
+	return c, nil
 }
 
 func (c *boxCgroupV2) dir() string { return filepath.Join(c.spec.Root, c.spec.Group) }
 
-func (c *boxCgroupV2) Procs() ([]int, error) {
-	ps, err := c.m.Procs(true)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	out := make([]int, len(ps))
-	for i, p := range ps {
-		out[i] = int(p)
-	}
-	return out, nil
-}
+func (c *boxCgroupV2) Procs() ([]int, error) { return procsUnder(c.dir()) }
 
 func (c *boxCgroupV2) Kill() error {
 	// cgroup.kill (Linux 5.14+) kills the whole subtree at once.
-	err := os.WriteFile(filepath.Join(c.dir(), "cgroup.kill"), []byte("1"), 0)
-	if err == nil {
+	if os.WriteFile(filepath.Join(c.dir(), "cgroup.kill"), []byte("1"), 0) == nil {
 		return nil
 	}
-	return c.m.Kill() // falls back to freeze, kill, thaw
+	// Before it: freeze, kill, thaw.
+	freeze := filepath.Join(c.dir(), "cgroup.freeze")
+	os.WriteFile(freeze, []byte("1"), 0)
+	defer os.WriteFile(freeze, []byte("0"), 0)
+	ps, err := procsUnder(c.dir())
+	if err != nil {
+		return err
+	}
+	return killAll(ps)
 }
 
 func (c *boxCgroupV2) Delete() error {

@@ -3,6 +3,7 @@ package native
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -99,5 +100,52 @@ func TestCheckOwnCgroup(t *testing.T) {
 		if err := n.checkOwnCgroup(c.spec, "dw-a"); (err == nil) != c.ok {
 			t.Errorf("%+v: %v, want ok=%v", c.spec, err, c.ok)
 		}
+	}
+}
+
+// The v1 code path against folders that stand in for the hierarchies:
+// a folder per controller, the limits written where the kernel would
+// read them (swap held at the memory limit where swap is accounted),
+// and the processes of the box and its children listed once.
+func TestCgroupV1Files(t *testing.T) {
+	root := t.TempDir()
+	for _, c := range v1Controllers {
+		if err := os.MkdirAll(filepath.Join(root, c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "memory", "memory.memsw.limit_in_bytes"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := boxCgroupSpec(1, root, "", "dw-1", 64<<20, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := newBoxCgroup(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := func(c string) string { return filepath.Join(root, c, "deathwatch", "dw-1") }
+	for f, want := range map[string]string{
+		filepath.Join(box("memory"), "memory.limit_in_bytes"):       "67108864",
+		filepath.Join(box("memory"), "memory.memsw.limit_in_bytes"): "67108864",
+		filepath.Join(box("pids"), "pids.max"):                      "100",
+	} {
+		if b, err := os.ReadFile(f); err != nil || string(b) != want {
+			t.Errorf("%s = %q (%v), want %q", strings.TrimPrefix(f, root), b, err, want)
+		}
+	}
+	if st, err := os.Stat(box("freezer")); err != nil || !st.IsDir() {
+		t.Errorf("no freezer folder: %v", err)
+	}
+	os.MkdirAll(filepath.Join(box("pids"), "child"), 0o755)
+	os.WriteFile(filepath.Join(box("pids"), "cgroup.procs"), []byte("10\n11\n"), 0o644)
+	os.WriteFile(filepath.Join(box("pids"), "child", "cgroup.procs"), []byte("12\n"), 0o644)
+	os.WriteFile(filepath.Join(box("memory"), "cgroup.procs"), []byte("10\n"), 0o644)
+	if ps, err := cg.Procs(); err != nil || !reflect.DeepEqual(ps, []int{10, 11, 12}) {
+		t.Errorf("procs %v, %v; want 10, 11, 12 once each", ps, err)
+	}
+	if got := cg.Paths(); len(got) != 3 || got[0] != box("memory") {
+		t.Errorf("paths %v", got)
 	}
 }

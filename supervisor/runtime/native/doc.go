@@ -1,7 +1,8 @@
 // Package native makes boxes from Linux namespaces and a cgroup, the way
-// bubblewrap does, with no daemon: the box's init stage (a hidden mode
-// of the supervisor binary) builds the file system and execs the
-// watcher as PID 1 with the control stream on an inherited socketpair.
+// bubblewrap does, with no daemon: the watcher binary, started in the
+// new namespaces, builds the box's file system (its init stage, package
+// deathwatch/shared/boxinit) and goes on as PID 1 with the control
+// stream on an inherited socketpair.
 //
 // The box's walls (DESIGN.md):
 //
@@ -48,14 +49,17 @@
 //     init pid is acted on only with its start time, and a journaled
 //     cgroup only when it is the box's own folder under the parent.
 //
-// Launch. A native launch starts two Go processes (the supervisor, then
-// the box's init stage from the same binary) before the watcher, and
-// writes the journal five times. What overlaps: Create starts the init
-// stage (clone, exec, runtime start, opening every host tree) while exec
-// journals the box as created; the stage's settings are encoded while
-// it starts; the watcher starts while exec journals the box as started.
-// Nothing is compiled at package init (no regexp, no netlink), and exec
-// builds the parser of its own command only.
+// Launch. A root supervisor's native launch starts one Go process
+// besides itself: the watcher binary, exec'd in the new namespaces from
+// the read-only detached tree of its bind mount, runs the init stage and
+// then is the watcher, in the same process (an unprivileged box's stage
+// execs twice more: as the mapped root once its uid map is written, then
+// the watcher). The journal is written five times. What overlaps: Create
+// starts the box (clone, exec, runtime start) and sends the stage its
+// settings at once, so that the stage builds the box's file system while
+// exec journals the box as created. Nothing is compiled at
+// package init (no regexp, no netlink), and exec builds the parser of
+// its own command only.
 //
 // It is Linux-only: on other systems the package registers a descriptor
 // that is never installed, so `--runtime native` and doctor say so, and

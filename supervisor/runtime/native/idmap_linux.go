@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"deathwatch/shared"
+	"deathwatch/shared/boxinit"
 	"deathwatch/supervisor"
 )
 
@@ -102,7 +103,7 @@ func idmapUserns(self string, ids boxIDs, k idmapKey) (*os.File, error) {
 // when this kernel or file system has no idmapped mounts: then the tree
 // is returned as it is, for a read-only mount only.
 func idmapTree(source string, readOnly, rootfs bool, usernsFor func(idmapKey) (*os.File, error)) (tree int, idmapped bool, err error) {
-	src, err := openHostSource(source)
+	src, err := boxinit.OpenHostSource(source)
 	if err != nil {
 		return -1, false, err
 	}
@@ -139,7 +140,7 @@ func idmapTree(source string, readOnly, rootfs bool, usernsFor func(idmapKey) (*
 	if err != nil {
 		return -1, false, err
 	}
-	ierr := setTreeAttr(fd, readOnly, int(ns.Fd()))
+	ierr := boxinit.SetTreeAttr(fd, readOnly, int(ns.Fd()))
 	if ierr == nil {
 		return fd, true, nil
 	}
@@ -153,7 +154,7 @@ func idmapTree(source string, readOnly, rootfs bool, usernsFor func(idmapKey) (*
 	if fd, err = open(); err != nil {
 		return -1, false, err
 	}
-	if err := setTreeAttr(fd, true, -1); err != nil {
+	if err := boxinit.SetTreeAttr(fd, true, -1); err != nil {
 		unix.Close(fd)
 		return -1, false, err
 	}
@@ -211,7 +212,7 @@ func openTrees(cfg *nsinitConfig, self string, ids boxIDs, firstFD int, warn fun
 			continue
 		}
 		if !op.Idmap {
-			fd, err := cloneTree(op.Source, op.ReadOnly)
+			fd, err := boxinit.CloneTree(op.Source, op.ReadOnly)
 			if err != nil {
 				return files, err
 			}

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"deathwatch/shared"
+	"deathwatch/shared/boxinit"
 )
 
 // State keys of a started native box (besides the cgroup's).
@@ -40,8 +41,8 @@ type Options struct {
 	// (e.g. 2 and /sys/fs/cgroup/unified on a hybrid host).
 	CgroupVersion int
 	CgroupRoot    string
-	// Self is the supervisor binary that runs the init stage (default
-	// /proc/self/exe).
+	// Self is the supervisor binary whose placeholder (NsinitArg) holds
+	// the user namespaces of idmapped mounts (default /proc/self/exe).
 	Self string
 	// Stderr receives the box init's and the watcher's own logs
 	// (default os.Stderr).
@@ -65,9 +66,9 @@ type Options struct {
 const DefaultPidsLimit = 4096
 
 // Native makes boxes from Linux namespaces and a cgroup, the way
-// bubblewrap does, with no daemon: the box's init stage (a hidden mode
-// of this binary) builds the file system and execs the watcher as PID 1
-// with the control stream on an inherited socketpair.
+// bubblewrap does, with no daemon: the watcher binary builds the box's
+// file system (its init stage) and goes on as PID 1 with the control
+// stream on an inherited socketpair.
 type Native struct {
 	log  *slog.Logger
 	opts Options
@@ -614,6 +615,10 @@ type startPrep struct {
 	extra    []*os.File
 	cg       boxCgroup
 	cgDir    *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
+	// cgTasks are the box's v1 tasks files, for a root supervisor: its
+	// cloning thread joins them (startInCgroupV1).
+	cgTasks []*os.File
+	cgRoot  string
 }
 
 func (p *startPrep) close() {
@@ -622,6 +627,9 @@ func (p *startPrep) close() {
 	}
 	if p.cgDir != nil {
 		p.cgDir.Close()
+	}
+	for _, f := range p.cgTasks {
+		f.Close()
 	}
 }
 
@@ -703,7 +711,7 @@ func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
 	agentUID, agentGID := agentIDs(b)
 	// Descriptors the init stage inherits: 3 control, 4 settings, 5
 	// kept free (stage 2's settings pipe), then cgroup files and trees.
-	const firstExtraFD = 6
+	const firstExtraFD = nsinitFirstExtra
 	if spec, ok, err := cgroupSpecFromState(b.State); err != nil {
 		return nil, supervisor.SetupError("%w", err)
 	} else if ok {
@@ -723,10 +731,15 @@ func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
 				if err != nil {
 					return nil, supervisor.SetupError("open %s to join the box cgroup: %w", path, err)
 				}
+				if !p.rootless {
+					p.cgTasks, p.cgRoot = append(p.cgTasks, f), spec.Root
+					continue
+				}
 				p.cfg.CgroupTasks = append(p.cfg.CgroupTasks, path)
 				p.cfg.CgroupTaskFDs = append(p.cfg.CgroupTaskFDs, firstExtraFD+len(p.extra))
 				p.extra = append(p.extra, f)
 			}
+			p.cfg.CgroupNSDone = !p.rootless
 		case 2:
 			if p.cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
 				return nil, supervisor.SetupError("open the box's cgroup: %w", err)
@@ -759,26 +772,19 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		return nil, err
 	}
 	cmd, ctl, set, p := l.cmd, l.ctl, l.set, l.p
-	root, cfg, cg := p.root, p.cfg, p.cg
+	root, cg := p.root, p.cg
 	pid := cmd.Process.Pid
 	fail := func(err error) (*supervisor.Started, error) {
 		l.kill()
 		return nil, err
 	}
-	// From here the init stage starts its runtime while the supervisor
-	// encodes its settings and records its init: work that overlaps.
-	settings, err := json.Marshal(cfg)
-	if err != nil {
-		return fail(supervisor.SetupError("encode box settings: %w", err))
-	}
-	deadline := time.Now().Add(n.opts.SetupTimeout)
+	// The init stage has its settings (launch sent them) and builds the
+	// box while the supervisor records its init.
+	deadline := l.t0.Add(n.opts.SetupTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	set.parent.SetDeadline(deadline)
-	if _, err := set.parent.Write(append(settings, '\n')); err != nil {
-		return fail(supervisor.SetupError("send settings to the box's init: %w", err))
-	}
 	if b.State == nil {
 		b.State = map[string]string{}
 	}
@@ -787,8 +793,10 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		b.State[StateInitStart] = strconv.FormatUint(st, 10)
 	}
 	n.writeRecord(b)
-	// The init stage writes one line on failure; the descriptor closes
-	// on exec, so EOF with nothing read means the watcher runs.
+	// The init stage writes one line on failure; it closes the
+	// descriptor once the box is built (an unprivileged box's on its
+	// exec of the watcher), so EOF with nothing read means the watcher
+	// runs.
 	msg, err := io.ReadAll(io.LimitReader(set.parent, 4096))
 	set.parent.Close()
 	if err != nil {
@@ -875,10 +883,20 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 		return nil, supervisor.SetupError("open %s: %w", os.DevNull, err)
 	}
 	defer devnull.Close()
+	// The watcher binary is the init stage, and then PID 1 of the box
+	// in the same process. As root it runs from the read-only detached
+	// tree of its bind mount (what the box sees at boxWatcherPath), so
+	// that the box's PID 1 is never a file of a writable host mount.
+	self := b.WatcherPath
+	for _, op := range p.cfg.Ops {
+		if op.Target == boxWatcherPath && op.TreeFD > 0 {
+			self = "/proc/self/fd/" + strconv.Itoa(op.TreeFD) // the child's descriptor, resolved by its execve
+		}
+	}
 	cmd := &exec.Cmd{
-		Path:       n.opts.Self,
-		Args:       []string{"supervisor", NsinitArg},
-		Env:        []string{},
+		Path:       self,
+		Args:       append(append([]string(nil), p.cfg.Argv...), boxinit.Arg),
+		Env:        p.cfg.Env,
 		Stdin:      devnull,
 		Stdout:     devnull,
 		Stderr:     n.opts.Stderr,
@@ -901,8 +919,13 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(p.cgDir.Fd())
 	}
+	start := cmd.Start
+	if len(p.cgTasks) > 0 {
+		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWCGROUP
+		start = func() error { return startInCgroupV1(p.cgTasks, p.cgRoot, cmd.Start) }
+	}
 	t0 := time.Now()
-	err = cmd.Start()
+	err = start()
 	tClone := time.Since(t0)
 	ctl.child.Close()
 	set.child.Close()
@@ -927,6 +950,16 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 	if err := p.ids.started(b.Name, p.idStart, cmd.Process.Pid); err != nil {
 		l.kill()
 		return nil, supervisor.SetupError("record the box's init in its id slot: %w", err)
+	}
+	// The settings go at once: the stage builds the box's file system
+	// (inside its own namespaces: nothing of it is on the host) while
+	// the caller journals the box as created, and Start waits for the
+	// outcome. They fit the socket's buffer, so the write does not wait
+	// for the stage.
+	set.parent.SetWriteDeadline(t0.Add(n.opts.SetupTimeout))
+	if _, err := set.parent.Write(boxinit.WriteSettings(p.cfg.Marshal())); err != nil {
+		l.kill()
+		return nil, supervisor.SetupError("send settings to the box's init: %w", err)
 	}
 	return l, nil
 }

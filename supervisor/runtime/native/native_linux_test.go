@@ -217,19 +217,22 @@ func TestCgroupSpec(t *testing.T) {
 	if err != nil || !ok || back.Group != s.Group || back.Version != 1 || back.Root != s.Root {
 		t.Errorf("state round trip: %+v %v %v (state %v)", back, ok, err, st)
 	}
-	r := s.resourcesV1(true)
-	if *r.Memory.Limit != 64<<20 || *r.Memory.Swap != 64<<20 || *r.Pids.Limit != 100 {
-		t.Errorf("v1 resources %+v %+v", r.Memory, r.Pids)
+	m := "67108864"
+	if got, want := s.limitsV1(true), map[string][]limitFile{
+		"memory": {{"memory.limit_in_bytes", m}, {"memory.memsw.limit_in_bytes", m}},
+		"pids":   {{"pids.max", "100"}},
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("v1 limits %v, want %v", got, want)
 	}
-	if r := s.resourcesV1(false); r.Memory.Swap != nil {
-		t.Errorf("swap set without swap accounting")
+	if got := s.limitsV1(false)["memory"]; len(got) != 1 {
+		t.Errorf("swap set without swap accounting: %v", got)
 	}
-	r2 := s.resourcesV2()
-	if *r2.Memory.Max != 64<<20 || *r2.Memory.Swap != 0 || r2.Pids.Max != 100 {
-		t.Errorf("v2 resources %+v %+v", r2.Memory, r2.Pids)
+	files, ctl := s.limitsV2()
+	if want := []limitFile{{"memory.max", m}, {"memory.swap.max", "0"}, {"pids.max", "100"}}; !reflect.DeepEqual(files, want) || !reflect.DeepEqual(ctl, []string{"memory", "pids"}) {
+		t.Errorf("v2 limits %v %v", files, ctl)
 	}
-	if got := (cgroupSpec{}).resourcesV2().EnabledControllers(); len(got) != 0 {
-		t.Errorf("no limits enable controllers %v", got)
+	if files, ctl := (cgroupSpec{}).limitsV2(); len(files)+len(ctl) != 0 {
+		t.Errorf("no limits: files %v, controllers %v", files, ctl)
 	}
 	for _, bad := range []struct{ parent, name string }{{"rel", "x"}, {"/a/../b", "x"}, {"", "a/b"}, {"", ".."}, {"", ""}} {
 		if _, err := boxCgroupSpec(2, "/sys/fs/cgroup", bad.parent, bad.name, 0, 0); err == nil {

@@ -1,40 +1,36 @@
 package native
 
 import (
-	"deathwatch/supervisor"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"deathwatch/shared"
+	"deathwatch/shared/boxinit"
+	"deathwatch/supervisor"
 )
 
-// NsinitArg is the hidden first argument that turns the supervisor
-// binary into the native box's init stage: Main hands over to NsinitMain
-// before it does anything else. The stage runs inside the new
-// namespaces, builds the box's file system, and execs the watcher as
-// PID 1. Its settings arrive over an inherited descriptor, never argv.
+// NsinitArg is the hidden first argument of the supervisor binary that
+// makes it a placeholder holding a user namespace open until its stdin
+// ends (see idmapUserns): Main hands over to NsinitMain before it does
+// anything else. The box's init stage itself is the watcher binary's
+// (boxinit.Arg).
 const NsinitArg = "__nsinit"
 
-// nsinitHoldArg (after NsinitArg) makes the stage a placeholder that
-// holds a user namespace open until its stdin ends.
+// nsinitHoldArg (after NsinitArg) names the placeholder.
 const nsinitHoldArg = "hold-userns"
 
 // Descriptors the native runtime hands to the init stage.
 const (
-	nsinitControlFD  = 3 // the box's end of the control socketpair; stays fd 3 for the watcher (--control=fd:3)
-	nsinitSettingsFD = 4 // settings in (one JSON value), error text out; close-on-exec, so EOF means the watcher runs
-	nsinitReexecFD   = 5 // stage 2 of a user-namespace box: the settings again, from a pipe
+	nsinitControlFD  = boxinit.ControlFD  // the box's end of the control socketpair; stays fd 3 for the watcher (--control=fd:3)
+	nsinitSettingsFD = boxinit.SettingsFD // settings in, error text out; closed once the watcher runs
+	nsinitFirstExtra = boxinit.FirstExtra // cgroup files and trees (fd 5 is stage 2's settings pipe)
 )
 
 // Where the watcher sits inside every native box: on the box's own
@@ -44,53 +40,13 @@ const (
 	boxWatcherPath = boxWatcherDir + "/watcher"
 )
 
-// fsOp is one step of the box's file-system setup, applied in order
-// below the new root before pivot_root.
-type fsOp struct {
-	Op       string // bind | mount | mkdir | file | symlink | readonly | rebind-ro
-	Source   string // bind: host path; mount: file system type; symlink: link text
-	Target   string // absolute path inside the box
-	Flags    uintptr
-	Data     string
-	ReadOnly bool // bind: recursive read-only
-	Mode     uint32
-	Mkdir    bool // bind: create the mount point (and parents) when missing
-	Optional bool // mount: skip when the root has no such mount point
-	// TreeFD is, for a bind step, a detached mount the supervisor
-	// opened and passed to the init stage (an idmapped --mount); 0: the
-	// init stage opens Source itself.
-	TreeFD int `json:",omitempty"`
-	// Idmap marks a --mount: as root, its files are mapped to the
-	// agent through an idmapped mount (see idmapTrees).
-	Idmap bool `json:",omitempty"`
-}
-
-// nsinitConfig is everything the init stage does, worked out by the
-// supervisor as plain data.
-type nsinitConfig struct {
-	// Root is the host folder that becomes the box's / (recursive,
-	// read-only); "" is the minimal root: a small tmpfs that Ops fill
-	// with read-only binds of what commands need, read-only at the end.
-	Root string
-	// RootFD is Root as a detached tree the supervisor opened (as root,
-	// see openTrees); 0: the init stage opens Root itself.
-	RootFD     int `json:",omitempty"`
-	Ops        []fsOp
-	Hostname   string
-	LoopbackUp bool     // network none: bring lo up in the new network namespace
-	Exec       string   // path inside the box of what to exec (the watcher)
-	Argv       []string // its argv
-	Env        []string // its environment (never the agent's: that is in the spec frame)
-	Reexec     bool     // user namespace: exec self once more after the uid map is written, to hold capabilities
-	// CgroupTasks are the v1 "tasks" files of the box cgroup. The init
-	// stage moves its exec'ing thread there right before the exec: a
-	// thread moving itself skips the global lock (and RCU wait) that
-	// moving a whole process from outside takes, several ms a box.
-	CgroupTasks []string
-	// CgroupTaskFDs are those files, opened by the supervisor and
-	// inherited: a box in a user namespace of its own may not open them.
-	CgroupTaskFDs []int `json:",omitempty"`
-}
+// fsOp is one step of the box's file-system setup; nsinitConfig is
+// everything the init stage does, worked out by the supervisor as plain
+// data. The watcher binary applies them in the box (package boxinit).
+type (
+	fsOp         = shared.FsOp
+	nsinitConfig = shared.BoxInit
+)
 
 // hostDevices are bind-mounted from the host into the box's /dev.
 var hostDevices = []string{"null", "zero", "full", "random", "urandom", "tty"}
@@ -102,11 +58,9 @@ var reservedTargets = []string{"/", "/proc", "/dev"}
 // charged to the memory cgroup of the process that writes them (the
 // box's), and the inode counts bound a flood of empty files.
 const (
-	TmpSize   = "size=1g,nr_inodes=262144"
-	ShmSize   = "size=256m,nr_inodes=16384"
-	rootSize  = "size=1m,nr_inodes=4096" // the minimal root: folders, mount points and links only
-	devTmpfs  = "mode=0755,size=1m,nr_inodes=4096"
-	minRootFS = "mode=0755," + rootSize
+	TmpSize  = "size=1g,nr_inodes=262144"
+	ShmSize  = "size=256m,nr_inodes=16384"
+	devTmpfs = "mode=0755,size=1m,nr_inodes=4096"
 )
 
 // minimalRootDirs are the host trees a box on the host root sees (all
@@ -291,8 +245,8 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 	}, nil
 }
 
-// NsinitMain is the init stage (see NsinitArg). It returns only on
-// failure, after writing one line about it to the settings descriptor.
+// NsinitMain is the placeholder of NsinitArg. It returns when its stdin
+// ends.
 func NsinitMain() int {
 	if len(os.Args) > 2 && os.Args[2] == nsinitHoldArg {
 		// A user namespace for an idmapped mount: the supervisor opens
@@ -300,463 +254,6 @@ func NsinitMain() int {
 		io.Copy(io.Discard, os.Stdin)
 		return 0
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(nsinitSettingsFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		fmt.Fprintf(os.Stderr, "supervisor: %s is the native runtime's internal init stage; it is not run by hand\n", NsinitArg)
-		return shared.ExitUsage
-	}
-	status := os.NewFile(nsinitSettingsFD, "settings")
-	unix.CloseOnExec(nsinitSettingsFD)
-	fail := func(err error) int {
-		fmt.Fprintf(status, "%v", err)
-		return shared.ExitSetupFailed
-	}
-	var in io.Reader = status
-	stage2 := len(os.Args) > 2 && os.Args[2] == "2"
-	if stage2 {
-		in = os.NewFile(nsinitReexecFD, "settings-again")
-	}
-	var c nsinitConfig
-	if err := json.NewDecoder(in).Decode(&c); err != nil {
-		if errors.Is(err, io.EOF) {
-			return shared.ExitSetupFailed // the supervisor went away before sending settings
-		}
-		return fail(fmt.Errorf("read box settings: %w", err))
-	}
-	if c.Reexec && !stage2 {
-		if err := reexecNsinit(c); err != nil {
-			return fail(err)
-		}
-	}
-	if stage2 {
-		unix.Close(nsinitReexecFD)
-	}
-	return fail(applyNsinit(c))
-}
-
-// reexecNsinit runs the init stage again with the settings on a pipe.
-// A process that entered a user namespace before its uid map was
-// written holds no capabilities there; an exec as the mapped root
-// grants them.
-func reexecNsinit(c nsinitConfig) error {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	var p [2]int
-	if err := unix.Pipe2(p[:], 0); err != nil {
-		return os.NewSyscallError("pipe2", err)
-	}
-	if len(b) > 60<<10 {
-		return fmt.Errorf("box settings of %d bytes do not fit a pipe", len(b))
-	}
-	if _, err := unix.Write(p[1], b); err != nil {
-		return os.NewSyscallError("write settings pipe", err)
-	}
-	unix.Close(p[1])
-	if err := unix.Dup2(p[0], nsinitReexecFD); err != nil {
-		return os.NewSyscallError("dup2 settings pipe", err)
-	}
-	// The status descriptor must survive this exec (EOF on it means the
-	// watcher runs); stage 2 sets close-on-exec again.
-	if _, err := unix.FcntlInt(nsinitSettingsFD, unix.F_SETFD, 0); err != nil {
-		return os.NewSyscallError("fcntl(F_SETFD)", err)
-	}
-	if err := unix.Setresuid(0, 0, 0); err != nil {
-		return fmt.Errorf("become root in the user namespace: %w (is the uid map written?)", os.NewSyscallError("setresuid", err))
-	}
-	err = unix.Exec("/proc/self/exe", []string{os.Args[0], NsinitArg, "2"}, os.Environ())
-	return fmt.Errorf("re-exec init stage: %w", os.NewSyscallError("execve /proc/self/exe", err))
-}
-
-// staging is where the new root is attached before pivot_root. Every
-// host path is resolved (opened) before it is covered.
-const staging = "/tmp"
-
-// applyNsinit builds the box's file system and execs the watcher. It
-// runs in the new mount namespace as its init; the namespace dies with
-// it, so a failure half way leaves nothing on the host.
-//
-// Nothing here follows a path string a box could have changed: host
-// sources are opened with openat2(RESOLVE_NO_SYMLINKS) and cloned by
-// descriptor; every target is resolved beneath the new root with
-// openat2(RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS) and mounted on through
-// its descriptor (move_mount, or /proc/self/fd/N).
-func applyNsinit(c nsinitConfig) error {
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make mounts private: %w", os.NewSyscallError("mount", err))
-	}
-	tasks := c.CgroupTaskFDs
-	for _, fd := range tasks {
-		unix.CloseOnExec(fd)
-	}
-	// Open every host path first: detached copies of their mounts.
-	trees := map[int]int{}
-	for i, op := range c.Ops {
-		if op.Op != "bind" {
-			continue
-		}
-		if op.TreeFD > 0 {
-			unix.CloseOnExec(op.TreeFD)
-			trees[i] = op.TreeFD
-			continue
-		}
-		fd, err := cloneTree(op.Source, op.ReadOnly)
-		if err != nil {
-			return err
-		}
-		trees[i] = fd
-	}
-	if c.Root == "" {
-		if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, minRootFS); err != nil {
-			return fmt.Errorf("mount the box's root: %w", os.NewSyscallError("mount", err))
-		}
-	} else {
-		rootFD := c.RootFD
-		if rootFD > 0 {
-			unix.CloseOnExec(rootFD)
-		} else {
-			var err error
-			if rootFD, err = cloneTree(c.Root, true); err != nil {
-				return fmt.Errorf("root: %w", err)
-			}
-		}
-		if err := unix.MoveMount(rootFD, "", unix.AT_FDCWD, staging, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return fmt.Errorf("attach root %s: %w", c.Root, os.NewSyscallError("move_mount", err))
-		}
-		unix.Close(rootFD)
-	}
-	root, err := unix.Open(staging, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open the new root: %w", os.NewSyscallError("open", err))
-	}
-	defer unix.Close(root)
-	for i, op := range c.Ops {
-		if err := applyOp(root, op, trees[i]); err != nil {
-			return err
-		}
-	}
-	if c.LoopbackUp {
-		if err := loopbackUp(); err != nil {
-			return err
-		}
-	}
-	if c.Hostname != "" {
-		if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
-			return fmt.Errorf("set hostname %q: %w", c.Hostname, os.NewSyscallError("sethostname", err))
-		}
-	}
-	if err := unix.Fchdir(root); err != nil {
-		return fmt.Errorf("enter new root: %w", os.NewSyscallError("fchdir", err))
-	}
-	if err := unix.PivotRoot(".", "."); err != nil {
-		return fmt.Errorf("pivot to new root: %w", os.NewSyscallError("pivot_root", err))
-	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach old root: %w", os.NewSyscallError("umount2", err))
-	}
-	if err := unix.Chdir("/"); err != nil {
-		return os.NewSyscallError("chdir /", err)
-	}
-	// Join the cgroup on the thread that execs: after the exec that
-	// thread is the whole process, and everything it starts follows.
-	runtime.LockOSThread()
-	for i, fd := range tasks {
-		if _, err := unix.Write(fd, []byte("0")); err != nil {
-			return fmt.Errorf("join the box cgroup (%s): %w", c.CgroupTasks[i], os.NewSyscallError("write", err))
-		}
-	}
-	// A cgroup namespace rooted at the box's cgroup: the agent sees "/"
-	// in /proc/self/cgroup, not the host's layout.
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return fmt.Errorf("new cgroup namespace: %w", os.NewSyscallError("unshare", err))
-	}
-	err = unix.Exec(c.Exec, c.Argv, c.Env)
-	return fmt.Errorf("exec watcher %s in the box: %w", c.Exec, os.NewSyscallError("execve", err))
-}
-
-// loopbackUp brings lo up in the box's network namespace: two ioctls on
-// a datagram socket (the netlink library took two netlink round trips
-// and its own package start).
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("bring lo up: %w", os.NewSyscallError("socket", err))
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return fmt.Errorf("bring lo up: %w", err)
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("find lo in the box's network namespace: %w", os.NewSyscallError("ioctl(SIOCGIFFLAGS)", err))
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bring lo up: %w", os.NewSyscallError("ioctl(SIOCSIFFLAGS)", err))
-	}
-	return nil
-}
-
-// openHostSource opens a host path for a bind mount without following
-// any symlink on the way: a link in a folder a box could write (a
-// previous box's --mount) must never redirect the next box's mount.
-func openHostSource(p string) (int, error) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err == unix.ELOOP {
-		return -1, fmt.Errorf("mount source %s passes through a symlink: refused (a link could have been planted there); name the real path", p)
-	}
-	if err != nil {
-		return -1, fmt.Errorf("open mount source %s: %w", p, os.NewSyscallError("openat2", err))
-	}
-	return fd, nil
-}
-
-// cloneTree returns a detached copy of the mounts at host path p,
-// read-only (recursively) when asked.
-func cloneTree(p string, readOnly bool) (int, error) {
-	src, err := openHostSource(p)
-	if err != nil {
-		return -1, err
-	}
-	defer unix.Close(src)
-	fd, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
-	if err != nil {
-		return -1, fmt.Errorf("open %s for a bind mount: %w", p, os.NewSyscallError("open_tree", err))
-	}
-	if err := setTreeAttr(fd, readOnly, -1); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("make the bind mount of %s read-only and private: %w", p, err)
-	}
-	return fd, nil
-}
-
-// setTreeAttr makes a detached tree private, read-only when asked, and
-// idmapped through the user namespace userns when that is not -1.
-func setTreeAttr(fd int, readOnly bool, userns int) error {
-	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE}
-	if readOnly {
-		attr.Attr_set = unix.MOUNT_ATTR_RDONLY
-	}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-		return os.NewSyscallError("mount_setattr", err)
-	}
-	if userns >= 0 {
-		// The idmapping goes on the top mount only (the kernel refuses
-		// it recursively on a tree with mounts it cannot map).
-		idm := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns)}
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &idm); err != nil {
-			return os.NewSyscallError("mount_setattr(MOUNT_ATTR_IDMAP)", err)
-		}
-	}
-	return nil
-}
-
-// inRoot resolves target (absolute, in the box) beneath the new root
-// without following any symlink, opened with flags (O_PATH and
-// O_CLOEXEC are added).
-func inRoot(root int, target string, flags int) (int, error) {
-	rel := strings.TrimPrefix(target, "/")
-	if rel == "" {
-		rel = "."
-	}
-	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
-		Flags:   uint64(flags | unix.O_PATH | unix.O_CLOEXEC),
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err == unix.ELOOP {
-		return -1, fmt.Errorf("%s passes through a symlink in the box: refused (a link could have been planted there); name the real path", target)
-	}
-	if err != nil {
-		return -1, &os.PathError{Op: "openat2", Path: target, Err: err}
-	}
-	return fd, nil
-}
-
-// inRootParent opens the folder that holds target, and names target's
-// last part.
-func inRootParent(root int, target string) (int, string, error) {
-	dir, base := path.Split(path.Clean(target))
-	if base == "" || base == "." || base == ".." {
-		return -1, "", fmt.Errorf("%s: no file name", target)
-	}
-	fd, err := inRoot(root, dir, unix.O_DIRECTORY)
-	return fd, base, err
-}
-
-// fdPath names an open descriptor for calls that take only a path.
-func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
-
-// applyOp applies one step below the new root. tree is the detached
-// mount of a bind step.
-func applyOp(root int, op fsOp, tree int) error {
-	switch op.Op {
-	case "mount":
-		t, err := inRoot(root, op.Target, unix.O_DIRECTORY)
-		if op.Optional && errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("mount %s on %s: %w", op.Source, op.Target, err)
-		}
-		defer unix.Close(t)
-		if err := unix.Mount(op.Source, fdPath(t), op.Source, op.Flags, op.Data); err != nil {
-			return fmt.Errorf("mount %s on %s: %w", op.Source, op.Target, os.NewSyscallError("mount", err))
-		}
-	case "mkdir":
-		dir, base, err := inRootParent(root, op.Target)
-		if err != nil {
-			return fmt.Errorf("create %s: %w", op.Target, err)
-		}
-		defer unix.Close(dir)
-		if err := unix.Mkdirat(dir, base, op.Mode); err != nil && err != unix.EEXIST {
-			return fmt.Errorf("create %s: %w", op.Target, os.NewSyscallError("mkdirat", err))
-		}
-		t, err := inRoot(dir, base, unix.O_DIRECTORY)
-		if err != nil {
-			return fmt.Errorf("create %s: %w", op.Target, err)
-		}
-		defer unix.Close(t)
-		if err := unix.Chmod(fdPath(t), op.Mode); err != nil {
-			return fmt.Errorf("chmod %s: %w", op.Target, os.NewSyscallError("chmod", err))
-		}
-	case "file":
-		dir, base, err := inRootParent(root, op.Target)
-		if err != nil {
-			return fmt.Errorf("create %s: %w", op.Target, err)
-		}
-		defer unix.Close(dir)
-		fd, err := unix.Openat(dir, base, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, op.Mode)
-		if err != nil {
-			return fmt.Errorf("create %s: %w", op.Target, os.NewSyscallError("openat", err))
-		}
-		unix.Close(fd)
-	case "symlink":
-		dir, base, err := inRootParent(root, op.Target)
-		if err != nil {
-			return fmt.Errorf("link %s: %w", op.Target, err)
-		}
-		defer unix.Close(dir)
-		if err := unix.Symlinkat(op.Source, dir, base); err != nil {
-			return fmt.Errorf("link %s to %s: %w", op.Target, op.Source, os.NewSyscallError("symlinkat", err))
-		}
-	case "bind":
-		t, err := bindTarget(root, op, tree)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(t)
-		if err := unix.MoveMount(tree, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-			return fmt.Errorf("bind %s on %s: %w", op.Source, op.Target, os.NewSyscallError("move_mount", err))
-		}
-		unix.Close(tree)
-	case "rebind-ro":
-		t, err := inRoot(root, op.Target, 0)
-		if errors.Is(err, unix.ENOENT) {
-			return nil // this kernel has no such file
-		}
-		if err != nil {
-			return fmt.Errorf("make %s read-only: %w", op.Target, err)
-		}
-		defer unix.Close(t)
-		fd, err := unix.OpenTree(t, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
-		if err != nil {
-			return fmt.Errorf("make %s read-only: %w", op.Target, os.NewSyscallError("open_tree", err))
-		}
-		defer unix.Close(fd)
-		if err := setTreeAttr(fd, true, -1); err != nil {
-			return fmt.Errorf("make %s read-only: %w", op.Target, err)
-		}
-		if err := unix.MoveMount(fd, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-			return fmt.Errorf("make %s read-only: %w", op.Target, os.NewSyscallError("move_mount", err))
-		}
-	case "readonly":
-		t, err := inRoot(root, op.Target, unix.O_DIRECTORY)
-		if err != nil {
-			return fmt.Errorf("make %s read-only: %w", op.Target, err)
-		}
-		defer unix.Close(t)
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-		if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-			return fmt.Errorf("make %s read-only: %w", op.Target, os.NewSyscallError("mount_setattr", err))
-		}
-	default:
-		return fmt.Errorf("unknown setup step %q", op.Op)
-	}
-	return nil
-}
-
-// bindTarget opens a bind mount's target beneath the new root, creating
-// it (and its parents) with the type of its source when asked: possible
-// only below a writable part of the box, such as /tmp or the minimal
-// root. No part of the way may be a symlink.
-func bindTarget(root int, op fsOp, tree int) (int, error) {
-	t, err := inRoot(root, op.Target, 0)
-	if err == nil || !op.Mkdir || !errors.Is(err, unix.ENOENT) {
-		if err != nil {
-			return -1, mountTargetError(op.Target, err)
-		}
-		return t, nil
-	}
-	// The source's host path may be covered by now: ask the open tree.
-	var st unix.Stat_t
-	if err := unix.Fstat(tree, &st); err != nil {
-		return -1, fmt.Errorf("mount source %s: %w", op.Source, os.NewSyscallError("fstat", err))
-	}
-	// Most often only the last part is missing (the minimal root's
-	// /etc/NAME): make it in its parent, the walk's last step alone.
-	if parent, base, err := inRootParent(root, op.Target); err == nil {
-		t, err := makeIn(parent, base, st.Mode&unix.S_IFMT == unix.S_IFDIR)
-		unix.Close(parent)
-		if err != nil {
-			return -1, mountTargetError(op.Target, err)
-		}
-		return t, nil
-	}
-	dir, err := inRoot(root, "/", unix.O_DIRECTORY)
-	if err != nil {
-		return -1, mountTargetError(op.Target, err)
-	}
-	parts := strings.Split(strings.TrimPrefix(op.Target, "/"), "/")
-	for i, p := range parts {
-		last := i == len(parts)-1
-		next, err := makeIn(dir, p, !last || st.Mode&unix.S_IFMT == unix.S_IFDIR)
-		unix.Close(dir)
-		if err != nil {
-			return -1, mountTargetError(op.Target, err)
-		}
-		dir = next
-	}
-	return dir, nil
-}
-
-// makeIn opens name in the folder dir (beneath it, no symlink),
-// creating it first when missing: a folder, or an empty file.
-func makeIn(dir int, name string, folder bool) (int, error) {
-	fd, err := inRoot(dir, name, 0)
-	if !errors.Is(err, unix.ENOENT) {
-		return fd, err
-	}
-	if folder {
-		err = unix.Mkdirat(dir, name, 0o755)
-	} else {
-		var f int
-		if f, err = unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err == nil {
-			unix.Close(f)
-		}
-	}
-	if err != nil && err != unix.EEXIST {
-		return -1, err
-	}
-	return inRoot(dir, name, 0)
-}
-
-func mountTargetError(target string, err error) error {
-	if errors.Is(err, unix.EROFS) || errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("mount target %s does not exist in the box's read-only root; pick a target that exists there, or one below /tmp", target)
-	}
-	return fmt.Errorf("create mount target %s: %w", target, err)
+	fmt.Fprintf(os.Stderr, "supervisor: %s is the native runtime's internal placeholder; it is not run by hand\n", NsinitArg)
+	return shared.ExitUsage
 }

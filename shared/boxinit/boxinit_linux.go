@@ -1,0 +1,670 @@
+package boxinit
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"deathwatch/shared"
+)
+
+// Arg, the last argument of the watcher binary, makes it the native
+// box's init stage (stage2Arg: its second start in an unprivileged box).
+// The stage runs inside the new namespaces, builds the box's file
+// system, and goes on as the watcher. Its settings arrive over an
+// inherited descriptor, never argv; the watcher's own arguments come
+// first, so PID 1 of a box reads "watcher --control=fd:3 ...".
+const (
+	Arg       = "--box-init"
+	stage2Arg = "--box-init=2"
+)
+
+// Descriptors the native runtime hands to the init stage.
+const (
+	ControlFD  = 3 // the box's end of the control socketpair; stays fd 3 for the watcher (--control=fd:3)
+	SettingsFD = 4 // settings in (a 4-byte length, then shared.BoxInit), error text out; closed when the watcher runs
+	ReexecFD   = 5 // stage 2 of an unprivileged box: the settings again, from a pipe
+	FirstExtra = 6 // the first of the cgroup files and trees
+)
+
+// MaxSettings bounds the settings.
+const MaxSettings = 1 << 20
+
+// Requested reports whether argv (os.Args) asks for the init stage.
+func Requested(argv []string) bool {
+	return len(argv) > 1 && (argv[len(argv)-1] == Arg || argv[len(argv)-1] == stage2Arg)
+}
+
+// Main is the init stage (see Arg). When the box is built it returns
+// the watcher's arguments (without the program name) and 0: the caller
+// runs the watcher in this process, PID 1 of the box. Otherwise it
+// returns the exit status, after writing one line about the failure to
+// the settings descriptor.
+func Main(argv []string) ([]string, int) {
+	var st unix.Stat_t
+	if err := unix.Fstat(SettingsFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		os.Stderr.WriteString("watcher: " + Arg + " is the native runtime's internal init stage; it is not run by hand\n")
+		return nil, shared.ExitUsage
+	}
+	unix.CloseOnExec(SettingsFD)
+	fail := func(err error) ([]string, int) {
+		unix.Write(SettingsFD, []byte(err.Error()))
+		return nil, shared.ExitSetupFailed
+	}
+	stage2 := argv[len(argv)-1] == stage2Arg
+	in := SettingsFD
+	if stage2 {
+		in = ReexecFD
+	}
+	b, err := ReadSettings(in)
+	if err != nil {
+		if errors.Is(err, errNoSettings) {
+			return nil, shared.ExitSetupFailed // the supervisor went away before sending settings
+		}
+		return fail(errorf("read box settings: %w", err))
+	}
+	if stage2 {
+		unix.Close(ReexecFD)
+	}
+	c, err := shared.ParseBoxInit(b)
+	if err != nil {
+		return fail(err)
+	}
+	if c.Reexec && !stage2 {
+		return fail(reexec(b, argv))
+	}
+	if err := apply(c); err != nil {
+		return fail(err)
+	}
+	// The box is built. Its PID 1 was exec'd as /proc/self/fd/N, so it
+	// is named "N": name it watcher, as an exec of the watcher would (ps,
+	// pgrep; the kernel's process events see the change, which marks
+	// the end of the stage for the launch timeline). The threads the Go
+	// runtime started before keep "N" (renaming each costs a stop of
+	// the world).
+	if fd, err := unix.Open("/proc/self/comm", unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+		unix.Write(fd, []byte("watcher"))
+		unix.Close(fd)
+	}
+	// EOF on the settings descriptor tells the supervisor the watcher
+	// runs.
+	unix.Close(SettingsFD)
+	if len(c.Argv) == 0 {
+		return nil, shared.ExitSetupFailed
+	}
+	return c.Argv[1:], 0
+}
+
+var errNoSettings = errors.New("no settings")
+
+// WriteSettings frames b for ReadSettings.
+func WriteSettings(b []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+}
+
+// ReadSettings reads one framed settings value from fd (blocking).
+func ReadSettings(fd int) ([]byte, error) {
+	var hdr [4]byte
+	if err := readFull(fd, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxSettings {
+		return nil, errorf("settings of %d bytes (at most %d)", n, MaxSettings)
+	}
+	b := make([]byte, n)
+	if err := readFull(fd, b); err != nil {
+		if errors.Is(err, errNoSettings) {
+			return nil, errorf("settings cut short")
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+func readFull(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Read(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return os.NewSyscallError("read", err)
+		}
+		if n == 0 {
+			return errNoSettings
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// reexec runs the init stage again with the settings on a pipe. A
+// process that entered a user namespace before its uid map was written
+// holds no capabilities there; an exec as the mapped root grants them.
+func reexec(settings []byte, argv []string) error {
+	b := WriteSettings(settings)
+	if len(b) > 60<<10 {
+		return errorf("box settings of %d bytes do not fit a pipe", len(b))
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return os.NewSyscallError("pipe2", err)
+	}
+	if _, err := unix.Write(p[1], b); err != nil {
+		return os.NewSyscallError("write settings pipe", err)
+	}
+	unix.Close(p[1])
+	// The read end as ReexecFD, open across the exec (dup2 of a
+	// descriptor onto itself is an error with dup3).
+	if p[0] == ReexecFD {
+		if _, err := unix.FcntlInt(ReexecFD, unix.F_SETFD, 0); err != nil {
+			return os.NewSyscallError("fcntl(F_SETFD)", err)
+		}
+	} else if err := unix.Dup2(p[0], ReexecFD); err != nil {
+		return os.NewSyscallError("dup2 settings pipe", err)
+	}
+	// The status descriptor must survive this exec (EOF on it means the
+	// watcher runs); stage 2 sets close-on-exec again.
+	if _, err := unix.FcntlInt(SettingsFD, unix.F_SETFD, 0); err != nil {
+		return os.NewSyscallError("fcntl(F_SETFD)", err)
+	}
+	if err := unix.Setresuid(0, 0, 0); err != nil {
+		return errorf("become root in the user namespace: %w (is the uid map written?)", os.NewSyscallError("setresuid", err))
+	}
+	args := append(append([]string(nil), argv[:len(argv)-1]...), stage2Arg)
+	err := unix.Exec("/proc/self/exe", args, os.Environ())
+	return errorf("re-exec init stage: %w", os.NewSyscallError("execve /proc/self/exe", err))
+}
+
+// joinCgroup moves the process into the box cgroup (v1: one tasks file
+// per controller) and gives it a cgroup namespace rooted there (the
+// agent sees "/" in /proc/self/cgroup, not the host's layout). When the
+// stage goes on as the watcher, every thread moves itself and joins the
+// one new namespace (both are per thread); before an exec, the exec'ing
+// thread alone, which is the whole process after the exec.
+func joinCgroup(c shared.BoxInit, allThreads bool) error {
+	runtime.LockOSThread()
+	zero := []byte("0")
+	for i, fd := range c.CgroupTaskFDs {
+		var err error
+		if allThreads {
+			_, _, e := syscall.AllThreadsSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&zero[0])), 1)
+			if e != 0 {
+				err = e
+			}
+		} else {
+			_, err = unix.Write(fd, zero)
+		}
+		if err != nil {
+			return errorf("join the box cgroup (%s): %w", c.CgroupTasks[i], os.NewSyscallError("write", err))
+		}
+		unix.Close(fd)
+	}
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return errorf("new cgroup namespace: %w", os.NewSyscallError("unshare", err))
+	}
+	if !allThreads {
+		return nil
+	}
+	defer runtime.UnlockOSThread()
+	ns, err := unix.Open("/proc/thread-self/ns/cgroup", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errorf("new cgroup namespace: %w", os.NewSyscallError("open", err))
+	}
+	defer unix.Close(ns)
+	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(ns), unix.CLONE_NEWCGROUP, 0); e != 0 {
+		return errorf("new cgroup namespace: %w", os.NewSyscallError("setns", e))
+	}
+	return nil
+}
+
+// staging is where the new root is attached before pivot_root. Every
+// host path is resolved (opened) before it is covered.
+const staging = "/tmp"
+
+// minRootFS are the options of the minimal root's tmpfs: folders, mount
+// points and links only.
+const minRootFS = "mode=0755,size=1m,nr_inodes=4096"
+
+// apply builds the box's file system and joins the box cgroup; in an
+// unprivileged box (c.Reexec) it then execs the watcher, else it
+// returns and the caller goes on as the watcher. It runs in the new
+// mount namespace as its init; the namespace dies with it, so a failure
+// half way leaves nothing on the host.
+//
+// Nothing here follows a path string a box could have changed: host
+// sources are opened with openat2(RESOLVE_NO_SYMLINKS) and cloned by
+// descriptor; every target is resolved beneath the new root with
+// openat2(RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS) and mounted on through
+// its descriptor (move_mount, or /proc/self/fd/N).
+func apply(c shared.BoxInit) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return errorf("make mounts private: %w", os.NewSyscallError("mount", err))
+	}
+	tasks := c.CgroupTaskFDs
+	for _, fd := range tasks {
+		unix.CloseOnExec(fd)
+	}
+	// Open every host path first: detached copies of their mounts.
+	trees := map[int]int{}
+	for i, op := range c.Ops {
+		if op.Op != "bind" {
+			continue
+		}
+		if op.TreeFD > 0 {
+			unix.CloseOnExec(op.TreeFD)
+			trees[i] = op.TreeFD
+			continue
+		}
+		fd, err := CloneTree(op.Source, op.ReadOnly)
+		if err != nil {
+			return err
+		}
+		trees[i] = fd
+	}
+	if c.Root == "" {
+		if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, minRootFS); err != nil {
+			return errorf("mount the box's root: %w", os.NewSyscallError("mount", err))
+		}
+	} else {
+		rootFD := c.RootFD
+		if rootFD > 0 {
+			unix.CloseOnExec(rootFD)
+		} else {
+			var err error
+			if rootFD, err = CloneTree(c.Root, true); err != nil {
+				return errorf("root: %w", err)
+			}
+		}
+		if err := unix.MoveMount(rootFD, "", unix.AT_FDCWD, staging, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return errorf("attach root %s: %w", c.Root, os.NewSyscallError("move_mount", err))
+		}
+		unix.Close(rootFD)
+	}
+	root, err := unix.Open(staging, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errorf("open the new root: %w", os.NewSyscallError("open", err))
+	}
+	defer unix.Close(root)
+	for i, op := range c.Ops {
+		if err := applyOp(root, op, trees[i]); err != nil {
+			return err
+		}
+	}
+	if c.LoopbackUp {
+		if err := loopbackUp(); err != nil {
+			return err
+		}
+	}
+	if c.Hostname != "" {
+		if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
+			return errorf("set hostname %q: %w", c.Hostname, os.NewSyscallError("sethostname", err))
+		}
+	}
+	if err := unix.Fchdir(root); err != nil {
+		return errorf("enter new root: %w", os.NewSyscallError("fchdir", err))
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return errorf("pivot to new root: %w", os.NewSyscallError("pivot_root", err))
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return errorf("detach old root: %w", os.NewSyscallError("umount2", err))
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return os.NewSyscallError("chdir /", err)
+	}
+	if !c.CgroupNSDone {
+		if err := joinCgroup(c, !c.Reexec); err != nil {
+			return err
+		}
+	}
+	if !c.Reexec {
+		return nil // the watcher runs in this process
+	}
+	err = unix.Exec(c.Exec, c.Argv, c.Env)
+	return errorf("exec watcher %s in the box: %w", c.Exec, os.NewSyscallError("execve", err))
+}
+
+// loopbackUp brings lo up in the box's network namespace: two ioctls on
+// a datagram socket (the netlink library took two netlink round trips
+// and its own package start).
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return errorf("bring lo up: %w", os.NewSyscallError("socket", err))
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return errorf("bring lo up: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return errorf("find lo in the box's network namespace: %w", os.NewSyscallError("ioctl(SIOCGIFFLAGS)", err))
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return errorf("bring lo up: %w", os.NewSyscallError("ioctl(SIOCSIFFLAGS)", err))
+	}
+	return nil
+}
+
+// OpenHostSource opens a host path for a bind mount without following
+// any symlink on the way: a link in a folder a box could write (a
+// previous box's --mount) must never redirect the next box's mount.
+func OpenHostSource(p string) (int, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err == unix.ELOOP {
+		return -1, errorf("mount source %s passes through a symlink: refused (a link could have been planted there); name the real path", p)
+	}
+	if err != nil {
+		return -1, errorf("open mount source %s: %w", p, os.NewSyscallError("openat2", err))
+	}
+	return fd, nil
+}
+
+// CloneTree returns a detached copy of the mounts at host path p,
+// read-only (recursively) when asked.
+func CloneTree(p string, readOnly bool) (int, error) {
+	src, err := OpenHostSource(p)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(src)
+	fd, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return -1, errorf("open %s for a bind mount: %w", p, os.NewSyscallError("open_tree", err))
+	}
+	if err := SetTreeAttr(fd, readOnly, -1); err != nil {
+		unix.Close(fd)
+		return -1, errorf("make the bind mount of %s read-only and private: %w", p, err)
+	}
+	return fd, nil
+}
+
+// SetTreeAttr makes a detached tree private, read-only when asked, and
+// idmapped through the user namespace userns when that is not -1.
+func SetTreeAttr(fd int, readOnly bool, userns int) error {
+	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE}
+	if readOnly {
+		attr.Attr_set = unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return os.NewSyscallError("mount_setattr", err)
+	}
+	if userns >= 0 {
+		// The idmapping goes on the top mount only (the kernel refuses
+		// it recursively on a tree with mounts it cannot map).
+		idm := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns)}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &idm); err != nil {
+			return os.NewSyscallError("mount_setattr(MOUNT_ATTR_IDMAP)", err)
+		}
+	}
+	return nil
+}
+
+// inRoot resolves target (absolute, in the box) beneath the new root
+// without following any symlink, opened with flags (O_PATH and
+// O_CLOEXEC are added).
+func inRoot(root int, target string, flags int) (int, error) {
+	rel := strings.TrimPrefix(target, "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
+		Flags:   uint64(flags | unix.O_PATH | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err == unix.ELOOP {
+		return -1, errorf("%s passes through a symlink in the box: refused (a link could have been planted there); name the real path", target)
+	}
+	if err != nil {
+		return -1, &os.PathError{Op: "openat2", Path: target, Err: err}
+	}
+	return fd, nil
+}
+
+// inRootParent opens the folder that holds target, and names target's
+// last part.
+func inRootParent(root int, target string) (int, string, error) {
+	dir, base := path.Split(path.Clean(target))
+	if base == "" || base == "." || base == ".." {
+		return -1, "", errorf("%s: no file name", target)
+	}
+	fd, err := inRoot(root, dir, unix.O_DIRECTORY)
+	return fd, base, err
+}
+
+// fdPath names an open descriptor for calls that take only a path.
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// applyOp applies one step below the new root. tree is the detached
+// mount of a bind step.
+func applyOp(root int, op shared.FsOp, tree int) error {
+	switch op.Op {
+	case "mount":
+		t, err := inRoot(root, op.Target, unix.O_DIRECTORY)
+		if op.Optional && errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if err != nil {
+			return errorf("mount %s on %s: %w", op.Source, op.Target, err)
+		}
+		defer unix.Close(t)
+		if err := unix.Mount(op.Source, fdPath(t), op.Source, op.Flags, op.Data); err != nil {
+			return errorf("mount %s on %s: %w", op.Source, op.Target, os.NewSyscallError("mount", err))
+		}
+	case "mkdir":
+		dir, base, err := inRootParent(root, op.Target)
+		if err != nil {
+			return errorf("create %s: %w", op.Target, err)
+		}
+		defer unix.Close(dir)
+		if err := unix.Mkdirat(dir, base, op.Mode); err != nil && err != unix.EEXIST {
+			return errorf("create %s: %w", op.Target, os.NewSyscallError("mkdirat", err))
+		}
+		t, err := inRoot(dir, base, unix.O_DIRECTORY)
+		if err != nil {
+			return errorf("create %s: %w", op.Target, err)
+		}
+		defer unix.Close(t)
+		if err := unix.Chmod(fdPath(t), op.Mode); err != nil {
+			return errorf("chmod %s: %w", op.Target, os.NewSyscallError("chmod", err))
+		}
+	case "file":
+		dir, base, err := inRootParent(root, op.Target)
+		if err != nil {
+			return errorf("create %s: %w", op.Target, err)
+		}
+		defer unix.Close(dir)
+		fd, err := unix.Openat(dir, base, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, op.Mode)
+		if err != nil {
+			return errorf("create %s: %w", op.Target, os.NewSyscallError("openat", err))
+		}
+		unix.Close(fd)
+	case "symlink":
+		dir, base, err := inRootParent(root, op.Target)
+		if err != nil {
+			return errorf("link %s: %w", op.Target, err)
+		}
+		defer unix.Close(dir)
+		if err := unix.Symlinkat(op.Source, dir, base); err != nil {
+			return errorf("link %s to %s: %w", op.Target, op.Source, os.NewSyscallError("symlinkat", err))
+		}
+	case "bind":
+		t, err := bindTarget(root, op, tree)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(t)
+		if err := unix.MoveMount(tree, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+			return errorf("bind %s on %s: %w", op.Source, op.Target, os.NewSyscallError("move_mount", err))
+		}
+		unix.Close(tree)
+	case "rebind-ro":
+		t, err := inRoot(root, op.Target, 0)
+		if errors.Is(err, unix.ENOENT) {
+			return nil // this kernel has no such file
+		}
+		if err != nil {
+			return errorf("make %s read-only: %w", op.Target, err)
+		}
+		defer unix.Close(t)
+		fd, err := unix.OpenTree(t, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+		if err != nil {
+			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("open_tree", err))
+		}
+		defer unix.Close(fd)
+		if err := SetTreeAttr(fd, true, -1); err != nil {
+			return errorf("make %s read-only: %w", op.Target, err)
+		}
+		if err := unix.MoveMount(fd, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("move_mount", err))
+		}
+	case "readonly":
+		t, err := inRoot(root, op.Target, unix.O_DIRECTORY)
+		if err != nil {
+			return errorf("make %s read-only: %w", op.Target, err)
+		}
+		defer unix.Close(t)
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("mount_setattr", err))
+		}
+	default:
+		return errorf("unknown setup step %q", op.Op)
+	}
+	return nil
+}
+
+// bindTarget opens a bind mount's target beneath the new root, creating
+// it (and its parents) with the type of its source when asked: possible
+// only below a writable part of the box, such as /tmp or the minimal
+// root. No part of the way may be a symlink.
+func bindTarget(root int, op shared.FsOp, tree int) (int, error) {
+	t, err := inRoot(root, op.Target, 0)
+	if err == nil || !op.Mkdir || !errors.Is(err, unix.ENOENT) {
+		if err != nil {
+			return -1, mountTargetError(op.Target, err)
+		}
+		return t, nil
+	}
+	// The source's host path may be covered by now: ask the open tree.
+	var st unix.Stat_t
+	if err := unix.Fstat(tree, &st); err != nil {
+		return -1, errorf("mount source %s: %w", op.Source, os.NewSyscallError("fstat", err))
+	}
+	// Most often only the last part is missing (the minimal root's
+	// /etc/NAME): make it in its parent, the walk's last step alone.
+	if parent, base, err := inRootParent(root, op.Target); err == nil {
+		t, err := makeIn(parent, base, st.Mode&unix.S_IFMT == unix.S_IFDIR)
+		unix.Close(parent)
+		if err != nil {
+			return -1, mountTargetError(op.Target, err)
+		}
+		return t, nil
+	}
+	dir, err := inRoot(root, "/", unix.O_DIRECTORY)
+	if err != nil {
+		return -1, mountTargetError(op.Target, err)
+	}
+	parts := strings.Split(strings.TrimPrefix(op.Target, "/"), "/")
+	for i, p := range parts {
+		last := i == len(parts)-1
+		next, err := makeIn(dir, p, !last || st.Mode&unix.S_IFMT == unix.S_IFDIR)
+		unix.Close(dir)
+		if err != nil {
+			return -1, mountTargetError(op.Target, err)
+		}
+		dir = next
+	}
+	return dir, nil
+}
+
+// makeIn opens name in the folder dir (beneath it, no symlink),
+// creating it first when missing: a folder, or an empty file.
+func makeIn(dir int, name string, folder bool) (int, error) {
+	fd, err := inRoot(dir, name, 0)
+	if !errors.Is(err, unix.ENOENT) {
+		return fd, err
+	}
+	if folder {
+		err = unix.Mkdirat(dir, name, 0o755)
+	} else {
+		var f int
+		if f, err = unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err == nil {
+			unix.Close(f)
+		}
+	}
+	if err != nil && err != unix.EEXIST {
+		return -1, err
+	}
+	return inRoot(dir, name, 0)
+}
+
+func mountTargetError(target string, err error) error {
+	if errors.Is(err, unix.EROFS) || errors.Is(err, unix.ENOENT) {
+		return errorf("mount target %s does not exist in the box's read-only root; pick a target that exists there, or one below /tmp", target)
+	}
+	return errorf("create mount target %s: %w", target, err)
+}
+
+// errorf is fmt.Errorf for the verbs used here (%s %q %d, and %w,
+// which it wraps): fmt's printing by reflection would add a tenth to
+// the watcher binary.
+func errorf(format string, args ...any) error {
+	var b []byte
+	var wrapped error
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' || i+1 == len(format) || len(args) == 0 {
+			b = append(b, format[i])
+			continue
+		}
+		i++
+		a := args[0]
+		args = args[1:]
+		switch format[i] {
+		case 'q':
+			b = strconv.AppendQuote(b, text(a))
+		case 'w':
+			wrapped, _ = a.(error)
+			b = append(b, text(a)...)
+		default:
+			b = append(b, text(a)...)
+		}
+	}
+	return &stageError{msg: string(b), err: wrapped}
+}
+
+func text(a any) string {
+	switch v := a.(type) {
+	case string:
+		return v
+	case error:
+		return v.Error()
+	case int:
+		return strconv.Itoa(v)
+	case uint32:
+		return strconv.FormatUint(uint64(v), 10)
+	}
+	return "?"
+}
+
+type stageError struct {
+	msg string
+	err error
+}
+
+func (e *stageError) Error() string { return e.msg }
+func (e *stageError) Unwrap() error { return e.err }

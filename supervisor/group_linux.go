@@ -1,0 +1,18 @@
+package supervisor
+
+import "syscall"
+
+// dieWithParent has the kernel SIGKILL the engine client when the
+// supervisor dies. An orphaned client would go on with its work: a
+// `podman run` still creating the box when its supervisor was killed
+// made the box after `reconcile` had found none and closed the entry
+// (the crash-window matrix, in-run, at load). Killed with its
+// supervisor, the client leaves either nothing or a box that the
+// listing shows by the time reconcile asks; a box it had started sees
+// its stdin end as it would on the pipe's EOF (the engine's attach is
+// stdin-once), so the watcher ends it either way.
+//
+// The signal follows the thread that forked, not the process: the
+// supervisor never ends a thread while it runs (no goroutine exits
+// locked to its thread here), so the client dies only with the process.
+func dieWithParent(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }

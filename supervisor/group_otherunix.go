@@ -1,0 +1,10 @@
+//go:build unix && !linux
+
+package supervisor
+
+import "syscall"
+
+// dieWithParent does nothing where there is no parent-death signal: an
+// orphaned engine client finishes its call, and the box it made sees
+// its stdin end with it.
+func dieWithParent(*syscall.SysProcAttr) {}
