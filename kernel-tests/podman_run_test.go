@@ -1,7 +1,6 @@
 package kerneltests
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
 )
 
@@ -26,58 +24,43 @@ exec %[2]q "$@"
 // podman's state database, where the run's box was seen while it
 // existed), and the box is gone as podman's own listing says.
 func TestPodmanOneProcessPerLaunch(t *testing.T) {
-	for _, proto := range rigs(t, "podman", "podman-rootless") {
-		t.Run(proto.Name, func(t *testing.T) {
-			r := *proto
-			r.setup(t)
-			if !r.oneStep() {
-				t.Fatalf("%s is not driven by one `podman run` here (a podman service socket?): this test needs local podman", r.Name)
+	forLocalPodman(t, func(t *testing.T, r *rig) {
+		calls := filepath.Join(r.Dir, "calls")
+		env := r.wrapEngine(t, countingEngine, calls)
+		t0 := time.Now()
+		res := runCmd(r.supervisor(env, "--", "sh", "-c", "echo out; exit 3"))
+		b, _ := os.ReadFile(calls)
+		verbs := strings.Fields(string(b))
+		t.Logf("%s: podman processes of one launch: %q (exit %d, %v)", r.Name, verbs, res.code, res.took)
+		if res.code != 3 || res.stdout != "out\n" {
+			t.Errorf("exit %d, stdout %q, want 3 and %q; stderr %s", res.code, res.stdout, "out\n", res.stderr)
+		}
+		if !slices.Equal(verbs, []string{"run"}) {
+			t.Errorf("podman processes of one launch: %q, want the run alone", verbs)
+		}
+		removed := false
+		for _, ev := range r.events() {
+			if ev.Event == supervisor.EventRemoved {
+				removed = ev.Error == ""
 			}
-			real := ktest.RequireCmd(t, r.Runtime)
-			wrap := filepath.Join(r.Dir, "bin")
-			calls := filepath.Join(r.Dir, "calls")
-			if err := os.Mkdir(wrap, 0o755); err != nil {
-				t.Fatal(err)
+		}
+		if !removed {
+			t.Errorf("no removed event without an error: %+v", r.events())
+		}
+		if left := r.boxes(r.Instance); len(left) != 0 {
+			t.Errorf("boxes left, as podman lists them: %v", left)
+		}
+		for _, e := range r.entries(r.Instance) {
+			if e.State != supervisor.StateRemoved {
+				t.Errorf("journal entry %s: %s, want %s", e.LaunchID, e.State, supervisor.StateRemoved)
 			}
-			if err := os.WriteFile(filepath.Join(wrap, r.Runtime), []byte(fmt.Sprintf(countingEngine, calls, real)), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			env := []string{"PATH=" + wrap + ":" + os.Getenv("PATH")}
-			t0 := time.Now()
-			res := runCmd(r.supervisor(env, "--", "sh", "-c", "echo out; exit 3"))
-			b, _ := os.ReadFile(calls)
-			verbs := strings.Fields(string(b))
-			t.Logf("%s: podman processes of one launch: %q (exit %d, %v)", r.Name, verbs, res.code, res.took)
-			if res.code != 3 || res.stdout != "out\n" {
-				t.Errorf("exit %d, stdout %q, want 3 and %q; stderr %s", res.code, res.stdout, "out\n", res.stderr)
-			}
-			if !slices.Equal(verbs, []string{"run"}) {
-				t.Errorf("podman processes of one launch: %q, want the run alone", verbs)
-			}
-			removed := false
-			for _, ev := range r.events() {
-				if ev.Event == supervisor.EventRemoved {
-					removed = ev.Error == ""
+		}
+		if entries, err := filepath.Glob(filepath.Join(os.TempDir(), "dw-run-*")); err == nil {
+			for _, d := range entries {
+				if st, err := os.Stat(d); err == nil && st.ModTime().After(t0) {
+					t.Errorf("cidfile folder left: %s", d)
 				}
 			}
-			if !removed {
-				t.Errorf("no removed event without an error: %+v", r.events())
-			}
-			if left := r.boxes(r.Instance); len(left) != 0 {
-				t.Errorf("boxes left, as podman lists them: %v", left)
-			}
-			for _, e := range r.entries(r.Instance) {
-				if e.State != supervisor.StateRemoved {
-					t.Errorf("journal entry %s: %s, want %s", e.LaunchID, e.State, supervisor.StateRemoved)
-				}
-			}
-			if entries, err := filepath.Glob(filepath.Join(os.TempDir(), "dw-run-*")); err == nil {
-				for _, d := range entries {
-					if st, err := os.Stat(d); err == nil && st.ModTime().After(t0) {
-						t.Errorf("cidfile folder left: %s", d)
-					}
-				}
-			}
-		})
-	}
+		}
+	})
 }
