@@ -24,8 +24,9 @@ package docker
 // reads the same file again; an id witnessed there and gone now is a
 // box podman removed. Without a witness (another graph root, podman 5's
 // SQLite, a box that was gone before it was looked for) the listing
-// proves, as before. Measured on the kernel-tests rig, load 2-4: the
-// listing was 30-70 ms of the launch's serial tail, the read ~1 ms.
+// proves, as before. Measured on the 2-core rig: the listing (`podman
+// ps`) took 45 ms p50 at load 2.7 (36-174 ms at load 5) at the end of
+// every launch, a read of the database 20-130 µs.
 
 import (
 	"bytes"
