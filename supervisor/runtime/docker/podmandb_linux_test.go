@@ -107,7 +107,7 @@ func TestRunGone(t *testing.T) {
 		if err != nil || !has {
 			t.Fatalf("witness: %v %v", has, err)
 		}
-		w := &runWitness{dir: t.TempDir(), ready: make(chan struct{}), id: testID, db: f}
+		w := &runWitness{ready: make(chan struct{}), id: testID, db: f}
 		close(w.ready)
 		e.runs = map[string]*runWitness{testBox: w}
 		return w
@@ -115,15 +115,15 @@ func TestRunGone(t *testing.T) {
 	b := &supervisor.Box{Name: testBox}
 
 	e := &Engine{Kind: "podman"}
-	w := witnessed(e)
+	witnessed(e)
 	if e.runGone(ctx, b) {
 		t.Error("gone while the database holds it")
 	}
-	if _, err := os.Stat(w.dir); !os.IsNotExist(err) || len(e.runs) != 0 {
-		t.Errorf("the witness and its folder outlived Remove's look (%v, %d)", err, len(e.runs))
+	if len(e.runs) != 0 {
+		t.Errorf("the witness outlived Remove's look: %v", e.runs)
 	}
 
-	w = witnessed(e)
+	witnessed(e)
 	libpodDB(t, db, nil)
 	if !e.runGone(ctx, b) {
 		t.Error("not gone though the database that held it no longer does")
@@ -138,12 +138,46 @@ func TestRunGone(t *testing.T) {
 	}
 
 	// Never witnessed: no proof, and no wait.
-	e.runs = map[string]*runWitness{testBox: {dir: t.TempDir(), ready: closed()}}
+	e.runs = map[string]*runWitness{testBox: {ready: closed()}}
 	if e.runGone(ctx, b) {
 		t.Error("gone without a witness")
 	}
 	if (&Engine{Kind: "docker"}).runGone(ctx, b) {
 		t.Error("gone for a box no one-step run started")
+	}
+}
+
+// TestWitness: the run's box, its id read from the cidfile, is
+// witnessed in the database that holds it, and the cidfile's folder is
+// gone once it was read.
+func TestWitness(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o700)
+	db := filepath.Join(dir, "bolt_state.db")
+	libpodDB(t, db, map[string]string{testID: testBox})
+	e := &Engine{Kind: "podman"}
+	for _, c := range []struct {
+		name, box, cid, db string
+		want               string
+	}{
+		{"held", testBox, testID + "\n", db, testID},
+		{"not held", "dw-elsewhere", otherID, db, ""},
+		{"no database", testBox, testID, "", ""},
+		{"not an id", testBox, "Error: no", db, ""},
+	} {
+		b := &supervisor.Box{Name: c.box}
+		run := filepath.Join(t.TempDir(), "dw-run-1")
+		os.Mkdir(run, 0o700)
+		os.WriteFile(filepath.Join(run, "cid"), []byte(c.cid), 0o600)
+		w := &runWitness{ready: make(chan struct{})}
+		e.witness(b, w, run, c.db)
+		<-w.ready
+		if w.id != c.want {
+			t.Errorf("%s: witnessed %q, want %q", c.name, w.id, c.want)
+		}
+		if _, err := os.Stat(run); !os.IsNotExist(err) {
+			t.Errorf("%s: the cidfile's folder is left (%v)", c.name, err)
+		}
 	}
 }
 

@@ -86,8 +86,8 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	// Remove takes the witness (and the cidfile's folder with it).
-	w := &runWitness{dir: dir, ready: make(chan struct{})}
+	// Remove takes the witness.
+	w := &runWitness{ready: make(chan struct{})}
 	e.mu.Lock()
 	if e.runs == nil {
 		e.runs = map[string]*runWitness{}
@@ -107,10 +107,13 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 				return false
 			}
 			gate.release()
-			go e.witness(b, w, cid)
+			go e.witness(b, w, dir, podmanStateDB(envMap(e.env()), os.Geteuid()))
 			return true
 		}
-		noWitness := func() { close(w.ready) }
+		noWitness := func() {
+			os.RemoveAll(dir)
+			close(w.ready)
+		}
 		t := time.NewTicker(2 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -146,28 +149,29 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 // runWitness is what a one-step run saw of its box in podman's state
 // database, for Remove.
 type runWitness struct {
-	dir   string        // the cidfile's folder, removed with the witness
 	ready chan struct{} // closed once id and db are settled
 	id    string        // the box's id ("": not witnessed)
 	db    dbFile        // the database that held it
 }
 
-// witness looks the box up in podman's state database once the cidfile
-// says it exists, and closes w.ready.
-func (e *Engine) witness(b *supervisor.Box, w *runWitness, cid string) {
+// witness looks the box up in podman's state database at path ("":
+// none) once the cidfile in dir says it exists, removes dir (a SIGKILL
+// of the supervisor leaves it only while the box is being created) and
+// closes w.ready.
+func (e *Engine) witness(b *supervisor.Box, w *runWitness, dir, path string) {
 	defer close(w.ready)
-	path := podmanStateDB(envMap(e.env()), os.Geteuid())
-	if path == "" {
-		return
-	}
 	// podman writes the id into the file right after making it.
 	var id string
 	for range 100 {
-		raw, _ := os.ReadFile(cid)
+		raw, _ := os.ReadFile(filepath.Join(dir, "cid"))
 		if id = strings.TrimSpace(string(raw)); containerID(id) {
 			break
 		}
 		time.Sleep(time.Millisecond)
+	}
+	os.RemoveAll(dir)
+	if path == "" {
+		return
 	}
 	if !containerID(id) {
 		e.log().Debug("no witness of the box in the state database", "box", b.Name, "why", fmt.Sprintf("cidfile holds %q", id))
@@ -197,7 +201,7 @@ func containerID(s string) bool {
 // runGone reports whether the box's one-step run witnessed it in
 // podman's state database and the same file no longer holds its id or
 // its name: then podman removed it. False says nothing (the listing
-// decides). It forgets the witness and its cidfile.
+// decides). It forgets the witness.
 func (e *Engine) runGone(ctx context.Context, b *supervisor.Box) bool {
 	e.mu.Lock()
 	w := e.runs[b.Name]
@@ -206,7 +210,6 @@ func (e *Engine) runGone(ctx context.Context, b *supervisor.Box) bool {
 	if w == nil {
 		return false
 	}
-	defer os.RemoveAll(w.dir)
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
