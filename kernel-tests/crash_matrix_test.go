@@ -702,12 +702,7 @@ func (r *rig) crashAt(point string, d *cwDecoys) cwCell {
 	if _, left := ktest.WaitDead(children, time.Now(), 10*time.Second); len(left) > 0 {
 		leaks = append(leaks, "the supervisor's children "+ktest.Describe(left))
 	}
-	// A box that the killed supervisor's engine client created after
-	// reconcile looked (in-run: the orphaned `podman run`, its stdin at
-	// EOF) ends at once, and the engine's own auto-remove takes it: its
-	// client may die first (SIGPIPE on the dead supervisor's pipe), then
-	// conmon's cleanup removes it. It is left only if it outlives that.
-	if !ktest.WaitFor(ktest.Slack, func() bool { return !r.exists(box) }) {
+	if r.exists(box) {
 		leaks = append(leaks, "box "+box)
 	}
 	for _, e := range r.entries(r.Instance) {
