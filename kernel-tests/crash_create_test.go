@@ -153,96 +153,6 @@ func TestCrashDuringCreate(t *testing.T) {
 // (Without the held stdin the box ends at once and removes itself.)
 func TestCrashInRun(t *testing.T) {
 	var lines []string
-	forLocalPodman(t, func(t *testing.T, r *rig) {
-		run := r.start(r.Instance, []string{supervisor.CrashPointEnv + "=" + supervisor.CrashInRun}, "--", "sh", "-c", cwAgent)
-		if !run.waitFor(60*time.Second, run.stopped) {
-			run.kill()
-			t.Fatalf("the supervisor never reached %s:\n%s", supervisor.CrashInRun, run.stdout())
-		}
-		ev := run.event(supervisor.EventJournaled)
-		if ev == nil {
-			run.kill()
-			t.Fatal("no journaled event")
-		}
-		if !run.waitFor(60*time.Second, func() bool { return r.exists(ev.Box) }) {
-			run.kill()
-			t.Fatalf("podman run never created box %s", ev.Box)
-		}
-		var entry *supervisor.JournalEntry
-		for _, e := range r.entries(r.Instance) {
-			if e.LaunchID == ev.LaunchID {
-				entry = e
-			}
-		}
-		if entry == nil || entry.State != supervisor.StateIntent {
-			t.Errorf("journal entry with the box there: %+v, want state %s", entry, supervisor.StateIntent)
-		}
-		procs := r.boxProcs(ev.Box, entry)
-		children := ktest.Descendants(run.cmd.Process.Pid)
-		var client *os.File
-		for _, c := range children {
-			if st, err := ktest.ReadStat(c.PID); err == nil && st.Comm == "podman" && client == nil {
-				// A write end of the run client's stdin pipe.
-				f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/0", c.PID), os.O_WRONLY, 0)
-				if err == nil {
-					client = f
-				}
-			}
-		}
-		if client == nil {
-			run.kill()
-			t.Fatalf("no podman run client under the supervisor: %s", ktest.Describe(children))
-		}
-		defer client.Close()
-		run.kill()
-		// The box stays: nothing told it the supervisor is gone.
-		time.Sleep(500 * time.Millisecond)
-		there := r.exists(ev.Box)
-
-		code, rep, stderr := r.reconcile(r.Instance)
-		outcome := "unreported"
-		for _, it := range rep.Removed {
-			if it.LaunchID == ev.LaunchID {
-				outcome = "removed: " + it.Reason
-			}
-		}
-		for _, it := range rep.Closed {
-			if it.LaunchID == ev.LaunchID {
-				outcome = "closed: " + it.Reason
-			}
-		}
-		if !there {
-			t.Errorf("box %s gone before reconcile, with its stdin held open", ev.Box)
-		}
-		client.Close()
-		if code != 0 || len(rep.Blocked) != 0 || !strings.HasPrefix(outcome, "removed") {
-			t.Errorf("reconcile (box there after the kill: %v): exit %d, %s, %+v\n%s", there, code, outcome, rep, stderr)
-		}
-		if _, left := ktest.WaitDead(procs, time.Now(), 10*time.Second); len(left) > 0 {
-			t.Errorf("box processes left: %s", ktest.Describe(left))
-		}
-		if _, left := ktest.WaitDead(children, time.Now(), 30*time.Second); len(left) > 0 {
-			t.Errorf("the supervisor's children left: %s", ktest.Describe(left))
-		}
-		if r.exists(ev.Box) || len(r.boxes(r.Instance)) != 0 {
-			t.Errorf("box %s left: %v", ev.Box, r.boxes(r.Instance))
-			r.dropBox(ev.Box)
-		}
-		for _, e := range r.entries(r.Instance) {
-			if e.Open() {
-				t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
-			}
-		}
-		l := fmt.Sprintf("%-16s box there after the kill: %v (%d processes); reconcile: %s", r.Name, there, len(procs), outcome)
-		t.Log(l)
-		lines = append(lines, l)
-	})
-	t.Logf("SIGKILL of the supervisor once its `podman run` created the box, the journal at intent, the box's stdin held open:\n%s", strings.Join(lines, "\n"))
-}
-
-// forLocalPodman runs f on rootful and rootless podman, each driven by
-// one local `podman run` per launch (no service socket: else it fails).
-func forLocalPodman(t *testing.T, f func(t *testing.T, r *rig)) {
 	for _, proto := range rigs(t, "podman", "podman-rootless") {
 		t.Run(proto.Name, func(t *testing.T) {
 			r := *proto
@@ -250,9 +160,91 @@ func forLocalPodman(t *testing.T, f func(t *testing.T, r *rig)) {
 			if !r.oneStep() {
 				t.Fatalf("%s is not driven by one `podman run` here (a podman service socket?): this test needs local podman", r.Name)
 			}
-			f(t, &r)
+			run := r.start(r.Instance, []string{supervisor.CrashPointEnv + "=" + supervisor.CrashInRun}, "--", "sh", "-c", cwAgent)
+			if !run.waitFor(60*time.Second, run.stopped) {
+				run.kill()
+				t.Fatalf("the supervisor never reached %s:\n%s", supervisor.CrashInRun, run.stdout())
+			}
+			ev := run.event(supervisor.EventJournaled)
+			if ev == nil {
+				run.kill()
+				t.Fatal("no journaled event")
+			}
+			if !run.waitFor(60*time.Second, func() bool { return r.exists(ev.Box) }) {
+				run.kill()
+				t.Fatalf("podman run never created box %s", ev.Box)
+			}
+			var entry *supervisor.JournalEntry
+			for _, e := range r.entries(r.Instance) {
+				if e.LaunchID == ev.LaunchID {
+					entry = e
+				}
+			}
+			if entry == nil || entry.State != supervisor.StateIntent {
+				t.Errorf("journal entry with the box there: %+v, want state %s", entry, supervisor.StateIntent)
+			}
+			procs := r.boxProcs(ev.Box, entry)
+			children := ktest.Descendants(run.cmd.Process.Pid)
+			var client *os.File
+			for _, c := range children {
+				if st, err := ktest.ReadStat(c.PID); err == nil && st.Comm == "podman" && client == nil {
+					// A write end of the run client's stdin pipe.
+					f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/0", c.PID), os.O_WRONLY, 0)
+					if err == nil {
+						client = f
+					}
+				}
+			}
+			if client == nil {
+				run.kill()
+				t.Fatalf("no podman run client under the supervisor: %s", ktest.Describe(children))
+			}
+			defer client.Close()
+			run.kill()
+			// The box stays: nothing told it the supervisor is gone.
+			time.Sleep(500 * time.Millisecond)
+			there := r.exists(ev.Box)
+
+			code, rep, stderr := r.reconcile(r.Instance)
+			outcome := "unreported"
+			for _, it := range rep.Removed {
+				if it.LaunchID == ev.LaunchID {
+					outcome = "removed: " + it.Reason
+				}
+			}
+			for _, it := range rep.Closed {
+				if it.LaunchID == ev.LaunchID {
+					outcome = "closed: " + it.Reason
+				}
+			}
+			if !there {
+				t.Errorf("box %s gone before reconcile, with its stdin held open", ev.Box)
+			}
+			client.Close()
+			if code != 0 || len(rep.Blocked) != 0 || !strings.HasPrefix(outcome, "removed") {
+				t.Errorf("reconcile (box there after the kill: %v): exit %d, %s, %+v\n%s", there, code, outcome, rep, stderr)
+			}
+			if _, left := ktest.WaitDead(procs, time.Now(), 10*time.Second); len(left) > 0 {
+				t.Errorf("box processes left: %s", ktest.Describe(left))
+			}
+			if _, left := ktest.WaitDead(children, time.Now(), 30*time.Second); len(left) > 0 {
+				t.Errorf("the supervisor's children left: %s", ktest.Describe(left))
+			}
+			if r.exists(ev.Box) || len(r.boxes(r.Instance)) != 0 {
+				t.Errorf("box %s left: %v", ev.Box, r.boxes(r.Instance))
+				r.dropBox(ev.Box)
+			}
+			for _, e := range r.entries(r.Instance) {
+				if e.Open() {
+					t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
+				}
+			}
+			l := fmt.Sprintf("%-16s box there after the kill: %v (%d processes); reconcile: %s", r.Name, there, len(procs), outcome)
+			t.Log(l)
+			lines = append(lines, l)
 		})
 	}
+	t.Logf("SIGKILL of the supervisor once its `podman run` created the box, the journal at intent, the box's stdin held open:\n%s", strings.Join(lines, "\n"))
 }
 
 // slowCreateProxy serves the Engine API at sock, passing every request

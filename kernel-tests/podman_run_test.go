@@ -64,3 +64,18 @@ func TestPodmanOneProcessPerLaunch(t *testing.T) {
 		}
 	})
 }
+
+// forLocalPodman runs f on rootful and rootless podman, each driven by
+// one local `podman run` per launch (no service socket: else it fails).
+func forLocalPodman(t *testing.T, f func(t *testing.T, r *rig)) {
+	for _, proto := range rigs(t, "podman", "podman-rootless") {
+		t.Run(proto.Name, func(t *testing.T) {
+			r := *proto
+			r.setup(t)
+			if !r.oneStep() {
+				t.Fatalf("%s is not driven by one `podman run` here (a podman service socket?): this test needs local podman", r.Name)
+			}
+			f(t, &r)
+		})
+	}
+}
