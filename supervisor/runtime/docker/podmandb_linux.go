@@ -12,13 +12,14 @@ package docker
 // stale database beside a new backend) never held the id, and then the
 // listing proves, as before. A file replaced at the path (`podman
 // system reset`) took every box with it, as the listing would say too;
-// the file's identity is compared all the same. Reads share the lock
-// podman's writers take (flock on the file), so no half-written
-// transaction is read.
+// the file's identity is compared all the same. The file is read
+// without podman's lock (stableCopy says why and how).
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -77,34 +78,29 @@ func podmanDBHas(path, id, name string) (has bool, f dbFile, err error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || (st.Uid != euid && st.Uid != 0) || st.Mode&0o022 != 0 {
 		return false, f, fmt.Errorf("%s: not a regular file of this user's or root's that only they can write", path)
 	}
-	var opened *os.File
-	db, err := bolt.Open(path, 0, &bolt.Options{
-		ReadOnly: true,
-		Timeout:  5 * time.Second,
-		OpenFile: func(p string, flag int, mode os.FileMode) (*os.File, error) {
-			fl, err := os.OpenFile(p, flag, mode)
-			if err == nil {
-				err = sharedLock(fl, 5*time.Second)
-				if err != nil {
-					fl.Close()
-					return nil, err
-				}
-				opened = fl
-			}
-			return fl, err
-		},
-	})
+	data, ost, err := stableCopy(path)
 	if err != nil {
-		return false, f, fmt.Errorf("open %s: %w", path, err)
-	}
-	defer db.Close()
-	var ost unix.Stat_t
-	if err := unix.Fstat(int(opened.Fd()), &ost); err != nil {
-		return false, f, os.NewSyscallError("fstat", err)
+		return false, f, err
 	}
 	if ost.Dev != st.Dev || ost.Ino != st.Ino {
 		return false, f, fmt.Errorf("%s changed while it was opened", path)
 	}
+	// bbolt reads the copy, from a memory file of this process's own: its
+	// lock is on the copy, never on podman's file.
+	mfd, err := unix.MemfdCreate("dw-podman-state", unix.MFD_CLOEXEC)
+	if err != nil {
+		return false, f, os.NewSyscallError("memfd_create", err)
+	}
+	mem := os.NewFile(uintptr(mfd), "podman-state")
+	defer mem.Close()
+	if _, err := mem.Write(data); err != nil {
+		return false, f, err
+	}
+	db, err := bolt.Open(fmt.Sprintf("/proc/self/fd/%d", mfd), 0, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return false, f, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer db.Close()
 	f = dbFile{path: path, dev: ost.Dev, ino: ost.Ino}
 	err = db.View(func(tx *bolt.Tx) error {
 		for _, b := range podmanCtrBuckets {
@@ -128,23 +124,50 @@ func podmanDBHas(path, id, name string) (has bool, f dbFile, err error) {
 	return has, f, err
 }
 
-// sharedLock takes a shared flock on f, trying every millisecond (a
-// podman writer holds its exclusive lock for about that long) until
-// timeout. bbolt's own lock, taken next on the same open file, then
-// holds at once (its retries sleep 50 ms).
-func sharedLock(f *os.File, timeout time.Duration) error {
-	end := time.Now().Add(timeout)
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
-		if err == nil {
-			return nil
+// stableCopy reads the file whole, twice, until two reads agree, and
+// returns the bytes and the file's identity. It takes no lock: a lock
+// of podman's file held by this process would stop every podman on the
+// host for as long as this process is stopped (SIGSTOP, a frozen
+// controller). bbolt never writes in place a page the last committed
+// meta page reaches, and it writes a new meta page last; a commit
+// between or during the reads changes the bytes, so two equal reads are
+// one committed state.
+func stableCopy(path string) ([]byte, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fl, err := os.Open(path)
+	if err != nil {
+		return nil, st, err
+	}
+	defer fl.Close()
+	if err := unix.Fstat(int(fl.Fd()), &st); err != nil {
+		return nil, st, os.NewSyscallError("fstat", err)
+	}
+	read := func() ([]byte, error) {
+		var fst unix.Stat_t
+		if err := unix.Fstat(int(fl.Fd()), &fst); err != nil {
+			return nil, os.NewSyscallError("fstat", err)
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return os.NewSyscallError("flock", err)
+		b := make([]byte, fst.Size)
+		n, err := fl.ReadAt(b, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
 		}
-		if time.Now().After(end) {
-			return fmt.Errorf("%s stayed locked for %v", f.Name(), timeout)
+		return b[:n], nil
+	}
+	prev, err := read()
+	if err != nil {
+		return nil, st, err
+	}
+	for range 20 {
+		cur, err := read()
+		if err != nil {
+			return nil, st, err
 		}
+		if bytes.Equal(prev, cur) {
+			return cur, st, nil
+		}
+		prev = cur
 		time.Sleep(time.Millisecond)
 	}
+	return nil, st, fmt.Errorf("%s kept changing while it was read", path)
 }

@@ -94,6 +94,25 @@ func TestPodmanDBHas(t *testing.T) {
 	}
 }
 
+// TestPodmanDBHasTakesNoLock: a read neither waits for podman's lock
+// nor takes it (a stopped supervisor holding it would stop every podman
+// on the host): with a writer holding the database exclusively, the
+// read still answers.
+func TestPodmanDBHasTakesNoLock(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o700)
+	db := filepath.Join(dir, "bolt_state.db")
+	libpodDB(t, db, map[string]string{testID: testBox})
+	w, err := bolt.Open(db, 0o600, nil) // flock(LOCK_EX) until Close
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if has, _, err := podmanDBHas(db, testID, testBox); err != nil || !has {
+		t.Errorf("with podman's lock held elsewhere: has %v, err %v", has, err)
+	}
+}
+
 // TestRunGone: Remove's proof from the state database needs the same
 // file to have held the box before and not to now.
 func TestRunGone(t *testing.T) {
