@@ -35,6 +35,22 @@ fi
 exec %[2]q "$@"
 `
 
+// wrapEngine puts a shell script in front of the engine's CLI: script
+// is a format whose first verb (%[1]q) is arg and whose second is the
+// real CLI's path. It returns the PATH that finds it first.
+func (r *rig) wrapEngine(t *testing.T, script, arg string) []string {
+	t.Helper()
+	real := ktest.RequireCmd(t, r.Runtime)
+	wrap := filepath.Join(r.Dir, "bin")
+	if err := os.Mkdir(wrap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wrap, r.Runtime), []byte(fmt.Sprintf(script, arg, real)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"PATH=" + wrap + ":" + os.Getenv("PATH")}
+}
+
 func TestCrashDuringCreate(t *testing.T) {
 	rigs := rigs(t)
 	var lines []string
@@ -45,16 +61,8 @@ func TestCrashDuringCreate(t *testing.T) {
 		t.Run(proto.Name, func(t *testing.T) {
 			r := *proto
 			r.setup(t)
-			real := ktest.RequireCmd(t, r.Runtime)
-			wrap := filepath.Join(r.Dir, "bin")
 			marker := filepath.Join(r.Dir, "creating")
-			if err := os.Mkdir(wrap, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(wrap, r.Runtime), []byte(fmt.Sprintf(slowCreate, marker, real)), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			env := []string{"PATH=" + wrap + ":" + os.Getenv("PATH")}
+			env := r.wrapEngine(t, slowCreate, marker)
 			var apiCreated <-chan struct{}
 			if r.Runtime == "docker" {
 				// Docker goes through its Engine API: the window is a

@@ -18,7 +18,9 @@
 // keeps only those runtimes' rows of the supervisor sections;
 // DEATHWATCH_BENCH_NATIVE_BASELINE=PATH (an earlier supervisor binary)
 // adds its native launch, interleaved, to the native launch rows and
-// the native timeline: before and after in one run. Other work on the machine shows in every tail: each section
+// the native timeline: before and after in one run;
+// DEATHWATCH_BENCH_ENGINE_BASELINE=PATH does the same for the docker and
+// podman launch rows and their split. Other work on the machine shows in every tail: each section
 // prints the load average when it began and ended.
 package bench
 

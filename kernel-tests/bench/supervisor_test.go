@@ -98,14 +98,7 @@ func rigs(t *testing.T) []*rig {
 // supervisor binary whose native launch runs interleaved with this
 // one's (before and after in one run, at one load); "" when unset.
 func baselineSupervisor(t *testing.T) string {
-	p := os.Getenv("DEATHWATCH_BENCH_NATIVE_BASELINE")
-	if p == "" {
-		return ""
-	}
-	if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
-		t.Fatalf("DEATHWATCH_BENCH_NATIVE_BASELINE=%s: not an executable file (%v); build the earlier supervisor there", p, err)
-	}
-	return p
+	return baselineBinary(t, "DEATHWATCH_BENCH_NATIVE_BASELINE")
 }
 
 // podmanService starts a rootful `podman system service` on a socket of
@@ -161,6 +154,10 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 				{name: "supervisor exec --runtime " + r.Name + " -- true", argv: r.execArgs(nil, "true")},
 				{name: strings.Join(r.engineBare(false)[:len(r.engineBare(false))-2], " ") + " IMAGE true", argv: r.engineBare(false)},
 				{name: strings.Join(r.engineBare(true)[:len(r.engineBare(true))-2], " ") + " IMAGE true", argv: r.engineBare(true)},
+			}
+			if base := baselineBinary(t, "DEATHWATCH_BENCH_ENGINE_BASELINE"); base != "" {
+				argv := append([]string{base}, r.execArgs(nil, "true")[1:]...)
+				cs = append(cs, &candidate{name: "baseline " + base + " exec --runtime " + r.Name + " -- true", argv: argv})
 			}
 			if r.service != "" {
 				cs = append(cs, &candidate{name: "supervisor exec --runtime podman -- true, through `podman system service` (API)",
@@ -566,6 +563,7 @@ func phases(t *testing.T, env []string) {
 		r    *rig
 		name string
 		env  []string
+		bin  string // the supervisor binary ("": this build's)
 	}
 	var vs []variant
 	for _, r := range rigs(t) {
@@ -573,9 +571,12 @@ func phases(t *testing.T, env []string) {
 			s.Skip("phases, "+r.Name, r.probeErr.Error())
 			continue
 		}
-		vs = append(vs, variant{r, r.Name, env})
+		vs = append(vs, variant{r: r, name: r.Name, env: env})
+		if base := baselineBinary(t, "DEATHWATCH_BENCH_ENGINE_BASELINE"); base != "" && r.Name != "native" {
+			vs = append(vs, variant{r: r, name: r.Name + " (baseline)", env: env, bin: base})
+		}
 		if r.service != "" {
-			vs = append(vs, variant{r, r.Name + " (service API)", append(slices.Clone(env), "CONTAINER_HOST="+r.service)})
+			vs = append(vs, variant{r: r, name: r.Name + " (service API)", env: append(slices.Clone(env), "CONTAINER_HOST="+r.service)})
 		}
 	}
 	for _, v := range vs {
@@ -584,6 +585,9 @@ func phases(t *testing.T, env []string) {
 		for i := 0; i < n; i++ {
 			events := filepath.Join(t.TempDir(), "events.jsonl")
 			argv := r.execArgs([]string{"--events", events}, "true")
+			if v.bin != "" {
+				argv[0] = v.bin
+			}
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = v.env
 			t0 := time.Now()

@@ -46,7 +46,8 @@ type Engine struct {
 	warnOnce sync.Once // warnShared says it once (OneStep and Probe may both run)
 
 	mu      sync.Mutex
-	removed map[string]chan error // box → the engine's "removed" answer
+	removed map[string]chan error  // box → the engine's "removed" answer
+	runs    map[string]*runWitness // box → what its one-step run saw (run.go)
 }
 
 // The two engines' descriptors. Their bounds are several times what was
@@ -569,6 +570,9 @@ func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
 	if c := e.client(ctx); c != nil {
 		return e.apiRemove(ctx, c, b)
 	}
+	if e.runGone(ctx, b) {
+		return nil
+	}
 	there, err := e.Exists(ctx, b)
 	if err != nil || !there {
 		return err
@@ -650,16 +654,20 @@ func inspectPidArgs(name string) []string {
 // podmanRemote reports whether podman talks to a remote service (then
 // only `podman info` knows whether that service is rootless).
 func (e *Engine) podmanRemote() bool {
-	env := e.EngineEnv
-	if env == nil {
-		env = os.Environ()
-	}
-	for _, kv := range env {
+	for _, kv := range e.env() {
 		if strings.HasPrefix(kv, "CONTAINER_HOST=") && kv != "CONTAINER_HOST=" {
 			return true
 		}
 	}
 	return false
+}
+
+// env is the engine CLI's environment.
+func (e *Engine) env() []string {
+	if e.EngineEnv != nil {
+		return e.EngineEnv
+	}
+	return os.Environ()
 }
 
 // CheckLimits refuses limits the engine would silently ignore: a
