@@ -154,88 +154,81 @@ func TestCrashDuringCreate(t *testing.T) {
 // (Unfrozen, the box ends at once and podman's --rm removes it.)
 func TestCrashInRun(t *testing.T) {
 	var lines []string
-	for _, proto := range rigs(t, "podman", "podman-rootless") {
-		t.Run(proto.Name, func(t *testing.T) {
-			r := *proto
-			r.setup(t)
-			if !r.oneStep() {
-				t.Fatalf("%s is not driven by one `podman run` here (a podman service socket?): this test needs local podman", r.Name)
-			}
-			run := r.start(r.Instance, []string{supervisor.CrashPointEnv + "=" + supervisor.CrashInRun}, "--", "sh", "-c", cwAgent)
-			if !run.waitFor(60*time.Second, run.stopped) {
-				run.kill()
-				t.Fatalf("the supervisor never reached %s:\n%s", supervisor.CrashInRun, run.stdout())
-			}
-			ev := run.event(supervisor.EventJournaled)
-			if ev == nil {
-				run.kill()
-				t.Fatal("no journaled event")
-			}
-			if !run.waitFor(60*time.Second, func() bool { return r.exists(ev.Box) }) {
-				run.kill()
-				t.Fatalf("podman run never created box %s", ev.Box)
-			}
-			var entry *supervisor.JournalEntry
-			for _, e := range r.entries(r.Instance) {
-				if e.LaunchID == ev.LaunchID {
-					entry = e
-				}
-			}
-			if entry == nil || entry.State != supervisor.StateIntent {
-				t.Errorf("journal entry with the box there: %+v, want state %s", entry, supervisor.StateIntent)
-			}
-			var procs []ktest.Proc
-			if !run.waitFor(60*time.Second, func() bool { procs = r.boxProcs(ev.Box, entry); return len(procs) > 0 }) {
-				run.kill()
-				t.Fatalf("box %s never ran its watcher", ev.Box)
-			}
-			children := ktest.Descendants(run.cmd.Process.Pid)
-			for _, p := range procs {
-				syscall.Kill(p.PID, syscall.SIGSTOP)
-			}
+	forLocalPodman(t, func(t *testing.T, r *rig) {
+		run := r.start(r.Instance, []string{supervisor.CrashPointEnv + "=" + supervisor.CrashInRun}, "--", "sh", "-c", cwAgent)
+		if !run.waitFor(60*time.Second, run.stopped) {
 			run.kill()
-			// The run client dies with its supervisor.
-			if _, left := ktest.WaitDead(children, time.Now(), 10*time.Second); len(left) > 0 {
-				t.Errorf("the supervisor's children outlived it: %s", ktest.Describe(left))
+			t.Fatalf("the supervisor never reached %s:\n%s", supervisor.CrashInRun, run.stdout())
+		}
+		ev := run.event(supervisor.EventJournaled)
+		if ev == nil {
+			run.kill()
+			t.Fatal("no journaled event")
+		}
+		if !run.waitFor(60*time.Second, func() bool { return r.exists(ev.Box) }) {
+			run.kill()
+			t.Fatalf("podman run never created box %s", ev.Box)
+		}
+		var entry *supervisor.JournalEntry
+		for _, e := range r.entries(r.Instance) {
+			if e.LaunchID == ev.LaunchID {
+				entry = e
 			}
-			// The box stays: frozen, nothing in it saw the stream end.
-			there := r.exists(ev.Box)
+		}
+		if entry == nil || entry.State != supervisor.StateIntent {
+			t.Errorf("journal entry with the box there: %+v, want state %s", entry, supervisor.StateIntent)
+		}
+		var procs []ktest.Proc
+		if !run.waitFor(60*time.Second, func() bool { procs = r.boxProcs(ev.Box, entry); return len(procs) > 0 }) {
+			run.kill()
+			t.Fatalf("box %s never ran its watcher", ev.Box)
+		}
+		children := ktest.Descendants(run.cmd.Process.Pid)
+		for _, p := range procs {
+			syscall.Kill(p.PID, syscall.SIGSTOP)
+		}
+		run.kill()
+		// The run client dies with its supervisor.
+		if _, left := ktest.WaitDead(children, time.Now(), 10*time.Second); len(left) > 0 {
+			t.Errorf("the supervisor's children outlived it: %s", ktest.Describe(left))
+		}
+		// The box stays: frozen, nothing in it saw the stream end.
+		there := r.exists(ev.Box)
 
-			code, rep, stderr := r.reconcile(r.Instance)
-			outcome := "unreported"
-			for _, it := range rep.Removed {
-				if it.LaunchID == ev.LaunchID {
-					outcome = "removed: " + it.Reason
-				}
+		code, rep, stderr := r.reconcile(r.Instance)
+		outcome := "unreported"
+		for _, it := range rep.Removed {
+			if it.LaunchID == ev.LaunchID {
+				outcome = "removed: " + it.Reason
 			}
-			for _, it := range rep.Closed {
-				if it.LaunchID == ev.LaunchID {
-					outcome = "closed: " + it.Reason
-				}
+		}
+		for _, it := range rep.Closed {
+			if it.LaunchID == ev.LaunchID {
+				outcome = "closed: " + it.Reason
 			}
-			if !there {
-				t.Errorf("box %s gone before reconcile, though frozen", ev.Box)
+		}
+		if !there {
+			t.Errorf("box %s gone before reconcile, though frozen", ev.Box)
+		}
+		if code != 0 || len(rep.Blocked) != 0 || !strings.HasPrefix(outcome, "removed") {
+			t.Errorf("reconcile (box there after the kill: %v): exit %d, %s, %+v\n%s", there, code, outcome, rep, stderr)
+		}
+		if _, left := ktest.WaitDead(procs, time.Now(), 10*time.Second); len(left) > 0 {
+			t.Errorf("box processes left: %s", ktest.Describe(left))
+		}
+		if r.exists(ev.Box) || len(r.boxes(r.Instance)) != 0 {
+			t.Errorf("box %s left: %v", ev.Box, r.boxes(r.Instance))
+			r.dropBox(ev.Box)
+		}
+		for _, e := range r.entries(r.Instance) {
+			if e.Open() {
+				t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
 			}
-			if code != 0 || len(rep.Blocked) != 0 || !strings.HasPrefix(outcome, "removed") {
-				t.Errorf("reconcile (box there after the kill: %v): exit %d, %s, %+v\n%s", there, code, outcome, rep, stderr)
-			}
-			if _, left := ktest.WaitDead(procs, time.Now(), 10*time.Second); len(left) > 0 {
-				t.Errorf("box processes left: %s", ktest.Describe(left))
-			}
-			if r.exists(ev.Box) || len(r.boxes(r.Instance)) != 0 {
-				t.Errorf("box %s left: %v", ev.Box, r.boxes(r.Instance))
-				r.dropBox(ev.Box)
-			}
-			for _, e := range r.entries(r.Instance) {
-				if e.Open() {
-					t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
-				}
-			}
-			l := fmt.Sprintf("%-16s box there after the kill: %v (%d processes); reconcile: %s", r.Name, there, len(procs), outcome)
-			t.Log(l)
-			lines = append(lines, l)
-		})
-	}
+		}
+		l := fmt.Sprintf("%-16s box there after the kill: %v (%d processes); reconcile: %s", r.Name, there, len(procs), outcome)
+		t.Log(l)
+		lines = append(lines, l)
+	})
 	t.Logf("SIGKILL of the supervisor once its `podman run` created the box, the journal at intent, the box frozen:\n%s", strings.Join(lines, "\n"))
 }
 
