@@ -12,7 +12,9 @@ import "syscall"
 // its stdin end as it would on the pipe's EOF (the engine's attach is
 // stdin-once), so the watcher ends it either way.
 //
-// The signal follows the thread that forked, not the process: the
-// supervisor never ends a thread while it runs (no goroutine exits
-// locked to its thread here), so the client dies only with the process.
+// The signal follows the thread that forked, not the process. The
+// supervisor ends a thread in one place only: the native runtime's
+// clone thread when it cannot leave a box's cgroup again (it exits
+// locked rather than run on inside the box). A client forked earlier
+// from that thread would die then, which ends its box: it fails closed.
 func dieWithParent(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
