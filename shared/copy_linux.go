@@ -765,16 +765,22 @@ type holePuncher struct {
 	err   bool
 }
 
-const holeBlock = 4096
+// HoleBlock is the block a copy leaves as a hole when it is all zeros
+// (the frame receiver's punching here; the archive copy-out's reader in
+// the supervisor).
+const HoleBlock = 4096
 
-var zeroBlock = make([]byte, holeBlock)
+var zeroBlock = make([]byte, HoleBlock)
+
+// IsZeroBlock reports whether b, one HoleBlock, is all zeros.
+func IsZeroBlock(b []byte) bool { return bytes.Equal(b, zeroBlock) }
 
 func (h *holePuncher) data(d CopyData) {
 	if h.path == "" || h.err {
 		return
 	}
 	off, b := d.Offset, d.Bytes
-	if skip := (holeBlock - off%holeBlock) % holeBlock; skip > 0 {
+	if skip := (HoleBlock - off%HoleBlock) % HoleBlock; skip > 0 {
 		if int64(len(b)) <= skip {
 			return
 		}
@@ -797,16 +803,16 @@ func (h *holePuncher) data(d CopyData) {
 		}
 		n = 0
 	}
-	for len(b) >= holeBlock {
-		if bytes.Equal(b[:holeBlock], zeroBlock) {
+	for len(b) >= HoleBlock {
+		if IsZeroBlock(b[:HoleBlock]) {
 			if n == 0 {
 				start = off
 			}
-			n += holeBlock
+			n += HoleBlock
 		} else {
 			flush()
 		}
-		off, b = off+holeBlock, b[holeBlock:]
+		off, b = off+HoleBlock, b[HoleBlock:]
 	}
 	flush()
 }

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -373,12 +372,12 @@ func (a *archiveFiles) feed(e shared.CopyEntry, data func([]byte) error) error {
 		}
 		b := a.buf[:n]
 		for i := 0; i < n; {
-			for i+holeBlock <= n && bytes.Equal(b[i:i+holeBlock], zeroBlock) {
-				i += holeBlock
+			for i+shared.HoleBlock <= n && shared.IsZeroBlock(b[i:i+shared.HoleBlock]) {
+				i += shared.HoleBlock
 			}
 			j := i
-			for j < n && !(j+holeBlock <= n && bytes.Equal(b[j:j+holeBlock], zeroBlock)) {
-				j = min(j+holeBlock, n)
+			for j < n && !(j+shared.HoleBlock <= n && shared.IsZeroBlock(b[j:j+shared.HoleBlock])) {
+				j = min(j+shared.HoleBlock, n)
 			}
 			if j > i {
 				a.frame = shared.AppendCopyData(a.frame[:0], off+int64(i), b[i:j])
@@ -412,10 +411,6 @@ func (a *archiveFiles) drain() (int, error) {
 		}
 	}
 }
-
-const holeBlock = 4096
-
-var zeroBlock = make([]byte, holeBlock)
 
 // readAhead reads r by a goroutine of its own into n buffers of size
 // bytes, ahead of its reader.
