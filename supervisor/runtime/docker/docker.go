@@ -654,12 +654,7 @@ func inspectPidArgs(name string) []string {
 // podmanRemote reports whether podman talks to a remote service (then
 // only `podman info` knows whether that service is rootless).
 func (e *Engine) podmanRemote() bool {
-	for _, kv := range e.env() {
-		if strings.HasPrefix(kv, "CONTAINER_HOST=") && kv != "CONTAINER_HOST=" {
-			return true
-		}
-	}
-	return false
+	return envMap(e.env())["CONTAINER_HOST"] != ""
 }
 
 // env is the engine CLI's environment.
