@@ -194,6 +194,7 @@ func TestCrashInRun(t *testing.T) {
 		}
 		// The box stays: frozen, nothing in it saw the stream end.
 		there := r.exists(ev.Box)
+		runDirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "dw-run-"+ev.Box+"-*"))
 
 		code, rep, stderr := r.reconcile(r.Instance)
 		outcome := "unreported"
@@ -225,7 +226,11 @@ func TestCrashInRun(t *testing.T) {
 				t.Errorf("journal entry %s open (%s)", e.LaunchID, e.State)
 			}
 		}
-		l := fmt.Sprintf("%-16s box there after the kill: %v (%d processes); reconcile: %s", r.Name, there, len(procs), outcome)
+		// The run's cidfile folder goes with its box.
+		if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "dw-run-"+ev.Box+"-*")); len(left) != 0 {
+			t.Errorf("cidfile folder left after reconcile: %v", left)
+		}
+		l := fmt.Sprintf("%-16s box there after the kill: %v (%d processes, %d cidfile folders); reconcile: %s", r.Name, there, len(procs), len(runDirs), outcome)
 		t.Log(l)
 		lines = append(lines, l)
 	})

@@ -570,6 +570,10 @@ func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
 	if c := e.client(ctx); c != nil {
 		return e.apiRemove(ctx, c, b)
 	}
+	if e.Kind == "podman" {
+		// Once the box is gone, nothing writes its cidfile.
+		defer dropRunDirs(b)
+	}
 	if e.runGone(ctx, b) {
 		return nil
 	}

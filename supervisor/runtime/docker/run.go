@@ -75,7 +75,7 @@ func (e *Engine) OneStep(ctx context.Context) (supervisor.Info, bool, error) {
 // what podman says before that is a failure to create, said in the
 // error's one line instead.
 func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*supervisor.Started, func() error, error) {
-	dir, err := os.MkdirTemp("", "dw-run-")
+	dir, err := os.MkdirTemp("", runDirPattern(b))
 	if err != nil {
 		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
 	}
@@ -145,6 +145,13 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 	}
 	return st, created, nil
 }
+
+// runDirPattern is os.MkdirTemp's pattern for box b's cidfile folder,
+// named after the box so that whoever removes the box can find it: the
+// folder outlives a supervisor SIGKILLed while podman creates the box
+// (the witness removes it otherwise), and Remove (the lifecycle's, or
+// reconcile's) drops it (dropRunDirs).
+func runDirPattern(b *supervisor.Box) string { return "dw-run-" + b.Name + "-*" }
 
 // runWitness is what a one-step run saw of its box in podman's state
 // database, for Remove.
