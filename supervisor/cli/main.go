@@ -112,13 +112,21 @@ func Main(args []string) int {
 
 // newParser builds the parser of cli, a *CLI or an *execCLI.
 func newParser(cli any, c *cmdContext) (*kong.Kong, error) {
+	vars := runtimeVars()
+	if _, ok := cli.(*execCLI); ok {
+		// kong interpolates every variable again for each flag
+		// (Kong.interpolateValue): exec's parser gets the ones its
+		// tags name only, the long ones (remove_bounds, auto_order)
+		// not.
+		vars = kong.Vars{"runtimes": vars["runtimes"], "runtimes_list": vars["runtimes_list"], "auto_help": vars["auto_help"]}
+	}
 	return kong.New(cli,
 		kong.Name("supervisor"),
 		kong.Description("deathwatch supervisor: runs agent commands in boxes that die with it."),
 		kong.Writers(c.stdout, c.stderr),
 		kong.Exit(func(code int) { panic(kongExit{code}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		runtimeVars(),
+		vars,
 	)
 }
 
