@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"deathwatch/supervisor/proc"
 )
 
 // Journal states, in lifecycle order. An entry is open until it reaches
@@ -66,7 +68,8 @@ func (e *JournalEntry) Open() bool { return e.State != StateRemoved }
 // file per launch in DIR/INSTANCE/, each written temp → fsync → rename,
 // so a kill (or a power loss) at any instant leaves either the old or
 // the new entry, never a torn one. Only the first write of an entry
-// (StateIntent) also fsyncs the folder: see Put.
+// (StateIntent) also fsyncs the folder, and a Volatile runtime's entry
+// is not synced at all: see Put.
 type Journal struct {
 	dir string
 }
@@ -140,7 +143,8 @@ func (j *Journal) Dir() string { return j.dir }
 
 func (j *Journal) path(launchID string) string { return filepath.Join(j.dir, launchID+".json") }
 
-// Put writes e, stamping Updated. Two fsyncs protect two things:
+// Put writes e, stamping Updated. What each fsync protects, and why a
+// Volatile runtime's entry (native) has none:
 //
 //   - The entry's data, on every write (fsync of the temp file before
 //     the rename): after a power loss the file holds the old entry or
@@ -154,14 +158,24 @@ func (j *Journal) path(launchID string) string { return filepath.Join(j.dir, lau
 //     an entry that is already there: if a power loss drops its rename,
 //     the previous state survives, which is what reconcile sees after a
 //     SIGKILL just before that write (the crash matrix covers each such
-//     point), so the folder is not synced again. Not for a Volatile
-//     runtime's box (native): a power loss ends everything of it, so
-//     a lost name loses nothing; after a SIGKILL the page cache keeps
-//     the name, as it keeps every rename.
+//     point), so the folder is not synced again.
+//
+// A Volatile runtime's box is kernel state (its processes, cgroup,
+// namespaces and tmpfs) and records in /run: a power loss ends all of
+// it, and nothing the launch writes outside the journal outlives a
+// reboot either (no staging folder; copy-out lands in the agent's
+// files after the box ended, and is no journal matter). Its entry
+// needs to survive the supervisor's death only, and a plain write and
+// rename do: the page cache keeps them. So none of its writes is
+// synced: no fsync is left on a native launch's path. What a power
+// loss can leave of such an entry is any state of it, which reconcile
+// closes as for a box that is gone, or an empty (or NUL-filled) file
+// whose data never reached the disk: List reports that one as a
+// LostEntryError, which reconcile closes (an entry of a runtime that
+// is not Volatile is synced before its rename, so cannot be one).
 //
 // A launch writes intent, created, started, removing and removed:
-// 6 fsyncs (4 before the agent starts) instead of 10 (6); a Volatile
-// runtime's launch 5 (3).
+// 6 fsyncs (4 before the agent starts); a Volatile runtime's launch 0.
 func (j *Journal) Put(e *JournalEntry) error {
 	if !ValidName(e.LaunchID) {
 		return fmt.Errorf("journal: bad launch id %q", e.LaunchID)
@@ -171,7 +185,8 @@ func (j *Journal) Put(e *JournalEntry) error {
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", e.LaunchID, err)
 	}
-	if err := writeFileAtomic(j.path(e.LaunchID), append(b, '\n'), e.State == StateIntent && !volatile(e.Runtime)); err != nil {
+	durable := !volatile(e.Runtime)
+	if err := writeFileAtomic(j.path(e.LaunchID), append(b, '\n'), durable, durable && e.State == StateIntent); err != nil {
 		return fmt.Errorf("journal %s (%s): %w", e.LaunchID, e.State, err)
 	}
 	return nil
@@ -194,19 +209,25 @@ func (j *Journal) Get(launchID string) (*JournalEntry, error) {
 
 // List returns every entry, oldest first. Leftover temp files from a
 // write that was killed are ignored; an entry that does not parse is
-// returned in bad (it should never happen) rather than failing the lot.
+// returned in bad (a *LostEntryError when a power loss explains it)
+// rather than failing the lot.
 func (j *Journal) List() (entries []*JournalEntry, bad []error, err error) {
 	des, err := os.ReadDir(j.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read journal: %w", err)
 	}
+	boot := proc.BootTime()
 	for _, de := range des {
 		n := de.Name()
 		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
 			continue
 		}
-		e, err := readEntry(filepath.Join(j.dir, n))
+		p := filepath.Join(j.dir, n)
+		e, err := readEntry(p)
 		if err != nil {
+			if lostToPower(p, boot) {
+				err = &LostEntryError{Path: p, LaunchID: strings.TrimSuffix(n, ".json")}
+			}
 			bad = append(bad, err)
 			continue
 		}
@@ -214,6 +235,42 @@ func (j *Journal) List() (entries []*JournalEntry, bad []error, err error) {
 	}
 	sort.Slice(entries, func(a, b int) bool { return entries[a].Created.Before(entries[b].Created) })
 	return entries, bad, nil
+}
+
+// LostEntryError is an entry a power loss emptied: a Volatile
+// runtime's, written without fsync (see Put), whose data never reached
+// the disk. Its box ended with the power; reconcile closes it.
+type LostEntryError struct {
+	Path     string
+	LaunchID string
+}
+
+func (e *LostEntryError) Error() string {
+	return fmt.Sprintf("journal entry %s is empty and was written before this boot: a box of a runtime that does not outlive a power loss (native), whose entry is not synced", e.Path)
+}
+
+// lostToPower reports whether the entry at p is what a power loss
+// leaves of an entry written without fsync: a regular file, at most a
+// maximal entry long, holding nothing but NUL bytes, last written
+// before this boot (boot zero: not known, never).
+func lostToPower(p string, boot time.Time) bool {
+	if boot.IsZero() {
+		return false
+	}
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || !fi.ModTime().Before(boot) {
+		return false
+	}
+	b, err := ReadTrustedFile(p, maxEntrySize)
+	if err != nil {
+		return false
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func readEntry(p string) (*JournalEntry, error) {
@@ -228,9 +285,10 @@ func readEntry(p string) (*JournalEntry, error) {
 	return &e, nil
 }
 
-// writeFileAtomic writes temp → fsync → rename, then fsyncs the folder
-// when newName asks that the name itself be durable (see Put).
-func writeFileAtomic(p string, data []byte, newName bool) error {
+// writeFileAtomic writes temp → rename, syncing the data before the
+// rename when syncData asks, and the folder after it when syncName asks
+// that the name itself be durable (see Put).
+func writeFileAtomic(p string, data []byte, syncData, syncName bool) error {
 	dir := filepath.Dir(p)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp-*")
 	if err != nil {
@@ -247,8 +305,10 @@ func writeFileAtomic(p string, data []byte, newName bool) error {
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	if err := fsync(f); err != nil {
-		return err
+	if syncData {
+		if err := fsync(f); err != nil {
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err
@@ -257,7 +317,7 @@ func writeFileAtomic(p string, data []byte, newName bool) error {
 		return err
 	}
 	ok = true
-	if !newName {
+	if !syncName {
 		return nil
 	}
 	return syncDir(dir)

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -117,6 +118,13 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 	// proves nothing and may stand for a box: blocked, never skipped
 	// with a warning.
 	for _, b := range bad {
+		if lost := (*LostEntryError)(nil); errors.As(b, &lost) {
+			// Its box ended with the power (see Journal.Put): closed.
+			if err := os.Remove(lost.Path); err == nil {
+				rep.add(ReconcileItem{Outcome: ReconcileClosed, Runtime: "journal", LaunchID: lost.LaunchID, Reason: lost.Error() + "; removed"})
+				continue
+			}
+		}
 		rep.add(ReconcileItem{Runtime: "journal", Reason: b.Error() + "; look at it, then remove it by hand"})
 	}
 	pruneJournalTemps(j.Dir(), staleTemp)

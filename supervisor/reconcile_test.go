@@ -279,6 +279,58 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+// TestReconcileLostEntry: an entry a power loss emptied (a Volatile
+// runtime's, not synced: see Journal.Put) is closed and its file
+// removed; an empty entry written in this boot, or one with anything
+// but NULs in it, still blocks (no power loss explains it).
+func TestReconcileLostEntry(t *testing.T) {
+	dir := t.TempDir()
+	j, err := OpenJournal(dir, "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theMem.boxes = map[string]Listed{}
+	theMem.removed = nil
+	before := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC) // before this boot
+	for name, f := range map[string]struct {
+		data []byte
+		at   time.Time
+	}{
+		"empty": {nil, before}, "nuls": {make([]byte, 300), before},
+		"fresh": {nil, time.Now()}, "junk": {[]byte("{\x00"), before},
+	} {
+		p := filepath.Join(j.Dir(), name+".json")
+		if err := os.WriteFile(p, f.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, f.at, f.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Reconcile(context.Background(), ReconcileOptions{Instance: "i", JournalDir: dir, Runtimes: []string{"memrt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := map[string]bool{}
+	for _, it := range rep.Closed {
+		closed[it.LaunchID] = true
+	}
+	if len(rep.Closed) != 2 || !closed["empty"] || !closed["nuls"] {
+		t.Errorf("closed %+v, want the empty and the NUL-filled entries written before this boot", rep.Closed)
+	}
+	if len(rep.Blocked) != 2 || rep.ExitCode() != shared.ExitBlocked {
+		t.Errorf("blocked %+v, want the entry emptied in this boot and the one holding a byte", rep.Blocked)
+	}
+	for name, want := range map[string]bool{"empty": false, "nuls": false, "fresh": true, "junk": true} {
+		if _, err := os.Stat(filepath.Join(j.Dir(), name+".json")); (err == nil) != want {
+			t.Errorf("%s.json there: %v, want %v", name, err == nil, want)
+		}
+	}
+	if len(theMem.removed) != 0 {
+		t.Errorf("runtime asked to remove %v", theMem.removed)
+	}
+}
+
 func TestOwnerProofOtherPIDNamespace(t *testing.T) {
 	me, err := SelfOwner()
 	if err != nil {

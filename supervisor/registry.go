@@ -95,9 +95,9 @@ type Descriptor struct {
 	// the runtime keeps on disk (native: its records and id slots) is in
 	// /run, which boot clears; native without XDG_RUNTIME_DIR, whose
 	// records are in the state folder, is not). After a power loss there is nothing for
-	// reconcile to find, so the journal does not make an intent entry's
-	// name durable (a folder fsync) before the box is made: see
-	// Journal.Put.
+	// reconcile to find, and a SIGKILL of the supervisor leaves the
+	// journal's writes in the page cache, so the journal syncs none of
+	// the box's entry (no fsync on its launch): see Journal.Put.
 	Volatile bool
 	// HostWatcherOnly: the box always runs the host's watcher, which the
 	// runtime itself puts into the box and checks at Create

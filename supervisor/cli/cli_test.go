@@ -311,3 +311,67 @@ func TestExecCLIIsCLIs(t *testing.T) {
 		}
 	}
 }
+
+// TestLeanExecIsExec: an exec that asks for no help parses with the
+// help text cut from execCLI's tags (leanExecType); what it accepts
+// and refuses, and into what, must be what execCLI's parser says.
+func TestLeanExecIsExec(t *testing.T) {
+	w := filepath.Join(t.TempDir(), "watcher")
+	os.WriteFile(w, []byte("x"), 0o755)
+	env := map[string]string{"DEATHWATCH_RUNTIME": "native", "DEATHWATCH_IMAGE": "img", "DEATHWATCH_INSTANCE": "envi"}
+	parsed := 0
+	for _, args := range [][]string{
+		{"exec", "--", "true"},
+		{"--instance", "ci", "--journal", "/j", "--log-level", "debug", "exec", "--runtime", "podman", "--image", "img",
+			"--name", "job", "--label", "team=a,b", "--run-key", "run-1", "--env", "TOKEN", "--workdir", "/work",
+			"--mount", "/src:/data:ro", "--memory", "512m", "--pids-limit", "64", "--network", "bridge",
+			"--deadline", "1m", "--grace", "3s", "--heartbeat", "3s", "--watcher", w, "--user", "1001:1002",
+			"--host-port", "80", "--host-port", "81", "--copy-in", "/a:/b", "--copy-out", "/c:/d", "--copy-out-limit", "2g",
+			"--copy-out-max-entries", "7", "--stage", "auto", "--allow-rootful", "--allow-userns", "-it",
+			"--", "sh", "-c", "echo --help -h"},
+		{"exec", "--template", "t", "--allow-host-network", "--events", "fd:3", "--watcher-in-image", "/w", "true", "--help"},
+		{"exec", "--no-such-flag", "--", "true"},
+		{"exec", "--runtime", "nosuch", "--", "true"},
+		{"exec", "--stage", "nosuch", "--", "true"},
+		{"exec", "--deadline", "soon", "--", "true"},
+		{"exec", "--memory"},
+		{"exec"},
+	} {
+		parse := func(cli any) (string, string) {
+			var out, errb bytes.Buffer
+			c := &cmdContext{stdout: &out, stderr: &errb, getenv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+			p, err := newParser(cli, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Parse(args); err != nil {
+				errb.WriteString(err.Error())
+			}
+			return out.String(), errb.String()
+		}
+		full := &execCLI{}
+		fo, fe := parse(full)
+		lean := newLeanExec()
+		lo, le := parse(lean.Interface())
+		if lo != fo || le != fe {
+			t.Errorf("%q: the lean parser says %q %q, execCLI's %q %q", args, lo, le, fo, fe)
+		}
+		if got := leanExec(lean); fe == "" && !reflect.DeepEqual(got, full) {
+			t.Errorf("%q: the lean parser made\n%+v\nexecCLI's\n%+v", args, got, full)
+		}
+		if fe == "" {
+			parsed++
+		}
+	}
+	if parsed != 3 {
+		t.Errorf("%d of the argument lists parsed, want 3", parsed)
+	}
+	for args, want := range map[string]bool{
+		"exec --help": true, "exec -h": true, "exec -ih -- x": true, "--help exec": true, "exec --help=1": true,
+		"exec -- --help": false, "exec -it -- sh -h": false, "exec --hint": false, "exec --": false,
+	} {
+		if got := asksHelp(strings.Fields(args)); got != want {
+			t.Errorf("asksHelp(%q) = %v, want %v", args, got, want)
+		}
+	}
+}

@@ -11,8 +11,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/alecthomas/kong"
 
@@ -110,16 +112,99 @@ func Main(args []string) int {
 	return run(args, &cmdContext{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, self: self})
 }
 
-// newParser builds the parser of cli, a *CLI or an *execCLI.
+// newParser builds the parser of cli, a *CLI, an *execCLI or a lean
+// exec (newLeanExec).
 func newParser(cli any, c *cmdContext) (*kong.Kong, error) {
+	vars := runtimeVars()
+	if _, ok := cli.(*execCLI); ok || reflect.TypeOf(cli) == reflect.PointerTo(leanExecType()) {
+		// kong interpolates every variable again for each flag
+		// (Kong.interpolateValue): exec's parser gets the ones its
+		// tags name only, the long ones (remove_bounds, auto_order)
+		// not.
+		vars = kong.Vars{"runtimes": vars["runtimes"], "runtimes_list": vars["runtimes_list"], "auto_help": vars["auto_help"]}
+	}
 	return kong.New(cli,
 		kong.Name("supervisor"),
 		kong.Description("deathwatch supervisor: runs agent commands in boxes that die with it."),
 		kong.Writers(c.stdout, c.stderr),
 		kong.Exit(func(code int) { panic(kongExit{code}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		runtimeVars(),
+		vars,
 	)
+}
+
+// leanExecType is execCLI's type with the help text cut from every tag:
+// kong parses each tag and runs its interpolation (a backtracking
+// regexp) over each help text whether or not help is shown, about 1 ms
+// of `supervisor exec`'s start. An exec that asks for no help parses
+// into a value of this type (newLeanExec), converted back to execCLI
+// (leanExec) field by field: the fields are execCLI's, in its order.
+var leanExecType = sync.OnceValue(func() reflect.Type { return withoutHelp(reflect.TypeOf(execCLI{})) })
+
+func withoutHelp(t reflect.Type) reflect.Type {
+	fs := make([]reflect.StructField, t.NumField())
+	for i := range fs {
+		f := t.Field(i)
+		f.Tag = cutTag(f.Tag, "help")
+		if f.Type.Kind() == reflect.Struct { // Globals, ExecCmd
+			if f.Anonymous {
+				// reflect.StructOf makes no embedded fields of types
+				// with methods: kong's embed tag flattens it the same.
+				f.Anonymous = false
+				f.Tag = reflect.StructTag(strings.TrimSpace(string(f.Tag) + ` embed:""`))
+			}
+			f.Type = withoutHelp(f.Type)
+		}
+		fs[i] = f
+	}
+	return reflect.StructOf(fs)
+}
+
+// cutTag drops key:"..." from tag.
+func cutTag(tag reflect.StructTag, key string) reflect.StructTag {
+	s := string(tag)
+	i := strings.Index(s, key+`:"`)
+	if i < 0 || (i > 0 && s[i-1] != ' ') {
+		return tag
+	}
+	j := i + len(key) + 2
+	for j < len(s) && s[j] != '"' {
+		if s[j] == '\\' {
+			j++
+		}
+		j++
+	}
+	return reflect.StructTag(strings.TrimSpace(s[:i] + s[min(j+1, len(s)):]))
+}
+
+// newLeanExec is a fresh value of leanExecType, for newParser.
+func newLeanExec() reflect.Value { return reflect.New(leanExecType()) }
+
+// leanExec is the execCLI a lean exec parsed into.
+func leanExec(v reflect.Value) *execCLI {
+	e := &execCLI{}
+	ev := reflect.ValueOf(e).Elem()
+	for i := 0; i < ev.NumField(); i++ {
+		ev.Field(i).Set(v.Elem().Field(i).Convert(ev.Field(i).Type()))
+	}
+	return e
+}
+
+// asksHelp reports whether args could ask for help before "--" (--help,
+// -h, or -h among clustered short flags): those take the parser with
+// the help text.
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "--help" || strings.HasPrefix(a, "--help="):
+			return true
+		case len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsRune(a, 'h'):
+			return true
+		}
+	}
+	return false
 }
 
 // runtimeVars are the kong variables that spell the registered
@@ -153,7 +238,11 @@ func removeBounds() string {
 func run(args []string, c *cmdContext) (code int) {
 	var cli any
 	var globals *Globals
-	if commandOf(args) == "exec" {
+	var lean reflect.Value // exec without help: parsed into leanExecType
+	if commandOf(args) == "exec" && !asksHelp(args) {
+		lean = newLeanExec()
+		cli = lean.Interface()
+	} else if commandOf(args) == "exec" {
 		e := &execCLI{}
 		cli, globals = e, &e.Globals
 	} else {
@@ -193,7 +282,13 @@ func run(args []string, c *cmdContext) (code int) {
 		fmt.Fprintf(c.stderr, "supervisor: %v (see %s)\n", err, hint)
 		return shared.ExitUsage
 	}
-	if err := kctx.Run(globals, c); err != nil {
+	if lean.IsValid() {
+		e := leanExec(lean)
+		err = e.Exec.Run(&e.Globals, c)
+	} else {
+		err = kctx.Run(globals, c)
+	}
+	if err != nil {
 		fmt.Fprintf(c.stderr, "supervisor: %v\n", err)
 		return supervisor.ExitCode(err, shared.ExitSetupFailed)
 	}

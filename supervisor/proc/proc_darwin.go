@@ -2,6 +2,7 @@ package proc
 
 import (
 	"errors"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,4 +31,14 @@ func Zombie(pid int) bool {
 func BootID() string {
 	s, _ := unix.Sysctl("kern.bootsessionuuid")
 	return s
+}
+
+// BootTime is when this boot began (sysctl kern.boottime; zero when it
+// does not tell).
+func BootTime() time.Time {
+	tv, err := unix.SysctlTimeval("kern.boottime")
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(tv.Sec, int64(tv.Usec)*1000)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Stat is what /proc/PID/stat says about a process.
@@ -99,6 +100,23 @@ func BootID() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// BootTime is when this boot began (/proc/stat's btime, to the second;
+// zero when /proc does not tell).
+func BootTime() time.Time {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			if s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && s > 0 {
+				return time.Unix(s, 0)
+			}
+		}
+	}
+	return time.Time{}
 }
 
 // SelfPIDNamespace is the inode of this process's PID namespace (0 when

@@ -5,6 +5,7 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // StartTime is not known on this system.
@@ -17,3 +18,6 @@ func Zombie(int) bool { return false }
 
 // BootID is not known on this system.
 func BootID() string { return "" }
+
+// BootTime is not known on this system.
+func BootTime() time.Time { return time.Time{} }

@@ -13,7 +13,7 @@ import (
 // GET, as get pods/attach — measured on 1.37.2 — and a POST as create).
 // Doctor's access review asks for exactly the verbs it uses.
 func RBAC(ns, kind, subject string) (string, error) {
-	if ns == "" || len(ns) > 63 || !dnsLabel.MatchString(ns) {
+	if ns == "" || len(ns) > 63 || !dnsLabel().MatchString(ns) {
 		return "", fmt.Errorf("--namespace %q is not a Kubernetes namespace name", ns)
 	}
 	switch kind {

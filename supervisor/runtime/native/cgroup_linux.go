@@ -191,6 +191,28 @@ func procsUnder(dir string) ([]int, error) {
 }
 
 // killAll sends SIGKILL to pids.
+// notSelf refuses to kill a box cgroup that holds a thread of this
+// process: v1 lists a process in cgroup.procs while any of its threads
+// is in the cgroup, so the freeze would stop the freezing thread itself
+// (Kill never thaws: the supervisor hangs) or the kill would end the
+// supervisor. A supervisor thread enters a box cgroup only to clone the
+// box's init into it (startInCgroupV1); one seen there after that is a
+// bug, and the box is left for reconcile rather than taking the
+// supervisor with it (seen once in kernel-tests' TestNativeLaunchTimings,
+// which creates each box twice).
+func notSelf(c boxCgroup) error {
+	ps, err := c.Procs()
+	if err != nil {
+		return fmt.Errorf("list cgroup processes: %w", err)
+	}
+	for _, p := range ps {
+		if p == os.Getpid() {
+			return fmt.Errorf("a thread of this supervisor (pid %d) is in the box cgroup %s; the box is not frozen or killed with it (supervisor reconcile removes it)", p, strings.Join(c.Paths(), ", "))
+		}
+	}
+	return nil
+}
+
 func killAll(pids []int) error {
 	for _, p := range pids {
 		if err := unix.Kill(p, unix.SIGKILL); err != nil && err != unix.ESRCH {
@@ -376,6 +398,9 @@ func (c *boxCgroupV1) Procs() ([]int, error) {
 // killing, sends SIGKILL to every process and thaws it so that the
 // kills land.
 func (c *boxCgroupV1) Kill() error {
+	if err := notSelf(c); err != nil {
+		return err
+	}
 	state := filepath.Join(c.dir("freezer"), "freezer.state")
 	frozen := setFreezer(state, "FROZEN", 100*time.Millisecond) == nil
 	ps, err := procsUnder(c.dir("freezer"))
@@ -480,6 +505,9 @@ func (c *boxCgroupV2) dir() string { return filepath.Join(c.spec.Root, c.spec.Gr
 func (c *boxCgroupV2) Procs() ([]int, error) { return procsUnder(c.dir()) }
 
 func (c *boxCgroupV2) Kill() error {
+	if err := notSelf(c); err != nil {
+		return err
+	}
 	// cgroup.kill (Linux 5.14+) kills the whole subtree at once.
 	if os.WriteFile(filepath.Join(c.dir(), "cgroup.kill"), []byte("1"), 0) == nil {
 		return nil

@@ -4,8 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The v2 code path against a folder that stands in for the unified
@@ -147,5 +149,46 @@ func TestCgroupV1Files(t *testing.T) {
 	}
 	if got := cg.Paths(); len(got) != 3 || got[0] != box("memory") {
 		t.Errorf("paths %v", got)
+	}
+}
+
+// TestCgroupKillSparesSelf: a box cgroup that lists this process (a
+// thread of it is in the cgroup) is neither frozen nor killed: the
+// freeze would stop the freezing thread itself and the kill would end
+// the supervisor. Without the check this test's process is SIGKILLed.
+func TestCgroupKillSparesSelf(t *testing.T) {
+	root := t.TempDir()
+	self := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	for _, n := range v1Controllers {
+		d := filepath.Join(root, n, "deathwatch", "dw-1")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), self, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := filepath.Join(root, "freezer", "deathwatch", "dw-1", "freezer.state")
+	os.WriteFile(state, []byte("THAWED"), 0o644)
+	v2 := filepath.Join(root, "unified", "deathwatch", "dw-1")
+	os.MkdirAll(v2, 0o755)
+	os.WriteFile(filepath.Join(v2, "cgroup.procs"), self, 0o644)
+	for _, cg := range []boxCgroup{
+		&boxCgroupV1{spec: cgroupSpec{Version: 1, Root: root, Group: "/deathwatch/dw-1"}},
+		&boxCgroupV2{spec: cgroupSpec{Version: 2, Root: filepath.Join(root, "unified"), Group: "/deathwatch/dw-1"}},
+	} {
+		err := cg.Kill()
+		if err == nil || !strings.Contains(err.Error(), "a thread of this supervisor") {
+			t.Errorf("%v: Kill of a cgroup that lists this process: %v, want a refusal", cg.Paths(), err)
+		}
+		if err := killAndDelete(cg, time.Second); err == nil {
+			t.Errorf("%v: killAndDelete of a cgroup that lists this process succeeded", cg.Paths())
+		}
+	}
+	if b, _ := os.ReadFile(state); string(b) != "THAWED" {
+		t.Errorf("freezer.state %q: the box was frozen", b)
+	}
+	if _, err := os.Stat(filepath.Join(v2, "cgroup.kill")); err == nil {
+		t.Errorf("cgroup.kill written")
 	}
 }

@@ -643,7 +643,7 @@ type pendingPrep struct {
 }
 
 // prepareAhead prepares and starts b's init stage beside the caller's
-// next step (exec journals the box as created, an fsync): the stage's
+// next step (exec journals the box as created): the stage's
 // clone, exec and runtime start (a few ms) overlap it. Start takes it.
 func (n *Native) prepareAhead(b *supervisor.Box) {
 	pp := &pendingPrep{box: b, done: make(chan struct{})}
