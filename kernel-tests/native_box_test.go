@@ -175,10 +175,17 @@ func runBoxEOF(t *testing.T, rt supervisor.Runtime, b *supervisor.Box, spec shar
 // for the test to hold (and drop).
 func startBox(t *testing.T, rt supervisor.Runtime, b *supervisor.Box, spec shared.Spec) (*supervisor.Started, *shared.Reader) {
 	t.Helper()
-	ctx := context.Background()
-	if err := rt.Create(ctx, b); err != nil {
+	if err := rt.Create(context.Background(), b); err != nil {
 		t.Fatalf("create: %v", err)
 	}
+	return startCreated(t, rt, b, spec)
+}
+
+// startCreated is startBox for a box the test created itself (once: the
+// lifecycle never creates a box twice).
+func startCreated(t *testing.T, rt supervisor.Runtime, b *supervisor.Box, spec shared.Spec) (*supervisor.Started, *shared.Reader) {
+	t.Helper()
+	ctx := context.Background()
 	st, err := rt.Start(ctx, b)
 	if err != nil {
 		rt.Remove(ctx, b)

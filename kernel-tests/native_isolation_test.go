@@ -209,7 +209,7 @@ func TestNativeLaunchTimings(t *testing.T) {
 			t.Fatal(err)
 		}
 		create = append(create, time.Since(t0))
-		st, rd := startBox(t, rt, b, agentSpec("/bin/true"))
+		st, rd := startCreated(t, rt, b, agentSpec("/bin/true"))
 		start = append(start, time.Since(t0))
 		for {
 			f, err := rd.Next()
