@@ -41,17 +41,25 @@ type archived struct {
 	start        time.Time
 }
 
-// stageArchive puts the copy-in trees into the created box when its
-// runtime can: one tar stream built from the host trees by the frame
-// sender's own walk (the same rules: no symlink followed, set-id bits
-// dropped, hard links as links), the manifest computed in the same
-// pass. A host tree that cannot be read is a *shared.CopyRefusedError.
-func (l *launch) stageArchive(ctx context.Context) error {
+// canStageArchive reports whether the launch's copy-in goes by the
+// runtime's archive. (A one-step runtime's client starts the box
+// itself: frames carry it.)
+func (l *launch) canStageArchive(ctx context.Context) bool {
 	a, ok := l.rt.(ArchiveStager)
-	// A one-step runtime's box has started by now: frames carry it.
-	if len(l.o.CopyIn) == 0 || !ok || l.oneStep || !a.CanPutArchive(ctx) {
-		return nil
-	}
+	return len(l.o.CopyIn) > 0 && ok && !l.oneStep && a.CanPutArchive(ctx)
+}
+
+// stageArchive puts the copy-in trees into the box: one tar stream
+// built from the host trees by the frame sender's own walk (the same
+// rules: no symlink followed, set-id bits dropped, hard links as
+// links), the manifest computed in the same pass. The box runs by
+// then, its watcher waiting for copy-in-landed before the agent: it
+// hashes the files ahead as they land (shared.LandingSums), so its
+// verification overlaps the put instead of following it. (Docker's
+// start waits for a put under way: the box is started first.) A host
+// tree that cannot be read is a *shared.CopyRefusedError.
+func (l *launch) stageArchive(ctx context.Context) error {
+	a := l.rt.(ArchiveStager)
 	start := time.Now()
 	pr, pw := io.Pipe()
 	type built struct {
@@ -103,7 +111,7 @@ func (l *launch) writeArchive(w io.Writer) ([]shared.CopyEnd, int64, int64, erro
 		return nil, 0, 0, err
 	}
 	k := &tarSink{tw: tw, now: now}
-	s := &shared.CopySender{Frames: shared.CopyInFrames, Send: k.send,
+	s := &shared.CopySender{Frames: shared.CopyInFrames, Send: k.send, Data: k.data,
 		Skipped: func(p string, mode uint32) {
 			l.say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
 		}}
@@ -187,17 +195,6 @@ func (k *tarSink) send(t shared.FrameType, p []byte) error {
 			h.Mode = k.modes[h.Linkname]
 		}
 		return k.tw.WriteHeader(h)
-	case shared.FrameCopyInData:
-		d, err := shared.ParseCopyData(p)
-		if err != nil {
-			return err
-		}
-		if err := k.pad(d.Offset); err != nil {
-			return err
-		}
-		n, err := k.tw.Write(d.Bytes)
-		k.off += int64(n)
-		return err
 	case shared.FrameCopyInSum:
 		return k.pad(k.size)
 	case shared.FrameCopyInEnd:
@@ -208,6 +205,16 @@ func (k *tarSink) send(t shared.FrameType, p []byte) error {
 		k.endRec = e
 	}
 	return nil
+}
+
+// data writes a piece of the current file (its holes before it as zeros).
+func (k *tarSink) data(d shared.CopyData) error {
+	if err := k.pad(d.Offset); err != nil {
+		return err
+	}
+	n, err := k.tw.Write(d.Bytes)
+	k.off += int64(n)
+	return err
 }
 
 // pipelined is a writer whose writes are gathered into buffers of size
