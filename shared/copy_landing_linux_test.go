@@ -2,7 +2,6 @@ package shared
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,71 +68,4 @@ func TestLandingSums(t *testing.T) {
 		t.Errorf("0/a changed after it was hashed ahead, and its old digest was given")
 	}
 	t.Logf("hashed ahead: %d files, %d bytes", l.Files, l.Bytes)
-}
-
-// TestLandedHashedAhead: Landed with digests hashed ahead passes what
-// landed as sent, and fails a file changed after it was hashed ahead.
-func TestLandedHashedAhead(t *testing.T) {
-	mk := func(root string) {
-		os.MkdirAll(filepath.Join(root, "d"), 0o755)
-		os.WriteFile(filepath.Join(root, "a"), []byte("alpha"), 0o644)
-		os.WriteFile(filepath.Join(root, "d/b"), []byte("beta"), 0o600)
-		os.WriteFile(filepath.Join(root, "d/c"), []byte("gamma"), 0o600)
-		os.WriteFile(filepath.Join(root, "z"), []byte("last"), 0o644)
-	}
-	src := t.TempDir()
-	mk(filepath.Join(src, "t"))
-	var want CopyEnd
-	sfd, _ := unix.Open(src, unix.O_PATH|unix.O_DIRECTORY, 0)
-	defer unix.Close(sfd)
-	s := &CopySender{Frames: CopyInFrames, Send: func(ft FrameType, p []byte) error {
-		if ft == FrameCopyInEnd {
-			want, _ = ParseCopyEnd(p)
-		}
-		return nil
-	}}
-	if err := s.SendTree(0, sfd, "t"); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name   string
-		tamper func(root string)
-		ok     bool
-	}{
-		{"as sent", func(string) {}, true},
-		{"changed after", func(root string) { os.WriteFile(filepath.Join(root, "a"), []byte("alphA"), 0o644) }, false},
-		{"replaced after", func(root string) {
-			os.Remove(filepath.Join(root, "d/b"))
-			os.WriteFile(filepath.Join(root, "d/b"), []byte("bet4"), 0o600)
-		}, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			box := t.TempDir()
-			mk(filepath.Join(box, "stage/0"))
-			l := hashAhead(t, box)
-			if l.Files < 2 {
-				t.Fatalf("hashed ahead %d files, want a and d/b at least", l.Files)
-			}
-			time.Sleep(20 * time.Millisecond) // a clock tick later
-			c.tamper(filepath.Join(box, "stage/0"))
-			root, _ := unix.Open(box, unix.O_PATH|unix.O_DIRECTORY, 0)
-			defer unix.Close(root)
-			stage, _ := unix.Open(filepath.Join(box, "stage"), unix.O_PATH|unix.O_DIRECTORY, 0)
-			defer unix.Close(stage)
-			r := &CopyReceiver{Root: root, Bases: []string{"work/t"}, Landing: l}
-			err := r.Landed(0, stage, "0", want)
-			var verr *VerifyError
-			if c.ok != (err == nil) || (!c.ok && !errors.As(err, &verr)) {
-				t.Fatalf("Landed: %v (want ok %v, else a VerifyError)", err, c.ok)
-			}
-			if c.ok {
-				if l.Used < 2 {
-					t.Errorf("the verification used %d digests hashed ahead, want 2 at least", l.Used)
-				}
-				if b, _ := os.ReadFile(filepath.Join(box, "work/t/a")); string(b) != "alpha" {
-					t.Errorf("work/t/a = %q", b)
-				}
-			}
-		})
-	}
 }
