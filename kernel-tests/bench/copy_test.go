@@ -87,7 +87,7 @@ func TestBenchCopy(t *testing.T) {
 			t.Fatalf("supervisor exec --copy-in --copy-out: %v", err)
 		}
 		os.RemoveAll(out)
-		t.Logf("round %d (load %.2f): in: docker cp %s, tar|exec %s, ours %s (put %s, then verified in %s; the box's start %s) by %s = %.2fx; out: docker cp %s, exec|tar %s, ours %s (manifest in at %s) by %s = %.2fx; the run %s",
+		t.Logf("round %d (load %.2f): in: docker cp %s, tar|exec %s, ours %s (put %s, then the rest of the verification %s; the box's start before it %s) by %s = %.2fx; out: docker cp %s, exec|tar %s, ours %s (manifest in at %s) by %s = %.2fx; the run %s",
 			i, loadNow(), dur(cpIn), dur(tarIn), dur(ct.staged), dur(ct.put), dur(ct.staged-ct.put), dur(ct.start), ct.transportIn, cpIn.Seconds()/ct.staged.Seconds(),
 			dur(cpOut), dur(tarOut), dur(ct.exported), dur(ct.manifest), ct.transportOut, cpOut.Seconds()/ct.exported.Seconds(), dur(ct.wall))
 		cpIns, tarIns, cpOuts, tarOuts = append(cpIns, cpIn), append(tarIns, tarIn), append(cpOuts, cpOut), append(tarOuts, tarOut)
@@ -110,7 +110,7 @@ func TestBenchCopy(t *testing.T) {
 	s.Note("best of %d rounds each (every way once per round, in turn); %.0f MiB in %d files; 'vs docker cp' is docker cp's time over this row's (above 1: faster than docker cp); the median of the rounds' own ratios: in %.2fx, out %.2fx; one supervisor run in and out took %s end to end (launch, copy-in, agent, copy-out, removal)",
 		rounds, mib, 15+4096, median(inRatios), median(outRatios), dur(wall))
 	if fastest.put > 0 {
-		s.Note("where the time goes (the run with the least in+out): copy-in %s = the archive put %s + the box's start and what the watcher verified after the put %s (the start alone: %s); copy-out %s, of which the watcher's manifest (walk and hash) took %s, overlapped by the engine's archive read (hashed and written as the manifest comes)",
+		s.Note("where the time goes (the run with the least in+out): copy-in %s = the archive put %s + the rest of the watcher's verification after it %s (it hashes the files ahead as they land; the box's start, before the put and outside the copy's time, took %s); copy-out %s, of which the watcher's manifest (walk and hash) took %s, overlapped by the engine's archive read (hashed and written as the manifest comes)",
 			dur(fastest.staged), dur(fastest.put), dur(fastest.staged-fastest.put), dur(fastest.start), dur(fastest.exported), dur(fastest.manifest))
 	}
 	s.Set("copy_mib_s", map[string]float64{
