@@ -14,8 +14,8 @@ import (
 )
 
 // ArchiveStager is implemented by runtimes that can put a tar stream
-// into a created box's file system before it starts (the Engine API's
-// archive endpoint). Copy-in then lands there (shared.CopyStageDir)
+// into a box's file system (the Engine API's archive endpoint): the
+// box runs, its watcher waiting for copy-in before the agent. Copy-in then lands there (shared.CopyStageDir)
 // and only its manifest digest crosses the control stream; a runtime
 // without it, or one that cannot now (no API reached), copies in
 // frames.
