@@ -1,12 +1,13 @@
 package kerneltests
 
 // Copy-in through the engine's archive endpoint (Docker): the tree
-// lands in the created box before it starts, and the watcher checks
-// what landed against the host's manifest before the agent runs. The
-// box's file system can be changed between the PUT and the check (by
-// the engine, by whoever else reaches it): the test does that with
-// docker cp while the supervisor is stopped right after the PUT, and
-// the box must end with 248 verify-failed, the agent never run.
+// lands in the running box, its watcher waiting (and hashing the files
+// ahead as they land), and the watcher checks what landed against the
+// host's manifest before the agent runs. The box's file system can be
+// changed between the PUT and the check, after the watcher hashed a
+// file (by the engine, by whoever else reaches it): the test does that
+// with docker cp while the supervisor is stopped right after the PUT,
+// and the box must end with 248 verify-failed, the agent never run.
 
 import (
 	"os"
@@ -35,7 +36,7 @@ func TestCopyArchiveTampered(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				os.Remove(r.eventsFile())
-				p := r.pausedAt(t, supervisor.CrashAfterStage, "--copy-in", src+":/tmp/tree", "--", "sh", "-c", "echo agent-ran")
+				p := r.pausedAt(t, supervisor.CrashAfterStage, "--heartbeat", "5m", "--copy-in", src+":/tmp/tree", "--", "sh", "-c", "echo agent-ran")
 				p.engine(t, &r, nil, "cp", other, "BOX:"+c.target)
 				if code := p.resume(); code != shared.ExitCopyFailed || !strings.Contains(p.stderr.String(), "verify") || strings.Contains(p.stdout.String(), "agent-ran") {
 					t.Fatalf("exit %d (want %d, the agent never run)\nstdout: %s\nstderr: %s", code, shared.ExitCopyFailed, p.stdout.String(), p.stderr.String())

@@ -149,8 +149,9 @@ func TestWatcherCopyIn(t *testing.T) {
 // copy-in tree (what an archive put left at /.deathwatch-copy-in/N)
 // off its frame loop: a verification much longer than the heartbeat
 // (2 GiB of a sparse file's zeros to hash, a 300 ms heartbeat) is no
-// silence while the host's pings come, and the agent starts on the
-// verified trees.
+// silence while the host's pings come, nor is hashing ahead what
+// landed before copy-in-landed comes (256 MiB, while the put would
+// still run), and the agent starts on the verified trees.
 func TestWatcherCopyInLandedLiveness(t *testing.T) {
 	bin := watcherBin(t)
 	stage := "/" + shared.CopyStageDir
@@ -167,6 +168,14 @@ func TestWatcherCopyInLandedLiveness(t *testing.T) {
 	f.Truncate(2 << 30)
 	f.WriteAt([]byte("end"), 2<<30-3)
 	f.Close()
+	// Before "big" by name: complete, so hashed ahead (no zero block).
+	dense := make([]byte, 256<<20)
+	for i := range dense {
+		dense[i] = byte(i%251 + 1)
+	}
+	if err := os.WriteFile(filepath.Join(stage, "0", "a-dense"), dense, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	os.WriteFile(filepath.Join(stage, "1", "a"), []byte("alpha"), 0o644)
 	// Each root's copy-in-landed: what the frame sender says of it.
 	var ends [2]shared.CopyEnd
@@ -185,7 +194,7 @@ func TestWatcherCopyInLandedLiveness(t *testing.T) {
 		syscall.Close(dfd)
 	}
 	dir := readyDir(t)
-	spec := shellSpec(`busybox cat "$1/t1/a"; busybox stat -c ' %s' "$1/t0/big"`, newMarker(t))
+	spec := shellSpec(`busybox cat "$1/t1/a"; busybox stat -c ' %s' "$1/t0/big" "$1/t0/a-dense"`, newMarker(t))
 	spec.Argv = append(spec.Argv, dir)
 	spec.CopyIn = []string{dir + "/t0", dir + "/t1"}
 	spec.Heartbeat = 300 * time.Millisecond
@@ -195,6 +204,8 @@ func TestWatcherCopyInLandedLiveness(t *testing.T) {
 	}
 	c.Send(shared.FrameSpec, spec.Marshal())
 	c.StartPings(50 * time.Millisecond)
+	// The put still "runs": the watcher hashes ahead meanwhile.
+	time.Sleep(2 * time.Second)
 	t0 := time.Now()
 	for _, e := range ends {
 		c.Send(shared.FrameCopyInLanded, e.Marshal())
@@ -203,8 +214,8 @@ func TestWatcherCopyInLandedLiveness(t *testing.T) {
 	took := time.Since(t0)
 	res := c.Wait(30*time.Second + ktest.Slack)
 	expectExit(t, c, res, 0, shared.ReasonExited, true)
-	if want := fmt.Sprintf("alpha %d\n", 2<<30); c.Stdout() != want {
+	if want := fmt.Sprintf("alpha %d\n %d\n", 2<<30, 256<<20); c.Stdout() != want {
 		t.Errorf("agent saw %q, want %q (ready: %v)", c.Stdout(), want, rerr)
 	}
-	t.Logf("two landed trees (2 GiB sparse + 5 bytes) verified and moved in %s with a %s heartbeat", took.Round(time.Millisecond), spec.Heartbeat)
+	t.Logf("two landed trees (2 GiB sparse + 256 MiB hashed ahead during 2 s of waiting + 5 bytes) verified and moved in %s after copy-in-landed, with a %s heartbeat", took.Round(time.Millisecond), spec.Heartbeat)
 }

@@ -75,11 +75,12 @@ func init() {
 }
 
 // A copy-in tree can also land without its data on the stream: where
-// the runtime can put a tar stream into the created box before it
-// starts (the Engine API's archive endpoint, what docker cp uses), the
-// host extracts root i at CopyStageDir/i and sends, instead of the
-// tree's frames, copy-in-landed: the copy-end (files, bytes, manifest
-// digest) of what it put there. The watcher walks the landed tree with
+// the runtime can put a tar stream into the box while the watcher
+// waits for copy-in (the Engine API's archive endpoint, what docker cp
+// uses), the host extracts root i at CopyStageDir/i and sends, instead
+// of the tree's frames, copy-in-landed: the copy-end (files, bytes,
+// manifest digest) of what it put there. The watcher hashes the files
+// ahead as they land (LandingSums), then walks the landed tree with
 // the sender's own code (no symlink followed), and a digest or count
 // that differs, or an object the host never sends (a FIFO, a device),
 // fails the copy as verify-failed, exactly as a frame copy's mismatch;

@@ -35,6 +35,14 @@ type CopySender struct {
 	// ManifestOnly reads and hashes every file but sends no copy-data:
 	// the data goes another way (an archive copy-out).
 	ManifestOnly bool
+	// Known, when set, is a file's digest already known (hashed ahead
+	// as it landed: LandingSums) for the file at p as fstat st says it
+	// is now; nil: it is read and hashed. A known file sends no copy-data.
+	Known func(p string, st *unix.Stat_t) []byte
+	// Data, when set, takes each piece of a file's data instead of Send
+	// (a copy-data frame): no copy of the bytes, which are the sender's
+	// buffer until it returns.
+	Data func(d CopyData) error
 
 	Files, Bytes int64 // of every tree sent so far
 	buf          []byte
@@ -191,9 +199,33 @@ func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
 		return err
 	}
 	c := CopyEntry{Path: p, Kind: CopyFile, Mode: mode, Size: size}
+	// Looked up before the entry is sent: Landed's chmod and chown on
+	// it change the file's change time.
+	var sum []byte
+	if t.s.Known != nil {
+		sum = t.s.Known(p, &st)
+	}
 	if err := t.s.Send(t.s.Frames.Entry, func() []byte { c.Root = t.root; return c.Marshal() }()); err != nil {
 		return err
 	}
+	if sum == nil {
+		if sum, err = t.hash(fd, p, size); err != nil {
+			return err
+		}
+	}
+	if err := t.s.Send(t.s.Frames.Sum, sum); err != nil {
+		return err
+	}
+	t.manifest.add(ManifestLine(c, sum))
+	t.s.Files++
+	t.s.Bytes += size
+	return nil
+}
+
+// hash reads the open file fd (path p, size bytes) by its data extents,
+// holes read as zeros, sends its data unless ManifestOnly, and returns
+// its SHA-256.
+func (t *treeSend) hash(fd int, p string, size int64) ([]byte, error) {
 	h := NewSHA256()
 	if len(t.s.buf) < CopyChunk {
 		t.s.buf = make([]byte, CopyChunk)
@@ -221,28 +253,27 @@ func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
 		for data < hole {
 			n, err := unix.Pread(fd, buf[:min(int64(len(buf)), hole-data)], data)
 			if err != nil || n == 0 {
-				return t.refuse(p, "changed while it was read (short read)")
+				return nil, t.refuse(p, "changed while it was read (short read)")
 			}
 			h.Write(buf[:n])
 			data += int64(n)
 			if t.s.ManifestOnly {
 				continue
 			}
+			if t.s.Data != nil {
+				if err := t.s.Data(CopyData{Offset: data - int64(n), Bytes: buf[:n]}); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			t.s.frame = AppendCopyData(t.s.frame[:0], data-int64(n), buf[:n])
 			if err := t.s.Send(t.s.Frames.Data, t.s.frame); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		off = hole
 	}
-	sum := h.Sum(nil)
-	if err := t.s.Send(t.s.Frames.Sum, sum); err != nil {
-		return err
-	}
-	t.manifest.add(ManifestLine(c, sum))
-	t.s.Files++
-	t.s.Bytes += size
-	return nil
+	return h.Sum(nil), nil
 }
 
 var zeros = make([]byte, 64<<10)
@@ -312,6 +343,10 @@ type CopyReceiver struct {
 	// receiver keeps per entry (its path twice, a manifest line) is
 	// bounded by it.
 	MaxEntries int64
+
+	// Landing, when set, holds the digests of landed files hashed ahead
+	// (Landed reads again only what it does not know unchanged).
+	Landing *LandingSums
 
 	Refused      []string // symlinks not made: "path -> target"
 	Files, Bytes int64    // of every tree received so far
@@ -532,6 +567,16 @@ func (r *CopyReceiver) data(b []byte) error {
 	if err != nil {
 		return err
 	}
+	return r.Data(d)
+}
+
+// Data takes the bytes of one copy-data not framed (an archive
+// copy-out's, read from the engine's stream): as a copy-data frame,
+// 1 to CopyChunk bytes, in order, within the file's size.
+func (r *CopyReceiver) Data(d CopyData) error {
+	if len(d.Bytes) == 0 || len(d.Bytes) > CopyChunk || d.Offset < 0 {
+		return protoErr("copy-data: want 1-" + itoa(CopyChunk) + " bytes at an offset")
+	}
 	t := r.cur
 	if t == nil || t.file < 0 {
 		return protoErr("copy-data outside a file")
@@ -670,6 +715,8 @@ func (r *CopyReceiver) Landed(root uint32, dirfd int, name string, want CopyEnd)
 	defer holes.close()
 	s := &CopySender{Frames: CopyInFrames,
 		Skipped: func(p string, mode uint32) { odd = append(odd, p) },
+		Known:   func(p string, st *unix.Stat_t) []byte { return r.Landing.Sum(joinRel(name, p), st) },
+		Data:    func(d CopyData) error { holes.data(d); return nil },
 		Send: func(t FrameType, p []byte) error {
 			switch t {
 			case FrameCopyInEntry:
@@ -690,12 +737,6 @@ func (r *CopyReceiver) Landed(root uint32, dirfd int, name string, want CopyEnd)
 				if e.Kind == CopyFile {
 					holes.path = joinRel(name, e.Path)
 				}
-			case FrameCopyInData:
-				d, err := ParseCopyData(p)
-				if err != nil {
-					return err
-				}
-				holes.data(d)
 			case FrameCopyInEnd:
 				e, err := ParseCopyEnd(p)
 				if err != nil {

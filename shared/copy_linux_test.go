@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -140,9 +141,32 @@ func TestReceiverMemoryPerEntry(t *testing.T) {
 	r.Close()
 }
 
+// sentEnd is the copy-end the frame sender sends for src/name as root 0
+// (what the host's copy-in-landed carries).
+func sentEnd(t *testing.T, src, name string) CopyEnd {
+	t.Helper()
+	var want CopyEnd
+	sfd, err := unix.Open(src, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(sfd)
+	s := &CopySender{Frames: CopyInFrames, Send: func(ft FrameType, p []byte) error {
+		if ft == FrameCopyInEnd {
+			want, _ = ParseCopyEnd(p)
+		}
+		return nil
+	}}
+	if err := s.SendTree(0, sfd, name); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
 // TestLanded: a tree the host put into the box is checked against the
 // copy-end it sent, then moved to its base; anything changed, added,
-// removed or never sendable fails it as a *VerifyError.
+// removed or never sendable fails it as a *VerifyError. Each case also
+// with the files hashed ahead as they landed, the change made after.
 func TestLanded(t *testing.T) {
 	mk := func(t *testing.T, root string) {
 		os.MkdirAll(filepath.Join(root, "d"), 0o755)
@@ -157,18 +181,7 @@ func TestLanded(t *testing.T) {
 	}
 	src := t.TempDir()
 	mk(t, filepath.Join(src, "t"))
-	var want CopyEnd
-	sfd, _ := unix.Open(src, unix.O_PATH|unix.O_DIRECTORY, 0)
-	defer unix.Close(sfd)
-	s := &CopySender{Frames: CopyInFrames, Send: func(ft FrameType, p []byte) error {
-		if ft == FrameCopyInEnd {
-			want, _ = ParseCopyEnd(p)
-		}
-		return nil
-	}}
-	if err := s.SendTree(0, sfd, "t"); err != nil {
-		t.Fatal(err)
-	}
+	want := sentEnd(t, src, "t")
 	for _, c := range []struct {
 		name   string
 		tamper func(root string)
@@ -180,6 +193,10 @@ func TestLanded(t *testing.T) {
 			unix.Chmod(filepath.Join(root, "a"), 0o4644)
 		}, true},
 		{"changed", func(root string) { os.WriteFile(filepath.Join(root, "a"), []byte("alphA"), 0o644) }, false},
+		{"replaced", func(root string) {
+			os.Remove(filepath.Join(root, "d/b"))
+			os.WriteFile(filepath.Join(root, "d/b"), []byte("bet4"), 0o600)
+		}, false},
 		{"extra", func(root string) { os.WriteFile(filepath.Join(root, "d/x"), nil, 0o644) }, false},
 		{"missing", func(root string) { os.Remove(filepath.Join(root, "d/b")) }, false},
 		{"mode", func(root string) { os.Chmod(filepath.Join(root, "d/b"), 0o644) }, false},
@@ -189,43 +206,57 @@ func TestLanded(t *testing.T) {
 			os.Symlink("/etc", filepath.Join(root, "d"))
 		}, false},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			box := t.TempDir()
-			mk(t, filepath.Join(box, "stage/0"))
-			c.tamper(filepath.Join(box, "stage/0"))
-			root, _ := unix.Open(box, unix.O_PATH|unix.O_DIRECTORY, 0)
-			defer unix.Close(root)
-			stage, _ := unix.Open(filepath.Join(box, "stage"), unix.O_PATH|unix.O_DIRECTORY, 0)
-			defer unix.Close(stage)
-			r := &CopyReceiver{Root: root, Bases: []string{"work/t"}}
-			err := r.Landed(0, stage, "0", want)
-			var verr *VerifyError
-			if c.ok != (err == nil) || (!c.ok && !errors.As(err, &verr)) {
-				t.Fatalf("Landed: %v (want ok %v, else a VerifyError)", err, c.ok)
+		for _, ahead := range []bool{false, true} {
+			name := c.name
+			if ahead {
+				name += " after hashing ahead"
 			}
-			if !c.ok {
-				return
-			}
-			for _, p := range []string{"work/t/d", "work/t/a"} {
-				if fi, err := os.Stat(filepath.Join(box, p)); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
-					t.Errorf("%s: %v (%v): set-id bits kept", p, fi.Mode(), err)
+			t.Run(name, func(t *testing.T) {
+				box := t.TempDir()
+				mk(t, filepath.Join(box, "stage/0"))
+				var l *LandingSums
+				if ahead {
+					l = hashAhead(t, box)
+					time.Sleep(20 * time.Millisecond) // a clock tick later
 				}
-			}
-			if b, _ := os.ReadFile(filepath.Join(box, "work/t/d/b")); string(b) != "beta" {
-				t.Errorf("work/t/d/b = %q", b)
-			}
-			if _, err := os.Lstat(filepath.Join(box, "stage/0")); err == nil {
-				t.Errorf("the landed tree was not moved")
-			}
-			var st unix.Stat_t
-			unix.Stat(filepath.Join(box, "work/t/zeros"), &st)
-			t.Logf("zeros: %d bytes allocated of %d", st.Blocks*512, st.Size)
-			if st.Blocks*512 > 64<<10 {
-				t.Errorf("zero blocks not punched: %d bytes allocated", st.Blocks*512)
-			}
-			if r.Files != want.Files || r.Bytes != want.Bytes {
-				t.Errorf("counted %d files %d bytes, want %d %d", r.Files, r.Bytes, want.Files, want.Bytes)
-			}
-		})
+				c.tamper(filepath.Join(box, "stage/0"))
+				root, _ := unix.Open(box, unix.O_PATH|unix.O_DIRECTORY, 0)
+				defer unix.Close(root)
+				stage, _ := unix.Open(filepath.Join(box, "stage"), unix.O_PATH|unix.O_DIRECTORY, 0)
+				defer unix.Close(stage)
+				r := &CopyReceiver{Root: root, Bases: []string{"work/t"}, Landing: l}
+				err := r.Landed(0, stage, "0", want)
+				var verr *VerifyError
+				if c.ok != (err == nil) || (!c.ok && !errors.As(err, &verr)) {
+					t.Fatalf("Landed: %v (want ok %v, else a VerifyError)", err, c.ok)
+				}
+				if !c.ok {
+					return
+				}
+				if ahead && c.name == "as sent" && l.Used != 2 {
+					t.Errorf("the verification used %d digests hashed ahead, want 2 (a, d/b)", l.Used)
+				}
+				for _, p := range []string{"work/t/d", "work/t/a"} {
+					if fi, err := os.Stat(filepath.Join(box, p)); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+						t.Errorf("%s: %v (%v): set-id bits kept", p, fi.Mode(), err)
+					}
+				}
+				if b, _ := os.ReadFile(filepath.Join(box, "work/t/d/b")); string(b) != "beta" {
+					t.Errorf("work/t/d/b = %q", b)
+				}
+				if _, err := os.Lstat(filepath.Join(box, "stage/0")); err == nil {
+					t.Errorf("the landed tree was not moved")
+				}
+				var st unix.Stat_t
+				unix.Stat(filepath.Join(box, "work/t/zeros"), &st)
+				t.Logf("zeros: %d bytes allocated of %d", st.Blocks*512, st.Size)
+				if st.Blocks*512 > 64<<10 {
+					t.Errorf("zero blocks not punched: %d bytes allocated", st.Blocks*512)
+				}
+				if r.Files != want.Files || r.Bytes != want.Bytes {
+					t.Errorf("counted %d files %d bytes, want %d %d", r.Files, r.Bytes, want.Files, want.Bytes)
+				}
+			})
+		}
 	}
 }

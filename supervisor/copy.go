@@ -72,7 +72,8 @@ func checkCopies(o *ExecOptions) error {
 
 // copies is one launch's copy state, shared by attend's goroutines.
 type copies struct {
-	l *launch
+	l   *launch
+	ctx context.Context // ends with the control stream (an archive put's)
 
 	mu        sync.Mutex
 	inFiles   int64
@@ -231,17 +232,4 @@ func copyOutBound(o *ExecOptions, given, def int64) int64 {
 		return given
 	}
 	return def
-}
-
-// stageFailed ends a launch whose copy-in the runtime could not put
-// into the box: a host tree that cannot be read is copy-refused (248),
-// as on the frame path; anything else the engine's failure.
-func (l *launch) stageFailed(err error) int {
-	var refused *shared.CopyRefusedError
-	if errors.As(err, &refused) {
-		l.say("copy-in: refused: %v", err)
-		return l.early(shared.ExitCopyFailed, string(shared.ReasonCopyRefused), nil)
-	}
-	l.say("%v", err)
-	return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 }

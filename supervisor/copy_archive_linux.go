@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"archive/tar"
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -15,8 +14,8 @@ import (
 )
 
 // ArchiveStager is implemented by runtimes that can put a tar stream
-// into a created box's file system before it starts (the Engine API's
-// archive endpoint). Copy-in then lands there (shared.CopyStageDir)
+// into a box's file system (the Engine API's archive endpoint): the
+// box runs, its watcher waiting for copy-in before the agent. Copy-in then lands there (shared.CopyStageDir)
 // and only its manifest digest crosses the control stream; a runtime
 // without it, or one that cannot now (no API reached), copies in
 // frames.
@@ -41,43 +40,45 @@ type archived struct {
 	start        time.Time
 }
 
-// stageArchive puts the copy-in trees into the created box when its
-// runtime can: one tar stream built from the host trees by the frame
-// sender's own walk (the same rules: no symlink followed, set-id bits
-// dropped, hard links as links), the manifest computed in the same
-// pass. A host tree that cannot be read is a *shared.CopyRefusedError.
-func (l *launch) stageArchive(ctx context.Context) error {
+// canStageArchive reports whether the launch's copy-in goes by the
+// runtime's archive. (A one-step runtime's client starts the box
+// itself: frames carry it.)
+func (l *launch) canStageArchive(ctx context.Context) bool {
 	a, ok := l.rt.(ArchiveStager)
-	// A one-step runtime's box has started by now: frames carry it.
-	if len(l.o.CopyIn) == 0 || !ok || l.oneStep || !a.CanPutArchive(ctx) {
-		return nil
-	}
+	return len(l.o.CopyIn) > 0 && ok && !l.oneStep && a.CanPutArchive(ctx)
+}
+
+// stageArchive puts the copy-in trees into the box: one tar stream
+// built from the host trees by the frame sender's own walk (the same
+// rules: no symlink followed, set-id bits dropped, hard links as
+// links), the manifest computed in the same pass. The box runs by
+// then, its watcher waiting for copy-in-landed before the agent: it
+// hashes the files ahead as they land (shared.LandingSums), so its
+// verification overlaps the put instead of following it. (Docker's
+// start waits for a put under way: the box is started first.) A host
+// tree that cannot be read is a *shared.CopyRefusedError.
+func (l *launch) stageArchive(ctx context.Context) error {
+	a := l.rt.(ArchiveStager)
 	start := time.Now()
-	pr, pw := io.Pipe()
 	type built struct {
 		ends         []shared.CopyEnd
 		files, bytes int64
 		err          error
 	}
 	done := make(chan built, 1)
+	// The walk reads and hashes; the HTTP client's goroutine writes the
+	// pipeline's 1 MiB buffers (its WriteTo: each a chunk, not 32 KiB
+	// reads) to the engine's socket: on two cores the hashing and the
+	// socket writes overlap.
+	pl := newPipelined(1<<20, 4)
 	go func() {
 		var b built
-		// The walk reads and hashes; the pipeline's goroutine hands the
-		// tar on to the HTTP client's: on two cores the hashing and the
-		// socket writes overlap.
-		pl := newPipelined(pw, 1<<20, 4)
 		b.ends, b.files, b.bytes, b.err = l.writeArchive(pl)
-		if err := pl.Close(); b.err == nil {
-			b.err = err
-		}
-		pw.CloseWithError(b.err)
+		pl.CloseWithError(b.err)
 		done <- b
 	}()
-	// Buffered: the HTTP client copies a body that can write itself
-	// (bufio's WriteTo) in the pipeline's 1 MiB pieces, not in 32 KiB
-	// reads, each a chunk and two writes to the engine's socket.
-	err := a.PutArchive(ctx, l.box, "/", bufio.NewReaderSize(pr, 1<<20))
-	pr.CloseWithError(errors.New("the engine stopped reading"))
+	err := a.PutArchive(ctx, l.box, "/", pl)
+	pl.Stop()
 	b := <-done
 	var refused *shared.CopyRefusedError
 	if errors.As(b.err, &refused) {
@@ -103,7 +104,7 @@ func (l *launch) writeArchive(w io.Writer) ([]shared.CopyEnd, int64, int64, erro
 		return nil, 0, 0, err
 	}
 	k := &tarSink{tw: tw, now: now}
-	s := &shared.CopySender{Frames: shared.CopyInFrames, Send: k.send,
+	s := &shared.CopySender{Frames: shared.CopyInFrames, Send: k.send, Data: k.data,
 		Skipped: func(p string, mode uint32) {
 			l.say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
 		}}
@@ -187,17 +188,6 @@ func (k *tarSink) send(t shared.FrameType, p []byte) error {
 			h.Mode = k.modes[h.Linkname]
 		}
 		return k.tw.WriteHeader(h)
-	case shared.FrameCopyInData:
-		d, err := shared.ParseCopyData(p)
-		if err != nil {
-			return err
-		}
-		if err := k.pad(d.Offset); err != nil {
-			return err
-		}
-		n, err := k.tw.Write(d.Bytes)
-		k.off += int64(n)
-		return err
 	case shared.FrameCopyInSum:
 		return k.pad(k.size)
 	case shared.FrameCopyInEnd:
@@ -210,69 +200,130 @@ func (k *tarSink) send(t shared.FrameType, p []byte) error {
 	return nil
 }
 
-// pipelined is a writer whose writes are gathered into buffers of size
-// bytes and written to w by a goroutine of its own, n buffers at most
-// in flight: its caller goes on (reading, hashing) while w writes.
-type pipelined struct {
-	w    io.Writer
-	buf  []byte
-	full chan []byte
-	free chan []byte
-	done chan struct{}
-	mu   sync.Mutex
-	err  error
+// data writes a piece of the current file (its holes before it as zeros).
+func (k *tarSink) data(d shared.CopyData) error {
+	if err := k.pad(d.Offset); err != nil {
+		return err
+	}
+	n, err := k.tw.Write(d.Bytes)
+	k.off += int64(n)
+	return err
 }
 
-func newPipelined(w io.Writer, size, n int) *pipelined {
-	p := &pipelined{w: w, full: make(chan []byte, n), free: make(chan []byte, n), done: make(chan struct{})}
+// pipelined is a writer whose writes are gathered into buffers of size
+// bytes, n at most in flight, and the reader of the same: its writer
+// goes on (reading, hashing) while the reader's goroutine writes them
+// on. As the put's HTTP body its WriteTo writes each buffer to the
+// connection as it is, no copy of it (an io.Pipe would copy each into
+// the reader's buffer).
+type pipelined struct {
+	buf   []byte
+	full  chan []byte
+	free  chan []byte
+	stop  chan struct{} // closed: the reader is gone
+	once  sync.Once
+	err   error  // why the writer ended (nil: io.EOF), set before full is closed
+	cur   []byte // Read: what is left of the buffer being read
+	whole []byte
+}
+
+// errReaderGone is a write after the reader stopped.
+var errReaderGone = errors.New("the engine stopped reading")
+
+func newPipelined(size, n int) *pipelined {
+	p := &pipelined{full: make(chan []byte, n), free: make(chan []byte, n), stop: make(chan struct{})}
 	for i := 1; i < n; i++ {
 		p.free <- make([]byte, 0, size)
 	}
 	p.buf = make([]byte, 0, size)
-	go func() {
-		defer close(p.done)
-		for b := range p.full {
-			if p.failed() == nil {
-				if _, err := p.w.Write(b); err != nil {
-					p.mu.Lock()
-					p.err = err
-					p.mu.Unlock()
-				}
-			}
-			p.free <- b[:0]
-		}
-	}()
 	return p
-}
-
-func (p *pipelined) failed() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
 }
 
 func (p *pipelined) Write(b []byte) (int, error) {
 	n := len(b)
 	for len(b) > 0 {
-		if err := p.failed(); err != nil {
-			return n - len(b), err
-		}
 		k := copy(p.buf[len(p.buf):cap(p.buf)], b)
 		p.buf, b = p.buf[:len(p.buf)+k], b[k:]
-		if len(p.buf) == cap(p.buf) {
-			p.full <- p.buf
-			p.buf = <-p.free
+		if len(p.buf) < cap(p.buf) {
+			break
+		}
+		select {
+		case p.full <- p.buf:
+		case <-p.stop:
+			return n - len(b), errReaderGone
+		}
+		select {
+		case p.buf = <-p.free:
+		case <-p.stop:
+			return n - len(b), errReaderGone
 		}
 	}
 	return n, nil
 }
 
-// Close writes what is gathered and waits for the goroutine.
-func (p *pipelined) Close() error {
-	if len(p.buf) > 0 {
-		p.full <- p.buf
+// CloseWithError ends the stream: with err nil what is gathered goes
+// first and the reader then sees io.EOF; else it sees err.
+func (p *pipelined) CloseWithError(err error) {
+	if err == nil && len(p.buf) > 0 {
+		select {
+		case p.full <- p.buf:
+		case <-p.stop:
+		}
 	}
+	p.err = err
 	close(p.full)
-	<-p.done
-	return p.failed()
+}
+
+// Stop says the reader is gone: a writer waiting for it goes on (with
+// errReaderGone).
+func (p *pipelined) Stop() { p.once.Do(func() { close(p.stop) }) }
+
+func (p *pipelined) end() error {
+	if p.err != nil {
+		return p.err
+	}
+	return io.EOF
+}
+
+// WriteTo writes the buffers to w as they come, until the writer ends.
+func (p *pipelined) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	if len(p.cur) > 0 {
+		k, err := w.Write(p.cur)
+		n += int64(k)
+		p.free <- p.whole[:0]
+		p.cur, p.whole = nil, nil
+		if err != nil {
+			return n, err
+		}
+	}
+	for b := range p.full {
+		k, err := w.Write(b)
+		n += int64(k)
+		p.free <- b[:0]
+		if err != nil {
+			return n, err
+		}
+	}
+	if err := p.end(); err != io.EOF {
+		return n, err
+	}
+	return n, nil
+}
+
+func (p *pipelined) Read(b []byte) (int, error) {
+	if len(p.cur) == 0 {
+		next, ok := <-p.full
+		if !ok {
+			return 0, p.end()
+		}
+		p.whole, p.cur = next, next
+	}
+	k := copy(b, p.cur)
+	p.cur = p.cur[k:]
+	if len(p.cur) == 0 {
+		p.free <- p.whole[:0]
+		p.cur, p.whole = nil, nil
+	}
+	return k, nil
 }

@@ -276,10 +276,9 @@ func (c *copies) fetch(ctx context.Context, m *manifestTree) error {
 				a = &archiveFiles{tr: tar.NewReader(ra), base: path.Base(co.Box), paths: seen}
 			}
 			if e.Kind == shared.CopyFile {
-				err = a.feed(e, func(p []byte) error {
+				err = a.feed(e, func(d shared.CopyData) error {
 					c.moved()
-					_, _, err := t.recv.Frame(shared.CopyOutFrames, shared.Frame{Type: shared.FrameCopyOutData, Payload: p})
-					return err
+					return t.recv.Data(d)
 				})
 			}
 		}
@@ -318,7 +317,6 @@ type archiveFiles struct {
 	paths   map[string]bool // what the manifest named up to here
 	dropped int
 	buf     []byte
-	frame   []byte
 }
 
 // rel is a stream name's path in the tree ("" the root; false: not in it).
@@ -338,11 +336,11 @@ func (a *archiveFiles) name(p string) string {
 	return a.base + "/" + p
 }
 
-// feed finds e's bytes in the stream and sends them as copy-data
-// payloads; a run of whole 4 KiB blocks of zeros is not sent (the
+// feed finds e's bytes in the stream and gives them as copy-data (not
+// framed: no copy of the bytes); a run of whole 4 KiB blocks of zeros is not sent (the
 // receiver hashes it as zeros and leaves a hole: a sparse file comes
 // back sparse, as by frames).
-func (a *archiveFiles) feed(e shared.CopyEntry, data func([]byte) error) error {
+func (a *archiveFiles) feed(e shared.CopyEntry, data func(shared.CopyData) error) error {
 	for {
 		h, err := a.tr.Next()
 		if err == io.EOF {
@@ -380,8 +378,7 @@ func (a *archiveFiles) feed(e shared.CopyEntry, data func([]byte) error) error {
 				j = min(j+shared.HoleBlock, n)
 			}
 			if j > i {
-				a.frame = shared.AppendCopyData(a.frame[:0], off+int64(i), b[i:j])
-				if err := data(a.frame); err != nil {
+				if err := data(shared.CopyData{Offset: off + int64(i), Bytes: b[i:j]}); err != nil {
 					return err
 				}
 			}

@@ -100,30 +100,48 @@ func TestWriteArchive(t *testing.T) {
 }
 
 // TestPipelined: what goes through the pipeline comes out whole and in
-// order, whatever the pieces; a failed write is returned to the writer
-// and Close.
+// order, whatever the pieces, read by WriteTo or by Read; a reader that
+// stops (Stop) fails the writes still to come; a writer's error is the
+// reader's.
 func TestPipelined(t *testing.T) {
-	var out bytes.Buffer
-	p := newPipelined(&out, 1000, 3)
-	var want []byte
-	for i := 0; i < 500; i++ {
-		piece := bytes.Repeat([]byte{byte(i)}, i*7%2500)
-		want = append(want, piece...)
-		if n, err := p.Write(piece); n != len(piece) || err != nil {
-			t.Fatalf("write %d: %d, %v", i, n, err)
+	for _, how := range []string{"WriteTo", "Read"} {
+		p := newPipelined(1000, 3)
+		var want []byte
+		go func() {
+			for i := 0; i < 500; i++ {
+				piece := bytes.Repeat([]byte{byte(i)}, i*7%2500)
+				if n, err := p.Write(piece); n != len(piece) || err != nil {
+					panic(err)
+				}
+			}
+			p.CloseWithError(nil)
+		}()
+		for i := 0; i < 500; i++ {
+			want = append(want, bytes.Repeat([]byte{byte(i)}, i*7%2500)...)
+		}
+		var out bytes.Buffer
+		var err error
+		if how == "WriteTo" {
+			_, err = p.WriteTo(&out)
+		} else {
+			_, err = io.Copy(&out, struct{ io.Reader }{p})
+		}
+		if err != nil || !bytes.Equal(out.Bytes(), want) {
+			t.Fatalf("%s: %v; %d bytes out, %d in", how, err, out.Len(), len(want))
 		}
 	}
-	if err := p.Close(); err != nil || !bytes.Equal(out.Bytes(), want) {
-		t.Fatalf("close %v; %d bytes out, %d in", err, out.Len(), len(want))
-	}
-	pr, pw := io.Pipe()
-	pr.CloseWithError(io.ErrClosedPipe)
-	p = newPipelined(pw, 10, 2)
+	p := newPipelined(10, 2)
+	p.Stop()
 	var err error
 	for i := 0; i < 100 && err == nil; i++ {
 		_, err = p.Write(make([]byte, 25))
 	}
-	if err == nil || p.Close() == nil {
-		t.Fatalf("a failed write went unsaid: %v", err)
+	if err != errReaderGone {
+		t.Fatalf("a write after the reader stopped: %v", err)
+	}
+	p = newPipelined(10, 2)
+	go func() { p.Write(make([]byte, 5)); p.CloseWithError(io.ErrUnexpectedEOF) }()
+	if _, err := p.WriteTo(io.Discard); err != io.ErrUnexpectedEOF {
+		t.Fatalf("the writer's error: %v", err)
 	}
 }

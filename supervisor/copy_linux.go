@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -25,6 +26,26 @@ func (c *copies) sendIn(w *shared.Writer) error {
 		Skipped: func(p string, mode uint32) {
 			c.l.say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
 		},
+	}
+	if c.l.archiveIn {
+		err := c.l.stageArchive(c.ctx)
+		var refused *shared.CopyRefusedError
+		switch {
+		case errors.As(err, &refused):
+			// As a frame copy: the watcher is told, and ends the box
+			// (copy-refused).
+			end := shared.CopyEnd{Err: refused.Reason}
+			if serr := w.Send(shared.FrameCopyInEnd, end.Marshal()); serr != nil {
+				return serr
+			}
+			return err
+		case err != nil:
+			// The engine failed the put (what landed of it goes with the
+			// stage folder): the frames carry the trees instead.
+			c.l.x.Log.Info("copy-in archive put failed; copying in frames", "box", c.l.box.Name, "err", err)
+		default:
+			crashpoint(CrashAfterStage)
+		}
 	}
 	if a := c.l.archive; a != nil {
 		// The runtime put the trees into the box: their copy-ends only.

@@ -23,7 +23,7 @@ type archived struct{}
 
 type manifestTree struct{}
 
-func (l *launch) stageArchive(context.Context) error { return nil }
+func (l *launch) canStageArchive(context.Context) bool { return false }
 
 func (l *launch) archiveOut(context.Context) bool { return false }
 

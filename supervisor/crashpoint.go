@@ -8,7 +8,7 @@ const (
 	CrashAfterJournal = "after-journal" // intent journaled, nothing created yet
 	CrashInRun        = "in-run"        // a one-step runtime's client creates the box (journal: intent)
 	CrashAfterCreate  = "after-create"  // the box exists, not started (one-step: its client starts it)
-	CrashAfterStage   = "after-stage"   // copy-in put into the box by its runtime, not started
+	CrashAfterStage   = "after-stage"   // the box runs, its copy-in put by its runtime; copy-in-landed not sent
 	CrashAfterStart   = "after-start"   // the box runs, hello/spec not sent (before ready)
 	CrashRemoving     = "removing"      // removal intent journaled, box not yet removed
 )

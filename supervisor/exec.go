@@ -497,8 +497,11 @@ type launch struct {
 	entry   *JournalEntry
 	spec    shared.Spec
 	tail    *tailWriter
-	// archive is the copy-in the runtime put into the box (nil: frames).
-	archive *archived
+	// archiveIn: the runtime puts the copy-in into the box (once it
+	// runs, beside the watcher: copies.sendIn); archive is what it put.
+	archiveIn bool
+	archive   *archived
+	ctx       context.Context
 }
 
 func (l *launch) emit(ev Event) {
@@ -574,12 +577,7 @@ func (l *launch) run(ctx context.Context) int {
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, st)
 	}
-	if err := l.stageArchive(ctx); err != nil {
-		return l.stageFailed(err)
-	}
-	if l.archive != nil {
-		crashpoint(CrashAfterStage)
-	}
+	l.ctx, l.archiveIn = ctx, l.canStageArchive(ctx)
 	l.spec.CopyOutArchive = l.archiveOut(ctx)
 
 	if st == nil {
@@ -625,6 +623,9 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 		go resizes(l.x.Resize, ready, done, w, log)
 	}
 	cp := &copies{l: l, w: w}
+	var cancelCopy context.CancelFunc
+	cp.ctx, cancelCopy = context.WithCancel(l.ctx)
+	defer cancelCopy() // an archive put still under way stops with the stream
 
 	// hello, spec, then pings. A blocked write (a box that never reads)
 	// must not block the loop below, so the writes have a goroutine.

@@ -41,6 +41,24 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 	// What landed and was not moved (a tree written through the
 	// receiver, one that failed) goes before the agent starts.
 	defer os.RemoveAll("/" + shared.CopyStageDir)
+	// While the host's archive put lands (the box runs meanwhile), its
+	// complete files are hashed ahead; stopped at the first copy frame,
+	// before anything is verified or moved (the verification reads the
+	// digests, and again what changed since).
+	r.Landing = &shared.LandingSums{}
+	ahead, aheadDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(aheadDone)
+		r.Landing.Run(ahead, root, shared.CopyStageDir, len(spec.CopyIn))
+	}()
+	stopAhead := func() {
+		if ahead != nil {
+			close(ahead)
+			<-aheadDone
+			ahead = nil
+		}
+	}
+	defer stopAhead()
 	var hb *time.Timer
 	var hbC <-chan time.Time
 	if spec.Heartbeat > 0 {
@@ -95,6 +113,7 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 		}
 		var end bool
 		var i uint32
+		stopAhead()
 		switch {
 		case ev.f.Type == shared.FrameCopyInLanded:
 			var e shared.CopyEnd

@@ -12,7 +12,8 @@ import (
 
 // Copies through the Engine API's archive endpoint (what docker cp
 // uses). Copy-in (PUT /containers/{id}/archive): the engine extracts
-// the host's tar stream into the created box's file system itself, so
+// the host's tar stream into the box's file system itself (the box
+// runs, its watcher waiting before the agent), so
 // the data never crosses the attach stream (slow: it is the engine's
 // stdin relay). The watcher verifies what landed before the agent
 // starts (shared.CopyReceiver.Landed). Copy-out (GET
@@ -25,7 +26,7 @@ import (
 // CanPutArchive reports whether this engine is driven through its API.
 func (e *Engine) CanPutArchive(ctx context.Context) bool { return e.client(ctx) != nil }
 
-// PutArchive extracts the tar stream r at dir of the created box b.
+// PutArchive extracts the tar stream r at dir of box b.
 func (e *Engine) PutArchive(ctx context.Context, b *supervisor.Box, dir string, r io.Reader) error {
 	c := e.client(ctx)
 	if c == nil {
