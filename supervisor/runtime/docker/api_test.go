@@ -191,6 +191,10 @@ type fakeAPI struct {
 	stdinEOF   chan struct{}
 	// libpod: _ping answers as a podman service does (its version).
 	libpod bool
+	// server is _ping's Server header ("": none).
+	server string
+	// infoGate, when set, holds /info's answer until it is closed.
+	infoGate chan struct{}
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -230,8 +234,16 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Libpod-Api-Version", "4.3.1")
 		}
 		w.Header().Set("Api-Version", "1.41")
+		if f.server != "" {
+			w.Header().Set("Server", f.server)
+		}
 		w.Write([]byte("OK"))
 	case p == "/info":
+		if f.infoGate != nil {
+			f.mu.Unlock()
+			<-f.infoGate
+			f.mu.Lock()
+		}
 		opts := []string{"name=seccomp,profile=default"}
 		if f.rootless {
 			opts = append(opts, "name=rootless")
@@ -561,4 +573,67 @@ func TestDemuxTruncated(t *testing.T) {
 	if _, err := io.ReadAll(a); err == nil {
 		t.Error("truncated frame read as a clean end")
 	}
+}
+
+// A root listener on the local socket is a rootful docker without
+// asking /info (exec's path: the engine has a Stderr): the probe answers
+// from _ping while /info is still out, and the statement about
+// userns-remap is said once /info answers, before Remove returns. A
+// listener that is not root (a test run by a user) asks /info first.
+func TestAPIProbeFromPing(t *testing.T) {
+	for _, tc := range []struct{ server, want string }{
+		{"Docker/20.10.24+dfsg1 (linux)", "20.10.24+dfsg1"}, {"Docker/28.2.2", "28.2.2"}, {"Libpod/4.3.1 (linux)", ""}, {"", ""},
+	} {
+		if got := dockerServerVersion(tc.server); got != tc.want {
+			t.Errorf("dockerServerVersion(%q) = %q, want %q", tc.server, got, tc.want)
+		}
+	}
+	f := newFakeAPI(t)
+	f.server = "Docker/20.10.24 (linux)"
+	var stderr syncBuffer
+	e := f.engine()
+	e.Stderr = &stderr
+	root := os.Geteuid() == 0
+	if root {
+		f.infoGate = make(chan struct{})
+	}
+	info, err := e.Probe(context.Background())
+	if err != nil || !info.Present || info.Version != "20.10.24" || info.Rootless {
+		t.Fatalf("probe: %+v %v", info, err)
+	}
+	if root {
+		if info.Detail != "" || stderr.String() != "" {
+			t.Errorf("root listener: the probe waited for /info: detail %q stderr %q", info.Detail, stderr.String())
+		}
+		close(f.infoGate)
+	}
+	if err := e.Remove(context.Background(), &supervisor.Box{Name: "dw-none"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := stderr.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "userns-remap") {
+		t.Errorf("rootful statement after Remove: %q", s)
+	}
+	// Without a Stderr (doctor) the statement is in Detail.
+	d := f.engine()
+	if info, err := d.Probe(context.Background()); err != nil || info.Detail != rootfulNoUserns {
+		t.Errorf("doctor's probe: %+v %v", info, err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -44,6 +44,9 @@ type Engine struct {
 	api     *apiClient // nil: the CLI serves
 
 	warnOnce sync.Once // warnShared says it once (OneStep and Probe may both run)
+	// stated is closed once the rootful statement that the probe left to
+	// docker's /info answer was settled (nil: none pending; api.go).
+	stated chan struct{}
 
 	mu      sync.Mutex
 	removed map[string]chan error  // box → the engine's "removed" answer
