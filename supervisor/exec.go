@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -358,8 +359,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		}
 	}
 	now := time.Now().UTC()
+	d, _ := Lookup(rt.Name())
 	l := &launch{
-		o: o, x: x, rt: rt, oneStep: p.oneStep, box: box, j: j, spec: spec, tail: tail,
+		o: o, x: x, rt: rt, oneStep: p.oneStep, box: box, j: j, spec: spec, tail: tail, beside: d.IntentFinds,
 		entry: &JournalEntry{
 			LaunchID: launchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
 			Runtime: rt.Name(), Image: o.Image, Nonce: nonce, Labels: labels, Owner: owner,
@@ -499,6 +501,10 @@ type launch struct {
 	tail    *tailWriter
 	// archive is the copy-in the runtime put into the box (nil: frames).
 	archive *archived
+	// beside: the created and started writes run beside the engine's
+	// next step (Descriptor.IntentFinds); pending is the write in flight.
+	beside  bool
+	pending chan error
 }
 
 func (l *launch) emit(ev Event) {
@@ -514,12 +520,70 @@ func (l *launch) say(format string, args ...any) {
 	fmt.Fprintf(l.x.Stderr, "supervisor: "+format+"\n", args...)
 }
 
+// journal writes the entry in state, after the write in flight (if any)
+// landed; it returns the first error of the two.
 func (l *launch) journal(state string) error {
+	perr := l.settle()
 	l.entry.State = state
 	if len(l.box.State) > 0 {
 		l.entry.RuntimeState = l.box.State
 	}
-	return l.j.Put(l.entry)
+	if err := l.j.Put(l.entry); err != nil {
+		return err
+	}
+	return perr
+}
+
+// journalBeside is journal for the created and started writes of a
+// runtime whose intent finds its boxes (Descriptor.IntentFinds): once
+// the write before it landed (its error is returned here), it writes a
+// copy of the entry in the background, beside the engine's next step —
+// the attach and start after created, the watcher's handshake after
+// started: each fsync off the launch's path. The next journal (at the
+// latest the removal intent) waits for it; a started write that failed
+// is said there, and the entry stays open for reconcile (the intent is
+// durable: reconcile finds the box by its labels and nonce).
+func (l *launch) journalBeside(state string) error {
+	if !l.beside {
+		return l.journal(state)
+	}
+	if err := l.settle(); err != nil {
+		return err
+	}
+	l.entry.State = state
+	if len(l.box.State) > 0 {
+		l.entry.RuntimeState = l.box.State
+	}
+	e := *l.entry
+	e.RuntimeState = maps.Clone(e.RuntimeState)
+	done := make(chan error, 1)
+	l.pending = done
+	go func() { done <- l.j.Put(&e) }()
+	return nil
+}
+
+// settle waits for the write in flight, if any, and returns its error.
+func (l *launch) settle() error {
+	if l.pending == nil {
+		return nil
+	}
+	err := <-l.pending
+	l.pending = nil
+	return err
+}
+
+// crashAt is crashpoint(point) once the write in flight landed, when
+// the test asked for point: the crash-window tests check that the
+// journal says the point's state. (Without a test nothing waits: a kill
+// there leaves the previous state, which reconcile handles as the kill
+// one point earlier.)
+func (l *launch) crashAt(point string) {
+	if crashArmed(point) && l.pending != nil {
+		err := <-l.pending
+		l.pending = make(chan error, 1)
+		l.pending <- err
+	}
+	crashpoint(point)
 }
 
 // pendingSignal returns a signal that arrived, if any, without waiting.
@@ -564,13 +628,13 @@ func (l *launch) run(ctx context.Context) int {
 		l.say("%v", err)
 		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), st)
 	}
-	if err := l.journal(StateCreated); err != nil {
+	if err := l.journalBeside(StateCreated); err != nil {
 		l.say("%v", err)
 		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), st)
 	}
 	l.emit(Event{Event: EventCreated})
 	log.Info("created")
-	crashpoint(CrashAfterCreate)
+	l.crashAt(CrashAfterCreate)
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, st)
 	}
@@ -589,7 +653,8 @@ func (l *launch) run(ctx context.Context) int {
 			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 	}
-	if err := l.journal(StateStarted); err != nil {
+	// (journalBeside: the created write, if it still ran, failed here.)
+	if err := l.journalBeside(StateStarted); err != nil {
 		l.say("%v", err)
 		st.Control.Close()
 		st.Kill()
@@ -597,7 +662,7 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	l.emit(Event{Event: EventStarted})
 	log.Info("started")
-	crashpoint(CrashAfterStart)
+	l.crashAt(CrashAfterStart)
 	return l.finish(l.attend(st, log), st)
 }
 

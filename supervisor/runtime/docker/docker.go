@@ -73,6 +73,8 @@ func init() {
 			AutoRank:   d.rank,
 			Bounds:     supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: d.removed},
 			AutoRemove: true,
+			// The engine lists its boxes by label (List): the intent finds them.
+			IntentFinds: true,
 			Installed: func(env []string) error {
 				if _, err := exec.LookPath(kind); err == nil || apiSocketPresent(kind, env) {
 					return nil
