@@ -286,20 +286,6 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 
 	tail := &tailWriter{w: x.Stderr}
 	cfg := RuntimeConfig{Log: x.Log, Stderr: tail, EngineEnv: x.EngineEnv}
-	p, err := pickRuntime(ctx, o, cfg)
-	if err != nil {
-		return fail(err, shared.ExitEngine)
-	}
-	rt, info := p.rt, p.info
-	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
-	if d, _ := Lookup(rt.Name()); len(o.HostPorts) > 0 && !d.HostPorts {
-		return fail(RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", rt.Name()), shared.ExitRefused)
-	}
-	if lc, ok := rt.(LimitsChecker); ok {
-		if err := lc.CheckLimits(o.Memory, o.PidsLimit); err != nil {
-			return fail(err, shared.ExitRefused)
-		}
-	}
 	owner, err := SelfOwner()
 	if err != nil {
 		return fail(SetupError("%w", err), shared.ExitSetupFailed)
@@ -308,7 +294,59 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	if err != nil {
 		return fail(WithCode(ExitCode(err, shared.ExitSetupFailed), err), shared.ExitSetupFailed)
 	}
+	box := newBox(o)
+	l := &launch{
+		o: o, x: x, box: box, j: j, spec: spec, tail: tail,
+		entry: &JournalEntry{
+			LaunchID: box.LaunchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
+			Runtime: o.Runtime, Image: o.Image, Nonce: box.Nonce, Labels: box.Labels, Owner: owner,
+			State: StateIntent, Created: time.Now().UTC(),
+		},
+	}
+	if d, _ := Lookup(o.Runtime); d.IntentFinds {
+		// The runtime is named and its intent needs nothing the probe
+		// finds: the intent is written beside the probe and the image
+		// check (engine round trips; a probe creates nothing), and run
+		// waits for it before anything is created. A launch that ends
+		// before run drops it: nothing was created.
+		l.beside, l.earlyIntent = true, true
+		l.journalBeside(StateIntent)
+		defer l.dropIntent()
+	}
+	p, err := pickRuntime(ctx, o, cfg)
+	if err != nil {
+		return fail(err, shared.ExitEngine)
+	}
+	rt, info := p.rt, p.info
+	d, _ := Lookup(rt.Name())
+	l.rt, l.oneStep, l.beside, l.entry.Runtime = rt, p.oneStep, d.IntentFinds, rt.Name()
+	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
+	if len(o.HostPorts) > 0 && !d.HostPorts {
+		return fail(RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", rt.Name()), shared.ExitRefused)
+	}
+	if lc, ok := rt.(LimitsChecker); ok {
+		if err := lc.CheckLimits(o.Memory, o.PidsLimit); err != nil {
+			return fail(err, shared.ExitRefused)
+		}
+	}
+	if p, ok := rt.(Preparer); ok {
+		if err := p.Prepare(ctx, box); err != nil {
+			return fail(err, shared.ExitRefused)
+		}
+		l.entry.Box = box.Name // the runtime may name the box
+		if len(box.Links) > 0 {
+			l.spec.Links = append(l.spec.Links, box.Links...)
+			if err := l.spec.Validate(); err != nil {
+				return fail(UsageError("%w", err), shared.ExitUsage)
+			}
+		}
+	}
+	return l.run(ctx)
+}
 
+// newBox is the launch's identity: a fresh launch id and nonce, the
+// box's name and labels, and what the options ask of it.
+func newBox(o *ExecOptions) *Box {
 	launchID := NewLaunchID()
 	nonce := RandHex(16)
 	prefix := o.NamePrefix
@@ -326,7 +364,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	if o.RunKey != "" {
 		labels[shared.LabelRunKey] = o.RunKey
 	}
-	box := &Box{
+	return &Box{
 		Name:           prefix + "-" + launchID,
 		LaunchID:       launchID,
 		Nonce:          nonce,
@@ -347,28 +385,6 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		AgentUID:         o.UID,
 		AgentGID:         o.GID,
 	}
-	if p, ok := rt.(Preparer); ok {
-		if err := p.Prepare(ctx, box); err != nil {
-			return fail(err, shared.ExitRefused)
-		}
-		if len(box.Links) > 0 {
-			spec.Links = append(spec.Links, box.Links...)
-			if err := spec.Validate(); err != nil {
-				return fail(UsageError("%w", err), shared.ExitUsage)
-			}
-		}
-	}
-	now := time.Now().UTC()
-	d, _ := Lookup(rt.Name())
-	l := &launch{
-		o: o, x: x, rt: rt, oneStep: p.oneStep, box: box, j: j, spec: spec, tail: tail, beside: d.IntentFinds,
-		entry: &JournalEntry{
-			LaunchID: launchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
-			Runtime: rt.Name(), Image: o.Image, Nonce: nonce, Labels: labels, Owner: owner,
-			State: StateIntent, Created: now,
-		},
-	}
-	return l.run(ctx)
 }
 
 // picked is the runtime exec drives and what its probe found; oneStep:
@@ -505,6 +521,9 @@ type launch struct {
 	// next step (Descriptor.IntentFinds); pending is the write in flight.
 	beside  bool
 	pending chan error
+	// earlyIntent: the intent was written beside the probe (Exec), and
+	// run has not taken it over yet (dropIntent removes it).
+	earlyIntent bool
 }
 
 func (l *launch) emit(ev Event) {
@@ -596,9 +615,26 @@ func (l *launch) pendingSignal() os.Signal {
 	}
 }
 
+// dropIntent removes the intent written beside the probe of a launch
+// that ended before run: nothing was created. (A kill before this
+// leaves an intent without a box, which reconcile closes.)
+func (l *launch) dropIntent() {
+	if !l.earlyIntent {
+		return
+	}
+	if l.settle() == nil {
+		os.Remove(l.j.path(l.entry.LaunchID))
+	}
+}
+
 func (l *launch) run(ctx context.Context) int {
 	log := l.x.Log.With("box", l.box.Name, "launch", l.box.LaunchID)
-	if err := l.journal(StateIntent); err != nil {
+	intent := l.settle // written beside the probe (Exec)
+	if !l.earlyIntent {
+		intent = func() error { return l.journal(StateIntent) }
+	}
+	l.earlyIntent = false
+	if err := intent(); err != nil {
 		l.say("%v (nothing was created)", err)
 		return shared.ExitSetupFailed
 	}

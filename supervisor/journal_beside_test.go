@@ -1,9 +1,15 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"deathwatch/shared"
 )
 
 // TestJournalBeside: for a runtime whose intent finds its boxes, the
@@ -62,5 +68,67 @@ func TestJournalBeside(t *testing.T) {
 	}
 	if e, err := j.Get(o.entry.LaunchID); err != nil || e.State != StateCreated {
 		t.Errorf("inline created: %+v %v", e, err)
+	}
+}
+
+// findsRuntime is memRuntime registered with IntentFinds; its probe
+// answers what probe says, and it records whether the intent was on
+// disk when Create ran.
+type findsRuntime struct {
+	*memRuntime
+	probe      func() (Info, error)
+	j          *Journal
+	intentSeen bool
+}
+
+func (f *findsRuntime) Name() string                        { return "findsrt" }
+func (f *findsRuntime) Probe(context.Context) (Info, error) { return f.probe() }
+func (f *findsRuntime) Create(_ context.Context, b *Box) error {
+	e, err := f.j.Get(b.LaunchID)
+	f.intentSeen = err == nil && e.State == StateIntent
+	return nil
+}
+
+var theFinds = &findsRuntime{memRuntime: &memRuntime{boxes: map[string]Listed{}}}
+
+func init() {
+	Register(Descriptor{Name: "findsrt", IntentFinds: true, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
+		New: func(RuntimeConfig) (Runtime, error) { return theFinds, nil }})
+}
+
+// TestExecIntentBesideProbe: a runtime whose intent finds its boxes has
+// its intent written beside the probe; Create runs only once it is on
+// disk; a probe that fails leaves no entry (nothing was created).
+func TestExecIntentBesideProbe(t *testing.T) {
+	run := func() (int, string, []*JournalEntry) {
+		dir := t.TempDir()
+		var stderr strings.Builder
+		theFinds.j, _ = OpenJournal(dir, "finds")
+		theFinds.intentSeen = false
+		code := Exec(context.Background(), &ExecOptions{
+			Instance: "finds", JournalDir: dir, Runtime: "findsrt", WatcherPath: "/host/watcher",
+			UID: 1000, GID: 1000, Argv: []string{"true"},
+		}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal)})
+		es, _, _ := theFinds.j.List()
+		return code, stderr.String(), es
+	}
+	theFinds.probe = func() (Info, error) { return Info{Runtime: "findsrt", Present: true}, nil }
+	code, stderr, es := run()
+	if code != shared.ExitSetupFailed { // memRuntime cannot start
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if !theFinds.intentSeen {
+		t.Error("Create ran before the intent was on disk")
+	}
+	if len(es) != 1 || es[0].State != StateRemoved || es[0].Runtime != "findsrt" {
+		t.Errorf("journal after a launch: %+v", es)
+	}
+	theFinds.probe = func() (Info, error) { return Info{Runtime: "findsrt"}, EngineError("findsrt engine is not reachable") }
+	code, stderr, es = run()
+	if code != shared.ExitEngine || !strings.Contains(stderr, "not reachable") {
+		t.Errorf("failed probe: exit %d: %s", code, stderr)
+	}
+	if len(es) != 0 {
+		t.Errorf("a failed probe left journal entries: %+v", es)
 	}
 }

@@ -106,7 +106,9 @@ type Descriptor struct {
 	// attach and start, the watcher's handshake) instead of before it:
 	// a SIGKILL that beats them leaves an intent or created entry and a
 	// box that reconcile removes as it does after a kill at after-journal
-	// or in-run. See launch.journalBeside.
+	// or in-run. A runtime named outright (not auto) also has its intent
+	// written beside its probe: it must not be a Preparer, which would
+	// change the box after the intent. See launch.journalBeside.
 	IntentFinds bool
 	// HostWatcherOnly: the box always runs the host's watcher, which the
 	// runtime itself puts into the box and checks at Create
