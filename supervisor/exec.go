@@ -8,6 +8,13 @@ package supervisor
 //	→ exit record → on every path: journal removal intent → remove →
 //	journal the removal.
 //
+// For a runtime whose intent alone finds its boxes (Descriptor.
+// IntentFinds: docker, podman) the intent is written beside the probe
+// and image check when the runtime is named, and the created and
+// started writes beside the attach and start and the handshake: each
+// waits only for the write before it, and the box is created only once
+// the intent is durable.
+//
 // A one-step runtime (OneStepStarter: `podman run`) has no separate
 // probe, image check, create and start: after the intent is journaled
 // one engine client creates the box and starts it attached, and finds a
