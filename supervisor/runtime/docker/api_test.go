@@ -590,9 +590,14 @@ func TestAPIProbeFromPing(t *testing.T) {
 	}
 	f := newFakeAPI(t)
 	f.server = "Docker/20.10.24 (linux)"
-	var stderr syncBuffer
+	// A file: the statement is written by another goroutine.
+	stderrFile, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := func() string { b, _ := os.ReadFile(stderrFile.Name()); return string(b) }
 	e := f.engine()
-	e.Stderr = &stderr
+	e.Stderr = stderrFile
 	root := os.Geteuid() == 0
 	if root {
 		f.infoGate = make(chan struct{})
@@ -602,15 +607,15 @@ func TestAPIProbeFromPing(t *testing.T) {
 		t.Fatalf("probe: %+v %v", info, err)
 	}
 	if root {
-		if info.Detail != "" || stderr.String() != "" {
-			t.Errorf("root listener: the probe waited for /info: detail %q stderr %q", info.Detail, stderr.String())
+		if info.Detail != "" || said() != "" {
+			t.Errorf("root listener: the probe waited for /info: detail %q stderr %q", info.Detail, said())
 		}
 		close(f.infoGate)
 	}
 	if err := e.Remove(context.Background(), &supervisor.Box{Name: "dw-none"}); err != nil {
 		t.Fatal(err)
 	}
-	if s := stderr.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "userns-remap") {
+	if s := said(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "userns-remap") {
 		t.Errorf("rootful statement after Remove: %q", s)
 	}
 	// Without a Stderr (doctor) the statement is in Detail.
@@ -618,22 +623,4 @@ func TestAPIProbeFromPing(t *testing.T) {
 	if info, err := d.Probe(context.Background()); err != nil || info.Detail != rootfulNoUserns {
 		t.Errorf("doctor's probe: %+v %v", info, err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
