@@ -371,18 +371,26 @@ func dockerServerVersion(server string) string {
 }
 
 // statedBy waits, up to d, until the rootful statement that apiProbe left
-// to /info's answer was said (or not: a remapping daemon).
-func (e *Engine) statedBy(d time.Duration) {
+// to /info's answer was said (or not: a remapping daemon), and returns
+// how long it waited.
+func (e *Engine) statedBy(d time.Duration) (waited time.Duration) {
 	e.mu.Lock()
 	said := e.stated
 	e.mu.Unlock()
 	if said == nil {
-		return
+		return 0
 	}
+	select {
+	case <-said:
+		return 0
+	default:
+	}
+	t0 := time.Now()
 	select {
 	case <-said:
 	case <-time.After(d):
 	}
+	return time.Since(t0)
 }
 
 // dockerInfo reads docker's /info: the version, and whether the daemon
@@ -479,7 +487,9 @@ func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) 
 // not an error. The engine's own auto-remove may be half-way (409,
 // "removal already in progress"): then wait until it is gone.
 func (e *Engine) apiRemove(ctx context.Context, c *apiClient, b *supervisor.Box) error {
-	e.statedBy(2 * time.Second)
+	if waited := e.statedBy(2 * time.Second); waited > 0 {
+		e.log().Debug("waited for the rootful statement", "box", b.Name, "took", waited)
+	}
 	if e.removedBy(b.Name, 2*time.Second) {
 		return nil
 	}
