@@ -323,9 +323,11 @@ func containerPath(name, tail string) string { return "/containers/" + name + ta
 // box is created (--allow-rootful, the limits check) is known, and the
 // version came with _ping's headers. /info, which dockerd answers in
 // 10-40 ms under load (it gathers the host's and storage's state; _ping
-// takes 1 ms), then runs beside the journal and the create, and says
-// whether the daemon remaps user ids (the statement on stderr) when it
-// answers; Remove waits for it. doctor (no Stderr: it reads the
+// takes 1 ms), then runs beside the journal and the create, and tells
+// whether the daemon remaps user ids: the statement on stderr is said
+// once the box started (when /info answered by then) or at Remove (which
+// waits for it), never for a launch refused before anything was
+// created. doctor (no Stderr: it reads the
 // statement from Detail), a tcp:// daemon and a listener that is not
 // root (rootless docker, or a proxy: only the daemon knows) ask /info
 // first, as before.
@@ -349,7 +351,9 @@ func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, e
 					e.log().Debug("engine info", "err", err, "rootless", info.Rootless)
 					return
 				}
-				e.warnShared(info)
+				e.mu.Lock()
+				e.statement = info
+				e.mu.Unlock()
 			}()
 			return supervisor.Info{Runtime: e.Kind, Present: true, Version: v}, nil
 		}
@@ -370,9 +374,9 @@ func dockerServerVersion(server string) string {
 	return v
 }
 
-// statedBy waits, up to d, until the rootful statement that apiProbe left
-// to /info's answer was said (or not: a remapping daemon), and returns
-// how long it waited.
+// statedBy waits, up to d, for the /info answer that apiProbe left the
+// rootful statement to, says the statement once it came (nothing for a
+// remapping daemon), and returns how long it waited.
 func (e *Engine) statedBy(d time.Duration) (waited time.Duration) {
 	e.mu.Lock()
 	said := e.stated
@@ -380,17 +384,22 @@ func (e *Engine) statedBy(d time.Duration) (waited time.Duration) {
 	if said == nil {
 		return 0
 	}
-	select {
-	case <-said:
-		return 0
-	default:
-	}
 	t0 := time.Now()
 	select {
 	case <-said:
-	case <-time.After(d):
+	default:
+		select {
+		case <-said:
+			waited = time.Since(t0)
+		case <-time.After(d):
+			return time.Since(t0)
+		}
 	}
-	return time.Since(t0)
+	e.mu.Lock()
+	info := e.statement
+	e.mu.Unlock()
+	e.warnShared(info)
+	return waited
 }
 
 // dockerInfo reads docker's /info: the version, and whether the daemon
@@ -475,6 +484,7 @@ func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) 
 		e.removedBy(b.Name, 0) // a box that never ran is not auto-removed: Remove deletes it
 		return nil, supervisor.SetupError("start box %s: %v", b.Name, err)
 	}
+	e.statedBy(0) // the rootful statement, if /info answered already
 	stderr := e.Stderr
 	if stderr == nil {
 		stderr = io.Discard

@@ -44,9 +44,11 @@ type Engine struct {
 	api     *apiClient // nil: the CLI serves
 
 	warnOnce sync.Once // warnShared says it once (OneStep and Probe may both run)
-	// stated is closed once the rootful statement that the probe left to
-	// docker's /info answer was settled (nil: none pending; api.go).
-	stated chan struct{}
+	// stated is closed once docker's /info, which the probe left the
+	// rootful statement to, answered (nil: none pending; api.go), and
+	// statement is what it said (statedBy says it).
+	stated    chan struct{}
+	statement supervisor.Info
 
 	mu      sync.Mutex
 	removed map[string]chan error  // box → the engine's "removed" answer
