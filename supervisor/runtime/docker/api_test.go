@@ -611,6 +611,12 @@ func TestAPIProbeFromPing(t *testing.T) {
 			t.Errorf("root listener: the probe waited for /info: detail %q stderr %q", info.Detail, said())
 		}
 		close(f.infoGate)
+		// /info answered: still nothing said until the box starts or is
+		// removed (a launch refused now says only its refusal).
+		<-e.stated
+		if s := said(); s != "" {
+			t.Errorf("the statement was said before the box started or was removed: %q", s)
+		}
 	}
 	if err := e.Remove(context.Background(), &supervisor.Box{Name: "dw-none"}); err != nil {
 		t.Fatal(err)
