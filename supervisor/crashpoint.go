@@ -20,3 +20,6 @@ const CrashPointEnv = "DEATHWATCH_TEST_PAUSE_AT"
 
 // crashPointAt is read once, at start-up.
 var crashPointAt = os.Getenv(CrashPointEnv)
+
+// crashArmed reports whether the test asked to stop at point.
+func crashArmed(point string) bool { return crashPointAt != "" && crashPointAt == point }

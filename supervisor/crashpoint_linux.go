@@ -13,7 +13,7 @@ import (
 // stopped state in /proc/PID/stat and then sends SIGKILL; a SIGCONT
 // instead lets the lifecycle go on.
 func crashpoint(point string) {
-	if crashPointAt == "" || crashPointAt != point {
+	if !crashArmed(point) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "supervisor: %s=%s: stopping for the test\n", CrashPointEnv, point)

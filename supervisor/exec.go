@@ -8,6 +8,13 @@ package supervisor
 //	→ exit record → on every path: journal removal intent → remove →
 //	journal the removal.
 //
+// For a runtime whose intent alone finds its boxes (Descriptor.
+// IntentFinds: docker, podman) the intent is written beside the probe
+// and image check when the runtime is named, and the created and
+// started writes beside the attach and start and the handshake: each
+// waits only for the write before it, and the box is created only once
+// the intent is durable.
+//
 // A one-step runtime (OneStepStarter: `podman run`) has no separate
 // probe, image check, create and start: after the intent is journaled
 // one engine client creates the box and starts it attached, and finds a
@@ -26,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -285,20 +293,6 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 
 	tail := &tailWriter{w: x.Stderr}
 	cfg := RuntimeConfig{Log: x.Log, Stderr: tail, EngineEnv: x.EngineEnv}
-	p, err := pickRuntime(ctx, o, cfg)
-	if err != nil {
-		return fail(err, shared.ExitEngine)
-	}
-	rt, info := p.rt, p.info
-	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
-	if d, _ := Lookup(rt.Name()); len(o.HostPorts) > 0 && !d.HostPorts {
-		return fail(RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", rt.Name()), shared.ExitRefused)
-	}
-	if lc, ok := rt.(LimitsChecker); ok {
-		if err := lc.CheckLimits(o.Memory, o.PidsLimit); err != nil {
-			return fail(err, shared.ExitRefused)
-		}
-	}
 	owner, err := SelfOwner()
 	if err != nil {
 		return fail(SetupError("%w", err), shared.ExitSetupFailed)
@@ -307,7 +301,59 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	if err != nil {
 		return fail(WithCode(ExitCode(err, shared.ExitSetupFailed), err), shared.ExitSetupFailed)
 	}
+	box := newBox(o)
+	l := &launch{
+		o: o, x: x, box: box, j: j, spec: spec, tail: tail,
+		entry: &JournalEntry{
+			LaunchID: box.LaunchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
+			Runtime: o.Runtime, Image: o.Image, Nonce: box.Nonce, Labels: box.Labels, Owner: owner,
+			State: StateIntent, Created: time.Now().UTC(),
+		},
+	}
+	if d, _ := Lookup(o.Runtime); d.IntentFinds {
+		// The runtime is named and its intent needs nothing the probe
+		// finds: the intent is written beside the probe and the image
+		// check (engine round trips; a probe creates nothing), and run
+		// waits for it before anything is created. A launch that ends
+		// before run drops it: nothing was created.
+		l.beside, l.earlyIntent = true, true
+		l.journalBeside(StateIntent)
+		defer l.dropIntent()
+	}
+	p, err := pickRuntime(ctx, o, cfg)
+	if err != nil {
+		return fail(err, shared.ExitEngine)
+	}
+	rt, info := p.rt, p.info
+	d, _ := Lookup(rt.Name())
+	l.rt, l.oneStep, l.beside, l.entry.Runtime = rt, p.oneStep, d.IntentFinds, rt.Name()
+	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
+	if len(o.HostPorts) > 0 && !d.HostPorts {
+		return fail(RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", rt.Name()), shared.ExitRefused)
+	}
+	if lc, ok := rt.(LimitsChecker); ok {
+		if err := lc.CheckLimits(o.Memory, o.PidsLimit); err != nil {
+			return fail(err, shared.ExitRefused)
+		}
+	}
+	if p, ok := rt.(Preparer); ok {
+		if err := p.Prepare(ctx, box); err != nil {
+			return fail(err, shared.ExitRefused)
+		}
+		l.entry.Box = box.Name // the runtime may name the box
+		if len(box.Links) > 0 {
+			l.spec.Links = append(l.spec.Links, box.Links...)
+			if err := l.spec.Validate(); err != nil {
+				return fail(UsageError("%w", err), shared.ExitUsage)
+			}
+		}
+	}
+	return l.run(ctx)
+}
 
+// newBox is the launch's identity: a fresh launch id and nonce, the
+// box's name and labels, and what the options ask of it.
+func newBox(o *ExecOptions) *Box {
 	launchID := NewLaunchID()
 	nonce := RandHex(16)
 	prefix := o.NamePrefix
@@ -325,7 +371,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	if o.RunKey != "" {
 		labels[shared.LabelRunKey] = o.RunKey
 	}
-	box := &Box{
+	return &Box{
 		Name:           prefix + "-" + launchID,
 		LaunchID:       launchID,
 		Nonce:          nonce,
@@ -346,27 +392,6 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		AgentUID:         o.UID,
 		AgentGID:         o.GID,
 	}
-	if p, ok := rt.(Preparer); ok {
-		if err := p.Prepare(ctx, box); err != nil {
-			return fail(err, shared.ExitRefused)
-		}
-		if len(box.Links) > 0 {
-			spec.Links = append(spec.Links, box.Links...)
-			if err := spec.Validate(); err != nil {
-				return fail(UsageError("%w", err), shared.ExitUsage)
-			}
-		}
-	}
-	now := time.Now().UTC()
-	l := &launch{
-		o: o, x: x, rt: rt, oneStep: p.oneStep, box: box, j: j, spec: spec, tail: tail,
-		entry: &JournalEntry{
-			LaunchID: launchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
-			Runtime: rt.Name(), Image: o.Image, Nonce: nonce, Labels: labels, Owner: owner,
-			State: StateIntent, Created: now,
-		},
-	}
-	return l.run(ctx)
 }
 
 // picked is the runtime exec drives and what its probe found; oneStep:
@@ -502,6 +527,13 @@ type launch struct {
 	archiveIn bool
 	archive   *archived
 	ctx       context.Context
+	// beside: the created and started writes run beside the engine's
+	// next step (Descriptor.IntentFinds); pending is the write in flight.
+	beside  bool
+	pending chan error
+	// earlyIntent: the intent was written beside the probe (Exec), and
+	// run has not taken it over yet (dropIntent removes it).
+	earlyIntent bool
 }
 
 func (l *launch) emit(ev Event) {
@@ -517,12 +549,70 @@ func (l *launch) say(format string, args ...any) {
 	fmt.Fprintf(l.x.Stderr, "supervisor: "+format+"\n", args...)
 }
 
+// journal writes the entry in state, after the write in flight (if any)
+// landed; it returns the first error of the two.
 func (l *launch) journal(state string) error {
+	perr := l.settle()
 	l.entry.State = state
 	if len(l.box.State) > 0 {
 		l.entry.RuntimeState = l.box.State
 	}
-	return l.j.Put(l.entry)
+	if err := l.j.Put(l.entry); err != nil {
+		return err
+	}
+	return perr
+}
+
+// journalBeside is journal for the created and started writes of a
+// runtime whose intent finds its boxes (Descriptor.IntentFinds): once
+// the write before it landed (its error is returned here), it writes a
+// copy of the entry in the background, beside the engine's next step —
+// the attach and start after created, the watcher's handshake after
+// started: each fsync off the launch's path. The next journal (at the
+// latest the removal intent) waits for it; a started write that failed
+// is said there, and the entry stays open for reconcile (the intent is
+// durable: reconcile finds the box by its labels and nonce).
+func (l *launch) journalBeside(state string) error {
+	if !l.beside {
+		return l.journal(state)
+	}
+	if err := l.settle(); err != nil {
+		return err
+	}
+	l.entry.State = state
+	if len(l.box.State) > 0 {
+		l.entry.RuntimeState = l.box.State
+	}
+	e := *l.entry
+	e.RuntimeState = maps.Clone(e.RuntimeState)
+	done := make(chan error, 1)
+	l.pending = done
+	go func() { done <- l.j.Put(&e) }()
+	return nil
+}
+
+// settle waits for the write in flight, if any, and returns its error.
+func (l *launch) settle() error {
+	if l.pending == nil {
+		return nil
+	}
+	err := <-l.pending
+	l.pending = nil
+	return err
+}
+
+// crashAt is crashpoint(point) once the write in flight landed, when
+// the test asked for point: the crash-window tests check that the
+// journal says the point's state. (Without a test nothing waits: a kill
+// there leaves the previous state, which reconcile handles as the kill
+// one point earlier.)
+func (l *launch) crashAt(point string) {
+	if crashArmed(point) && l.pending != nil {
+		err := <-l.pending
+		l.pending = make(chan error, 1)
+		l.pending <- err
+	}
+	crashpoint(point)
 }
 
 // pendingSignal returns a signal that arrived, if any, without waiting.
@@ -535,9 +625,26 @@ func (l *launch) pendingSignal() os.Signal {
 	}
 }
 
+// dropIntent removes the intent written beside the probe of a launch
+// that ended before run: nothing was created. (A kill before this
+// leaves an intent without a box, which reconcile closes.)
+func (l *launch) dropIntent() {
+	if !l.earlyIntent {
+		return
+	}
+	if l.settle() == nil {
+		os.Remove(l.j.path(l.entry.LaunchID))
+	}
+}
+
 func (l *launch) run(ctx context.Context) int {
 	log := l.x.Log.With("box", l.box.Name, "launch", l.box.LaunchID)
-	if err := l.journal(StateIntent); err != nil {
+	intent := l.settle // written beside the probe (Exec)
+	if !l.earlyIntent {
+		intent = func() error { return l.journal(StateIntent) }
+	}
+	l.earlyIntent = false
+	if err := intent(); err != nil {
 		l.say("%v (nothing was created)", err)
 		return shared.ExitSetupFailed
 	}
@@ -567,13 +674,13 @@ func (l *launch) run(ctx context.Context) int {
 		l.say("%v", err)
 		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), st)
 	}
-	if err := l.journal(StateCreated); err != nil {
+	if err := l.journalBeside(StateCreated); err != nil {
 		l.say("%v", err)
 		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), st)
 	}
 	l.emit(Event{Event: EventCreated})
 	log.Info("created")
-	crashpoint(CrashAfterCreate)
+	l.crashAt(CrashAfterCreate)
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, st)
 	}
@@ -587,7 +694,8 @@ func (l *launch) run(ctx context.Context) int {
 			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 	}
-	if err := l.journal(StateStarted); err != nil {
+	// (journalBeside: the created write, if it still ran, failed here.)
+	if err := l.journalBeside(StateStarted); err != nil {
 		l.say("%v", err)
 		st.Control.Close()
 		st.Kill()
@@ -595,7 +703,7 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	l.emit(Event{Event: EventStarted})
 	log.Info("started")
-	crashpoint(CrashAfterStart)
+	l.crashAt(CrashAfterStart)
 	return l.finish(l.attend(st, log), st)
 }
 

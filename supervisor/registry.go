@@ -99,6 +99,17 @@ type Descriptor struct {
 	// journal's writes in the page cache, so the journal syncs none of
 	// the box's entry (no fsync on its launch): see Journal.Put.
 	Volatile bool
+	// IntentFinds: the journaled intent alone lets reconcile find and
+	// prove a box (the engine lists it by the intent's labels and nonce;
+	// nothing a later write records is needed to remove it), so the
+	// created and started writes run beside the engine's next step (the
+	// attach and start, the watcher's handshake) instead of before it:
+	// a SIGKILL that beats them leaves an intent or created entry and a
+	// box that reconcile removes as it does after a kill at after-journal
+	// or in-run. A runtime named outright (not auto) also has its intent
+	// written beside its probe: it must not be a Preparer, which would
+	// change the box after the intent. See launch.journalBeside.
+	IntentFinds bool
 	// HostWatcherOnly: the box always runs the host's watcher, which the
 	// runtime itself puts into the box and checks at Create
 	// (--watcher-in-image is refused); an image's watcher is looked for

@@ -36,6 +36,7 @@ type apiClient struct {
 	ep      endpoint
 	tls     *tls.Config
 	version string // "1.41": the path prefix /v1.41
+	server  string // _ping's Server header: "Docker/20.10.24+dfsg1 (linux)"
 	hc      *http.Client
 }
 
@@ -181,7 +182,7 @@ func (c *apiClient) negotiate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.version = apiMaxVersion
+	c.version, c.server = apiMaxVersion, h.Get("Server")
 	if v := h.Get("Api-Version"); v != "" && versionLess(v, apiMaxVersion) {
 		c.version = v
 	}
@@ -315,10 +316,95 @@ func attachQuery() url.Values {
 func containerPath(name, tail string) string { return "/containers/" + name + tail }
 
 // apiProbe reads the engine's version and security options.
+//
+// On exec's path (the engine has a Stderr to say the rootful statement
+// on) a docker whose local socket's listener is root (SO_PEERCRED) is
+// rootful without asking: the verdict that decides anything before the
+// box is created (--allow-rootful, the limits check) is known, and the
+// version came with _ping's headers. /info, which dockerd answers in
+// 10-40 ms under load (it gathers the host's and storage's state; _ping
+// takes 1 ms), then runs beside the journal and the create, and tells
+// whether the daemon remaps user ids: the statement on stderr is said
+// once the box started (when /info answered by then) or at Remove (which
+// waits for it), never for a launch refused before anything was
+// created. doctor (no Stderr: it reads the
+// statement from Detail), a tcp:// daemon and a listener that is not
+// root (rootless docker, or a proxy: only the daemon knows) ask /info
+// first, as before.
 func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, error) {
 	if e.Kind == "podman" {
 		return e.libpodProbe(ctx, c)
 	}
+	if v := dockerServerVersion(c.server); v != "" && e.Stderr != nil && c.ep.Scheme == "unix" {
+		if uid, ok := socketOwnerUID(c.ep.Addr); ok && uid == 0 {
+			e.rootless = false
+			said := make(chan struct{})
+			e.mu.Lock()
+			e.stated = said
+			e.mu.Unlock()
+			go func() {
+				defer close(said)
+				ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				info, err := e.dockerInfo(ictx, c)
+				if err != nil || info.Rootless {
+					e.log().Debug("engine info", "err", err, "rootless", info.Rootless)
+					return
+				}
+				e.mu.Lock()
+				e.statement = info
+				e.mu.Unlock()
+			}()
+			return supervisor.Info{Runtime: e.Kind, Present: true, Version: v}, nil
+		}
+	}
+	info, err := e.dockerInfo(ctx, c)
+	e.rootless = info.Rootless
+	return info, err
+}
+
+// dockerServerVersion is the daemon's version in _ping's Server header
+// ("Docker/20.10.24+dfsg1 (linux)"), "" when it names none.
+func dockerServerVersion(server string) string {
+	v, ok := strings.CutPrefix(server, "Docker/")
+	if !ok {
+		return ""
+	}
+	v, _, _ = strings.Cut(v, " ")
+	return v
+}
+
+// statedBy waits, up to d, for the /info answer that apiProbe left the
+// rootful statement to, says the statement once it came (nothing for a
+// remapping daemon), and returns how long it waited.
+func (e *Engine) statedBy(d time.Duration) (waited time.Duration) {
+	e.mu.Lock()
+	said := e.stated
+	e.mu.Unlock()
+	if said == nil {
+		return 0
+	}
+	t0 := time.Now()
+	select {
+	case <-said:
+	default:
+		select {
+		case <-said:
+			waited = time.Since(t0)
+		case <-time.After(d):
+			return time.Since(t0)
+		}
+	}
+	e.mu.Lock()
+	info := e.statement
+	e.mu.Unlock()
+	e.warnShared(info)
+	return waited
+}
+
+// dockerInfo reads docker's /info: the version, and whether the daemon
+// is rootless or remaps user ids.
+func (e *Engine) dockerInfo(ctx context.Context, c *apiClient) (supervisor.Info, error) {
 	info := supervisor.Info{Runtime: e.Kind}
 	var r struct {
 		ServerVersion   string
@@ -338,7 +424,6 @@ func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, e
 		}
 	}
 	info.Present, info.Version = true, r.ServerVersion
-	e.rootless = info.Rootless
 	if e.Kind == "docker" && !info.Rootless && !userns {
 		info.Detail = rootfulNoUserns
 	}
@@ -377,17 +462,29 @@ func (e *Engine) apiCreate(ctx context.Context, c *apiClient, b *supervisor.Box)
 // connection that carries the control stream: Close half-closes it
 // (the engine closes the box's stdin: the watcher sees EOF), Kill drops
 // it whole.
+//
+// The removal wait is asked for beside the attach (each on a connection
+// of its own, neither creates anything): both must be in place before
+// the start, and the engine answers them in one round trip's time
+// instead of two.
 func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) (*supervisor.Started, error) {
+	registered := e.watchRemoval(c, b.Name)
 	conn, br, err := c.hijack(ctx, containerPath(b.Name, "/attach"), attachQuery())
 	if err != nil {
+		e.removedBy(b.Name, 0) // a box that never ran is not auto-removed: Remove deletes it
 		return nil, supervisor.SetupError("attach to box %s: %v", b.Name, err)
 	}
-	e.watchRemoval(c, b.Name)
+	// The wait must be registered before the box can start (and end).
+	select {
+	case <-registered:
+	case <-time.After(2 * time.Second):
+	}
 	if _, err := c.do(ctx, http.MethodPost, containerPath(b.Name, "/start"), nil, nil, nil); err != nil && statusOf(err) != http.StatusNotModified {
 		conn.Close()
 		e.removedBy(b.Name, 0) // a box that never ran is not auto-removed: Remove deletes it
 		return nil, supervisor.SetupError("start box %s: %v", b.Name, err)
 	}
+	e.statedBy(0) // the rootful statement, if /info answered already
 	stderr := e.Stderr
 	if stderr == nil {
 		stderr = io.Discard
@@ -400,6 +497,9 @@ func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) 
 // not an error. The engine's own auto-remove may be half-way (409,
 // "removal already in progress"): then wait until it is gone.
 func (e *Engine) apiRemove(ctx context.Context, c *apiClient, b *supervisor.Box) error {
+	if waited := e.statedBy(2 * time.Second); waited > 0 {
+		e.log().Debug("waited for the rootful statement", "box", b.Name, "took", waited)
+	}
 	if e.removedBy(b.Name, 2*time.Second) {
 		return nil
 	}
@@ -541,10 +641,13 @@ func hasSubIDs(file, user string) bool {
 // box is removed (as `docker run --rm` does): the engine's auto-remove
 // after the watcher exits is then known at once, without a DELETE that
 // races it (409) and polls. Podman's compatible API is not trusted with
-// this condition: Remove asks it directly.
-func (e *Engine) watchRemoval(c *apiClient, name string) {
+// this condition: Remove asks it directly. The channel it returns is
+// closed once the engine took the wait (at once for podman).
+func (e *Engine) watchRemoval(c *apiClient, name string) <-chan struct{} {
+	ready := make(chan struct{})
 	if e.Kind != "docker" {
-		return
+		close(ready)
+		return ready
 	}
 	done := make(chan error, 1)
 	e.mu.Lock()
@@ -553,7 +656,6 @@ func (e *Engine) watchRemoval(c *apiClient, name string) {
 	}
 	e.removed[name] = done
 	e.mu.Unlock()
-	ready := make(chan struct{})
 	go func() {
 		var r struct {
 			StatusCode int
@@ -563,11 +665,7 @@ func (e *Engine) watchRemoval(c *apiClient, name string) {
 		_, err := c.doStarted(context.Background(), http.MethodPost, containerPath(name, "/wait"), url.Values{"condition": {"removed"}}, &r, ready)
 		done <- err
 	}()
-	// The wait must be registered before the box can start (and end).
-	select {
-	case <-ready:
-	case <-time.After(2 * time.Second):
-	}
+	return ready
 }
 
 // removedBy reports whether the engine said the box was removed, waiting

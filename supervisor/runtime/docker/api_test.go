@@ -191,6 +191,10 @@ type fakeAPI struct {
 	stdinEOF   chan struct{}
 	// libpod: _ping answers as a podman service does (its version).
 	libpod bool
+	// server is _ping's Server header ("": none).
+	server string
+	// infoGate, when set, holds /info's answer until it is closed.
+	infoGate chan struct{}
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -230,8 +234,16 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Libpod-Api-Version", "4.3.1")
 		}
 		w.Header().Set("Api-Version", "1.41")
+		if f.server != "" {
+			w.Header().Set("Server", f.server)
+		}
 		w.Write([]byte("OK"))
 	case p == "/info":
+		if f.infoGate != nil {
+			f.mu.Unlock()
+			<-f.infoGate
+			f.mu.Lock()
+		}
 		opts := []string{"name=seccomp,profile=default"}
 		if f.rootless {
 			opts = append(opts, "name=rootless")
@@ -560,5 +572,61 @@ func TestDemuxTruncated(t *testing.T) {
 	}()
 	if _, err := io.ReadAll(a); err == nil {
 		t.Error("truncated frame read as a clean end")
+	}
+}
+
+// A root listener on the local socket is a rootful docker without
+// asking /info (exec's path: the engine has a Stderr): the probe answers
+// from _ping while /info is still out, and the statement about
+// userns-remap is said once /info answers, before Remove returns. A
+// listener that is not root (a test run by a user) asks /info first.
+func TestAPIProbeFromPing(t *testing.T) {
+	for _, tc := range []struct{ server, want string }{
+		{"Docker/20.10.24+dfsg1 (linux)", "20.10.24+dfsg1"}, {"Docker/28.2.2", "28.2.2"}, {"Libpod/4.3.1 (linux)", ""}, {"", ""},
+	} {
+		if got := dockerServerVersion(tc.server); got != tc.want {
+			t.Errorf("dockerServerVersion(%q) = %q, want %q", tc.server, got, tc.want)
+		}
+	}
+	f := newFakeAPI(t)
+	f.server = "Docker/20.10.24 (linux)"
+	// A file: the statement is written by another goroutine.
+	stderrFile, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := func() string { b, _ := os.ReadFile(stderrFile.Name()); return string(b) }
+	e := f.engine()
+	e.Stderr = stderrFile
+	root := os.Geteuid() == 0
+	if root {
+		f.infoGate = make(chan struct{})
+	}
+	info, err := e.Probe(context.Background())
+	if err != nil || !info.Present || info.Version != "20.10.24" || info.Rootless {
+		t.Fatalf("probe: %+v %v", info, err)
+	}
+	if root {
+		if info.Detail != "" || said() != "" {
+			t.Errorf("root listener: the probe waited for /info: detail %q stderr %q", info.Detail, said())
+		}
+		close(f.infoGate)
+		// /info answered: still nothing said until the box starts or is
+		// removed (a launch refused now says only its refusal).
+		<-e.stated
+		if s := said(); s != "" {
+			t.Errorf("the statement was said before the box started or was removed: %q", s)
+		}
+	}
+	if err := e.Remove(context.Background(), &supervisor.Box{Name: "dw-none"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := said(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "userns-remap") {
+		t.Errorf("rootful statement after Remove: %q", s)
+	}
+	// Without a Stderr (doctor) the statement is in Detail.
+	d := f.engine()
+	if info, err := d.Probe(context.Background()); err != nil || info.Detail != rootfulNoUserns {
+		t.Errorf("doctor's probe: %+v %v", info, err)
 	}
 }

@@ -44,6 +44,11 @@ type Engine struct {
 	api     *apiClient // nil: the CLI serves
 
 	warnOnce sync.Once // warnShared says it once (OneStep and Probe may both run)
+	// stated is closed once docker's /info, which the probe left the
+	// rootful statement to, answered (nil: none pending; api.go), and
+	// statement is what it said (statedBy says it).
+	stated    chan struct{}
+	statement supervisor.Info
 
 	mu      sync.Mutex
 	removed map[string]chan error  // box → the engine's "removed" answer
@@ -70,6 +75,8 @@ func init() {
 			AutoRank:   d.rank,
 			Bounds:     supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: d.removed},
 			AutoRemove: true,
+			// The engine lists its boxes by label (List): the intent finds them.
+			IntentFinds: true,
 			Installed: func(env []string) error {
 				if _, err := exec.LookPath(kind); err == nil || apiSocketPresent(kind, env) {
 					return nil
