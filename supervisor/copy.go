@@ -80,6 +80,7 @@ type copies struct {
 	inBytes   int64
 	inStart   time.Time
 	inSent    time.Duration
+	inDone    chan struct{} // closed when sendIn returns (its counts are final)
 	transport string
 	out       map[uint32]*exportTree
 	outDone   int
@@ -118,6 +119,14 @@ type exportTree struct {
 // staged is the event for copy-in, once the agent started: the watcher
 // verified every tree before it started the agent.
 func (c *copies) staged() {
+	// The watcher verified after the last copy-end, which sendIn sent
+	// before it returns: its counts are in then. (A box that says ready
+	// without its copy-in is not waited for long: the counts are only
+	// the event's.)
+	select {
+	case <-c.inDone:
+	case <-time.After(time.Second):
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.l.emit(Event{Event: EventStaged, Transport: c.transport, Files: c.inFiles, Bytes: c.inBytes, Seconds: time.Since(c.inStart).Seconds()})

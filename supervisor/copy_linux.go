@@ -20,6 +20,7 @@ const copySupported = true
 // the watcher is told of (copy-end with the reason) and ends the box
 // for.
 func (c *copies) sendIn(w *shared.Writer) error {
+	defer close(c.inDone)
 	s := &shared.CopySender{
 		Frames: shared.CopyInFrames,
 		Send:   func(t shared.FrameType, p []byte) error { c.moved(); return w.Send(t, p) },

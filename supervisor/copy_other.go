@@ -11,7 +11,10 @@ import (
 
 const copySupported = false
 
-func (c *copies) sendIn(w *shared.Writer) error { return errors.New("copy-in needs Linux") }
+func (c *copies) sendIn(w *shared.Writer) error {
+	close(c.inDone)
+	return errors.New("copy-in needs Linux")
+}
 
 func (c *copies) frame(f shared.Frame) error {
 	return &shared.ProtocolError{Reason: "copy-out frame on a supervisor without copies"}

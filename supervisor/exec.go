@@ -730,7 +730,7 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 	if l.spec.TTY && l.x.Resize != nil {
 		go resizes(l.x.Resize, ready, done, w, log)
 	}
-	cp := &copies{l: l, w: w}
+	cp := &copies{l: l, w: w, inDone: make(chan struct{})}
 	var cancelCopy context.CancelFunc
 	cp.ctx, cancelCopy = context.WithCancel(l.ctx)
 	defer cancelCopy() // an archive put still under way stops with the stream
