@@ -140,7 +140,7 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 	if dir == "" {
 		dir = "/"
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	if !isDir(dir) {
 		return nil, w.setupFailed(shared.ExitSetupFailed, "spec: workdir: "+dir+" is not a directory in the box")
 	}
 	var filter []seccomp.Insn
@@ -303,7 +303,7 @@ func makeLink(l shared.Link) error {
 	if cur, err := os.Readlink(l.Target); err == nil && cur == l.Source {
 		return nil
 	}
-	if err := os.MkdirAll(path.Dir(l.Target), 0o755); err != nil {
+	if err := mkdirAll(path.Dir(l.Target)); err != nil {
 		return errors.New("link " + l.Target + ": " + err.Error())
 	}
 	if err := os.Symlink(l.Source, l.Target); err != nil {
@@ -314,4 +314,26 @@ func makeLink(l shared.Link) error {
 
 func closeRangeCloexec(first uint) error {
 	return unix.CloseRange(first, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+}
+
+// isDir reports whether p is a folder (symlinks followed).
+func isDir(p string) bool {
+	var st syscall.Stat_t
+	return syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR
+}
+
+// mkdirAll is os.MkdirAll(dir, 0o755).
+func mkdirAll(dir string) error {
+	if isDir(dir) {
+		return nil
+	}
+	if parent := path.Dir(dir); parent != dir {
+		if err := mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	if err := syscall.Mkdir(dir, 0o755); err != nil && !(err == syscall.EEXIST && isDir(dir)) {
+		return &os.PathError{Op: "mkdir", Path: dir, Err: err}
+	}
+	return nil
 }

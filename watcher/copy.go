@@ -2,7 +2,6 @@ package watcher
 
 import (
 	"errors"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +39,7 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 	defer r.Close()
 	// What landed and was not moved (a tree written through the
 	// receiver, one that failed) goes before the agent starts.
-	defer os.RemoveAll("/" + shared.CopyStageDir)
+	defer shared.RemoveAll("/" + shared.CopyStageDir)
 	var hb *time.Timer
 	var hbC <-chan time.Time
 	if spec.Heartbeat > 0 {

@@ -381,15 +381,8 @@ func markCloexec() {
 	if err := closeRangeCloexec(3); err == nil {
 		return
 	}
-	// Readdirnames, not os.ReadDir: the sorted DirEntry path would add
-	// 16 KiB to the binary, all of it resident (the kernel maps a small
-	// binary in whole), for a fallback.
-	d, err := os.Open("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
+	// Not os.ReadDir or Readdirnames: see shared.ReadDirNames.
+	names, _ := shared.ReadDirNames("/proc/self/fd")
 	for _, name := range names {
 		fd := 0
 		for _, c := range name {
