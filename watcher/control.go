@@ -84,7 +84,7 @@ func pollable(fd int, name string) *os.File {
 // expect waits for the next frame, which must be of type t and come
 // before until.
 func (w *watcher) expect(t shared.FrameType, until time.Time) ([]byte, error) {
-	timer := newAlarm(time.Until(until))
+	timer := time.NewTimer(time.Until(until))
 	defer timer.Stop()
 	for {
 		var ev frameEvent
@@ -241,7 +241,7 @@ func chunkBuffer() []byte { return make([]byte, shared.MaxChunk) }
 func (w *watcher) waitOutput() {
 	done := make(chan struct{})
 	go func() { w.relay.Wait(); close(done) }()
-	tick := newAlarm(time.Second)
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for last := w.relayed.Load(); ; {
 		select {
@@ -253,7 +253,6 @@ func (w *watcher) waitOutput() {
 				return
 			}
 			last = n
-			tick.Reset(time.Second)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"deathwatch/shared"
@@ -39,10 +40,10 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 	// What landed and was not moved (a tree written through the
 	// receiver, one that failed) goes before the agent starts.
 	defer shared.RemoveAll("/" + shared.CopyStageDir)
-	var hb *alarm
-	var hbC <-chan struct{}
+	var hb *time.Timer
+	var hbC <-chan time.Time
 	if spec.Heartbeat > 0 {
-		hb = newAlarm(spec.Heartbeat)
+		hb = time.NewTimer(spec.Heartbeat)
 		defer hb.Stop()
 		hbC = hb.C
 	}
@@ -201,10 +202,10 @@ func (w *watcher) copyOut() {
 		defer close(sent)
 		w.sendTrees(spec)
 	}()
-	var hbC <-chan struct{}
-	var hb *alarm
+	var hbC <-chan time.Time
+	var hb *time.Timer
 	if spec.Heartbeat > 0 {
-		hb = newAlarm(spec.Heartbeat)
+		hb = time.NewTimer(spec.Heartbeat)
 		defer hb.Stop()
 		hbC = hb.C
 	}

@@ -59,7 +59,7 @@ type watcher struct {
 	code       int // a reserved code that overrides the agent's status; -1 for none
 	message    string
 	sweepStart time.Time
-	graceC     <-chan struct{}
+	graceC     <-chan time.Time
 	killed     bool
 }
 
@@ -135,15 +135,15 @@ func (w *watcher) run() int {
 	// its privileges waits for every thread to be scheduled, slow on a
 	// busy host) or while the TERM sweep ran comes off the wait, so the
 	// KILL lands at start + deadline + grace however late a timer fired.
-	var deadlineC <-chan struct{}
+	var deadlineC <-chan time.Time
 	deadlineAt := w.started.Add(deadline)
 	if deadline > 0 {
-		deadlineC = after(time.Until(deadlineAt))
+		deadlineC = time.After(time.Until(deadlineAt))
 	}
-	var hb *alarm
-	var heartbeatC <-chan struct{}
+	var hb *time.Timer
+	var heartbeatC <-chan time.Time
 	if heartbeat > 0 {
-		hb = newAlarm(heartbeat)
+		hb = time.NewTimer(heartbeat)
 		heartbeatC = hb.C
 	}
 	w.reap()
@@ -274,7 +274,7 @@ func (w *watcher) beginEnd(reason shared.Reason, code int, grace time.Duration) 
 		return
 	}
 	killAll(syscall.SIGTERM)
-	w.graceC = after(grace)
+	w.graceC = time.After(grace)
 }
 
 // lost is a liveness loss: everything dies at once.
@@ -346,7 +346,7 @@ func waitTimeout(f func(), d time.Duration) {
 	go func() { f(); close(done) }()
 	select {
 	case <-done:
-	case <-after(d):
+	case <-time.After(d):
 	}
 }
 
