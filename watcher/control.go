@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -66,6 +67,13 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 			return nil, w.setupFailed(shared.ExitRefused, err.Error())
 		}
 		return nil, w.setupFailed(shared.ExitUsage, err.Error())
+	}
+	if len(spec.CopyIn) > 0 || len(spec.CopyOut) > 0 {
+		// A copy reads, writes and hashes whole trees (seconds for
+		// GiBs) beside the loop that answers the host's pings: such a
+		// box gets back the Ps the watcher gives up (watcher/oneproc),
+		// so that copies run as fast as before.
+		runtime.SetDefaultGOMAXPROCS()
 	}
 	if code := w.copyIn(&spec); code != 0 {
 		return nil, code
