@@ -92,7 +92,7 @@ func pollable(fd int, name string) *os.File {
 // expect waits for the next frame, which must be of type t and come
 // before until.
 func (w *watcher) expect(t shared.FrameType, until time.Time) ([]byte, error) {
-	timer := time.NewTimer(time.Until(until))
+	timer := newAlarm(time.Until(until))
 	defer timer.Stop()
 	for {
 		var ev frameEvent
@@ -249,7 +249,7 @@ func chunkBuffer() []byte { return make([]byte, shared.MaxChunk) }
 func (w *watcher) waitOutput() {
 	done := make(chan struct{})
 	go func() { w.relay.Wait(); close(done) }()
-	tick := time.NewTicker(time.Second)
+	tick := newAlarm(time.Second)
 	defer tick.Stop()
 	for last := w.relayed.Load(); ; {
 		select {
@@ -261,6 +261,7 @@ func (w *watcher) waitOutput() {
 				return
 			}
 			last = n
+			tick.Reset(time.Second)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"deathwatch/shared"
@@ -40,10 +39,10 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 	// What landed and was not moved (a tree written through the
 	// receiver, one that failed) goes before the agent starts.
 	defer shared.RemoveAll("/" + shared.CopyStageDir)
-	var hb *time.Timer
-	var hbC <-chan time.Time
+	var hb *alarm
+	var hbC <-chan struct{}
 	if spec.Heartbeat > 0 {
-		hb = time.NewTimer(spec.Heartbeat)
+		hb = newAlarm(spec.Heartbeat)
 		defer hb.Stop()
 		hbC = hb.C
 	}
@@ -202,10 +201,10 @@ func (w *watcher) copyOut() {
 		defer close(sent)
 		w.sendTrees(spec)
 	}()
-	var hbC <-chan time.Time
-	var hb *time.Timer
+	var hbC <-chan struct{}
+	var hb *alarm
 	if spec.Heartbeat > 0 {
-		hb = time.NewTimer(spec.Heartbeat)
+		hb = newAlarm(spec.Heartbeat)
 		defer hb.Stop()
 		hbC = hb.C
 	}
