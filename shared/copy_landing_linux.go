@@ -116,10 +116,15 @@ func (l *LandingSums) Run(stop <-chan struct{}, root int, stage string, roots in
 		} else if wait < 100*time.Millisecond {
 			wait *= 2
 		}
+		// (time.AfterFunc, not time.After: a chan time.Time keeps
+		// time's formatting in the watcher's binary; watcher/alarm.go.)
+		due := make(chan struct{})
+		t := time.AfterFunc(wait, func() { close(due) })
 		select {
 		case <-stop:
+			t.Stop()
 			return
-		case <-time.After(wait):
+		case <-due:
 		}
 	}
 }

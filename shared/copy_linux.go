@@ -6,7 +6,6 @@ import (
 	"errors"
 	"hash"
 	"io"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -295,13 +294,7 @@ func joinRel(p, n string) string {
 
 // readNames lists a folder by its descriptor, sorted.
 func readNames(fd int) ([]string, error) {
-	dup, err := unix.Dup(fd)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(dup), "dir")
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
+	names, err := readDirNames(fd)
 	sort.Strings(names)
 	return names, err
 }

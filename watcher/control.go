@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -67,6 +68,13 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 		}
 		return nil, w.setupFailed(shared.ExitUsage, err.Error())
 	}
+	if len(spec.CopyIn) > 0 || len(spec.CopyOut) > 0 {
+		// A copy reads, writes and hashes whole trees (seconds for
+		// GiBs) beside the loop that answers the host's pings: such a
+		// box gets back the Ps the watcher gives up (watcher/oneproc),
+		// so that copies run as fast as before.
+		runtime.SetDefaultGOMAXPROCS()
+	}
 	if code := w.copyIn(&spec); code != 0 {
 		return nil, code
 	}
@@ -84,7 +92,7 @@ func pollable(fd int, name string) *os.File {
 // expect waits for the next frame, which must be of type t and come
 // before until.
 func (w *watcher) expect(t shared.FrameType, until time.Time) ([]byte, error) {
-	timer := time.NewTimer(time.Until(until))
+	timer := newAlarm(time.Until(until))
 	defer timer.Stop()
 	for {
 		var ev frameEvent
@@ -140,7 +148,7 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 	if dir == "" {
 		dir = "/"
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	if !isDir(dir) {
 		return nil, w.setupFailed(shared.ExitSetupFailed, "spec: workdir: "+dir+" is not a directory in the box")
 	}
 	var filter []seccomp.Insn
@@ -241,7 +249,7 @@ func chunkBuffer() []byte { return make([]byte, shared.MaxChunk) }
 func (w *watcher) waitOutput() {
 	done := make(chan struct{})
 	go func() { w.relay.Wait(); close(done) }()
-	tick := time.NewTicker(time.Second)
+	tick := newAlarm(time.Second)
 	defer tick.Stop()
 	for last := w.relayed.Load(); ; {
 		select {
@@ -253,6 +261,7 @@ func (w *watcher) waitOutput() {
 				return
 			}
 			last = n
+			tick.Reset(time.Second)
 		}
 	}
 }
@@ -303,7 +312,7 @@ func makeLink(l shared.Link) error {
 	if cur, err := os.Readlink(l.Target); err == nil && cur == l.Source {
 		return nil
 	}
-	if err := os.MkdirAll(path.Dir(l.Target), 0o755); err != nil {
+	if err := mkdirAll(path.Dir(l.Target)); err != nil {
 		return errors.New("link " + l.Target + ": " + err.Error())
 	}
 	if err := os.Symlink(l.Source, l.Target); err != nil {
@@ -314,4 +323,26 @@ func makeLink(l shared.Link) error {
 
 func closeRangeCloexec(first uint) error {
 	return unix.CloseRange(first, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+}
+
+// isDir reports whether p is a folder (symlinks followed).
+func isDir(p string) bool {
+	var st syscall.Stat_t
+	return syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR
+}
+
+// mkdirAll is os.MkdirAll(dir, 0o755).
+func mkdirAll(dir string) error {
+	if isDir(dir) {
+		return nil
+	}
+	if parent := path.Dir(dir); parent != dir {
+		if err := mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	if err := syscall.Mkdir(dir, 0o755); err != nil && !(err == syscall.EEXIST && isDir(dir)) {
+		return &os.PathError{Op: "mkdir", Path: dir, Err: err}
+	}
+	return nil
 }

@@ -2,11 +2,9 @@ package watcher
 
 import (
 	"errors"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"deathwatch/shared"
@@ -40,7 +38,7 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 	defer r.Close()
 	// What landed and was not moved (a tree written through the
 	// receiver, one that failed) goes before the agent starts.
-	defer os.RemoveAll("/" + shared.CopyStageDir)
+	defer shared.RemoveAll("/" + shared.CopyStageDir)
 	// While the host's archive put lands (the box runs meanwhile), its
 	// complete files are hashed ahead; stopped at the first copy frame,
 	// before anything is verified or moved (the verification reads the
@@ -59,10 +57,10 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 		}
 	}
 	defer stopAhead()
-	var hb *time.Timer
-	var hbC <-chan time.Time
+	var hb *alarm
+	var hbC <-chan struct{}
 	if spec.Heartbeat > 0 {
-		hb = time.NewTimer(spec.Heartbeat)
+		hb = newAlarm(spec.Heartbeat)
 		defer hb.Stop()
 		hbC = hb.C
 	}
@@ -222,10 +220,10 @@ func (w *watcher) copyOut() {
 		defer close(sent)
 		w.sendTrees(spec)
 	}()
-	var hbC <-chan time.Time
-	var hb *time.Timer
+	var hbC <-chan struct{}
+	var hb *alarm
 	if spec.Heartbeat > 0 {
-		hb = time.NewTimer(spec.Heartbeat)
+		hb = newAlarm(spec.Heartbeat)
 		defer hb.Stop()
 		hbC = hb.C
 	}

@@ -201,11 +201,11 @@ func lookPath(name string, env []string) (string, error) {
 			dir = "."
 		}
 		p := dir + "/" + name
-		fi, err := os.Stat(p)
-		if err != nil || fi.IsDir() {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil || st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 			continue
 		}
-		if fi.Mode()&0o111 == 0 {
+		if st.Mode&0o111 == 0 {
 			denied = true
 			continue
 		}

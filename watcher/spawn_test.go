@@ -67,3 +67,30 @@ func TestPidsCgroupDir(t *testing.T) {
 		}
 	}
 }
+
+// TestMkdirAll: what os.MkdirAll did for a link's parent: folders made
+// on the way, an existing one (or a symlink to one) is fine, a file in
+// the way is an error.
+func TestMkdirAll(t *testing.T) {
+	dir := t.TempDir()
+	deep := filepath.Join(dir, "a", "b", "c")
+	if err := mkdirAll(deep); err != nil || !isDir(deep) {
+		t.Fatalf("mkdirAll(%s) = %v, isDir %v", deep, err, isDir(deep))
+	}
+	if err := os.Symlink(filepath.Join(dir, "a"), filepath.Join(dir, "s")); err != nil {
+		t.Fatal(err)
+	}
+	if err := mkdirAll(filepath.Join(dir, "s", "b", "d")); err != nil || !isDir(filepath.Join(deep, "..", "d")) {
+		t.Errorf("mkdirAll through a symlink to a folder: %v", err)
+	}
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := mkdirAll(filepath.Join(file, "x")); err == nil {
+		t.Errorf("mkdirAll below a file: no error")
+	}
+	if err := mkdirAll(file); err == nil || isDir(file) {
+		t.Errorf("mkdirAll of a file: %v", err)
+	}
+}

@@ -59,7 +59,7 @@ type watcher struct {
 	code       int // a reserved code that overrides the agent's status; -1 for none
 	message    string
 	sweepStart time.Time
-	graceC     <-chan time.Time
+	graceC     <-chan struct{}
 	killed     bool
 }
 
@@ -135,15 +135,15 @@ func (w *watcher) run() int {
 	// its privileges waits for every thread to be scheduled, slow on a
 	// busy host) or while the TERM sweep ran comes off the wait, so the
 	// KILL lands at start + deadline + grace however late a timer fired.
-	var deadlineC <-chan time.Time
+	var deadlineC <-chan struct{}
 	deadlineAt := w.started.Add(deadline)
 	if deadline > 0 {
-		deadlineC = time.After(time.Until(deadlineAt))
+		deadlineC = after(time.Until(deadlineAt))
 	}
-	var hb *time.Timer
-	var heartbeatC <-chan time.Time
+	var hb *alarm
+	var heartbeatC <-chan struct{}
 	if heartbeat > 0 {
-		hb = time.NewTimer(heartbeat)
+		hb = newAlarm(heartbeat)
 		heartbeatC = hb.C
 	}
 	w.reap()
@@ -274,7 +274,7 @@ func (w *watcher) beginEnd(reason shared.Reason, code int, grace time.Duration) 
 		return
 	}
 	killAll(syscall.SIGTERM)
-	w.graceC = time.After(grace)
+	w.graceC = after(grace)
 }
 
 // lost is a liveness loss: everything dies at once.
@@ -346,7 +346,7 @@ func waitTimeout(f func(), d time.Duration) {
 	go func() { f(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(d):
+	case <-after(d):
 	}
 }
 
@@ -381,15 +381,8 @@ func markCloexec() {
 	if err := closeRangeCloexec(3); err == nil {
 		return
 	}
-	// Readdirnames, not os.ReadDir: the sorted DirEntry path would add
-	// 16 KiB to the binary, all of it resident (the kernel maps a small
-	// binary in whole), for a fallback.
-	d, err := os.Open("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
+	// Not os.ReadDir or Readdirnames: see shared.ReadDirNames.
+	names, _ := shared.ReadDirNames("/proc/self/fd")
 	for _, name := range names {
 		fd := 0
 		for _, c := range name {

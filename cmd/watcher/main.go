@@ -14,6 +14,7 @@ import (
 
 	"deathwatch/shared/boxinit"
 	"deathwatch/watcher"
+	_ "deathwatch/watcher/oneproc" // GOMAXPROCS 1 before any other init
 )
 
 func main() {

@@ -19,6 +19,7 @@ import (
 type memory struct {
 	RSS, Anon, File, Shmem int64
 	PSS                    int64 // proportional: shared file pages divided among their mappers
+	USS                    int64 // unique: the pages no other process maps (Private_Clean + Private_Dirty)
 	Threads                int64
 	Maps                   residentMaps
 }
@@ -85,7 +86,8 @@ func readMemory(pid int) (memory, error) {
 	m := memory{RSS: kib("VmRSS"), Anon: kib("RssAnon"), File: kib("RssFile"), Shmem: kib("RssShmem"), Threads: kib("Threads")}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err == nil {
 		roll := ktest.ParseStatus(string(b))
-		m.PSS, _ = strconv.ParseInt(strings.TrimSuffix(roll["Pss"], " kB"), 10, 64)
+		field := func(k string) int64 { n, _ := strconv.ParseInt(strings.TrimSuffix(roll[k], " kB"), 10, 64); return n }
+		m.PSS, m.USS = field("Pss"), field("Private_Clean")+field("Private_Dirty")
 	}
 	if m.RSS == 0 {
 		return memory{}, fmt.Errorf("/proc/%d/status has no VmRSS (a kernel thread or a zombie?)", pid)
@@ -192,7 +194,7 @@ func TestBenchIdleRSS(t *testing.T) {
 		inits = append(inits, &init{name: "watcher (baseline, plain)", argv: []string{b, "--", "/bin/sleep", "5"}}, &init{name: "watcher (baseline, --control=fd:3)", bin: b})
 	}
 	s := newSection(t, rankRSS, fmt.Sprintf("idle memory as PID 1 with a sleeping child, read after %s (median of %d)", idleDelay, trials),
-		"init", "VmRSS", "RssAnon", "RssFile", "Pss", "threads", "binary r-x", "binary r--", "binary rw-", "largest anon map", "other anon")
+		"init", "VmRSS", "RssAnon", "RssFile", "Pss", "USS", "threads", "binary r-x", "binary r--", "binary rw-", "largest anon map", "other anon")
 	for i := 0; i < trials; i++ {
 		for _, in := range inits {
 			if in.argv == nil {
@@ -216,15 +218,16 @@ func TestBenchIdleRSS(t *testing.T) {
 		anon := med(in.mem, func(m memory) int64 { return m.Anon })
 		file := med(in.mem, func(m memory) int64 { return m.File })
 		pss := med(in.mem, func(m memory) int64 { return m.PSS })
+		uss := med(in.mem, func(m memory) int64 { return m.USS })
 		thr := med(in.mem, func(m memory) int64 { return m.Threads })
 		split := func(f func(residentMaps) int64) string {
 			return kib(med(in.mem, func(m memory) int64 { return f(m.Maps) }))
 		}
-		s.Row(in.name, kib(rss), kib(anon), kib(file), kib(pss), strconv.FormatInt(thr, 10),
+		s.Row(in.name, kib(rss), kib(anon), kib(file), kib(pss), kib(uss), strconv.FormatInt(thr, 10),
 			split(func(m residentMaps) int64 { return m.Text }), split(func(m residentMaps) int64 { return m.ROData }),
 			split(func(m residentMaps) int64 { return m.Data }), split(func(m residentMaps) int64 { return m.Largest }),
 			split(func(m residentMaps) int64 { return m.OtherAnon }))
-		s.Set(in.name, map[string]any{"vmrss_kib": rss, "rss_anon_kib": anon, "rss_file_kib": file, "pss_kib": pss, "threads": thr, "trials": in.mem})
+		s.Set(in.name, map[string]any{"vmrss_kib": rss, "rss_anon_kib": anon, "rss_file_kib": file, "pss_kib": pss, "uss_kib": uss, "threads": thr, "trials": in.mem})
 		if strings.HasPrefix(in.name, "watcher") && !strings.Contains(in.name, "baseline") {
 			s.Target("idle VmRSS, "+in.name, float64(rss)/1024, 2.5, "MiB")
 		}
@@ -234,6 +237,6 @@ func TestBenchIdleRSS(t *testing.T) {
 		s.Note("watcher (baseline) is %s", b)
 	}
 	s.Note("by mapping (smaps Rss, each column its own median): the binary's r-x (text), r-- (rodata; a Go binary's pclntab too) and rw- (data) mappings; the largest anonymous mapping (a Go init's heap arena: objects, goroutine and thread stacks); the rest (bss, off-heap runtime metadata, the main stack). A small binary is resident in whole once it runs (fault-around maps the page cache's folios): its RssFile is its size, so a byte less of binary is a byte less per box")
-	s.Note("RssFile is the init's own binary as mapped from the page cache (shared between boxes that run the same file); RssAnon is its private memory; Pss divides shared pages among their mappers")
+	s.Note("RssFile is the init's own binary as mapped from the page cache (shared between boxes that run the same file); RssAnon is its private memory; Pss divides shared pages among their mappers; USS is what only this init maps (Private_Clean + Private_Dirty: what its end would free; the binary's pages leave USS as soon as a second box runs the same file)")
 	s.Log()
 }
