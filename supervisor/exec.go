@@ -341,6 +341,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 			return fail(err, shared.ExitRefused)
 		}
 		l.entry.Box = box.Name // the runtime may name the box
+		// An intent written beside the probe named the box as it was:
+		// run writes it again, as it stands now.
+		l.earlyIntent = false
 		if len(box.Links) > 0 {
 			l.spec.Links = append(l.spec.Links, box.Links...)
 			if err := l.spec.Validate(); err != nil {
@@ -553,10 +556,7 @@ func (l *launch) say(format string, args ...any) {
 // landed; it returns the first error of the two.
 func (l *launch) journal(state string) error {
 	perr := l.settle()
-	l.entry.State = state
-	if len(l.box.State) > 0 {
-		l.entry.RuntimeState = l.box.State
-	}
+	l.stamp(state)
 	if err := l.j.Put(l.entry); err != nil {
 		return err
 	}
@@ -579,16 +579,21 @@ func (l *launch) journalBeside(state string) error {
 	if err := l.settle(); err != nil {
 		return err
 	}
-	l.entry.State = state
-	if len(l.box.State) > 0 {
-		l.entry.RuntimeState = l.box.State
-	}
+	l.stamp(state)
 	e := *l.entry
 	e.RuntimeState = maps.Clone(e.RuntimeState)
 	done := make(chan error, 1)
 	l.pending = done
 	go func() { done <- l.j.Put(&e) }()
 	return nil
+}
+
+// stamp sets the entry's state, and what the runtime recorded.
+func (l *launch) stamp(state string) {
+	l.entry.State = state
+	if len(l.box.State) > 0 {
+		l.entry.RuntimeState = l.box.State
+	}
 }
 
 // settle waits for the write in flight, if any, and returns its error.

@@ -79,13 +79,21 @@ type findsRuntime struct {
 	probe      func() (Info, error)
 	j          *Journal
 	intentSeen bool
+	rename     string // Prepare names the box this ("": leaves it)
+}
+
+func (f *findsRuntime) Prepare(_ context.Context, b *Box) error {
+	if f.rename != "" {
+		b.Name = f.rename
+	}
+	return nil
 }
 
 func (f *findsRuntime) Name() string                        { return "findsrt" }
 func (f *findsRuntime) Probe(context.Context) (Info, error) { return f.probe() }
 func (f *findsRuntime) Create(_ context.Context, b *Box) error {
 	e, err := f.j.Get(b.LaunchID)
-	f.intentSeen = err == nil && e.State == StateIntent
+	f.intentSeen = err == nil && e.State == StateIntent && e.Box == b.Name
 	return nil
 }
 
@@ -122,6 +130,17 @@ func TestExecIntentBesideProbe(t *testing.T) {
 	}
 	if len(es) != 1 || es[0].State != StateRemoved || es[0].Runtime != "findsrt" {
 		t.Errorf("journal after a launch: %+v", es)
+	}
+	// A Preparer that names the box: the intent Create finds says the
+	// name it gave, not the one the intent beside the probe had.
+	theFinds.rename = "dw-prepared"
+	code, stderr, es = run()
+	theFinds.rename = ""
+	if !theFinds.intentSeen {
+		t.Errorf("Create ran before an intent naming the prepared box was on disk (exit %d: %s)", code, stderr)
+	}
+	if len(es) != 1 || es[0].Box != "dw-prepared" || es[0].State != StateRemoved {
+		t.Errorf("journal after a prepared launch: %+v", es)
 	}
 	theFinds.probe = func() (Info, error) { return Info{Runtime: "findsrt"}, EngineError("findsrt engine is not reachable") }
 	code, stderr, es = run()

@@ -107,8 +107,8 @@ type Descriptor struct {
 	// a SIGKILL that beats them leaves an intent or created entry and a
 	// box that reconcile removes as it does after a kill at after-journal
 	// or in-run. A runtime named outright (not auto) also has its intent
-	// written beside its probe: it must not be a Preparer, which would
-	// change the box after the intent. See launch.journalBeside.
+	// written beside its probe (a Preparer's is written again after
+	// Prepare, which may change the box). See launch.journalBeside.
 	IntentFinds bool
 	// HostWatcherOnly: the box always runs the host's watcher, which the
 	// runtime itself puts into the box and checks at Create

@@ -54,10 +54,16 @@ const (
 	otherName = "dw-other"
 )
 
-func TestPodmanDBHas(t *testing.T) {
-	dir := t.TempDir()
+// stateDB is a folder only this user can write, and the path of a
+// state database in it.
+func stateDB(t *testing.T) (dir, db string) {
+	dir = t.TempDir()
 	os.Chmod(dir, 0o700)
-	db := filepath.Join(dir, "bolt_state.db")
+	return dir, filepath.Join(dir, "bolt_state.db")
+}
+
+func TestPodmanDBHas(t *testing.T) {
+	dir, db := stateDB(t)
 	libpodDB(t, db, map[string]string{testID: testBox, otherID: otherName})
 	has, f1, err := podmanDBHas(db, testID, testBox)
 	if err != nil || !has {
@@ -99,9 +105,7 @@ func TestPodmanDBHas(t *testing.T) {
 // on the host): with a writer holding the database exclusively, the
 // read still answers.
 func TestPodmanDBHasTakesNoLock(t *testing.T) {
-	dir := t.TempDir()
-	os.Chmod(dir, 0o700)
-	db := filepath.Join(dir, "bolt_state.db")
+	_, db := stateDB(t)
 	libpodDB(t, db, map[string]string{testID: testBox})
 	w, err := bolt.Open(db, 0o600, nil) // flock(LOCK_EX) until Close
 	if err != nil {
@@ -116,9 +120,7 @@ func TestPodmanDBHasTakesNoLock(t *testing.T) {
 // TestRunGone: Remove's proof from the state database needs the same
 // file to have held the box before and not to now.
 func TestRunGone(t *testing.T) {
-	dir := t.TempDir()
-	os.Chmod(dir, 0o700)
-	db := filepath.Join(dir, "bolt_state.db")
+	dir, db := stateDB(t)
 	ctx := context.Background()
 	witnessed := func(e *Engine) *runWitness {
 		libpodDB(t, db, map[string]string{testID: testBox})
@@ -170,9 +172,7 @@ func TestRunGone(t *testing.T) {
 // witnessed in the database that holds it, and the cidfile's folder is
 // gone once it was read.
 func TestWitness(t *testing.T) {
-	dir := t.TempDir()
-	os.Chmod(dir, 0o700)
-	db := filepath.Join(dir, "bolt_state.db")
+	_, db := stateDB(t)
 	libpodDB(t, db, map[string]string{testID: testBox})
 	e := &Engine{Kind: "podman"}
 	for _, c := range []struct {
