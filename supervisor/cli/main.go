@@ -141,12 +141,16 @@ func newParser(cli any, c *cmdContext) (*kong.Kong, error) {
 // (leanExec) field by field: the fields are execCLI's, in its order.
 var leanExecType = sync.OnceValue(func() reflect.Type { return withoutHelp(reflect.TypeOf(execCLI{})) })
 
+var mapperValue = reflect.TypeFor[kong.MapperValue]()
+
 func withoutHelp(t reflect.Type) reflect.Type {
 	fs := make([]reflect.StructField, t.NumField())
 	for i := range fs {
 		f := t.Field(i)
 		f.Tag = cutTag(f.Tag, "help")
-		if f.Type.Kind() == reflect.Struct { // Globals, ExecCmd
+		// Globals, ExecCmd: a struct that decodes itself (a kong
+		// MapperValue) is a value, kept with its methods.
+		if f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(mapperValue) {
 			if f.Anonymous {
 				// reflect.StructOf makes no embedded fields of types
 				// with methods: kong's embed tag flattens it the same.
