@@ -247,18 +247,48 @@ func (p *pipelined) Write(b []byte) (int, error) {
 		if len(p.buf) < cap(p.buf) {
 			break
 		}
-		select {
-		case p.full <- p.buf:
-		case <-p.stop:
-			return n - len(b), errReaderGone
-		}
-		select {
-		case p.buf = <-p.free:
-		case <-p.stop:
-			return n - len(b), errReaderGone
+		if err := p.handOn(); err != nil {
+			return n - len(b), err
 		}
 	}
 	return n, nil
+}
+
+// ReadFrom reads r into the buffers themselves (no copy of the bytes)
+// until r ends (nil) or fails, or the reader is gone (errReaderGone).
+func (p *pipelined) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	for {
+		k, err := r.Read(p.buf[len(p.buf):cap(p.buf)])
+		p.buf = p.buf[:len(p.buf)+k]
+		n += int64(k)
+		if len(p.buf) == cap(p.buf) {
+			if herr := p.handOn(); herr != nil {
+				return n, herr
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// handOn passes the full buffer to the reader and takes the next one.
+func (p *pipelined) handOn() error {
+	select {
+	case p.full <- p.buf:
+	case <-p.stop:
+		return errReaderGone
+	}
+	select {
+	case p.buf = <-p.free:
+		return nil
+	case <-p.stop:
+		return errReaderGone
+	}
 }
 
 // CloseWithError ends the stream: with err nil what is gathered goes

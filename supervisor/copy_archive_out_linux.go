@@ -410,65 +410,30 @@ func (a *archiveFiles) drain() (int, error) {
 }
 
 // readAhead reads r by a goroutine of its own into n buffers of size
-// bytes, ahead of its reader.
+// bytes (a pipelined the goroutine fills), ahead of its reader.
 type readAhead struct {
-	r     io.ReadCloser
-	full  chan []byte
-	free  chan []byte
-	stop  chan struct{}
-	whole []byte // the buffer being read from
-	cur   []byte // what is left of it
-	err   error  // once full is closed: why r ended
+	p    *pipelined
+	r    io.ReadCloser
+	done chan struct{}
 }
 
 func newReadAhead(r io.ReadCloser, size, n int) *readAhead {
-	a := &readAhead{r: r, full: make(chan []byte, n), free: make(chan []byte, n), stop: make(chan struct{})}
-	for i := 0; i < n; i++ {
-		a.free <- make([]byte, size)
-	}
+	a := &readAhead{p: newPipelined(size, n), r: r, done: make(chan struct{})}
 	go func() {
-		defer close(a.full)
-		for {
-			var b []byte
-			select {
-			case b = <-a.free:
-			case <-a.stop:
-				return
-			}
-			k, err := io.ReadAtLeast(r, b, 1)
-			if k > 0 {
-				a.full <- b[:k]
-			}
-			if err != nil {
-				a.err = err
-				return
-			}
-		}
+		defer close(a.done)
+		_, err := a.p.ReadFrom(r)
+		a.p.CloseWithError(err)
 	}()
 	return a
 }
 
-func (a *readAhead) Read(p []byte) (int, error) {
-	if len(a.cur) == 0 {
-		b, ok := <-a.full
-		if !ok {
-			return 0, a.err // set before full was closed
-		}
-		a.whole, a.cur = b[:cap(b)], b
-	}
-	n := copy(p, a.cur)
-	a.cur = a.cur[n:]
-	if len(a.cur) == 0 {
-		a.free <- a.whole
-		a.whole, a.cur = nil, nil
-	}
-	return n, nil
-}
+func (a *readAhead) Read(b []byte) (int, error) { return a.p.Read(b) }
 
 // Close closes the stream under it and waits for the goroutine.
 func (a *readAhead) Close() {
 	a.r.Close()
-	close(a.stop)
-	for range a.full {
+	a.p.Stop()
+	for range a.p.full {
 	}
+	<-a.done
 }
