@@ -30,6 +30,12 @@ func TestEscapeOOM(t *testing.T) {
 		// pass its command's status on.
 		{"fill /dev/shm", "head -c 256m /dev/zero > /dev/shm/fill; s=$?; echo head=$s; exit $s"},
 		{"fill /tmp", "head -c 256m /dev/zero > /tmp/fill; s=$?; echo head=$s; exit $s"},
+		// An agent may lower its own oom_score_adj from 1000 to 0, the
+		// watcher's: its pages and the watcher's would then be weighed
+		// alike, and a small head beside a full tmpfs leaves the watcher
+		// the largest. The agent's own memory cgroup (v1) keeps the
+		// watcher out of the fight.
+		{"lower own score, fill /tmp", "echo 0 > /proc/self/oom_score_adj || exit 3; head -c 256m /dev/zero > /tmp/fill; s=$?; echo head=$s; exit $s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			journal := sharedTempDir(t)

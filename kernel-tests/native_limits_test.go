@@ -152,12 +152,17 @@ func TestNativeMemoryLimit(t *testing.T) {
 				t.Errorf("exit code %d, want %d", r.Exit.Code, c.want)
 			}
 			if b.State[native.StateCgroupVersion] == "1" {
-				limit := readFileTrim(t, filepath.Join(memDir, "memory.limit_in_bytes"))
-				sw := readFileTrim(t, filepath.Join(memDir, "memory.memsw.limit_in_bytes"))
-				if limit != strconv.Itoa(96<<20) || sw != limit {
-					t.Errorf("memory.limit_in_bytes %s, memsw %s; want both %d", limit, sw, 96<<20)
+				// The agent's own cgroup holds the limit; the box's (the
+				// watcher's) the limit and the watcher's reserve.
+				agentDir := filepath.Join(memDir, native.AgentMemoryGroup)
+				for dir, want := range map[string]int{agentDir: 96 << 20, memDir: 96<<20 + native.WatcherMemoryReserve} {
+					limit := readFileTrim(t, filepath.Join(dir, "memory.limit_in_bytes"))
+					sw := readFileTrim(t, filepath.Join(dir, "memory.memsw.limit_in_bytes"))
+					if limit != strconv.Itoa(want) || sw != limit {
+						t.Errorf("%s: memory.limit_in_bytes %s, memsw %s; want both %d", dir, limit, sw, want)
+					}
 				}
-				oom := readFileTrim(t, filepath.Join(memDir, "memory.oom_control"))
+				oom := readFileTrim(t, filepath.Join(agentDir, "memory.oom_control"))
 				t.Logf("memory.oom_control: %s", strings.ReplaceAll(oom, "\n", ", "))
 			}
 		})

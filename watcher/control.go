@@ -168,11 +168,12 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		// A session of its own: nothing the agent does reaches the
 		// watcher's (not even the SIGCONT a session member may send);
 		// with a tty, the pty is that session's terminal.
-		Setsid:     true,
-		Setctty:    spec.TTY,
-		NewKeyring: true,
-		Filter:     filter,
-		OOMScore:   agentOOMScore,
+		Setsid:      true,
+		Setctty:     spec.TTY,
+		NewKeyring:  true,
+		Filter:      filter,
+		OOMScore:    agentOOMScore,
+		CgroupTasks: w.cfg.AgentCgroupFD,
 	}, 0
 }
 

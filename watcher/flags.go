@@ -31,8 +31,12 @@ type Config struct {
 	// ParentFD is the read end of a pipe whose write end the outer
 	// watcher holds (see domain.go); 0 when the watcher was not re-run.
 	ParentFD int
-	Version  bool
-	Help     bool
+	// AgentCgroupFD is a v1 memory cgroup's "tasks" file, opened by the
+	// host: the agent is forked from a thread that joined it (see
+	// joinThreadCgroup); 0 when there is none.
+	AgentCgroupFD int
+	Version       bool
+	Help          bool
 }
 
 // ID is a uid:gid pair.
@@ -100,12 +104,18 @@ func parseFlags(args []string) (*Config, error) {
 			c.Help = true
 		case "allow-root":
 			c.AllowRoot = true
-		case "parent-fd": // set by the outer watcher only; not in the usage
+		case "parent-fd", "agent-cgroup-fd": // set by the outer watcher or the native runtime only; not in the usage
 			var v string
+			var fd int
 			if v, err = value(); err == nil {
-				if c.ParentFD, err = strconv.Atoi(v); err != nil || c.ParentFD < 3 {
-					err = errors.New("flag --parent-fd: " + strconv.Quote(v) + " is not a descriptor above 2")
+				if fd, err = strconv.Atoi(v); err != nil || fd < 3 {
+					err = errors.New("flag --" + name + ": " + strconv.Quote(v) + " is not a descriptor above 2")
 				}
+			}
+			if name == "parent-fd" {
+				c.ParentFD = fd
+			} else {
+				c.AgentCgroupFD = fd
 			}
 		case "control":
 			var v string

@@ -33,6 +33,9 @@ type agent struct {
 	NewKeyring bool
 	Filter     []seccomp.Insn
 	OOMScore   int // 0: the watcher's own
+	// CgroupTasks is a v1 "tasks" file the spawning thread joins before
+	// the fork, so that the agent is born in that cgroup (0: none).
+	CgroupTasks int
 	// Setpgid makes the agent lead a process group of its own;
 	// Foreground also makes that group the foreground group of the
 	// terminal on the agent's fd 0.
@@ -70,7 +73,7 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 // The session keyring and the syscall filter are per-thread too, and
 // taken on the same thread, in that order (the filter denies keyctl).
 func spawn(a *agent) (pid int, err error) {
-	if !a.DropCaps && !a.NewKeyring && a.Filter == nil {
+	if !a.DropCaps && !a.NewKeyring && a.Filter == nil && a.CgroupTasks == 0 {
 		return syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
 	}
 	if a.OOMScore != 0 {
@@ -99,7 +102,13 @@ func spawnTainted(a *agent) (int, error) {
 			return
 		}
 		// No UnlockOSThread: the thread exits with this goroutine.
-		if err = taintThread(a); err == nil {
+		if a.CgroupTasks > 0 {
+			err = joinThreadCgroup(a.CgroupTasks)
+		}
+		if err == nil {
+			err = taintThread(a)
+		}
+		if err == nil {
 			pid, err = syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
 		}
 		close(finished)
@@ -107,6 +116,29 @@ func spawnTainted(a *agent) (int, error) {
 	go work()
 	<-finished
 	return pid, err
+}
+
+// joinThreadCgroup moves the calling thread, never the main one, into
+// the v1 cgroup whose "tasks" file is open on fd; a child forked from
+// it is born there. Only this thread moves: the watcher's memory is
+// charged to its thread group's leader, which stays in the box's
+// cgroup. The kernel checks the write against the credentials of the
+// host process that opened the file. It must be called with the OS
+// thread locked, on a thread that is thrown away afterwards.
+func joinThreadCgroup(fd int) error {
+	if syscall.Gettid() == syscall.Getpid() {
+		return errors.New("join the agent's cgroup: refused on the main thread (it would move the watcher's own memory)")
+	}
+	for {
+		_, err := syscall.Write(fd, []byte("0"))
+		switch err {
+		case syscall.EINTR:
+			continue
+		case nil:
+			return nil
+		}
+		return os.NewSyscallError("join the agent's memory cgroup: write", err)
+	}
 }
 
 // taintThread applies to the calling thread what the agent inherits

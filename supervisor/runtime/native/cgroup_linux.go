@@ -45,6 +45,22 @@ type cgroupSpec struct {
 // v1Controllers are the only v1 hierarchies a box joins.
 var v1Controllers = []string{"memory", "pids", "freezer"}
 
+// On cgroup v1 a box with a memory limit has two memory cgroups: the
+// box's, held at the limit plus WatcherMemoryReserve, with the watcher
+// in it, and AgentMemoryGroup below it, held at the limit, where the
+// agent is born (the watcher forks it from a thread that joined it:
+// watcher --agent-cgroup-fd). What fills the agent's cgroup — its own
+// pages or a tmpfs's, which stay charged after their writer is killed —
+// makes only an agent process the OOM killer's victim: the watcher is
+// not in that cgroup, whatever score the agent gave itself. On v2 the
+// box is one cgroup (a process cannot be moved across the box's
+// namespace boundary from inside it), and the agent's oom_score_adj of
+// 1000 is what keeps the watcher from being the victim (doctor says so).
+const (
+	AgentMemoryGroup     = "agent"
+	WatcherMemoryReserve = 32 << 20
+)
+
 // detectCgroup says which cgroup version carries the memory and pids
 // controllers on this host and where it is mounted.
 func detectCgroup() (version int, root string, err error) {
@@ -117,22 +133,34 @@ func cgroupSpecFromState(st map[string]string) (cgroupSpec, bool, error) {
 // the value written there.
 type limitFile struct{ name, value string }
 
-// limitsV1 are spec's limits on the v1 hierarchies (by controller).
-// Swap is held at the memory limit so that a box cannot page its way
-// past it (when the kernel accounts swap).
+// limitsV1 are spec's limits on the v1 hierarchies (by controller, and
+// "agent" for AgentMemoryGroup). Swap is held at the memory limit so
+// that a box cannot page its way past it (when the kernel accounts
+// swap).
 func (s cgroupSpec) limitsV1(swapAccounting bool) map[string][]limitFile {
 	l := map[string][]limitFile{}
-	if s.Memory > 0 {
-		m := strconv.FormatInt(s.Memory, 10)
-		l["memory"] = []limitFile{{"memory.limit_in_bytes", m}}
+	memory := func(bytes int64) []limitFile {
+		m := strconv.FormatInt(bytes, 10)
+		f := []limitFile{{"memory.limit_in_bytes", m}}
 		if swapAccounting {
-			l["memory"] = append(l["memory"], limitFile{"memory.memsw.limit_in_bytes", m})
+			f = append(f, limitFile{"memory.memsw.limit_in_bytes", m})
 		}
+		return f
+	}
+	if s.Memory > 0 {
+		l["memory"] = memory(s.Memory + WatcherMemoryReserve)
+		l[AgentMemoryGroup] = memory(s.Memory)
 	}
 	if s.Pids > 0 {
 		l["pids"] = []limitFile{{"pids.max", strconv.FormatInt(s.Pids, 10)}}
 	}
 	return l
+}
+
+// agentTasksV1 is the tasks file of the agent's memory cgroup (v1), which
+// exists when the box has a memory limit.
+func (s cgroupSpec) agentTasksV1() string {
+	return filepath.Join(s.Root, "memory", s.Group, AgentMemoryGroup, "tasks")
 }
 
 // limitsV2 are spec's limits on the unified tree (no swap at all), and
@@ -365,10 +393,16 @@ func newBoxCgroupV1(s cgroupSpec) (*boxCgroupV1, error) {
 		if err == nil {
 			err = writeLimits(c.dir(n), limits[n])
 		}
+		if agent := limits[AgentMemoryGroup]; err == nil && n == "memory" && agent != nil {
+			dir := filepath.Join(c.dir(n), AgentMemoryGroup)
+			if err = os.MkdirAll(dir, 0o755); err == nil {
+				err = writeLimits(dir, agent)
+			}
+		}
 		if err != nil {
 			// Leave nothing half made.
 			for _, d := range c.existing() {
-				os.Remove(d)
+				removeCgroupDir(d)
 			}
 			return nil, fmt.Errorf("create cgroup v1 %s (memory, pids, freezer): %w", s.Group, err)
 		}

@@ -128,9 +128,14 @@ func TestCgroupV1Files(t *testing.T) {
 		t.Fatal(err)
 	}
 	box := func(c string) string { return filepath.Join(root, c, "deathwatch", "dw-1") }
+	// The agent's memory cgroup holds the limit; the box's, with the
+	// watcher in it, the limit and the watcher's reserve.
+	agent := filepath.Join(box("memory"), AgentMemoryGroup)
 	for f, want := range map[string]string{
-		filepath.Join(box("memory"), "memory.limit_in_bytes"):       "67108864",
-		filepath.Join(box("memory"), "memory.memsw.limit_in_bytes"): "67108864",
+		filepath.Join(box("memory"), "memory.limit_in_bytes"):       strconv.Itoa(64<<20 + WatcherMemoryReserve),
+		filepath.Join(box("memory"), "memory.memsw.limit_in_bytes"): strconv.Itoa(64<<20 + WatcherMemoryReserve),
+		filepath.Join(agent, "memory.limit_in_bytes"):               "67108864",
+		filepath.Join(agent, "memory.memsw.limit_in_bytes"):         "67108864",
 		filepath.Join(box("pids"), "pids.max"):                      "100",
 	} {
 		if b, err := os.ReadFile(f); err != nil || string(b) != want {
@@ -149,6 +154,17 @@ func TestCgroupV1Files(t *testing.T) {
 	}
 	if got := cg.Paths(); len(got) != 3 || got[0] != box("memory") {
 		t.Errorf("paths %v", got)
+	}
+	if s.agentTasksV1() != filepath.Join(agent, "tasks") {
+		t.Errorf("agent tasks file %s, want it in %s", s.agentTasksV1(), agent)
+	}
+	// Without a memory limit there is no agent cgroup.
+	s2, _ := boxCgroupSpec(1, root, "", "dw-2", 0, 100)
+	if _, err := newBoxCgroup(s2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "memory", "deathwatch", "dw-2", AgentMemoryGroup)); !os.IsNotExist(err) {
+		t.Errorf("a box without --memory has an agent memory cgroup (%v)", err)
 	}
 }
 

@@ -43,7 +43,10 @@
 //     with a cgroup gets DefaultPidsLimit unless --pids-limit says
 //     otherwise. Memory: no default limit (a controller that knows its
 //     workload sets --memory); the agent is the OOM killer's first choice
-//     (oom_score_adj 1000) and the watcher never is.
+//     (oom_score_adj 1000) and the watcher never is: on v1 the agent is
+//     born in a memory cgroup of its own below the box's
+//     (AgentMemoryGroup), so an agent that lowers its score and fills a
+//     tmpfs still cannot make the watcher the victim.
 //   - Trust. Records live in a folder that is the supervisor's own and
 //     writable by nobody else (supervisor.CheckTrustedDir); a journaled
 //     init pid is acted on only with its start time, and a journaled

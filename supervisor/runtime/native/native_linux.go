@@ -229,7 +229,10 @@ func (n *Native) Probe(ctx context.Context) (supervisor.Info, error) {
 func (n *Native) Walls() []string {
 	w := []string{
 		"--network host is refused unless --allow-host-network: the box would share the host's network namespace, whose abstract unix sockets (X11, D-Bus, containerd, systemd) and loopback ports its agent could reach",
-		"an agent can lower its own oom_score_adj from 1000 back to 0: the watcher runs in the box's user namespace, so it cannot set the floor (oom_score_adj_min needs CAP_SYS_RESOURCE over the host); such an agent filling its /tmp can make the watcher the OOM victim (then reported as liveness lost)",
+	}
+	if v, _, err := n.cgroupPlace(); err == nil && v == 2 {
+		// On v1 the agent has a memory cgroup of its own (AgentMemoryGroup).
+		w = append(w, "cgroup v2: the agent shares the box's memory cgroup with the watcher and can lower its own oom_score_adj from 1000 back to 0 (the watcher, in the box's user namespace, cannot set the floor); such an agent filling its /tmp under --memory can make the watcher the OOM victim (then reported as liveness lost)")
 	}
 	if os.Geteuid() != 0 {
 		if r, err := n.ranges(); err == nil {
@@ -740,6 +743,15 @@ func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
 				p.extra = append(p.extra, f)
 			}
 			p.cfg.CgroupNSDone = !p.rootless
+			// The agent's own memory cgroup, when the box has a memory
+			// limit: the watcher forks the agent from a thread that
+			// joined it (write checked against our credentials, as above).
+			if f, err := os.OpenFile(spec.agentTasksV1(), os.O_WRONLY, 0); err == nil {
+				p.cfg.Argv = append(p.cfg.Argv, fmt.Sprintf("--agent-cgroup-fd=%d", firstExtraFD+len(p.extra)))
+				p.extra = append(p.extra, f)
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return nil, supervisor.SetupError("open the agent's memory cgroup: %w", err)
+			}
 		case 2:
 			if p.cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
 				return nil, supervisor.SetupError("open the box's cgroup: %w", err)

@@ -4,6 +4,7 @@ import (
 	"deathwatch/supervisor"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -217,10 +218,11 @@ func TestCgroupSpec(t *testing.T) {
 	if err != nil || !ok || back.Group != s.Group || back.Version != 1 || back.Root != s.Root {
 		t.Errorf("state round trip: %+v %v %v (state %v)", back, ok, err, st)
 	}
-	m := "67108864"
+	m, box := "67108864", strconv.Itoa(64<<20+WatcherMemoryReserve)
 	if got, want := s.limitsV1(true), map[string][]limitFile{
-		"memory": {{"memory.limit_in_bytes", m}, {"memory.memsw.limit_in_bytes", m}},
-		"pids":   {{"pids.max", "100"}},
+		"memory":         {{"memory.limit_in_bytes", box}, {"memory.memsw.limit_in_bytes", box}},
+		AgentMemoryGroup: {{"memory.limit_in_bytes", m}, {"memory.memsw.limit_in_bytes", m}},
+		"pids":           {{"pids.max", "100"}},
 	}; !reflect.DeepEqual(got, want) {
 		t.Errorf("v1 limits %v, want %v", got, want)
 	}
