@@ -51,14 +51,11 @@ type frameName struct {
 
 // name is t's name, and whether t is a frame type of this protocol.
 func (t FrameType) name() (string, bool) {
-	for _, n := range frameNames {
-		if n.t == t {
-			return n.name, true
-		}
-	}
-	for _, n := range copyFrameNames {
-		if n.t == t {
-			return n.name, true
+	for _, names := range [...][]frameName{frameNames[:], copyFrameNames[:]} {
+		for _, n := range names {
+			if n.t == t {
+				return n.name, true
+			}
 		}
 	}
 	return "", false
