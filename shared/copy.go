@@ -65,13 +65,10 @@ const (
 	FrameCopyOutEnd     FrameType = 0x93
 )
 
-func init() {
-	for t, n := range map[FrameType]string{
-		FrameCopyInEntry: "copy-in-entry", FrameCopyInData: "copy-in-data", FrameCopyInSum: "copy-in-sum", FrameCopyInEnd: "copy-in-end", FrameCopyInLanded: "copy-in-landed", FrameCopyOutFetched: "copy-out-fetched",
-		FrameCopyOutEntry: "copy-out-entry", FrameCopyOutData: "copy-out-data", FrameCopyOutSum: "copy-out-sum", FrameCopyOutEnd: "copy-out-end",
-	} {
-		frameNames[t] = n
-	}
+// copyFrameNames names the copy's frame types (see frameNames).
+var copyFrameNames = [...]frameName{
+	{FrameCopyInEntry, "copy-in-entry"}, {FrameCopyInData, "copy-in-data"}, {FrameCopyInSum, "copy-in-sum"}, {FrameCopyInEnd, "copy-in-end"}, {FrameCopyInLanded, "copy-in-landed"}, {FrameCopyOutFetched, "copy-out-fetched"},
+	{FrameCopyOutEntry, "copy-out-entry"}, {FrameCopyOutData, "copy-out-data"}, {FrameCopyOutSum, "copy-out-sum"}, {FrameCopyOutEnd, "copy-out-end"},
 }
 
 // A copy-in tree can also land without its data on the stream: where

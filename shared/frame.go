@@ -33,22 +33,43 @@ const (
 	FrameStdinCredit FrameType = 0x86
 )
 
-var frameNames = map[FrameType]string{
-	FrameHello: "hello", FrameSpec: "spec", FramePing: "ping", FrameStdin: "stdin",
-	FrameStdinEOF: "stdin-eof", FrameSignal: "signal", FrameResize: "resize", FrameStop: "stop",
-	FrameReady: "ready", FrameStdout: "stdout", FrameStderr: "stderr", FramePong: "pong", FrameExit: "exit",
-	FrameStdinCredit: "stdin-credit",
+// frameNames names the frame types of this file; copyFrameNames
+// (copy.go) the copy's. Tables the linker lays out, not a map: a map is
+// made on the heap by every process at its start, and the watcher (PID
+// 1 of every box) keeps resident the spans its start took.
+var frameNames = [...]frameName{
+	{FrameHello, "hello"}, {FrameSpec, "spec"}, {FramePing, "ping"}, {FrameStdin, "stdin"},
+	{FrameStdinEOF, "stdin-eof"}, {FrameSignal, "signal"}, {FrameResize, "resize"}, {FrameStop, "stop"},
+	{FrameReady, "ready"}, {FrameStdout, "stdout"}, {FrameStderr, "stderr"}, {FramePong, "pong"}, {FrameExit, "exit"},
+	{FrameStdinCredit, "stdin-credit"},
+}
+
+type frameName struct {
+	t    FrameType
+	name string
+}
+
+// name is t's name, and whether t is a frame type of this protocol.
+func (t FrameType) name() (string, bool) {
+	for _, names := range [...][]frameName{frameNames[:], copyFrameNames[:]} {
+		for _, n := range names {
+			if n.t == t {
+				return n.name, true
+			}
+		}
+	}
+	return "", false
 }
 
 func (t FrameType) String() string {
-	if n, ok := frameNames[t]; ok {
+	if n, ok := t.name(); ok {
 		return n
 	}
 	return "unknown(" + hex8(byte(t)) + ")"
 }
 
 // Known reports whether t is a frame type of this protocol version.
-func (t FrameType) Known() bool { _, ok := frameNames[t]; return ok }
+func (t FrameType) Known() bool { _, ok := t.name(); return ok }
 
 const (
 	// HeaderSize is the type byte plus the big-endian payload length.

@@ -11,22 +11,31 @@ import (
 // v1 (also on a hybrid host, whose "0::" line names a v2 tree without
 // controllers; v1 is then true), else "0::/path" on v2. "" when neither
 // is there.
+//
+// It cuts the lines where they are: strings.Split would make slices on
+// the heap, whose spans the watcher, which rarely if ever collects,
+// keeps resident (see frameNames in shared).
 func cgroupDir(procCgroup, controller string) (dir string, v1 bool) {
-	for _, line := range strings.Split(procCgroup, "\n") {
-		parts := strings.SplitN(line, ":", 3)
+	for rest := procCgroup; rest != ""; {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		id, tail, ok := strings.Cut(line, ":")
+		list, path, ok2 := strings.Cut(tail, ":")
 		switch {
-		case len(parts) != 3:
-		case hasController(parts[1], controller):
-			return "/sys/fs/cgroup/" + controller + parts[2], true
-		case parts[0] == "0" && parts[1] == "":
-			dir = "/sys/fs/cgroup" + parts[2]
+		case !ok || !ok2:
+		case hasController(list, controller):
+			return "/sys/fs/cgroup/" + controller + path, true
+		case id == "0" && list == "":
+			dir = "/sys/fs/cgroup" + path
 		}
 	}
 	return dir, false
 }
 
 func hasController(list, c string) bool {
-	for _, x := range strings.Split(list, ",") {
+	for list != "" {
+		var x string
+		x, list, _ = strings.Cut(list, ",")
 		if x == c {
 			return true
 		}

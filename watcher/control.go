@@ -52,10 +52,11 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 	if err != nil {
 		return nil, w.lostBeforeStart(err)
 	}
-	spec, err := shared.ParseSpec(payload)
+	w.spec, err = shared.ParseSpec(payload)
 	if err != nil {
 		return nil, w.lostBeforeStart(err)
 	}
+	spec := &w.spec
 	err = spec.Validate()
 	if err == nil {
 		err = spec.CheckWatcherID(w.cfg.WatcherUser.UID, w.cfg.WatcherUser.GID)
@@ -75,10 +76,10 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 		// so that copies run as fast as before.
 		runtime.SetDefaultGOMAXPROCS()
 	}
-	if code := w.copyIn(&spec); code != 0 {
+	if code := w.copyIn(spec); code != 0 {
 		return nil, code
 	}
-	return &spec, 0
+	return spec, 0
 }
 
 // pollable opens fd for the runtime's poller, so that a read or a write

@@ -137,7 +137,9 @@ func forwarded(s syscall.Signal) bool {
 func catchSignals(st *sigState) chan os.Signal {
 	c := make(chan os.Signal, 2*numSig)
 	blocked := blockedAtStart()
-	var raw, notify []syscall.Signal
+	// On the stack: appends would leave a slice of each size on the heap.
+	var rawBuf, notifyBuf [numSig]syscall.Signal
+	raw, notify := rawBuf[:0], notifyBuf[:0]
 	for s := syscall.Signal(1); s < numSig; s++ {
 		switch {
 		case !caught(s) || st.ignored[s]:

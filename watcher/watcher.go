@@ -50,6 +50,8 @@ type watcher struct {
 	// feeds the agent's input (a stdin or tty spec). See stdin.go.
 	pty   *os.File
 	stdin *stdinRelay
+	// spec is the host's spec (control mode), as openControl read it.
+	spec shared.Spec
 	// copySpec is the spec's copies (copy.go).
 	copySpec *shared.Spec
 
@@ -68,8 +70,16 @@ type frameEvent struct {
 	err error
 }
 
+// pid1 is the process's watcher: a variable of the package, not an
+// object of the heap. The watcher rarely if ever collects, and its
+// state (352 bytes) and the spec (240, kept in it) were each the only
+// object of their size class: two spans resident for its life.
+var pid1 watcher
+
+// newWatcher makes the process's watcher, pid1.
 func newWatcher(cfg *Config, sigs chan os.Signal) *watcher {
-	return &watcher{cfg: cfg, sigs: sigs, grace: cfg.Grace, code: -1}
+	pid1 = watcher{cfg: cfg, sigs: sigs, grace: cfg.Grace, code: -1}
+	return &pid1
 }
 
 // run is the PID-1 loop. It returns the watcher's exit status.

@@ -94,6 +94,10 @@ var (
 	buildErr  error
 )
 
+// WatcherGOEXPERIMENT is the GOEXPERIMENT the watcher is built with, as
+// the Makefile's WATCHER_GOEXPERIMENT (which says why).
+const WatcherGOEXPERIMENT = "nogreenteagc"
+
 // Build compiles both binaries the way the Makefile does (static,
 // trimmed, no PIE) into a folder that lives as long as the test binary.
 // With DEATHWATCH_BIN set it uses the binaries in that folder instead.
@@ -115,13 +119,16 @@ func Build(t testing.TB) Binaries {
 			return
 		}
 		built = Binaries{Dir: dir, Watcher: filepath.Join(dir, "watcher"), Supervisor: filepath.Join(dir, "supervisor")}
-		for _, b := range []struct{ out, pkg string }{{built.Watcher, "./cmd/watcher"}, {built.Supervisor, "./cmd/supervisor"}} {
+		for _, b := range []struct{ out, pkg, experiment string }{{built.Watcher, "./cmd/watcher", WatcherGOEXPERIMENT}, {built.Supervisor, "./cmd/supervisor", ""}} {
 			if _, err := os.Stat(filepath.Join(RepoRoot(), b.pkg)); err != nil {
 				continue
 			}
 			cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", b.out, b.pkg)
 			cmd.Dir = RepoRoot()
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if b.experiment != "" {
+				cmd.Env = append(cmd.Env, "GOEXPERIMENT="+b.experiment)
+			}
 			if out, err := cmd.CombinedOutput(); err != nil {
 				buildErr = &buildError{pkg: b.pkg, out: string(out), err: err}
 				return
