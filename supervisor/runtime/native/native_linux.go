@@ -1143,7 +1143,7 @@ func (n *Native) writeRecord(b *supervisor.Box) error {
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, n.recordPath(b.Name))
+	return supervisor.ReplaceFile(tmp, n.recordPath(b.Name))
 }
 
 // List returns the native boxes recorded for instance; a box is
