@@ -15,8 +15,9 @@ import (
 // several ms p90 a replace on a busy host, against 5 us for the
 // exchange and 5 us for the unlink. A kill between the two leaves the
 // old file under tmp's dot-name, which the readers of these folders
-// skip. Where there is no p yet, or the file system cannot exchange,
-// it is a plain rename.
+// skip; an error of that unlink is returned, p holding the new file.
+// Where there is no p yet, or the file system cannot exchange, it is a
+// plain rename.
 func ReplaceFile(tmp, p string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_EXCHANGE)
 	if err == nil {
