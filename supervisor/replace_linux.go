@@ -14,7 +14,7 @@ import (
 // file's writeback inside the rename, which measured 0.3-0.5 ms p50 and
 // several ms p90 a replace on a busy host, against 5 us for the
 // exchange and 5 us for the unlink. A kill between the two leaves the
-// old file under tmp's dot-name, which the readers of these folders
+// old file under tmp's temporary name, which the readers of these folders
 // skip; an error of that unlink is returned, p holding the new file.
 // Where there is no p yet, or the file system cannot exchange, it is a
 // plain rename.
