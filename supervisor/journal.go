@@ -285,7 +285,7 @@ func readEntry(p string) (*JournalEntry, error) {
 	return &e, nil
 }
 
-// writeFileAtomic writes temp → rename, syncing the data before the
+// writeFileAtomic writes temp → rename (ReplaceFile), syncing the data before the
 // rename when syncData asks, and the folder after it when syncName asks
 // that the name itself be durable (see Put).
 func writeFileAtomic(p string, data []byte, syncData, syncName bool) error {
@@ -313,7 +313,7 @@ func writeFileAtomic(p string, data []byte, syncData, syncName bool) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := ReplaceFile(tmp, p); err != nil {
 		return err
 	}
 	ok = true

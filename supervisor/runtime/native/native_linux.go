@@ -275,7 +275,10 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err := checkExecutable(b.WatcherPath); err != nil {
 		return supervisor.SetupError("watcher %s: %w; build it (make) or pass its path", b.WatcherPath, err)
 	}
-	if _, err := nsinitPlan(b, root, b.WatcherPath, false); err != nil {
+	// The init stage's settings, worked out once: checked here, and
+	// what prepareAhead starts the stage with.
+	plan, err := nsinitPlan(b, root, b.WatcherPath, os.Geteuid() != 0)
+	if err != nil {
 		return supervisor.UsageError("native box: %w", err)
 	}
 	if b.Network == "host" && !b.AllowHostNetwork {
@@ -350,7 +353,7 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err := n.writeRecord(b); err != nil {
 		n.log.Warn("cannot record the native box for ls/reconcile", "box", b.Name, "err", err)
 	}
-	n.prepareAhead(b)
+	n.prepareAhead(b, &plan)
 	return nil
 }
 
@@ -648,7 +651,7 @@ type pendingPrep struct {
 // prepareAhead prepares and starts b's init stage beside the caller's
 // next step (exec journals the box as created): the stage's
 // clone, exec and runtime start (a few ms) overlap it. Start takes it.
-func (n *Native) prepareAhead(b *supervisor.Box) {
+func (n *Native) prepareAhead(b *supervisor.Box, plan *nsinitConfig) {
 	pp := &pendingPrep{box: b, done: make(chan struct{})}
 	n.pendingMu.Lock()
 	if old := n.pending[b.Name]; old != nil {
@@ -658,7 +661,7 @@ func (n *Native) prepareAhead(b *supervisor.Box) {
 	n.pendingMu.Unlock()
 	go func() {
 		defer close(pp.done)
-		pp.l, pp.err = n.prepareAndLaunch(b)
+		pp.l, pp.err = n.prepareAndLaunch(b, plan)
 	}()
 }
 
@@ -683,9 +686,10 @@ func (n *Native) takePrep(b *supervisor.Box) *pendingPrep {
 	return pp
 }
 
-// prepareStart works out the init stage's settings and opens what it
-// inherits. It reads b and writes nothing of it.
-func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
+// prepareStart works out the init stage's settings (plan, when Create
+// has: nil works them out) and opens what it inherits. It reads b and
+// writes nothing of it.
+func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPrep, err error) {
 	root, err := nativeRoot(b.Image)
 	if err != nil {
 		return nil, err
@@ -701,7 +705,9 @@ func (n *Native) prepareStart(b *supervisor.Box) (p *startPrep, err error) {
 			opened.close()
 		}
 	}()
-	if p.cfg, err = nsinitPlan(b, root, b.WatcherPath, p.rootless); err != nil {
+	if plan != nil {
+		p.cfg = *plan // Create's (b has not changed since)
+	} else if p.cfg, err = nsinitPlan(b, root, b.WatcherPath, p.rootless); err != nil {
 		return nil, supervisor.UsageError("native box: %w", err)
 	}
 	if p.ids, err = n.ranges(); err != nil {
@@ -778,7 +784,7 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		<-pp.done
 		l, err = pp.l, pp.err
 	} else {
-		l, err = n.prepareAndLaunch(b)
+		l, err = n.prepareAndLaunch(b, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -862,8 +868,8 @@ func (l *launched) kill() {
 
 // prepareAndLaunch makes b's startPrep and starts the init stage in new
 // namespaces with it.
-func (n *Native) prepareAndLaunch(b *supervisor.Box) (*launched, error) {
-	p, err := n.prepareStart(b)
+func (n *Native) prepareAndLaunch(b *supervisor.Box, plan *nsinitConfig) (*launched, error) {
+	p, err := n.prepareStart(b, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -1155,7 +1161,7 @@ func (n *Native) writeRecord(b *supervisor.Box) error {
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, n.recordPath(b.Name))
+	return supervisor.ReplaceFile(tmp, n.recordPath(b.Name))
 }
 
 // List returns the native boxes recorded for instance; a box is

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package supervisor
+
+import "os"
+
+// ReplaceFile puts the file tmp in place of p, atomically (a rename).
+func ReplaceFile(tmp, p string) error { return os.Rename(tmp, p) }
