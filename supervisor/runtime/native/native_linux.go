@@ -752,8 +752,9 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 			// The agent's own memory cgroup, when the box has a memory
 			// limit: the watcher forks the agent from a thread that
 			// joined it (write checked against our credentials, as above).
+			// Argv is copied: the plan may be Create's.
 			if f, err := os.OpenFile(spec.agentTasksV1(), os.O_WRONLY, 0); err == nil {
-				p.cfg.Argv = append(p.cfg.Argv, fmt.Sprintf("--agent-cgroup-fd=%d", firstExtraFD+len(p.extra)))
+				p.cfg.Argv = append(p.cfg.Argv[:len(p.cfg.Argv):len(p.cfg.Argv)], fmt.Sprintf("--agent-cgroup-fd=%d", firstExtraFD+len(p.extra)))
 				p.extra = append(p.extra, f)
 			} else if !errors.Is(err, os.ErrNotExist) {
 				return nil, supervisor.SetupError("open the agent's memory cgroup: %w", err)
