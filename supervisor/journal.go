@@ -315,12 +315,10 @@ func writeFileAtomic(p string, data []byte, syncData, syncName bool) error {
 		return err
 	}
 	tmp := f.Name()
-	renamed, closed := false, false
+	ok := false
 	defer func() {
-		if !closed {
+		if !ok {
 			f.Close()
-		}
-		if !renamed {
 			os.Remove(tmp)
 		}
 	}()
@@ -332,27 +330,30 @@ func writeFileAtomic(p string, data []byte, syncData, syncName bool) error {
 			return err
 		}
 	}
-	if !syncName {
-		closed = true
-		if err := f.Close(); err != nil {
-			return err
-		}
+	if err := f.Close(); err != nil {
+		return err
 	}
 	if err := os.Rename(tmp, p); err != nil {
 		return err
 	}
-	renamed = true
+	ok = true
 	if !syncName {
 		return nil
 	}
 	if syncData {
-		if err := fsync(f); err != nil {
+		// Opened again by its name (Windows renames no open file); the
+		// fsync syncs the file, whichever descriptor asks.
+		g, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
 			return err
 		}
-	}
-	closed = true
-	if err := f.Close(); err != nil {
-		return err
+		err = fsync(g)
+		if cerr := g.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return syncDir(dir)
 }
