@@ -147,10 +147,19 @@ func (j *Journal) path(launchID string) string { return filepath.Join(j.dir, lau
 // Volatile runtime's entry (native) has none:
 //
 //   - The entry's data, on every write (fsync of the temp file before
-//     the rename): after a power loss the file holds the old entry or
-//     the new one, never an empty or torn one reconcile cannot parse.
+//     the rename; the intent's after it, see writeFileAtomic): after a
+//     power loss the file holds the old entry or the new one, never an
+//     empty or torn one reconcile cannot parse (the intent's can be
+//     empty, a LostEntryError: no box exists before its fsyncs returned).
 //     Against a SIGKILL alone the rename is enough (the page cache
 //     outlives the process).
+//     Not on the closing write (removed): it is written once the box is
+//     gone, and whatever a power loss leaves of it is something
+//     reconcile closes — the entry before it (open, its box gone: closed),
+//     the closed entry, or an empty (or NUL-filled) file, a
+//     LostEntryError (closed). Its fsync was the last step of every
+//     launch, after the engine's removal: 4.3 ms p50, 16 ms p90 on the
+//     rig's ext4 at load ~16.
 //   - The entry's name, on the intent write only (fsync of the folder
 //     after the rename): the entry must be on disk before the box
 //     exists, or a box of an engine that keeps containers over a reboot
@@ -172,10 +181,11 @@ func (j *Journal) path(launchID string) string { return filepath.Join(j.dir, lau
 // closes as for a box that is gone, or an empty (or NUL-filled) file
 // whose data never reached the disk: List reports that one as a
 // LostEntryError, which reconcile closes (an entry of a runtime that
-// is not Volatile is synced before its rename, so cannot be one).
+// is not Volatile can be one only as an intent whose box was never
+// created, or a closing write whose box is gone).
 //
 // A launch writes intent, created, started, removing and removed:
-// 6 fsyncs (4 before the agent starts); a Volatile runtime's launch 0.
+// 5 fsyncs (4 before the agent starts); a Volatile runtime's launch 0.
 func (j *Journal) Put(e *JournalEntry) error {
 	if !ValidName(e.LaunchID) {
 		return fmt.Errorf("journal: bad launch id %q", e.LaunchID)
@@ -186,7 +196,7 @@ func (j *Journal) Put(e *JournalEntry) error {
 		return fmt.Errorf("journal %s: %w", e.LaunchID, err)
 	}
 	durable := !volatile(e.Runtime)
-	if err := writeFileAtomic(j.path(e.LaunchID), append(b, '\n'), durable, durable && e.State == StateIntent); err != nil {
+	if err := writeFileAtomic(j.path(e.LaunchID), append(b, '\n'), durable && e.State != StateRemoved, durable && e.State == StateIntent); err != nil {
 		return fmt.Errorf("journal %s (%s): %w", e.LaunchID, e.State, err)
 	}
 	return nil
@@ -237,16 +247,17 @@ func (j *Journal) List() (entries []*JournalEntry, bad []error, err error) {
 	return entries, bad, nil
 }
 
-// LostEntryError is an entry a power loss emptied: a Volatile
-// runtime's, written without fsync (see Put), whose data never reached
-// the disk. Its box ended with the power; reconcile closes it.
+// LostEntryError is an entry a power loss emptied: one written without
+// fsync (see Put) whose data never reached the disk — a Volatile
+// runtime's (its box ended with the power), or a closing write (its box
+// was gone before it). Reconcile closes it.
 type LostEntryError struct {
 	Path     string
 	LaunchID string
 }
 
 func (e *LostEntryError) Error() string {
-	return fmt.Sprintf("journal entry %s is empty and was written before this boot: a box of a runtime that does not outlive a power loss (native), whose entry is not synced", e.Path)
+	return fmt.Sprintf("journal entry %s is empty and was written before this boot: an entry that is not synced (a box of a runtime that does not outlive a power loss, or a closing write after the box was gone)", e.Path)
 }
 
 // lostToPower reports whether the entry at p is what a power loss
@@ -285,9 +296,19 @@ func readEntry(p string) (*JournalEntry, error) {
 	return &e, nil
 }
 
-// writeFileAtomic writes temp → rename (ReplaceFile), syncing the data before the
-// rename when syncData asks, and the folder after it when syncName asks
-// that the name itself be durable (see Put).
+// writeFileAtomic writes temp → rename (ReplaceFile: an exchange and an
+// unlink where an entry is replaced), syncing the data when syncData
+// asks, and the folder when syncName asks that the name itself be
+// durable (see Put). Data synced without the name is synced before the
+// rename: the entry it replaces stays whole until the new one is. Data
+// synced with its name (the intent: an entry that stands for no box
+// yet) is synced after the rename, then the folder: on ext4 the data's
+// fsync commits the rename with it, and the folder's has little left to
+// do (measured on the rig's ext4, 900 bytes, 40 writes each, load ~16:
+// sync-rename-sync 4.9 ms p50, rename-sync-sync 3.6 ms). A power loss
+// before both returned leaves no entry, the old one, or an empty one
+// (a LostEntryError, which reconcile closes): the box is created only
+// after both.
 func writeFileAtomic(p string, data []byte, syncData, syncName bool) error {
 	dir := filepath.Dir(p)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp-*")
@@ -305,7 +326,7 @@ func writeFileAtomic(p string, data []byte, syncData, syncName bool) error {
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	if syncData {
+	if syncData && !syncName {
 		if err := fsync(f); err != nil {
 			return err
 		}
@@ -319,6 +340,21 @@ func writeFileAtomic(p string, data []byte, syncData, syncName bool) error {
 	ok = true
 	if !syncName {
 		return nil
+	}
+	if syncData {
+		// Opened again by its name (Windows renames no open file); the
+		// fsync syncs the file, whichever descriptor asks.
+		g, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		err = fsync(g)
+		if cerr := g.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return syncDir(dir)
 }

@@ -119,7 +119,8 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 	// with a warning.
 	for _, b := range bad {
 		if lost := (*LostEntryError)(nil); errors.As(b, &lost) {
-			// Its box ended with the power (see Journal.Put): closed.
+			// Its box ended with the power, was never created, or was gone
+			// before the write (see Journal.Put): closed.
 			if err := os.Remove(lost.Path); err == nil {
 				rep.add(ReconcileItem{Outcome: ReconcileClosed, Runtime: "journal", LaunchID: lost.LaunchID, Reason: lost.Error() + "; removed"})
 				continue

@@ -279,8 +279,9 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
-// TestReconcileLostEntry: an entry a power loss emptied (a Volatile
-// runtime's, not synced: see Journal.Put) is closed and its file
+// TestReconcileLostEntry: an entry a power loss emptied (one whose
+// data was not synced yet: a Volatile runtime's, an intent before its
+// fsyncs returned, a closing write; see Journal.Put) is closed and its file
 // removed; an empty entry written in this boot, or one with anything
 // but NULs in it, still blocks (no power loss explains it).
 func TestReconcileLostEntry(t *testing.T) {

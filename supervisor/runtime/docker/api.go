@@ -20,6 +20,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"deathwatch/shared"
@@ -38,13 +39,47 @@ type apiClient struct {
 	version string // "1.41": the path prefix /v1.41
 	server  string // _ping's Server header: "Docker/20.10.24+dfsg1 (linux)"
 	hc      *http.Client
+	peer    *peerCred // the unix socket's listener, as the first connection saw it
+}
+
+// peerCred is the uid of the process listening on a unix endpoint, read
+// (SO_PEERCRED) from the first connection the client made to it: the
+// probe needs no connection of its own to learn it.
+type peerCred struct {
+	mu   sync.Mutex
+	seen bool
+	uid  int
+	ok   bool
+}
+
+// note reads the listener's uid from conn, once.
+func (p *peerCred) note(conn net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.seen {
+		p.seen = true
+		p.uid, p.ok = connPeerUID(conn)
+	}
+}
+
+// listenerUID is the uid of the process that listens on the client's
+// unix socket (socketOwnerUID), from a connection the client made when
+// it made one, else from one of its own.
+func (c *apiClient) listenerUID() (int, bool) {
+	c.peer.mu.Lock()
+	seen, uid, ok := c.peer.seen, c.peer.uid, c.peer.ok
+	c.peer.mu.Unlock()
+	if seen {
+		return uid, ok
+	}
+	return socketOwnerUID(c.ep.Addr)
 }
 
 func newAPIClient(ep endpoint) (*apiClient, error) {
 	if ep.Scheme != "unix" && ep.Scheme != "tcp" {
 		return nil, fmt.Errorf("%s (from %s): this client speaks unix:// and tcp:// only", ep, ep.From)
 	}
-	c := &apiClient{ep: ep}
+	c := &apiClient{ep: ep, peer: &peerCred{}}
 	if ep.TLS {
 		t, err := ep.tlsConfig()
 		if err != nil {
@@ -65,7 +100,11 @@ func newAPIClient(ep endpoint) (*apiClient, error) {
 func (c *apiClient) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	var d net.Dialer
 	if c.ep.Scheme == "unix" {
-		return d.DialContext(ctx, "unix", c.ep.Addr)
+		conn, err := d.DialContext(ctx, "unix", c.ep.Addr)
+		if err == nil {
+			c.peer.note(conn)
+		}
+		return conn, err
 	}
 	return d.DialContext(ctx, "tcp", c.ep.Addr)
 }
@@ -336,7 +375,7 @@ func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, e
 		return e.libpodProbe(ctx, c)
 	}
 	if v := dockerServerVersion(c.server); v != "" && e.Stderr != nil && c.ep.Scheme == "unix" {
-		if uid, ok := socketOwnerUID(c.ep.Addr); ok && uid == 0 {
+		if uid, ok := c.listenerUID(); ok && uid == 0 {
 			e.rootless = false
 			said := make(chan struct{})
 			e.mu.Lock()

@@ -193,8 +193,9 @@ type fakeAPI struct {
 	libpod bool
 	// server is _ping's Server header ("": none).
 	server string
-	// infoGate, when set, holds /info's answer until it is closed.
-	infoGate chan struct{}
+	// infoGate, when set, holds /info's answer until it is closed;
+	// pingGate the same for /_ping.
+	infoGate, pingGate chan struct{}
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -230,6 +231,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	noSuch := func() { js(404, map[string]string{"message": "No such container: x"}) }
 	switch {
 	case p == "/_ping":
+		if f.pingGate != nil {
+			f.mu.Unlock()
+			<-f.pingGate
+			f.mu.Lock()
+		}
 		if f.libpod {
 			w.Header().Set("Libpod-Api-Version", "4.3.1")
 		}
@@ -384,6 +390,53 @@ func (f *fakeAPI) playWatcher(conn net.Conn, r *bufio.Reader) {
 			f.mu.Unlock()
 			return
 		}
+	}
+}
+
+// TestCheckImageBesidePing: docker's image check is asked while the
+// ping that settles the API version is still unanswered (on the
+// unversioned path), and its verdict stands once the ping answered.
+func TestCheckImageBesidePing(t *testing.T) {
+	f := newFakeAPI(t)
+	f.pingGate = make(chan struct{})
+	e := f.engine()
+	ctx := context.Background()
+	errs := make(chan error, 2)
+	go func() { errs <- e.CheckImage(ctx, "img") }()
+	go func() { errs <- e.CheckImage(ctx, "gone") }()
+	asked := func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n := 0
+		for _, c := range f.calls {
+			if c == "GET /images/img/json" || c == "GET /images/gone/json" {
+				n++
+			}
+		}
+		return n == 2
+	}
+	for deadline := time.Now().Add(10 * time.Second); !asked(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the image checks waited for the ping: calls %v", f.calls)
+		}
+	}
+	close(f.pingGate)
+	var found, missing int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			found++
+		case supervisor.ExitCode(err, 0) == shared.ExitImage && strings.Contains(err.Error(), "never pulls"):
+			missing++
+		default:
+			t.Errorf("image check: %v", err)
+		}
+	}
+	if found != 1 || missing != 1 {
+		t.Errorf("verdicts: %d found, %d missing; want 1 and 1", found, missing)
+	}
+	if c := e.client(ctx); c == nil || c.version != "1.41" {
+		t.Errorf("the ping settled no API: %+v", c)
 	}
 }
 

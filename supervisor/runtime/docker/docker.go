@@ -42,6 +42,9 @@ type Engine struct {
 
 	apiOnce sync.Once
 	api     *apiClient // nil: the CLI serves
+	// resolveOnce: the endpoint's client before the ping (resolve).
+	resolveOnce    sync.Once
+	resolved, bare *apiClient
 
 	warnOnce sync.Once // warnShared says it once (OneStep and Probe may both run)
 	// stated is closed once docker's /info, which the probe left the
@@ -425,6 +428,30 @@ func listsName(out []byte, name string) bool {
 // endpoint as the CLI would, then ping it.
 func (e *Engine) client(ctx context.Context) *apiClient {
 	e.apiOnce.Do(func() {
+		c, _ := e.resolve()
+		if c == nil {
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.negotiate(pctx)
+		cancel()
+		if err != nil {
+			e.log().Debug("engine api", "kind", e.Kind, "endpoint", c.ep.String(), "using", "cli", "why", err)
+			return
+		}
+		e.log().Debug("engine api", "kind", e.Kind, "endpoint", c.ep.String(), "from", c.ep.From, "version", c.version)
+		e.api = c
+	})
+	return e.api
+}
+
+// resolve finds the engine's endpoint as the CLI would, once, and makes
+// its client without asking the engine anything: c, for client to ping,
+// and bare, a copy of it that no ping changes (no API version: the
+// engine's own), for a request sent beside the ping. nil, nil: no
+// endpoint (the CLI serves).
+func (e *Engine) resolve() (c, bare *apiClient) {
+	e.resolveOnce.Do(func() {
 		env := e.EngineEnv
 		if env == nil {
 			env = os.Environ()
@@ -445,19 +472,14 @@ func (e *Engine) client(ctx context.Context) *apiClient {
 			}
 		}
 		c, err := newAPIClient(ep)
-		if err == nil {
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err = c.negotiate(pctx)
-			cancel()
-		}
 		if err != nil {
 			e.log().Debug("engine api", "kind", e.Kind, "endpoint", ep.String(), "using", "cli", "why", err)
 			return
 		}
-		e.log().Debug("engine api", "kind", e.Kind, "endpoint", ep.String(), "from", ep.From, "version", c.version)
-		e.api = c
+		b := *c
+		e.resolved, e.bare = c, &b
 	})
-	return e.api
+	return e.resolved, e.bare
 }
 
 // UsesAPI reports whether the engine is driven through its API.
@@ -523,8 +545,24 @@ func (e *Engine) cliProbe(ctx context.Context) (supervisor.Info, error) {
 	return info, nil
 }
 
+// CheckImage asks docker's API beside the ping that settles the API
+// version (on the unversioned path, which the engine serves as its own
+// version; the answer's status is all that is read): one round trip
+// before the create instead of two. Its answer counts once the ping
+// said the API serves; else the CLI asks.
 func (e *Engine) CheckImage(ctx context.Context, image string) error {
-	if c := e.client(ctx); c != nil {
+	if _, bare := e.resolve(); bare != nil && e.Kind == "docker" {
+		bctx, cancel := context.WithCancel(ctx)
+		res := make(chan error, 1)
+		go func() { res <- e.apiCheckImage(bctx, bare, image) }()
+		if e.client(ctx) != nil {
+			err := <-res
+			cancel()
+			return err
+		}
+		cancel()
+		<-res
+	} else if c := e.client(ctx); c != nil {
 		return e.apiCheckImage(ctx, c, image)
 	}
 	_, err := e.run(ctx, imageCheckArgs(e.Kind, image))

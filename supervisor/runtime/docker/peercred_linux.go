@@ -16,7 +16,17 @@ func socketOwnerUID(path string) (int, bool) {
 		return 0, false
 	}
 	defer c.Close()
-	rc, err := c.(*net.UnixConn).SyscallConn()
+	return connPeerUID(c)
+}
+
+// connPeerUID is socketOwnerUID read from a connection already made to
+// the socket.
+func connPeerUID(c net.Conn) (int, bool) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return 0, false
+	}
+	rc, err := uc.SyscallConn()
 	if err != nil {
 		return 0, false
 	}

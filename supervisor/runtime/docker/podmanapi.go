@@ -21,7 +21,7 @@ import (
 func (e *Engine) libpodProbe(ctx context.Context, c *apiClient) (supervisor.Info, error) {
 	info := supervisor.Info{Runtime: e.Kind}
 	if c.ep.Scheme == "unix" {
-		if uid, ok := socketOwnerUID(c.ep.Addr); ok {
+		if uid, ok := c.listenerUID(); ok {
 			if h, err := c.do(ctx, http.MethodGet, "/_ping", nil, nil, nil); err == nil && h.Get("Libpod-Api-Version") != "" {
 				info.Present, info.Version, info.Rootless = true, h.Get("Libpod-Api-Version"), uid != 0
 				e.rootless = info.Rootless
