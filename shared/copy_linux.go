@@ -739,6 +739,9 @@ func (r *CopyReceiver) Landed(root uint32, dirfd int, name string, want CopyEnd)
 			}
 			return nil
 		}}
+	// What the hashing ahead left (the last files to land) is hashed
+	// now, on every CPU, before the walk changes a mode or an owner.
+	r.Landing.Finish(dirfd, name)
 	err := s.SendTree(root, dirfd, name)
 	where := r.Bases[root]
 	var refused *CopyRefusedError
