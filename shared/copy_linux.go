@@ -35,8 +35,9 @@ type CopySender struct {
 	// the data goes another way (an archive copy-out).
 	ManifestOnly bool
 	// Known, when set, is a file's digest already known (hashed ahead
-	// as it landed: LandingSums) for the file at p as fstat st says it
-	// is now; nil: it is read and hashed. A known file sends no copy-data.
+	// as it landed: LandingSums) for the file at p as the walk's stat st
+	// (nothing followed) says it is now; nil: it is opened, read and
+	// hashed. A known file is not opened and sends no copy-data.
 	Known func(p string, st *unix.Stat_t) []byte
 	// Data, when set, takes each piece of a file's data instead of Send
 	// (a copy-data frame): no copy of the bytes, which are the sender's
@@ -180,7 +181,7 @@ func (t *treeSend) walk(dirfd int, name, p string) error {
 		if st.Nlink > 1 && p != "" {
 			t.links[key] = p
 		}
-		return t.file(dirfd, name, p, mode)
+		return t.file(dirfd, name, p, mode, &st)
 	}
 	if t.s.Skipped != nil {
 		t.s.Skipped(p, st.Mode)
@@ -188,15 +189,28 @@ func (t *treeSend) walk(dirfd int, name, p string) error {
 	return nil
 }
 
-func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return t.refuse(p, "open: "+err.Error())
+// file sends the regular file name in dirfd; wst is the walk's stat of
+// it.
+func (t *treeSend) file(dirfd int, name, p string, mode uint32, wst *unix.Stat_t) error {
+	// A file whose digest is known (hashed ahead, and the same inode
+	// unchanged since, as the walk's stat says: Known compares device,
+	// inode, size, modification and change times) is not read, so not
+	// opened. Looked up before the entry is sent: Landed's chmod and
+	// chown on it change the file's change time.
+	var sum []byte
+	if t.s.Known != nil {
+		sum = t.s.Known(p, wst)
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return t.refuse(p, "changed while it was read")
+	st, fd := *wst, -1
+	if sum == nil {
+		var err error
+		if fd, err = unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err != nil {
+			return t.refuse(p, "open: "+err.Error())
+		}
+		defer unix.Close(fd)
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return t.refuse(p, "changed while it was read")
+		}
 	}
 	size := st.Size
 	if t.s.Limit > 0 && t.s.Bytes-t.bytes0+size > t.s.Limit {
@@ -206,12 +220,6 @@ func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
 		return err
 	}
 	c := CopyEntry{Path: p, Kind: CopyFile, Mode: mode, Size: size, Root: t.root}
-	// Looked up before the entry is sent: Landed's chmod and chown on
-	// it change the file's change time.
-	var sum []byte
-	if t.s.Known != nil {
-		sum = t.s.Known(p, &st)
-	}
 	if t.s.Entry != nil {
 		if err := t.s.Entry(c, &st); err != nil {
 			return err
@@ -221,6 +229,7 @@ func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
 		return err
 	}
 	if sum == nil {
+		var err error
 		if sum, err = t.hash(fd, p, size); err != nil {
 			return err
 		}
