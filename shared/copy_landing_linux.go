@@ -1,6 +1,7 @@
 package shared
 
 import (
+	"runtime"
 	"sync"
 	"time"
 
@@ -18,8 +19,8 @@ import (
 // writes the tar in its walk's order (each folder's names sorted, a
 // folder's tree whole before its next name) and the engine extracts it
 // entry by entry, so a file with a later name beside it is complete,
-// its owner, mode and times set. A root's last name is left to the
-// verification. A file is known by what fstat says of it after it was
+// its owner, mode and times set. A root's last names, and what the
+// put outran, are hashed by Finish once the put is over. A file is known by what fstat says of it after it was
 // read (device, inode, size, modification and change times), and only
 // when fstat said the same before: any write, chmod or chown since
 // changes the change time, and the verification reads such a file
@@ -34,6 +35,9 @@ type LandingSums struct {
 	sums map[string]landedSum // by path below the stage folder ("0/a/b")
 	done map[string]bool      // complete and seen: skipped by later passes
 	buf  []byte
+	// jobs, while Finish runs, takes each file to hash (opened) to its
+	// workers instead of hashing it on the way.
+	jobs chan landingJob
 	// listing is the time this pass spent listing folders.
 	listing time.Duration
 
@@ -80,9 +84,7 @@ func (l *LandingSums) Sum(p string, st *unix.Stat_t) []byte {
 // for the roots 0..roots-1, pass after pass, until stop is closed; it
 // returns once it has stopped.
 func (l *LandingSums) Run(stop <-chan struct{}, root int, stage string, roots int) {
-	l.mu.Lock()
-	l.sums, l.done = map[string]landedSum{}, map[string]bool{}
-	l.mu.Unlock()
+	l.init()
 	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 	wait := 10 * time.Millisecond
 	for {
@@ -213,40 +215,105 @@ func (l *LandingSums) finish(p string) {
 	l.mu.Unlock()
 }
 
-// file hashes a complete file and keeps its digest when nothing changed
-// it while it was read.
-func (l *LandingSums) file(stop <-chan struct{}, dirfd int, name, p string) {
-	defer l.finish(p)
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
+func (l *LandingSums) init() {
+	l.mu.Lock()
+	if l.sums == nil {
+		l.sums, l.done = map[string]landedSum{}, map[string]bool{}
+	}
+	l.mu.Unlock()
+}
+
+// Finish hashes, before the verification walks it, every file of the
+// landed root name (in folder dirfd) that Run left: the put is over,
+// so every file is complete, the root's last names too. The files are
+// hashed by as many workers as the watcher has CPUs (the engine's
+// extraction is done: the cores are the verification's), each read
+// once; the walk that follows finds their digests (Sum) as it finds
+// Run's, by the same fstat, and reads again only what changed since.
+// Run must have returned.
+func (l *LandingSums) Finish(dirfd int, name string) {
+	if l == nil {
 		return
 	}
+	l.init()
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return // a root that is a file is the walk's to read
+	}
+	defer unix.Close(fd)
+	workers := min(max(runtime.GOMAXPROCS(0), 1), 4)
+	l.jobs = make(chan landingJob, 2*workers)
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for j := range l.jobs {
+				l.hash(nil, j.fd, j.p, &buf)
+			}
+		}()
+	}
+	l.dir(nil, fd, name, true)
+	close(l.jobs)
+	wg.Wait()
+	l.jobs = nil
+}
+
+// landingJob is a file opened for Finish's workers (theirs to close).
+type landingJob struct {
+	fd int
+	p  string
+}
+
+// file hashes a complete file (Finish: hands it to a worker).
+func (l *LandingSums) file(stop <-chan struct{}, dirfd int, name, p string) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		l.finish(p)
+		return
+	}
+	if l.jobs != nil {
+		l.jobs <- landingJob{fd, p}
+		return
+	}
+	l.hash(stop, fd, p, &l.buf)
+}
+
+// hash reads the open file fd (path p; closed here) and keeps its
+// digest when nothing changed it while it was read. Stopped halfway,
+// it leaves the file as not seen.
+func (l *LandingSums) hash(stop <-chan struct{}, fd int, p string, buf *[]byte) {
 	defer unix.Close(fd)
 	var before, after unix.Stat_t
 	if unix.Fstat(fd, &before) != nil || before.Mode&unix.S_IFMT != unix.S_IFREG {
+		l.finish(p)
 		return
 	}
-	if len(l.buf) < CopyChunk {
-		l.buf = make([]byte, CopyChunk)
+	if len(*buf) < CopyChunk {
+		*buf = make([]byte, CopyChunk)
 	}
 	h := NewSHA256()
 	for off := int64(0); off < before.Size; {
 		if stopped(stop) {
 			return
 		}
-		n, err := unix.Pread(fd, l.buf[:min(int64(len(l.buf)), before.Size-off)], off)
+		n, err := unix.Pread(fd, (*buf)[:min(int64(len(*buf)), before.Size-off)], off)
 		if err != nil || n == 0 {
+			l.finish(p)
 			return
 		}
-		b := l.buf[:n]
+		b := (*buf)[:n]
 		for i := (HoleBlock - off%HoleBlock) % HoleBlock; i+HoleBlock <= int64(n); i += HoleBlock {
 			if IsZeroBlock(b[i : i+HoleBlock]) {
-				return // left to the verification, which punches it
+				l.finish(p) // left to the verification, which punches it
+				return
 			}
 		}
 		h.Write(b)
 		off += int64(n)
 	}
+	defer l.finish(p)
 	if unix.Fstat(fd, &after) != nil || idOf(&after) != idOf(&before) {
 		return
 	}

@@ -69,3 +69,44 @@ func TestLandingSums(t *testing.T) {
 	}
 	t.Logf("hashed ahead: %d files, %d bytes", l.Files, l.Bytes)
 }
+
+// TestLandingSumsFinish: once the put is over, Finish hashes what the
+// passes left (a root's last name) on its workers, still not a file
+// with a block of zeros (the verification punches it), and keeps what
+// they had.
+func TestLandingSumsFinish(t *testing.T) {
+	box := t.TempDir()
+	r0 := filepath.Join(box, "stage/0")
+	os.MkdirAll(filepath.Join(r0, "d"), 0o755)
+	os.WriteFile(filepath.Join(r0, "a"), []byte("alpha"), 0o644)
+	for i := 0; i < 50; i++ {
+		os.WriteFile(filepath.Join(r0, "d", "f"+itoa(i)), []byte("file "+itoa(i)), 0o644)
+	}
+	os.WriteFile(filepath.Join(r0, "m"), append([]byte("x"), make([]byte, 8192)...), 0o644)
+	os.WriteFile(filepath.Join(r0, "z"), []byte("last"), 0o644)
+	l := hashAhead(t, box)
+	if l.Sum("0/z", statOf(t, filepath.Join(r0, "z"))) != nil {
+		t.Fatalf("0/z, the root's last name, hashed ahead")
+	}
+	stage, err := unix.Open(filepath.Join(box, "stage"), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(stage)
+	l.Finish(stage, "0")
+	for p, want := range map[string]string{"0/a": "alpha", "0/z": "last", "0/d/f0": "file 0", "0/d/f49": "file 49"} {
+		h := NewSHA256()
+		h.Write([]byte(want))
+		if got := l.Sum(p, statOf(t, filepath.Join(box, "stage", p))); !bytes.Equal(got, h.Sum(nil)) {
+			t.Errorf("%s: after Finish %x, want %x", p, got, h.Sum(nil))
+		}
+	}
+	if l.Sum("0/m", statOf(t, filepath.Join(r0, "m"))) != nil {
+		t.Errorf("0/m (a block of zeros) hashed by Finish")
+	}
+	if l.Files != 52 {
+		t.Errorf("%d files hashed, want 52 (all but 0/m)", l.Files)
+	}
+	var none *LandingSums
+	none.Finish(stage, "0") // no hashing ahead: nothing to do
+}

@@ -35,13 +35,17 @@ type CopySender struct {
 	// the data goes another way (an archive copy-out).
 	ManifestOnly bool
 	// Known, when set, is a file's digest already known (hashed ahead
-	// as it landed: LandingSums) for the file at p as fstat st says it
-	// is now; nil: it is read and hashed. A known file sends no copy-data.
+	// as it landed: LandingSums) for the file at p as the walk's stat st
+	// (nothing followed) says it is now; nil: it is opened, read and
+	// hashed. A known file is not opened and sends no copy-data.
 	Known func(p string, st *unix.Stat_t) []byte
 	// Data, when set, takes each piece of a file's data instead of Send
 	// (a copy-data frame): no copy of the bytes, which are the sender's
 	// buffer until it returns.
 	Data func(d CopyData) error
+	// Entry, when set, is told of each entry before it is sent, with
+	// what the walk's stat said of it (a file's: fstat of the open file).
+	Entry func(c CopyEntry, st *unix.Stat_t) error
 
 	Files, Bytes int64 // of every tree sent so far
 	buf          []byte
@@ -120,11 +124,16 @@ func EntryLimitReason(n int64) string {
 	return "the tree exceeds the limit of " + utoa(uint64(n)) + " entries (refused whole, nothing kept)"
 }
 
-func (t *treeSend) entry(c CopyEntry, sum []byte) error {
+func (t *treeSend) entry(c CopyEntry, st *unix.Stat_t, sum []byte) error {
 	if err := t.count(c.Path); err != nil {
 		return err
 	}
 	c.Root = t.root
+	if t.s.Entry != nil {
+		if err := t.s.Entry(c, st); err != nil {
+			return err
+		}
+	}
 	t.manifest.add(ManifestLine(c, sum))
 	return t.s.Send(t.s.Frames.Entry, c.Marshal())
 }
@@ -142,7 +151,7 @@ func (t *treeSend) walk(dirfd int, name, p string) error {
 			return t.refuse(p, "open: "+err.Error())
 		}
 		defer unix.Close(fd)
-		if err := t.entry(CopyEntry{Path: p, Kind: CopyDir, Mode: mode}, nil); err != nil {
+		if err := t.entry(CopyEntry{Path: p, Kind: CopyDir, Mode: mode}, &st, nil); err != nil {
 			return err
 		}
 		names, err := readNames(fd)
@@ -160,19 +169,19 @@ func (t *treeSend) walk(dirfd int, name, p string) error {
 		if err != nil {
 			return t.refuse(p, "readlink: "+err.Error())
 		}
-		return t.entry(CopyEntry{Path: p, Kind: CopySymlink, Link: target}, nil)
+		return t.entry(CopyEntry{Path: p, Kind: CopySymlink, Link: target}, &st, nil)
 	case unix.S_IFREG:
 		if t.s.Allow != nil && !t.s.Allow(st.Uid, st.Mode) {
 			break
 		}
 		key := [2]uint64{uint64(st.Dev), st.Ino}
 		if first, ok := t.links[key]; ok && p != "" {
-			return t.entry(CopyEntry{Path: p, Kind: CopyHardlink, Link: first}, nil)
+			return t.entry(CopyEntry{Path: p, Kind: CopyHardlink, Link: first}, &st, nil)
 		}
 		if st.Nlink > 1 && p != "" {
 			t.links[key] = p
 		}
-		return t.file(dirfd, name, p, mode)
+		return t.file(dirfd, name, p, mode, &st)
 	}
 	if t.s.Skipped != nil {
 		t.s.Skipped(p, st.Mode)
@@ -180,15 +189,28 @@ func (t *treeSend) walk(dirfd int, name, p string) error {
 	return nil
 }
 
-func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return t.refuse(p, "open: "+err.Error())
+// file sends the regular file name in dirfd; wst is the walk's stat of
+// it.
+func (t *treeSend) file(dirfd int, name, p string, mode uint32, wst *unix.Stat_t) error {
+	// A file whose digest is known (hashed ahead, and the same inode
+	// unchanged since, as the walk's stat says: Known compares device,
+	// inode, size, modification and change times) is not read, so not
+	// opened. Looked up before the entry is sent: Landed's chmod and
+	// chown on it change the file's change time.
+	var sum []byte
+	if t.s.Known != nil {
+		sum = t.s.Known(p, wst)
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return t.refuse(p, "changed while it was read")
+	st, fd := *wst, -1
+	if sum == nil {
+		var err error
+		if fd, err = unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err != nil {
+			return t.refuse(p, "open: "+err.Error())
+		}
+		defer unix.Close(fd)
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return t.refuse(p, "changed while it was read")
+		}
 	}
 	size := st.Size
 	if t.s.Limit > 0 && t.s.Bytes-t.bytes0+size > t.s.Limit {
@@ -197,17 +219,17 @@ func (t *treeSend) file(dirfd int, name, p string, mode uint32) error {
 	if err := t.count(p); err != nil {
 		return err
 	}
-	c := CopyEntry{Path: p, Kind: CopyFile, Mode: mode, Size: size}
-	// Looked up before the entry is sent: Landed's chmod and chown on
-	// it change the file's change time.
-	var sum []byte
-	if t.s.Known != nil {
-		sum = t.s.Known(p, &st)
+	c := CopyEntry{Path: p, Kind: CopyFile, Mode: mode, Size: size, Root: t.root}
+	if t.s.Entry != nil {
+		if err := t.s.Entry(c, &st); err != nil {
+			return err
+		}
 	}
-	if err := t.s.Send(t.s.Frames.Entry, func() []byte { c.Root = t.root; return c.Marshal() }()); err != nil {
+	if err := t.s.Send(t.s.Frames.Entry, c.Marshal()); err != nil {
 		return err
 	}
 	if sum == nil {
+		var err error
 		if sum, err = t.hash(fd, p, size); err != nil {
 			return err
 		}
@@ -710,27 +732,27 @@ func (r *CopyReceiver) Landed(root uint32, dirfd int, name string, want CopyEnd)
 		Skipped: func(p string, mode uint32) { odd = append(odd, p) },
 		Known:   func(p string, st *unix.Stat_t) []byte { return r.Landing.Sum(joinRel(name, p), st) },
 		Data:    func(d CopyData) error { holes.data(d); return nil },
+		Entry: func(e CopyEntry, st *unix.Stat_t) error {
+			// The manifest's mode first (set-id bits, which it does not
+			// carry and chown leaves on a folder, go), then the owner:
+			// the watcher is no longer the owner after. Each only where
+			// the walk's stat says it differs (the host's archive names
+			// the agent as owner, and the engine applies it).
+			p := joinRel(name, e.Path)
+			if (e.Kind == CopyDir || e.Kind == CopyFile) && chownErr == nil && st.Mode&0o7777 != e.Mode {
+				chownErr = unix.Fchmodat(dirfd, p, e.Mode, 0)
+			}
+			if r.Chown && chownErr == nil && (st.Uid != uint32(r.UID) || st.Gid != uint32(r.GID)) {
+				chownErr = unix.Fchownat(dirfd, p, r.UID, r.GID, unix.AT_SYMLINK_NOFOLLOW)
+			}
+			holes.close()
+			if e.Kind == CopyFile {
+				holes.path = p
+			}
+			return nil
+		},
 		Send: func(t FrameType, p []byte) error {
-			switch t {
-			case FrameCopyInEntry:
-				e, err := ParseCopyEntry(p)
-				if err != nil {
-					return err
-				}
-				// The manifest's mode first (set-id bits, which it does not
-				// carry and chown leaves on a folder, go), then the owner:
-				// the watcher is no longer the owner after.
-				if (e.Kind == CopyDir || e.Kind == CopyFile) && chownErr == nil {
-					chownErr = unix.Fchmodat(dirfd, joinRel(name, e.Path), e.Mode, 0)
-				}
-				if r.Chown && chownErr == nil {
-					chownErr = unix.Fchownat(dirfd, joinRel(name, e.Path), r.UID, r.GID, unix.AT_SYMLINK_NOFOLLOW)
-				}
-				holes.close()
-				if e.Kind == CopyFile {
-					holes.path = joinRel(name, e.Path)
-				}
-			case FrameCopyInEnd:
+			if t == FrameCopyInEnd {
 				e, err := ParseCopyEnd(p)
 				if err != nil {
 					return err
@@ -739,6 +761,9 @@ func (r *CopyReceiver) Landed(root uint32, dirfd int, name string, want CopyEnd)
 			}
 			return nil
 		}}
+	// What the hashing ahead left (the last files to land) is hashed
+	// now, on every CPU, before the walk changes a mode or an owner.
+	r.Landing.Finish(dirfd, name)
 	err := s.SendTree(root, dirfd, name)
 	where := r.Bases[root]
 	var refused *CopyRefusedError

@@ -260,3 +260,52 @@ func TestLanded(t *testing.T) {
 		}
 	}
 }
+
+// TestLandedOwners: the verification gives every landed object to the
+// agent's uid:gid, whether the engine applied the archive's owners
+// (nothing to change) or left some as root, and drops set-id bits
+// either way.
+func TestLandedOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (chown)")
+	}
+	const uid, gid = 4321, 4322
+	mk := func(root string) {
+		os.MkdirAll(filepath.Join(root, "d"), 0o755)
+		os.WriteFile(filepath.Join(root, "a"), []byte("alpha"), 0o644)
+		os.WriteFile(filepath.Join(root, "d/b"), []byte("beta"), 0o600)
+		os.Symlink("../a", filepath.Join(root, "d/l"))
+	}
+	src := t.TempDir()
+	mk(filepath.Join(src, "t"))
+	want := sentEnd(t, src, "t")
+	box := t.TempDir()
+	r0 := filepath.Join(box, "stage/0")
+	mk(r0)
+	// As the engine lands an archive that names the agent: all but a,
+	// left as root, and d with a set-gid bit.
+	for _, p := range []string{"", "d", "d/b", "d/l"} {
+		os.Lchown(filepath.Join(r0, p), uid, gid)
+	}
+	unix.Chmod(filepath.Join(r0, "d"), 0o2755)
+	root, _ := unix.Open(box, unix.O_PATH|unix.O_DIRECTORY, 0)
+	defer unix.Close(root)
+	stage, _ := unix.Open(filepath.Join(box, "stage"), unix.O_PATH|unix.O_DIRECTORY, 0)
+	defer unix.Close(stage)
+	r := &CopyReceiver{Root: root, Bases: []string{"work/t"}, Chown: true, UID: uid, GID: gid}
+	if err := r.Landed(0, stage, "0", want); err != nil {
+		t.Fatalf("Landed: %v", err)
+	}
+	for _, p := range []string{"", "a", "d", "d/b", "d/l"} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(box, "work/t", p), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != uid || st.Gid != gid {
+			t.Errorf("work/t/%s: owned by %d:%d, want %d:%d", p, st.Uid, st.Gid, uid, gid)
+		}
+		if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+			t.Errorf("work/t/%s: mode %o: set-id bits kept", p, st.Mode)
+		}
+	}
+}

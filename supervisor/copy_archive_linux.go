@@ -103,7 +103,7 @@ func (l *launch) writeArchive(w io.Writer) ([]shared.CopyEnd, int64, int64, erro
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: shared.CopyStageDir + "/", Mode: 0o700, ModTime: now, Format: tar.FormatPAX}); err != nil {
 		return nil, 0, 0, err
 	}
-	k := &tarSink{tw: tw, now: now}
+	k := &tarSink{tw: tw, now: now, uid: int(l.o.UID), gid: int(l.o.GID)}
 	s := &shared.CopySender{Frames: shared.CopyInFrames, Send: k.send, Data: k.data,
 		Skipped: func(p string, mode uint32) {
 			l.say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
@@ -130,13 +130,17 @@ func (l *launch) writeArchive(w io.Writer) ([]shared.CopyEnd, int64, int64, erro
 // zeros (archive/tar writes no sparse entries, and the engine's
 // extraction would fill them anyway): a sparse file lands whole.
 type tarSink struct {
-	tw     *tar.Writer
-	now    time.Time
-	prefix string
-	off    int64
-	size   int64
-	endRec shared.CopyEnd
-	zeros  []byte
+	tw  *tar.Writer
+	now time.Time
+	// uid and gid own every entry: the agent's, which the engine's
+	// extraction applies (as root), so that the watcher's verification
+	// finds them and has nothing to change (it changes what differs).
+	uid, gid int
+	prefix   string
+	off      int64
+	size     int64
+	endRec   shared.CopyEnd
+	zeros    []byte
 	// modes are the files' modes by tar name: a hard link's header
 	// carries its file's (the engine applies a link's mode to the inode).
 	modes map[string]int64
@@ -170,7 +174,7 @@ func (k *tarSink) send(t shared.FrameType, p []byte) error {
 		if err != nil {
 			return err
 		}
-		h := &tar.Header{Name: k.name(e.Path), Mode: int64(e.Mode), ModTime: k.now, Format: tar.FormatPAX}
+		h := &tar.Header{Name: k.name(e.Path), Mode: int64(e.Mode), Uid: k.uid, Gid: k.gid, ModTime: k.now, Format: tar.FormatPAX}
 		switch e.Kind {
 		case shared.CopyDir:
 			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
