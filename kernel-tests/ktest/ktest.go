@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,8 +96,13 @@ var (
 )
 
 // WatcherGOEXPERIMENT is the GOEXPERIMENT the watcher is built with, as
-// the Makefile's WATCHER_GOEXPERIMENT (which says why).
-const WatcherGOEXPERIMENT = "nogreenteagc"
+// the Makefile's WATCHER_GOEXPERIMENT (which says why): Go 1.26's only.
+var WatcherGOEXPERIMENT = func() string {
+	if v := runtime.Version(); v == "go1.26" || strings.HasPrefix(v, "go1.26.") {
+		return "nogreenteagc"
+	}
+	return ""
+}()
 
 // Build compiles both binaries the way the Makefile does (static,
 // trimmed, no PIE) into a folder that lives as long as the test binary.
