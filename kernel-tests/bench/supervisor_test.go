@@ -137,7 +137,8 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 		var n int
 		var limit float64
 		if r.Name == "native" {
-			n, limit = runsFromEnv("DEATHWATCH_BENCH_NATIVE_RUNS", 100), 1.5
+			// Issue 16's target is 2.0x bwrap (its stretch: 1.5x).
+			n, limit = runsFromEnv("DEATHWATCH_BENCH_NATIVE_RUNS", 100), 2.0
 			cs = []*candidate{
 				{name: "supervisor exec --runtime native -- /bin/true", argv: r.execArgs(nil, "/bin/true")},
 				{name: "bwrap --unshare-all --die-with-parent --ro-bind / / /bin/true", argv: []string{bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "/bin/true"}},
