@@ -38,6 +38,7 @@ type apiClient struct {
 	tls     *tls.Config
 	version string // "1.41": the path prefix /v1.41
 	server  string // _ping's Server header: "Docker/20.10.24+dfsg1 (linux)"
+	libpod  string // _ping's Libpod-Api-Version header (a podman service): "4.3.1"
 	hc      *http.Client
 	peer    *peerCred // the unix socket's listener, as the first connection saw it
 }
@@ -228,7 +229,7 @@ func (c *apiClient) negotiate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.version, c.server = apiMaxVersion, h.Get("Server")
+	c.version, c.server, c.libpod = apiMaxVersion, h.Get("Server"), h.Get("Libpod-Api-Version")
 	if v := h.Get("Api-Version"); v != "" && versionLess(v, apiMaxVersion) {
 		c.version = v
 	}
