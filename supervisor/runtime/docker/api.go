@@ -38,6 +38,7 @@ type apiClient struct {
 	tls     *tls.Config
 	version string // "1.41": the path prefix /v1.41
 	server  string // _ping's Server header: "Docker/20.10.24+dfsg1 (linux)"
+	libpod  string // _ping's Libpod-Api-Version header (a podman service): "4.3.1"
 	hc      *http.Client
 	peer    *peerCred // the unix socket's listener, as the first connection saw it
 }
@@ -46,10 +47,10 @@ type apiClient struct {
 // (SO_PEERCRED) from the first connection the client made to it: the
 // probe needs no connection of its own to learn it.
 type peerCred struct {
-	mu   sync.Mutex
-	seen bool
-	uid  int
-	ok   bool
+	mu       sync.Mutex
+	seen     bool
+	uid, pid int // pid 0: not in this pid namespace
+	ok       bool
 }
 
 // note reads the listener's uid from conn, once.
@@ -58,21 +59,28 @@ func (p *peerCred) note(conn net.Conn) {
 	defer p.mu.Unlock()
 	if !p.seen {
 		p.seen = true
-		p.uid, p.ok = connPeerUID(conn)
+		p.uid, p.pid, p.ok = connPeer(conn)
 	}
 }
 
 // listenerUID is the uid of the process that listens on the client's
-// unix socket (socketOwnerUID), from a connection the client made when
+// unix socket (socketOwner), from a connection the client made when
 // it made one, else from one of its own.
 func (c *apiClient) listenerUID() (int, bool) {
+	uid, _, ok := c.listener()
+	return uid, ok
+}
+
+// listener is the uid and pid of the process that listens on the
+// client's unix socket, as listenerUID reads them.
+func (c *apiClient) listener() (uid, pid int, ok bool) {
 	c.peer.mu.Lock()
-	seen, uid, ok := c.peer.seen, c.peer.uid, c.peer.ok
+	seen, uid, pid, ok := c.peer.seen, c.peer.uid, c.peer.pid, c.peer.ok
 	c.peer.mu.Unlock()
 	if seen {
-		return uid, ok
+		return uid, pid, ok
 	}
-	return socketOwnerUID(c.ep.Addr)
+	return socketOwner(c.ep.Addr)
 }
 
 func newAPIClient(ep endpoint) (*apiClient, error) {
@@ -221,7 +229,7 @@ func (c *apiClient) negotiate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.version, c.server = apiMaxVersion, h.Get("Server")
+	c.version, c.server, c.libpod = apiMaxVersion, h.Get("Server"), h.Get("Libpod-Api-Version")
 	if v := h.Get("Api-Version"); v != "" && versionLess(v, apiMaxVersion) {
 		c.version = v
 	}
@@ -366,7 +374,9 @@ func containerPath(name, tail string) string { return "/containers/" + name + ta
 // whether the daemon remaps user ids: the statement on stderr is said
 // once the box started (when /info answered by then) or at Remove (which
 // waits for it), never for a launch refused before anything was
-// created. doctor (no Stderr: it reads the
+// created. /info is asked once per daemon process: a launch after the
+// first reads its verdict from the record the first left (infomemo.go).
+// doctor (no Stderr: it reads the
 // statement from Detail), a tcp:// daemon and a listener that is not
 // root (rootless docker, or a proxy: only the daemon knows) ask /info
 // first, as before.
@@ -381,18 +391,34 @@ func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, e
 			e.mu.Lock()
 			e.stated = said
 			e.mu.Unlock()
-			go func() {
-				defer close(said)
-				ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				info, err := e.dockerInfo(ictx, c)
-				if err != nil || info.Rootless {
-					e.log().Debug("engine info", "err", err, "rootless", info.Rootless)
+			state := func(info supervisor.Info) {
+				if info.Rootless {
 					return
 				}
 				e.mu.Lock()
 				e.statement = info
 				e.mu.Unlock()
+			}
+			// This daemon's verdict, when a launch before heard it (infomemo.go).
+			memo, daemon := e.memo(c)
+			if m, ok := recallInfo(memo, daemon); ok {
+				state(m.info(e.Kind))
+				close(said)
+				return supervisor.Info{Runtime: e.Kind, Present: true, Version: v}, nil
+			}
+			go func() {
+				defer close(said)
+				ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				info, err := e.dockerInfo(ictx, c)
+				if err != nil {
+					e.log().Debug("engine info", "err", err)
+					return
+				}
+				if err := rememberInfo(memo, daemon, info); err != nil {
+					e.log().Debug("engine info: not remembered", "err", err)
+				}
+				state(info)
 			}()
 			return supervisor.Info{Runtime: e.Kind, Present: true, Version: v}, nil
 		}

@@ -52,6 +52,9 @@ type Engine struct {
 	// statement is what it said (statedBy says it).
 	stated    chan struct{}
 	statement supervisor.Info
+	// infoMemoDir: where /info's verdict is remembered per daemon
+	// ("": the default, infomemo.go).
+	infoMemoDir string
 
 	mu      sync.Mutex
 	removed map[string]chan error  // box → the engine's "removed" answer

@@ -4,8 +4,8 @@ package docker
 
 import "net"
 
-// socketOwnerUID cannot be read here: the engine's own answer serves
+// socketOwner cannot be read here: the engine's own answer serves
 // (on macOS the socket is a forwarder's, not the engine's).
-func socketOwnerUID(path string) (int, bool) { return 0, false }
+func socketOwner(path string) (uid, pid int, ok bool) { return 0, 0, false }
 
-func connPeerUID(c net.Conn) (int, bool) { return 0, false }
+func connPeer(c net.Conn) (uid, pid int, ok bool) { return 0, 0, false }

@@ -11,8 +11,8 @@ import (
 // libpodProbe tells whether a podman service is rootless, and its
 // version. A service on a local unix socket needs no question: podman
 // is rootless exactly when it runs as a user other than root, and the
-// socket's listener (SO_PEERCRED) says which user; the version comes
-// with _ping's headers. (Its /info takes 200-400 ms: podman gathers the
+// socket's listener (SO_PEERCRED) says which user; the version came
+// with the headers of the _ping that settled the API version. (Its /info takes 200-400 ms: podman gathers the
 // whole host's and storage's state for it, measured on podman 4.3.)
 // Elsewhere its libpod info says (host.security.rootless): the
 // Docker-compatible /info of podman 4 names no "rootless" security
@@ -21,12 +21,10 @@ import (
 func (e *Engine) libpodProbe(ctx context.Context, c *apiClient) (supervisor.Info, error) {
 	info := supervisor.Info{Runtime: e.Kind}
 	if c.ep.Scheme == "unix" {
-		if uid, ok := c.listenerUID(); ok {
-			if h, err := c.do(ctx, http.MethodGet, "/_ping", nil, nil, nil); err == nil && h.Get("Libpod-Api-Version") != "" {
-				info.Present, info.Version, info.Rootless = true, h.Get("Libpod-Api-Version"), uid != 0
-				e.rootless = info.Rootless
-				return info, nil
-			}
+		if uid, ok := c.listenerUID(); ok && c.libpod != "" {
+			info.Present, info.Version, info.Rootless = true, c.libpod, uid != 0
+			e.rootless = info.Rootless
+			return info, nil
 		}
 	}
 	var r libpodInfo

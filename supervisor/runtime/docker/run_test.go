@@ -81,7 +81,8 @@ func TestPodmanServiceProbe(t *testing.T) {
 }
 
 // A podman service on a local socket is rootless exactly when its
-// listener is not root (SO_PEERCRED), its version from _ping: no /info.
+// listener is not root (SO_PEERCRED), its version from the _ping that
+// settled the API version: no /info, no second _ping.
 func TestPodmanServiceProbeLocal(t *testing.T) {
 	f := newFakeAPI(t)
 	f.libpod, f.rootless = true, os.Geteuid() == 0 // /libpod/info would say the opposite
@@ -90,9 +91,16 @@ func TestPodmanServiceProbeLocal(t *testing.T) {
 	if err != nil || !info.Present || info.Version != "4.3.1" || info.Rootless != (os.Geteuid() != 0) {
 		t.Errorf("probe %+v %v", info, err)
 	}
+	pings := 0
 	for _, c := range f.calls {
 		if strings.HasSuffix(c, "/info") {
 			t.Errorf("calls %v: asked %s", f.calls, c)
 		}
+		if strings.HasSuffix(c, "/_ping") {
+			pings++
+		}
+	}
+	if pings != 1 {
+		t.Errorf("calls %v: %d pings, want 1", f.calls, pings)
 	}
 }
