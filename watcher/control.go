@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"deathwatch/shared"
 	"deathwatch/shared/seccomp"
@@ -57,10 +58,7 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 		return nil, w.lostBeforeStart(err)
 	}
 	spec := &w.spec
-	err = spec.Validate()
-	if err == nil {
-		err = spec.CheckWatcherID(w.cfg.WatcherUser.UID, w.cfg.WatcherUser.GID)
-	}
+	err = validateSpec(spec, w.cfg.WatcherUser)
 	if err != nil {
 		var root *shared.RootRefusedError
 		var refused *shared.RefusedError
@@ -80,6 +78,27 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 		return nil, code
 	}
 	return spec, 0
+}
+
+// validateSpec checks the spec on a goroutine of its own, whose stack
+// goes back to the runtime's cache when it is done. Spec.Validate's
+// frame alone is 1.2 KiB: called from the main goroutine, deep in the
+// watcher's start, it overflowed that goroutine's 4 KiB stack (the size
+// package init leaves it at), which the runtime then doubled for good;
+// the first 8 KiB stack makes a span of them resident (4 pages of
+// free-list links) besides the pages it uses. The main goroutine now
+// stays at 4 KiB, the size of the frame reader's, in the same span.
+// (copyIn's frame, 1.2 KiB too, is the next closest to that limit.)
+func validateSpec(spec *shared.Spec, self ID) error {
+	done := make(chan error, 1)
+	go func() {
+		err := spec.Validate()
+		if err == nil {
+			err = spec.CheckWatcherID(self.UID, self.GID)
+		}
+		done <- err
+	}()
+	return <-done
 }
 
 // pollable opens fd for the runtime's poller, so that a read or a write
@@ -236,14 +255,22 @@ func (w *watcher) relayOutput(r *os.File, t shared.FrameType) {
 	}
 }
 
-// chunkBuffer is a relay's buffer, from the heap. A make of a constant
-// size that does not escape is put on the goroutine's stack: a 32 KiB
-// frame, zeroed (so resident) whether the agent ever writes or not, on
-// a stack grown to 64 KiB for it, per relay. A fresh heap span is not
-// zeroed: its pages stay untouched until the agent's output arrives.
-//
-//go:noinline
-func chunkBuffer() []byte { return make([]byte, shared.MaxChunk) }
+// chunkBuffer is a relay's buffer: an anonymous mapping of its own,
+// held as long as the relay (the box's life). Its pages stay untouched,
+// so not resident, until the agent's output arrives. Not a make of a
+// constant size, which the compiler puts on the goroutine's stack: a
+// 32 KiB frame, zeroed, on a stack grown to 64 KiB for it, per relay.
+// Not the heap either: a heap object is zeroed when its pages were used
+// before, and the pages the tainted spawning thread frees as it exits,
+// just before the relays start, are the first the heap hands out (one
+// relay's buffer measured resident in whole, 32 KiB, in an idle box).
+func chunkBuffer() []byte {
+	p, err := unix.MmapPtr(-1, 0, nil, shared.MaxChunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return make([]byte, shared.MaxChunk)
+	}
+	return unsafe.Slice((*byte)(p), shared.MaxChunk)
+}
 
 // waitOutput waits until the agent's output has all been sent: as long
 // as it keeps going out, and up to a second more after the last frame

@@ -87,20 +87,27 @@ func spawn(a *agent) (pid int, err error) {
 // first and that the runtime throws away afterwards. The main thread is
 // never thrown away (the runtime parks it for good instead, taint and
 // all, and /proc shows the process as its main thread): when the work
-// lands there, it holds that thread while another does the work.
+// lands there, it holds that thread until another goroutine is locked
+// to a thread of its own, which does the work.
 func spawnTainted(a *agent) (int, error) {
 	var pid int
 	var err error
 	finished := make(chan struct{})
+	ownThread := make(chan struct{})
 	var work func()
 	work = func() {
 		runtime.LockOSThread()
 		if syscall.Gettid() == syscall.Getpid() {
 			go work() // on another thread: this one is locked to us
-			<-finished
+			// Held only until the other goroutine holds a thread of its
+			// own: a main thread still locked when the tainted thread
+			// exits makes the runtime start one more thread to hand it
+			// back its P, an idle one for good.
+			<-ownThread
 			runtime.UnlockOSThread()
 			return
 		}
+		close(ownThread)
 		// No UnlockOSThread: the thread exits with this goroutine.
 		if a.CgroupTasks > 0 {
 			err = joinThreadCgroup(a.CgroupTasks)
