@@ -115,14 +115,15 @@ func Main(args []string) int {
 // newParser builds the parser of cli, a *CLI, an *execCLI or a lean
 // exec (newLeanExec).
 func newParser(cli any, c *cmdContext) (*kong.Kong, error) {
-	var vars kong.Vars // the lean type's tags carry the variables' values already
-	if _, ok := cli.(*execCLI); ok {
+	var vars kong.Vars // a lean exec's tags carry the variables' values already
+	switch cli.(type) {
+	case *execCLI:
 		// kong interpolates every variable again for each flag
 		// (Kong.interpolateValue): exec's parser gets the ones its
 		// tags name only, the long ones (remove_bounds, auto_order)
 		// not.
 		vars = execVars(runtimeVars())
-	} else if reflect.TypeOf(cli) != reflect.PointerTo(leanExecType()) {
+	case *CLI:
 		vars = runtimeVars()
 	}
 	return kong.New(cli,
