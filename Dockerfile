@@ -16,10 +16,10 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 # Static, trimmed, no PIE (without cgo a PIE needs a dynamic loader, which
-# a FROM scratch image does not have). The watcher without the Green Tea
-# GC, as the Makefile builds it (WATCHER_GOEXPERIMENT says why).
-ENV CGO_ENABLED=0
-RUN GOEXPERIMENT=nogreenteagc go build -trimpath -ldflags "-s -w -buildid=" -o /out/watcher ./cmd/watcher \
+# a FROM scratch image does not have). Both without the Green Tea GC, as
+# the Makefile builds them (BUILD_GOEXPERIMENT says why).
+ENV CGO_ENABLED=0 GOEXPERIMENT=nogreenteagc
+RUN go build -trimpath -ldflags "-s -w -buildid=" -o /out/watcher ./cmd/watcher \
  && go build -trimpath -ldflags "-s -w -buildid=" -o /out/supervisor ./cmd/supervisor
 
 # The supervisor, for hosts that want it from an image (docker cp, or

@@ -101,7 +101,7 @@ func goinitBin(t *testing.T) string {
 		goinitPath = filepath.Join(dir, "goinit")
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", goinitPath, "./kernel-tests/bench/goinit")
 		cmd.Dir = ktest.RepoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOEXPERIMENT="+ktest.WatcherGOEXPERIMENT)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOEXPERIMENT="+ktest.BuildGOEXPERIMENT)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			goinitErr = fmt.Errorf("go build ./kernel-tests/bench/goinit: %w\n%s", err, out)
 		}

@@ -20,7 +20,7 @@ func TestBenchSize(t *testing.T) {
 		{"dumb-init", ktest.RequireCmd(t, "dumb-init")},
 		{"supervisor", bins.Supervisor},
 	}
-	s := newSection(t, rankSize, "binary size (watcher and supervisor built as the Makefile does: CGO_ENABLED=0 -trimpath -ldflags \"-s -w -buildid=\"; the watcher with GOEXPERIMENT="+ktest.WatcherGOEXPERIMENT+")",
+	s := newSection(t, rankSize, "binary size (watcher and supervisor built as the Makefile does: CGO_ENABLED=0 -trimpath -ldflags \"-s -w -buildid=\", both with GOEXPERIMENT="+ktest.BuildGOEXPERIMENT+")",
 		"binary", "bytes", "MiB", "linked", "path")
 	var watcherSize int64
 	for _, f := range files {

@@ -95,9 +95,9 @@ var (
 	buildErr  error
 )
 
-// WatcherGOEXPERIMENT is the GOEXPERIMENT the watcher is built with, as
-// the Makefile's WATCHER_GOEXPERIMENT (which says why): Go 1.26's only.
-var WatcherGOEXPERIMENT = func() string {
+// BuildGOEXPERIMENT is the GOEXPERIMENT both binaries are built with, as
+// the Makefile's BUILD_GOEXPERIMENT (which says why): Go 1.26's only.
+var BuildGOEXPERIMENT = func() string {
 	if v := runtime.Version(); v == "go1.26" || strings.HasPrefix(v, "go1.26.") {
 		return "nogreenteagc"
 	}
@@ -125,15 +125,15 @@ func Build(t testing.TB) Binaries {
 			return
 		}
 		built = Binaries{Dir: dir, Watcher: filepath.Join(dir, "watcher"), Supervisor: filepath.Join(dir, "supervisor")}
-		for _, b := range []struct{ out, pkg, experiment string }{{built.Watcher, "./cmd/watcher", WatcherGOEXPERIMENT}, {built.Supervisor, "./cmd/supervisor", ""}} {
+		for _, b := range []struct{ out, pkg string }{{built.Watcher, "./cmd/watcher"}, {built.Supervisor, "./cmd/supervisor"}} {
 			if _, err := os.Stat(filepath.Join(RepoRoot(), b.pkg)); err != nil {
 				continue
 			}
 			cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", b.out, b.pkg)
 			cmd.Dir = RepoRoot()
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if b.experiment != "" {
-				cmd.Env = append(cmd.Env, "GOEXPERIMENT="+b.experiment)
+			if BuildGOEXPERIMENT != "" {
+				cmd.Env = append(cmd.Env, "GOEXPERIMENT="+BuildGOEXPERIMENT)
 			}
 			if out, err := cmd.CombinedOutput(); err != nil {
 				buildErr = &buildError{pkg: b.pkg, out: string(out), err: err}

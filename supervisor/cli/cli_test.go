@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -373,5 +374,25 @@ func TestLeanExecIsExec(t *testing.T) {
 		if got := asksHelp(strings.Fields(args)); got != want {
 			t.Errorf("asksHelp(%q) = %v, want %v", args, got, want)
 		}
+	}
+}
+
+// BenchmarkLeanParse: the parser of `supervisor exec --runtime native
+// -- /bin/true` as Main builds it, and its parse (-benchmem: the heap a
+// native launch pays before anything is journaled).
+func BenchmarkLeanParse(b *testing.B) {
+	args := []string{"exec", "--runtime", "native", "--watcher", "/x/watcher", "--", "/bin/true"}
+	c := &cmdContext{stdout: io.Discard, stderr: io.Discard}
+	b.ReportAllocs()
+	for b.Loop() {
+		lean := newLeanExec()
+		p, err := newParser(lean.Interface(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.Parse(args); err != nil {
+			b.Fatal(err)
+		}
+		leanExec(lean)
 	}
 }

@@ -115,13 +115,16 @@ func Main(args []string) int {
 // newParser builds the parser of cli, a *CLI, an *execCLI or a lean
 // exec (newLeanExec).
 func newParser(cli any, c *cmdContext) (*kong.Kong, error) {
-	vars := runtimeVars()
-	if _, ok := cli.(*execCLI); ok || reflect.TypeOf(cli) == reflect.PointerTo(leanExecType()) {
+	var vars kong.Vars // a lean exec's tags carry the variables' values already
+	switch cli.(type) {
+	case *execCLI:
 		// kong interpolates every variable again for each flag
 		// (Kong.interpolateValue): exec's parser gets the ones its
 		// tags name only, the long ones (remove_bounds, auto_order)
 		// not.
-		vars = kong.Vars{"runtimes": vars["runtimes"], "runtimes_list": vars["runtimes_list"], "auto_help": vars["auto_help"]}
+		vars = execVars(runtimeVars())
+	case *CLI:
+		vars = runtimeVars()
 	}
 	return kong.New(cli,
 		kong.Name("supervisor"),
@@ -133,21 +136,42 @@ func newParser(cli any, c *cmdContext) (*kong.Kong, error) {
 	)
 }
 
-// leanExecType is execCLI's type with the help text cut from every tag:
-// kong parses each tag and runs its interpolation (a backtracking
-// regexp) over each help text whether or not help is shown, about 1 ms
-// of `supervisor exec`'s start. An exec that asks for no help parses
-// into a value of this type (newLeanExec), converted back to execCLI
-// (leanExec) field by field: the fields are execCLI's, in its order.
-var leanExecType = sync.OnceValue(func() reflect.Type { return withoutHelp(reflect.TypeOf(execCLI{})) })
+// leanExecType is execCLI's type with the help text cut from every tag
+// and the variables of the others (${runtimes}) replaced by their
+// values: kong parses each tag and runs its interpolation (a
+// backtracking regexp) over each help text whether or not help is
+// shown, about 1 ms of `supervisor exec`'s start, and over each
+// variable again for each flag (Kong.interpolateValue): the lean parser
+// is given none. An exec that asks for no help parses into a value of
+// this type (newLeanExec), converted back to execCLI (leanExec) field
+// by field: the fields are execCLI's, in its order. (The runtimes
+// register from their packages' init: the values are known here.)
+var leanExecType = sync.OnceValue(func() reflect.Type {
+	return withoutHelp(reflect.TypeOf(execCLI{}), execVars(runtimeVars()))
+})
+
+// execVars are the variables exec's tags name.
+func execVars(all kong.Vars) kong.Vars {
+	return kong.Vars{"runtimes": all["runtimes"], "runtimes_list": all["runtimes_list"], "auto_help": all["auto_help"]}
+}
 
 var mapperValue = reflect.TypeFor[kong.MapperValue]()
 
-func withoutHelp(t reflect.Type) reflect.Type {
+// withoutHelp is t with no help tag, and each ${name} of vars in its
+// other tags replaced by the value (a value a tag cannot hold as it is,
+// one with a quote, a backslash or a $, panics: runtime names have
+// none).
+func withoutHelp(t reflect.Type, vars kong.Vars) reflect.Type {
 	fs := make([]reflect.StructField, t.NumField())
 	for i := range fs {
 		f := t.Field(i)
 		f.Tag = cutTag(f.Tag, "help")
+		for name, v := range vars {
+			if strings.ContainsAny(v, `"\$`) {
+				panic("cli: variable " + name + " cannot go into a struct tag: " + v)
+			}
+			f.Tag = reflect.StructTag(strings.ReplaceAll(string(f.Tag), "${"+name+"}", v))
+		}
 		// Globals, ExecCmd: a struct that decodes itself (a kong
 		// MapperValue) is a value, kept with its methods.
 		if f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(mapperValue) {
@@ -157,7 +181,7 @@ func withoutHelp(t reflect.Type) reflect.Type {
 				f.Anonymous = false
 				f.Tag = reflect.StructTag(strings.TrimSpace(string(f.Tag) + ` embed:""`))
 			}
-			f.Type = withoutHelp(f.Type)
+			f.Type = withoutHelp(f.Type, vars)
 		}
 		fs[i] = f
 	}

@@ -227,7 +227,7 @@ func removeArgs(kind, name string) []string {
 
 // listArgs lists every box (running or not) that carries the instance label.
 func listArgs(kind, instance string) []string {
-	format := dockerListFormat // one object per line
+	format := dockerListFormat() // one object per line
 	if kind == "podman" {
 		format = "json" // one array, Labels as an object
 	}
@@ -241,13 +241,13 @@ var dwLabelKeys = []string{shared.LabelManaged, shared.LabelInstance, shared.Lab
 // docker ps joins them ("k=v,k=v"), and each deathwatch label read from
 // the label map by its key ({{.Label KEY}}): a comma in a user label's
 // value can never stand in for one of those.
-var dockerListFormat = func() string {
+var dockerListFormat = sync.OnceValue(func() string {
 	var dw []string
 	for _, k := range dwLabelKeys {
 		dw = append(dw, fmt.Sprintf("%q:{{json (.Label %q)}}", k, k))
 	}
 	return `{"Names":{{json .Names}},"State":{{json .State}},"Labels":{{json .Labels}},"DW":{` + strings.Join(dw, ",") + `}}`
-}()
+})
 
 // parseList reads listArgs' output: docker prints one JSON object per
 // line with Labels as "k=v,k=v" and the deathwatch labels read by key

@@ -475,8 +475,8 @@ func setFreezer(file, want string, timeout time.Duration) error {
 
 func (c *boxCgroupV1) Delete() error {
 	var errs []error
-	for _, d := range c.existing() {
-		if err := removeCgroupDir(d); err != nil {
+	for _, n := range v1Controllers {
+		if err := removeCgroupDir(c.dir(n)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -557,19 +557,19 @@ func (c *boxCgroupV2) Kill() error {
 	return killAll(ps)
 }
 
-func (c *boxCgroupV2) Delete() error {
-	if _, err := os.Stat(c.dir()); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	return removeCgroupDir(c.dir())
-}
+func (c *boxCgroupV2) Delete() error { return removeCgroupDir(c.dir()) }
 
 func (c *boxCgroupV2) Paths() []string { return []string{c.dir()} }
 
 // removeCgroupDir removes one cgroup folder and any (empty) children,
 // deepest first; a folder that is already gone is fine. rmdir of a
-// cgroup that just emptied can report EBUSY for a moment.
+// cgroup that just emptied can report EBUSY for a moment. A folder
+// without children (a box's, as a rule) goes at the first rmdir: its
+// children are listed only when that is refused.
 func removeCgroupDir(dir string) error {
+	if err := unix.Rmdir(dir); err == nil || err == unix.ENOENT {
+		return nil
+	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
