@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
 // ControlMode says how the control stream reaches the watcher.
@@ -214,7 +215,9 @@ func StartController(t testing.TB, bin string, o Options) *Controller {
 		}
 	}
 	c.Watcher.Stderr = lockedWriter{c, &c.werr}
-	c.Watcher.Env = WatcherEnv()
+	// A control-mode watcher gets what every runtime adds to its
+	// environment, as in production.
+	c.Watcher.Env = append(WatcherEnv(), supervisor.WatcherEnv...)
 	c.Watcher.WaitDelay = 5 * time.Second
 	c.w = shared.NewWriter(c.out)
 

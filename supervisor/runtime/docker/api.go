@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -299,7 +300,7 @@ type apiRestart struct{ Name string }
 func createBody(b *supervisor.Box, userns string) apiCreate {
 	no := false
 	c := apiCreate{
-		Image: b.Image, Cmd: []string{"--control=stdin"}, Env: []string{supervisor.WatcherEnv},
+		Image: b.Image, Cmd: []string{"--control=stdin"}, Env: slices.Clone(supervisor.WatcherEnv),
 		Labels:      map[string]string{},
 		WorkingDir:  b.Workdir,
 		AttachStdin: true, AttachStdout: true, AttachStderr: true, OpenStdin: true, StdinOnce: true,

@@ -35,7 +35,7 @@ func TestCreateBody(t *testing.T) {
 	}
 	head := func() apiCreate {
 		return apiCreate{
-			Image: "img", Entrypoint: []string{"/dw/watcher"}, Cmd: []string{"--control=stdin"}, Env: []string{"GOMAXPROCS=1"},
+			Image: "img", Entrypoint: []string{"/dw/watcher"}, Cmd: []string{"--control=stdin"}, Env: []string{"GOMAXPROCS=1", "GODEBUG=profstackdepth=0"},
 			Labels:      map[string]string{"io.deathwatch.nonce": "n", "team": "a,b"},
 			AttachStdin: true, AttachStdout: true, AttachStderr: true, OpenStdin: true, StdinOnce: true,
 			HostConfig: apiHostConfig{

@@ -15,7 +15,7 @@ func TestCreateArgs(t *testing.T) {
 	}
 	head := []string{"create", "--interactive", "--name", "dw-1", "--pull", "never", "--init=false", "--restart", "no", "--rm",
 		"--log-driver", "none", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "SETPCAP", "--cap-add", "KILL", "--cap-add", "CHOWN", "--cap-add", "DAC_OVERRIDE",
-		"--security-opt", "no-new-privileges", "--env", "GOMAXPROCS=1",
+		"--security-opt", "no-new-privileges", "--env", "GOMAXPROCS=1", "--env", "GODEBUG=profstackdepth=0",
 		"--label", "io.deathwatch.instance=i", "--label", "io.deathwatch.nonce=n", "--label", "team=a,b"}
 	for _, tc := range []struct {
 		name string

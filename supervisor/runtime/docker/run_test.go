@@ -17,7 +17,7 @@ func TestRunArgs(t *testing.T) {
 	got := runArgs("podman", &b, "auto", "/tmp/dw-run-1/cid")
 	want := []string{"run", "--cidfile", "/tmp/dw-run-1/cid", "--interactive", "--name", "dw-1", "--pull", "never", "--init=false", "--restart", "no", "--rm",
 		"--log-driver", "none", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "SETPCAP", "--cap-add", "KILL", "--cap-add", "CHOWN", "--cap-add", "DAC_OVERRIDE",
-		"--security-opt", "no-new-privileges", "--userns", "auto", "--env", "GOMAXPROCS=1",
+		"--security-opt", "no-new-privileges", "--userns", "auto", "--env", "GOMAXPROCS=1", "--env", "GODEBUG=profstackdepth=0",
 		"--label", "io.deathwatch.instance=i", "--label", "io.deathwatch.nonce=n",
 		"--network", "none", "--volume", "/w:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}
 	if !reflect.DeepEqual(got, want) {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"deathwatch/supervisor"
@@ -214,7 +215,7 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 	c := Container{
 		Name: ContainerName, Image: b.Image, ImagePullPolicy: pull,
 		Command:    []string{b.WatcherInImage, "--control=stdin"},
-		Env:        []EnvVar{{Name: "GOMAXPROCS", Value: "1"}},
+		Env:        watcherEnv(),
 		WorkingDir: b.Workdir,
 		Stdin:      true, StdinOnce: true, TTY: false,
 		SecurityContext: sec(append([]string(nil), watcherCaps...), root),
@@ -271,4 +272,14 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// watcherEnv is supervisor.WatcherEnv as the pod's container names it.
+func watcherEnv() []EnvVar {
+	env := make([]EnvVar, 0, len(supervisor.WatcherEnv))
+	for _, e := range supervisor.WatcherEnv {
+		name, value, _ := strings.Cut(e, "=")
+		env = append(env, EnvVar{Name: name, Value: value})
+	}
+	return env
 }

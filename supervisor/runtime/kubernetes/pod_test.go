@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -72,8 +73,9 @@ func TestBuildPod(t *testing.T) {
 			if s.SeccompProfile.Type != "RuntimeDefault" {
 				t.Errorf("seccomp %v", s.SeccompProfile)
 			}
-			if e := p.Spec.Containers[0].Env; len(e) != 1 || e[0].Name != "GOMAXPROCS" {
-				t.Errorf("env %v: the watcher's environment holds GOMAXPROCS alone", e)
+			want := []EnvVar{{Name: "GOMAXPROCS", Value: "1"}, {Name: "GODEBUG", Value: "profstackdepth=0"}}
+			if e := p.Spec.Containers[0].Env; !reflect.DeepEqual(e, want) {
+				t.Errorf("env %v: the watcher's environment holds %v alone", e, want)
 			}
 		}},
 		{"memory is limit and request; pull Never; workdir", func(b *supervisor.Box) { b.Memory = 256 << 20; b.Workdir = "/w" }, Options{Namespace: "ns", PullNever: true}, func(t *testing.T, p Pod) {

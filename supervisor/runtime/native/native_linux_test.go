@@ -64,7 +64,7 @@ func TestNsinitPlan(t *testing.T) {
 	if c.Exec != boxWatcherPath || !reflect.DeepEqual(c.Argv, []string{"watcher", "--control=fd:3"}) {
 		t.Errorf("exec %q %v", c.Exec, c.Argv)
 	}
-	if !reflect.DeepEqual(c.Env, []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GOMAXPROCS=1"}) {
+	if !reflect.DeepEqual(c.Env, []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GOMAXPROCS=1", "GODEBUG=profstackdepth=0"}) {
 		t.Errorf("watcher env %q; want PATH and GOMAXPROCS only", c.Env)
 	}
 	// The order matters: /proc and /dev first, the watcher on /dev, /tmp,

@@ -240,7 +240,7 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 		LoopbackUp: network == "none",
 		Exec:       boxWatcherPath,
 		Argv:       []string{"watcher", fmt.Sprintf("--control=fd:%d", nsinitControlFD)},
-		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", supervisor.WatcherEnv},
+		Env:        append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, supervisor.WatcherEnv...),
 		Reexec:     userns,
 	}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
 // Workspace is one mount as sbx takes it: the host path, passed through
@@ -82,14 +83,15 @@ func memoryArg(n int64) string {
 // execArgs starts the watcher in control mode: -i so that the exec's
 // stdin is the control stream, as root in the VM (the watcher makes the
 // agent's PID namespace and drops to the agent uid itself), with
-// GOMAXPROCS=1 for the watcher alone (`-e NAME=VALUE` holds no secret;
-// the agent's environment is inside the spec).
+// supervisor.WatcherEnv for the watcher alone (`-e NAME=VALUE` holds no
+// secret; the agent's environment is inside the spec).
 func execArgs(name, watcher string) []string {
-	return []string{"exec", "-i", "-u", ExecUser, "-e", watcherEnv, name, watcher, "--control=stdin"}
+	a := []string{"exec", "-i", "-u", ExecUser}
+	for _, e := range supervisor.WatcherEnv {
+		a = append(a, "-e", e)
+	}
+	return append(a, name, watcher, "--control=stdin")
 }
-
-// watcherEnv is supervisor.WatcherEnv (one P for the watcher).
-const watcherEnv = "GOMAXPROCS=1"
 
 // watcherCheckArgs asks the template's watcher for its version, right
 // after create: a template without the watcher fails before any spec

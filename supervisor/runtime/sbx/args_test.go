@@ -27,7 +27,7 @@ func TestArgs(t *testing.T) {
 			[]string{"create", "--name", name, "--template", "t", "shell"}},
 		{"exec: the watcher in control mode on the exec's stdin, as root in the VM, one P",
 			execArgs(name, "/usr/local/bin/watcher"),
-			[]string{"exec", "-i", "-u", "root", "-e", "GOMAXPROCS=1", name, "/usr/local/bin/watcher", "--control=stdin"}},
+			[]string{"exec", "-i", "-u", "root", "-e", "GOMAXPROCS=1", "-e", "GODEBUG=profstackdepth=0", name, "/usr/local/bin/watcher", "--control=stdin"}},
 		{"the template carries the watcher", watcherCheckArgs(name, "/usr/local/bin/watcher"),
 			[]string{"exec", "-u", "root", name, "/usr/local/bin/watcher", "--version"}},
 		{"rm: whatever its state", rmArgs(name), []string{"rm", "--force", name}},

@@ -132,7 +132,7 @@ func TestRemoveRulesUnion(t *testing.T) {
 
 func TestWithUser(t *testing.T) {
 	got := withUser(execArgs("n", "/w"), "1000")
-	if strings.Join(got, " ") != "exec -i -u 1000 -e GOMAXPROCS=1 n /w --control=stdin" {
+	if strings.Join(got, " ") != "exec -i -u 1000 -e GOMAXPROCS=1 -e GODEBUG=profstackdepth=0 n /w --control=stdin" {
 		t.Errorf("withUser = %q", got)
 	}
 	if got := splitPorts("80, x,0,65536,443"); !reflect.DeepEqual(got, []int{80, 443}) {
