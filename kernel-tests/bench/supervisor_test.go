@@ -484,7 +484,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 			{"  trace: supervisor killed → the shim first woken from outside (the engine closed its end)", shim},
 			{"  trace: supervisor killed → the shim read EOF", shimEOF},
 			{"  trace: supervisor killed → a watcher thread woken from outside (the box's end of the stream closed)", woken},
-			{"  trace: supervisor killed → the watcher first woken by the supervisor's exit (the live FIFO)", liveWoken},
+			{"  trace: supervisor killed → the watcher first woken, not by the shim (the live FIFO: by the supervisor's exit, or <idle> for a wake-up queued to an idle CPU)", liveWoken},
 			{"  trace: supervisor killed → the watcher first woken by the engine's shim (the attach stream)", streamWoken},
 			{"  trace: supervisor killed → the watcher read EOF", eof},
 			{"  trace: supervisor killed → the watcher's first SIGKILL", kill},
