@@ -3,6 +3,7 @@ package kerneltests
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -33,7 +34,7 @@ exec sleep 1000
 
 // liveBox starts the agent in a Docker box, waits for its report and
 // returns the running supervisor, the box and the report's lines.
-func liveBox(t *testing.T, r *rig) (*os.Process, string, map[string]string) {
+func liveBox(t *testing.T, r *rig) (*exec.Cmd, string, map[string]string) {
 	t.Helper()
 	os.Remove(r.eventsFile())
 	cmd := r.supervisor(nil, "--", "sh", "-c", liveScript)
@@ -57,7 +58,7 @@ func liveBox(t *testing.T, r *rig) (*os.Process, string, map[string]string) {
 		for sc.Scan() {
 		}
 	}()
-	return cmd.Process, box, report
+	return cmd, box, report
 }
 
 // TestEscapeLiveFIFO: the agent can neither open the supervisor's live
@@ -67,7 +68,7 @@ func liveBox(t *testing.T, r *rig) (*os.Process, string, map[string]string) {
 // supervisor's alone.
 func TestEscapeLiveFIFO(t *testing.T) {
 	forLive(t, func(t *testing.T, r *rig) {
-		p, box, rep := liveBox(t, r)
+		cmd, box, rep := liveBox(t, r)
 		t.Logf("agent's report: %v", rep)
 		hostFIFO := filepath.Join(supervisor.LiveRoot, box, supervisor.LiveFIFOName)
 		st, err := os.Lstat(hostFIFO)
@@ -85,7 +86,12 @@ func TestEscapeLiveFIFO(t *testing.T) {
 		if v := rep["host-folder"]; !strings.Contains(v, "No such file") {
 			t.Errorf("agent host-folder: %q, want the host's /run/deathwatch absent from the box", v)
 		}
-		p.Signal(syscall.SIGTERM) // the box ends as any box does
+		// The box ends as any box does, its folder with it.
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if _, err := os.Lstat(filepath.Dir(hostFIFO)); !os.IsNotExist(err) {
+			t.Errorf("the live FIFO folder outlived its box: %v", err)
+		}
 	})
 }
 
@@ -94,13 +100,13 @@ func TestEscapeLiveFIFO(t *testing.T) {
 // removes the FIFO's folder the supervisor could not.
 func TestDockerLiveFIFO(t *testing.T) {
 	forLive(t, func(t *testing.T, r *rig) {
-		p, box, _ := liveBox(t, r)
+		cmd, box, _ := liveBox(t, r)
 		dir := filepath.Join(supervisor.LiveRoot, box)
 		if _, err := os.Lstat(filepath.Join(dir, supervisor.LiveFIFOName)); err != nil {
 			t.Fatalf("no live FIFO for box %s: %v", box, err)
 		}
-		p.Kill()
-		p.Wait()
+		cmd.Process.Kill()
+		cmd.Wait()
 		if !waitGone(30*time.Second, func() bool { return !r.exists(box) }) {
 			t.Fatalf("box %s still there 30s after SIGKILL of its supervisor", box)
 		}
