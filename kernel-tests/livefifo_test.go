@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
 )
 
@@ -64,20 +65,33 @@ func liveBox(t *testing.T, r *rig) (*exec.Cmd, string, map[string]string) {
 // TestEscapeLiveFIFO: the agent can neither open the supervisor's live
 // FIFO (for reading or writing: a writer would keep the box alive past
 // the supervisor) nor list its folder or the watcher's descriptors, and
-// the host's folder is not in the box; on the host it is the
-// supervisor's alone.
+// the host's folder is not in the box; on the host the folder is the
+// supervisor's alone until the watcher holds the FIFO (ready), and gone
+// from then on.
 func TestEscapeLiveFIFO(t *testing.T) {
 	forLive(t, func(t *testing.T, r *rig) {
+		// Stopped after start, before the spec: the folder as the box got it.
+		stopped := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashAfterStart}, "--", "true")
+		if err := stopped.Start(); err != nil {
+			t.Fatal(err)
+		}
+		box := r.waitEvent(supervisor.EventStarted, 30*time.Second).Box
+		dir := filepath.Join(supervisor.LiveRoot, box)
+		for p, want := range map[string]os.FileMode{dir: os.ModeDir | 0o700, filepath.Join(dir, supervisor.LiveFIFOName): os.ModeNamedPipe | 0o600} {
+			if st, err := os.Lstat(p); err != nil {
+				t.Errorf("no %s on the host (the launch was not offered a live FIFO): %v", p, err)
+			} else if s := st.Sys().(*syscall.Stat_t); st.Mode() != want || s.Uid != 0 {
+				t.Errorf("%s: mode %v uid %d, want %v of root's", p, st.Mode(), s.Uid, want)
+			}
+		}
+		stopped.Process.Kill()
+		stopped.Wait()
+		if code, _, stderr := r.reconcile(r.Instance); code != 0 {
+			t.Fatalf("reconcile: exit %d: %s", code, stderr)
+		}
+
 		cmd, box, rep := liveBox(t, r)
 		t.Logf("agent's report: %v", rep)
-		hostFIFO := filepath.Join(supervisor.LiveRoot, box, supervisor.LiveFIFOName)
-		st, err := os.Lstat(hostFIFO)
-		if err != nil {
-			t.Fatalf("no live FIFO on the host for box %s: %v (the launch was not offered one)", box, err)
-		}
-		if s := st.Sys().(*syscall.Stat_t); st.Mode() != os.ModeNamedPipe|0o600 || s.Uid != 0 {
-			t.Errorf("%s: mode %v uid %d, want a FIFO 0600 of root's", hostFIFO, st.Mode(), s.Uid)
-		}
 		for _, what := range []string{"open-read", "open-write", "list-folder", "watcher-fds"} {
 			if v := rep[what]; !strings.Contains(v, "Permission denied") && !strings.Contains(v, "Operation not permitted") {
 				t.Errorf("agent %s: %q, want EACCES or EPERM", what, v)
@@ -86,39 +100,47 @@ func TestEscapeLiveFIFO(t *testing.T) {
 		if v := rep["host-folder"]; !strings.Contains(v, "No such file") {
 			t.Errorf("agent host-folder: %q, want the host's /run/deathwatch absent from the box", v)
 		}
-		// The box ends as any box does, its folder with it.
+		if _, err := os.Lstat(filepath.Join(supervisor.LiveRoot, box)); !os.IsNotExist(err) {
+			t.Errorf("the live FIFO folder is still on the host after ready: %v", err)
+		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
-		if _, err := os.Lstat(filepath.Dir(hostFIFO)); !os.IsNotExist(err) {
-			t.Errorf("the live FIFO folder outlived its box: %v", err)
-		}
 	})
 }
 
 // TestDockerLiveFIFO: SIGKILL of the supervisor kills a box that has a
-// live FIFO (the agent dies, the engine removes the box), and reconcile
-// removes the FIFO's folder the supervisor could not.
+// live FIFO (the agent dies, the engine removes the box); a supervisor
+// killed before ready leaves the FIFO's folder, and reconcile removes it.
 func TestDockerLiveFIFO(t *testing.T) {
 	forLive(t, func(t *testing.T, r *rig) {
 		cmd, box, _ := liveBox(t, r)
-		dir := filepath.Join(supervisor.LiveRoot, box)
-		if _, err := os.Lstat(filepath.Join(dir, supervisor.LiveFIFOName)); err != nil {
-			t.Fatalf("no live FIFO for box %s: %v", box, err)
-		}
 		cmd.Process.Kill()
 		cmd.Wait()
-		if !waitGone(30*time.Second, func() bool { return !r.exists(box) }) {
+		if !waitUntil(30*time.Second, func() bool { return !r.exists(box) }) {
 			t.Fatalf("box %s still there 30s after SIGKILL of its supervisor", box)
 		}
-		if _, err := os.Lstat(dir); err != nil {
-			t.Fatalf("the killed supervisor's live FIFO folder %s is already gone (%v): nothing left for reconcile to prove", dir, err)
-		}
-		code, rep, stderr := r.reconcile(r.Instance)
-		if code != 0 || len(rep.Closed)+len(rep.Removed) != 1 {
-			t.Fatalf("reconcile: exit %d, %+v, %s", code, rep, stderr)
-		}
-		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
-			t.Errorf("reconcile left the live FIFO folder %s: %v", dir, err)
+		for _, point := range []string{supervisor.CrashAfterCreate, supervisor.CrashAfterStart} {
+			os.Remove(r.eventsFile())
+			stopped := r.supervisor([]string{supervisor.CrashPointEnv + "=" + point}, "--", "true")
+			if err := stopped.Start(); err != nil {
+				t.Fatal(err)
+			}
+			box := r.waitEvent(supervisor.EventCreated, 30*time.Second).Box
+			dir := filepath.Join(supervisor.LiveRoot, box)
+			if !waitUntil(30*time.Second, func() bool { _, err := os.Lstat(dir); return err == nil }) {
+				t.Fatalf("%s: no live FIFO folder %s", point, dir)
+			}
+			if !waitUntil(30*time.Second, func() bool { st, err := ktest.ReadStat(stopped.Process.Pid); return err == nil && st.State == 'T' }) {
+				t.Fatalf("%s: the supervisor never stopped at the point", point)
+			}
+			stopped.Process.Kill()
+			stopped.Wait()
+			if code, rep, stderr := r.reconcile(r.Instance); code != 0 || len(rep.Closed)+len(rep.Removed) == 0 {
+				t.Fatalf("%s: reconcile: exit %d, %+v, %s", point, code, rep, stderr)
+			}
+			if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s: reconcile left the live FIFO folder %s: %v", point, dir, err)
+			}
 		}
 	})
 }
@@ -134,9 +156,10 @@ func forLive(t *testing.T, f func(t *testing.T, r *rig)) {
 	}
 }
 
-func waitGone(within time.Duration, gone func() bool) bool {
+// waitUntil waits until done says so, up to within.
+func waitUntil(within time.Duration, done func() bool) bool {
 	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if gone() {
+		if done() {
 			return true
 		}
 	}

@@ -818,6 +818,9 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 					l.emit(Event{Event: EventReady, PID: rd.PID})
 					log.Info("ready", "agent_pid", rd.PID)
 					close(ready)
+					// The watcher opened the live FIFO before the agent
+					// started: its name is not needed any more.
+					l.live.remove()
 					if len(l.o.CopyIn) > 0 {
 						cp.staged()
 					}

@@ -183,7 +183,12 @@ func (lf *liveFIFO) close() {
 	}
 }
 
-// remove deletes the FIFO's folder (os.RemoveAll follows no link).
+// remove deletes the FIFO's folder (os.RemoveAll follows no link): at
+// ready, once the watcher holds the FIFO open (the pipe lives on in the
+// two ends, the box's bind keeps the deleted folder, still 0700: the
+// agent's opens fail with EACCES as before), and again when the box is
+// removed, for a launch that never got to ready. A supervisor killed
+// before ready leaves the folder to reconcile.
 func (lf *liveFIFO) remove() {
 	if lf != nil {
 		os.RemoveAll(lf.dir)
