@@ -386,8 +386,6 @@ func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTra
 		}
 		if gone {
 			res.removed = time.Since(t0)
-			// Its live FIFO's folder, as reconcile would remove it.
-			os.RemoveAll(filepath.Join(supervisor.LiveRoot, box))
 			return res
 		}
 		if time.Since(t0) > 30*time.Second {
