@@ -33,8 +33,9 @@ type LiveBinder interface {
 	LiveKey(ctx context.Context) (key string, ok bool)
 	// LiveIDs checks, once per key before its proof, that the box's
 	// root is the host's root (no user-id remapping), so that the
-	// watcher can open a FIFO that is root's alone.
-	LiveIDs(ctx context.Context) error
+	// watcher can open a FIFO that is root's alone. err: the engine
+	// could not say (no verdict is kept; the next launch asks again).
+	LiveIDs(ctx context.Context) (keeps bool, err error)
 }
 
 // BindProver runs the bind proof (a nonce file in dir, bind-mounted

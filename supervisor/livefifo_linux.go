@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -70,14 +71,20 @@ func (l *launch) liveProven(ctx context.Context, lb LiveBinder, root, key string
 	case ownedFile(no):
 		return false
 	}
+	dropStaleProbes(root)
 	verdict, detail := no, ""
-	if err := lb.LiveIDs(ctx); err != nil {
-		detail = err.Error()
+	if keeps, err := lb.LiveIDs(ctx); err != nil {
+		l.x.Log.Debug("no live FIFO", "engine", key, "err", err)
+		return false
+	} else if !keeps {
+		detail = "the daemon remaps user ids: the box's root cannot open a FIFO of the host's root"
 	} else if dir, err := os.MkdirTemp(root, "probe-"); err != nil {
 		detail = err.Error()
 	} else {
 		var ok bool
+		crashQuiet.Add(1)
 		ok, detail = l.x.ProveBind(ctx, l.rt.Name(), dir)
+		crashQuiet.Add(-1)
 		os.RemoveAll(dir)
 		if ok {
 			verdict = yes
@@ -89,6 +96,23 @@ func (l *launch) liveProven(ctx context.Context, lb LiveBinder, root, key string
 		f.Close()
 	}
 	return verdict == yes
+}
+
+// dropStaleProbes removes the probe folders of proofs that ended
+// without removing theirs (a supervisor killed mid-proof): a proof
+// gives up within a minute (hostcheck's probe timeout), so a folder of
+// ours older than ten is no live proof's.
+func dropStaleProbes(root string) {
+	dirs, _ := filepath.Glob(filepath.Join(root, "probe-*"))
+	for _, d := range dirs {
+		st, err := os.Lstat(d)
+		if err != nil || !st.IsDir() || time.Since(st.ModTime()) < 10*time.Minute {
+			continue
+		}
+		if s, ok := st.Sys().(*syscall.Stat_t); ok && int(s.Uid) == os.Geteuid() {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // liveRootDir makes LiveRoot (and its parent) if need be and checks

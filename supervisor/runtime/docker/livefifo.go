@@ -43,17 +43,14 @@ func (e *Engine) LiveKey(ctx context.Context) (string, bool) {
 // LiveIDs asks the daemon (/info) whether it keeps the host's ids: a
 // rootless or userns-remap daemon maps the box's root to an id that
 // cannot open a FIFO of the host's root.
-func (e *Engine) LiveIDs(ctx context.Context) error {
+func (e *Engine) LiveIDs(ctx context.Context) (bool, error) {
 	c := e.client(ctx)
 	if c == nil {
-		return errors.New("no engine API")
+		return false, errors.New("no engine API")
 	}
 	info, err := e.dockerInfo(ctx, c)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if info.Rootless || info.Detail != rootfulNoUserns {
-		return errors.New("the daemon remaps user ids: the box's root cannot open a FIFO of the host's root")
-	}
-	return nil
+	return !info.Rootless && info.Detail == rootfulNoUserns, nil
 }
