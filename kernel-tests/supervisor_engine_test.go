@@ -278,6 +278,16 @@ func TestSupervisorSIGKILL(t *testing.T) {
 				t.Errorf("ls row %+v", row)
 			}
 		}
+		// Reconcile closes them, and removes what the killed supervisors
+		// left on the host (docker: their live FIFOs' folders).
+		if code, rep, stderr := r.reconcile(r.Instance); code != 0 || len(rep.Closed) != trials {
+			t.Errorf("reconcile: exit %d, %d closed (want %d): %s", code, len(rep.Closed), trials, stderr)
+		}
+		for _, row := range rows {
+			if _, err := os.Lstat(filepath.Join(supervisor.LiveRoot, row.Box)); err == nil {
+				t.Errorf("box %s: its live FIFO folder is left after reconcile", row.Box)
+			}
+		}
 	})
 }
 

@@ -274,6 +274,7 @@ func payloadCases() []payloadCase {
 	exit := Exit{Reason: ReasonDeadline, Code: ExitDeadline, Signal: 9, Runtime: 90 * time.Second, Sweep: 3 * time.Millisecond, Message: "deadline of 1m30s passed; 2 processes killed"}
 	spec := withCopies(fullSpec())
 	spec.CopyOutArchive = true
+	spec.LiveFIFO = "/dev/.deathwatch/live"
 	credit := Credit{Bytes: StdinWindowSize}
 	return []payloadCase{
 		{"credit", FrameStdinCredit, credit, credit.Marshal, func(b []byte) (any, error) { return ParseCredit(b) }},
@@ -527,9 +528,17 @@ func specTails(b []byte) map[int]bool {
 	if err != nil {
 		return nil
 	}
+	noLive := len(withoutLive(s).Marshal())
+	s = withoutLive(s)
 	noArc := len(noArchive(s).Marshal())
 	s = noArchive(s)
-	return map[int]bool{noArc: true, len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true, len(noEntryLimit(s).Marshal()): true}
+	return map[int]bool{noLive: true, noArc: true, len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true, len(noEntryLimit(s).Marshal()): true}
+}
+
+// withoutLive is s as a supervisor before live_fifo sent it.
+func withoutLive(s Spec) Spec {
+	s.LiveFIFO = ""
+	return s
 }
 
 // noArchive is s as a supervisor before copy_out_archive sent it.

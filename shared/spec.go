@@ -88,6 +88,11 @@ type Spec struct {
 	// runtime's archive; the watcher sends their manifests only, then
 	// waits for copy-out-fetched (copy.go).
 	CopyOutArchive bool
+
+	// LiveFIFO is the box path of the supervisor's liveness FIFO
+	// (livefifo.go), or "" for none: a second, earlier alarm beside
+	// the control stream, which stays the contract.
+	LiveFIFO string
 }
 
 // Validate names the first bad field.
@@ -178,6 +183,11 @@ func (s *Spec) Validate() error {
 	if err := s.checkCopies(); err != nil {
 		return err
 	}
+	if s.LiveFIFO != "" {
+		if err := checkPath(s.LiveFIFO); err != "" {
+			return bad("live_fifo", err)
+		}
+	}
 	return s.Fits()
 }
 
@@ -265,23 +275,27 @@ func (s Spec) Marshal() []byte {
 	// later one is set, so that a spec without them is byte for byte
 	// what an older supervisor sent (and one encoding per spec holds: the
 	// last group present is never all zero).
-	if s.AllowUserns || len(s.Seccomp) > 0 || s.Stdin || s.hasCopies() {
+	live := s.LiveFIFO != ""
+	if s.AllowUserns || len(s.Seccomp) > 0 || s.Stdin || s.hasCopies() || live {
 		e.boolean(s.AllowUserns)
 		e.str(string(s.Seccomp))
 	}
-	if s.Stdin || s.hasCopies() {
+	if s.Stdin || s.hasCopies() || live {
 		e.boolean(s.Stdin)
 	}
-	if s.hasCopies() {
+	if s.hasCopies() || live {
 		e.strs(s.CopyIn)
 		e.strs(s.CopyOut)
 		e.u64(uint64(s.CopyOutLimit))
 	}
-	if s.CopyOutMaxEntries != 0 || s.CopyOutArchive {
+	if s.CopyOutMaxEntries != 0 || s.CopyOutArchive || live {
 		e.u64(uint64(s.CopyOutMaxEntries))
 	}
-	if s.CopyOutArchive {
-		e.boolean(true)
+	if s.CopyOutArchive || live {
+		e.boolean(s.CopyOutArchive)
+	}
+	if live {
+		e.str(s.LiveFIFO)
 	}
 	return e.b
 }
@@ -333,8 +347,11 @@ func ParseSpec(b []byte) (Spec, error) {
 	// ... or here: no copies.
 	if d.err == nil && len(d.b) > 0 {
 		s.CopyIn, s.CopyOut = d.strs("copy_in"), d.strs("copy_out")
+		if len(s.CopyIn) == 0 && len(s.CopyOut) == 0 {
+			s.CopyIn, s.CopyOut = nil, nil // a later group's filler
+		}
 		s.CopyOutLimit = int64(d.u64("copy_out_limit"))
-		if d.err == nil && !s.hasCopies() {
+		if d.err == nil && !s.hasCopies() && len(d.b) == 0 {
 			d.fail("copy_in/copy_out", "present but empty (non-canonical)")
 		}
 	}
@@ -348,8 +365,15 @@ func ParseSpec(b []byte) (Spec, error) {
 	// ... or here: copy-out in frames.
 	if d.err == nil && len(d.b) > 0 {
 		s.CopyOutArchive = d.boolean("copy_out_archive")
-		if d.err == nil && !s.CopyOutArchive {
+		if d.err == nil && !s.CopyOutArchive && len(d.b) == 0 {
 			d.fail("copy_out_archive", "present but false (non-canonical)")
+		}
+	}
+	// ... or here: no live FIFO.
+	if d.err == nil && len(d.b) > 0 {
+		s.LiveFIFO = d.str("live_fifo")
+		if d.err == nil && s.LiveFIFO == "" {
+			d.fail("live_fifo", "present but empty (non-canonical)")
 		}
 	}
 	return s, d.done()

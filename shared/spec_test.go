@@ -39,6 +39,8 @@ func TestSpecRoundTrip(t *testing.T) {
 		// A later group set, an earlier one empty.
 		"stdin only": {Argv: []string{"cat"}, UID: 1000, GID: 1000, Stdin: true},
 		"tty":        {Argv: []string{"sh"}, UID: 1000, GID: 1000, TTY: true, Rows: 24, Cols: 80},
+		"live only":  {Argv: []string{"sh"}, UID: 1000, GID: 1000, LiveFIFO: "/dev/.deathwatch/live"},
+		"full, live": func() Spec { s := fullSpec(); s.LiveFIFO = "/dev/.deathwatch/live"; return s }(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := s.Marshal()
@@ -148,6 +150,8 @@ func TestSpecValidateNamesTheBadField(t *testing.T) {
 		{"heartbeat too long", ok(func(s *Spec) { s.Heartbeat = 1<<63 - 1 }), "heartbeat"},
 		{"filter not whole instructions", ok(func(s *Spec) { s.Seccomp = make([]byte, 12) }), "seccomp"},
 		{"window size without tty", ok(func(s *Spec) { s.Rows, s.Cols = 24, 80 }), "rows/cols"},
+		{"live fifo relative", ok(func(s *Spec) { s.LiveFIFO = "dev/live" }), "live_fifo"},
+		{"live fifo unclean", ok(func(s *Spec) { s.LiveFIFO = "/dev/../live" }), "live_fifo"},
 		{"over one frame", ok(func(s *Spec) { s.Env = make1("BIG="+strings.Repeat("x", MaxStringLen-4), 9) }), "size"},
 	}
 	for _, c := range cases {
@@ -213,7 +217,11 @@ func TestParseSpecMalformed(t *testing.T) {
 			e.u64(2) // allow_root
 			return append(e.b, make([]byte, 10)...)
 		}(), "allow_root"},
-		{"trailing", append(func() []byte { s := withCopies(fullSpec()); s.CopyOutArchive = true; return s.Marshal() }(), 9), "trailing"},
+		{"trailing", append(func() []byte {
+			s := withCopies(fullSpec())
+			s.CopyOutArchive, s.LiveFIFO = true, "/l"
+			return s.Marshal()
+		}(), 9), "trailing"},
 		{"max entries 0", append(func() []byte { s := withCopies(fullSpec()); s.CopyOutMaxEntries = 0; return s.Marshal() }(), 0), "non-canonical"},
 		{"archive false", append(withCopies(fullSpec()).Marshal(), 0), "copy_out_archive"},
 		{"copies empty", append(append([]byte{}, good...), 0, 0, 0), "non-canonical"},
@@ -306,5 +314,32 @@ func TestSpecWithoutStdinField(t *testing.T) {
 	}
 	if n, m := len(noStdin(fullSpec()).Marshal()), len(fullSpec().Marshal()); m != n+1 {
 		t.Fatalf("the stdin field takes %d bytes, want 1", m-n)
+	}
+}
+
+// A spec without a live FIFO is byte for byte what a supervisor before
+// the field sent; one with it carries it as its last group, and a group
+// present but empty is refused (one encoding per spec).
+func TestSpecLiveFIFOField(t *testing.T) {
+	s := fullSpec()
+	before := s.Marshal()
+	s.LiveFIFO = "/dev/.deathwatch/live"
+	with := s.Marshal()
+	if !bytes.HasPrefix(with, before) {
+		t.Fatal("the live FIFO changed the bytes of the fields before it")
+	}
+	var e enc
+	e.strs(nil)
+	e.strs(nil)
+	e.u64(0)
+	e.u64(0)
+	e.boolean(false)
+	e.str("")
+	got, err := ParseSpec(append(before[:len(before):len(before)], e.b...))
+	if err == nil || !strings.Contains(err.Error(), "live_fifo") {
+		t.Fatalf("ParseSpec(empty live_fifo) = %+v, %v; want a non-canonical error naming live_fifo", got.LiveFIFO, err)
+	}
+	if got, err := ParseSpec(with); err != nil || got.LiveFIFO != s.LiveFIFO {
+		t.Fatalf("ParseSpec = %q, %v", got.LiveFIFO, err)
 	}
 }

@@ -1,6 +1,9 @@
 package supervisor
 
-import "os"
+import (
+	"os"
+	"sync/atomic"
+)
 
 // Crash points: the lifecycle calls crashpoint at each of these, so that
 // the crash-window tests can SIGKILL the supervisor exactly there.
@@ -21,5 +24,13 @@ const CrashPointEnv = "DEATHWATCH_TEST_PAUSE_AT"
 // crashPointAt is read once, at start-up.
 var crashPointAt = os.Getenv(CrashPointEnv)
 
-// crashArmed reports whether the test asked to stop at point.
-func crashArmed(point string) bool { return crashPointAt != "" && crashPointAt == point }
+// crashArmed reports whether the test asked to stop at point, outside
+// a nested proof launch (crashQuiet).
+func crashArmed(point string) bool {
+	return crashPointAt != "" && crashPointAt == point && crashQuiet.Load() == 0
+}
+
+// crashQuiet, above 0, keeps the crash points of a launch that runs
+// inside another (the live FIFO's bind proof) from firing: the test
+// asked to stop the outer one.
+var crashQuiet atomic.Int32

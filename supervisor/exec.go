@@ -204,6 +204,9 @@ type ExecIO struct {
 	// Resize delivers the host terminal's new size (on SIGWINCH) with
 	// TTY; the box gets the latest once the agent started.
 	Resize <-chan shared.Resize
+	// ProveBind runs the bind proof for the live FIFO (livefifo.go)
+	// when this engine has no verdict yet; nil offers no live FIFO.
+	ProveBind BindProver
 }
 
 // Spec is the launch spec the options ask for.
@@ -537,6 +540,8 @@ type launch struct {
 	// earlyIntent: the intent was written beside the probe (Exec), and
 	// run has not taken it over yet (dropIntent removes it).
 	earlyIntent bool
+	// live is the box's live FIFO, nil for none (livefifo.go).
+	live *liveFIFO
 }
 
 func (l *launch) emit(ev Event) {
@@ -660,6 +665,7 @@ func (l *launch) run(ctx context.Context) int {
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, nil)
 	}
+	l.armLive(ctx)
 	// A one-step runtime's client creates and starts the box; created
 	// says when the box exists. Its intent is durable before the client
 	// starts, so that reconcile can prove the box ours whatever the
@@ -812,6 +818,9 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 					l.emit(Event{Event: EventReady, PID: rd.PID})
 					log.Info("ready", "agent_pid", rd.PID)
 					close(ready)
+					// The watcher opened the live FIFO before the agent
+					// started: its name is not needed any more.
+					l.live.remove()
 					if len(l.o.CopyIn) > 0 {
 						cp.staged()
 					}
@@ -1054,6 +1063,7 @@ func (l *launch) finish(code int, st *Started) int {
 			cr.CloseRead()
 		}
 	}
+	l.live.close()
 	if err := l.journal(StateRemoving); err != nil {
 		l.say("%v", err)
 	}
@@ -1071,6 +1081,7 @@ func (l *launch) finish(code int, st *Started) int {
 		l.emit(Event{Event: EventRemoved, Error: err.Error()})
 		return code
 	}
+	l.live.remove()
 	if err := l.journal(StateRemoved); err != nil {
 		l.say("%v", err)
 	}

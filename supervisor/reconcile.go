@@ -249,6 +249,7 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 				continue
 			}
 		}
+		removeLiveDir(e.Box) // its live FIFO's folder, if the crash left one
 		e.State, e.Error = StateRemoved, ""
 		if err := j.Put(e); err != nil {
 			it.Reason = fmt.Sprintf("close journal entry: %v", err)
@@ -308,6 +309,7 @@ func removeProven(ctx context.Context, j *Journal, rt Runtime, e *JournalEntry, 
 		j.Put(e)
 		return ReconcileBlocked, fmt.Sprintf("remove failed: %v; the journal entry stays open", err)
 	}
+	removeLiveDir(e.Box) // its live FIFO's folder, if the crash left one
 	e.State, e.Error = StateRemoved, ""
 	if err := j.Put(e); err != nil {
 		return ReconcileRemoved, fmt.Sprintf("labels and nonce match, %s; removed, but closing the entry failed: %v", ownerWhy, err)

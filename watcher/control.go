@@ -67,6 +67,13 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 		}
 		return nil, w.setupFailed(shared.ExitUsage, err.Error())
 	}
+	if spec.LiveFIFO != "" {
+		live, err := openLive(spec.LiveFIFO, h.Nonce)
+		if err != nil {
+			return nil, w.lostBeforeStart(err)
+		}
+		go w.watchLive(live)
+	}
 	if len(spec.CopyIn) > 0 || len(spec.CopyOut) > 0 {
 		// A copy reads, writes and hashes whole trees (seconds for
 		// GiBs) beside the loop that answers the host's pings: such a

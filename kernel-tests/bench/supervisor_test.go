@@ -445,7 +445,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 		s.Row(r.Name, "last agent process dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(dead[r.Name]))
 		s.Set(r.Name+": dead", st)
 		s.Target(r.Name+": SIGKILL → last agent process dead, p99", st.P99, 10, "ms")
-		var first, last, exit, shim, shimEOF, woken, eof, kill, reaction, ownPath, killToFirst []time.Duration
+		var first, last, exit, shim, shimEOF, woken, eof, kill, reaction, ownPath, killToFirst, liveWoken, streamWoken []time.Duration
 		for _, tl := range tls[r.Name] {
 			first, last, exit = append(first, tl.firstKill), append(last, tl.lastDead), append(exit, tl.initExit)
 		}
@@ -459,6 +459,15 @@ func TestBenchSupervisorKill(t *testing.T) {
 			shim, shimEOF, woken, eof, kill = seen(shim, sp.shimWoken), seen(shimEOF, sp.shimEOF), seen(woken, sp.watcherWoken), seen(eof, sp.eof), seen(kill, sp.kill)
 			if sp.watcherWoken > 0 && sp.kill > 0 {
 				reaction = append(reaction, sp.kill-sp.watcherWoken)
+			}
+			// Woken by the supervisor's own exit: the kernel closed its
+			// end of the live FIFO; by the shim: the attach stream.
+			switch {
+			case sp.watcherWoken <= 0:
+			case isShim(sp.watcherWaker):
+				streamWoken = append(streamWoken, sp.watcherWoken)
+			default:
+				liveWoken = append(liveWoken, sp.watcherWoken)
 			}
 			if sp.eof > 0 && sp.kill > 0 {
 				ownPath = append(ownPath, sp.kill-sp.eof)
@@ -474,6 +483,8 @@ func TestBenchSupervisorKill(t *testing.T) {
 			{"  trace: supervisor killed → the shim first woken from outside (the engine closed its end)", shim},
 			{"  trace: supervisor killed → the shim read EOF", shimEOF},
 			{"  trace: supervisor killed → a watcher thread woken from outside (the box's end of the stream closed)", woken},
+			{"  trace: supervisor killed → the watcher first woken, not by the shim (the live FIFO: by the supervisor's exit, or <idle> for a wake-up queued to an idle CPU)", liveWoken},
+			{"  trace: supervisor killed → the watcher first woken by the engine's shim (the attach stream)", streamWoken},
 			{"  trace: supervisor killed → the watcher read EOF", eof},
 			{"  trace: supervisor killed → the watcher's first SIGKILL", kill},
 			{"  trace: the watcher woken → its first SIGKILL (the watcher's reaction)", reaction},

@@ -57,6 +57,15 @@ func parseCopies(in, out []string) ([]supervisor.CopyIn, []supervisor.CopyOut, e
 // copy-in's folder); auto binds where proven and copies elsewhere.
 // Copy-outs always stream: a writable bind would let the agent write
 // on the host.
+// stagingProbe is the bind proof (hostcheck.StagingProbe) for dir on
+// runtime, with this exec's image, watcher and engine.
+func (e *ExecCmd) stagingProbe(ctx context.Context, g *Globals, c *cmdContext, o *supervisor.ExecOptions, env []string, runtime, dir string) *hostcheck.DoctorStaging {
+	return hostcheck.StagingProbe(ctx, runtime, &hostcheck.DoctorOptions{
+		Image: o.Image, Staging: dir, AllowRootful: o.AllowRootful, Timeout: 60 * time.Second,
+		Instance: g.Instance, JournalDir: g.journalDir(),
+	}, o.WatcherPath, o.WatcherInImage, engineEnv(env, e.Env), g.logger(c.stderr))
+}
+
 func (e *ExecCmd) stage(ctx context.Context, g *Globals, c *cmdContext, o *supervisor.ExecOptions, env []string) error {
 	if e.Stage == "copy" || len(o.CopyIn) == 0 {
 		return nil
@@ -73,10 +82,7 @@ func (e *ExecCmd) stage(ctx context.Context, g *Globals, c *cmdContext, o *super
 		if err != nil {
 			return supervisor.UsageError("--copy-in %s: %v", ci.Host, err)
 		}
-		st := hostcheck.StagingProbe(ctx, o.Runtime, &hostcheck.DoctorOptions{
-			Image: o.Image, Staging: dir, AllowRootful: o.AllowRootful, Timeout: 60 * time.Second,
-			Instance: g.Instance, JournalDir: g.journalDir(),
-		}, o.WatcherPath, o.WatcherInImage, engineEnv(env, e.Env), g.logger(c.stderr))
+		st := e.stagingProbe(ctx, g, c, o, env, o.Runtime, dir)
 		switch {
 		case st.Mode == "bind":
 			o.Mounts = append(o.Mounts, supervisor.Mount{Source: abs, Target: ci.Box, ReadOnly: true})

@@ -127,6 +127,10 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	c.code = supervisor.Exec(context.Background(), o, &supervisor.ExecIO{
 		Stdout: c.stdout, Stderr: stderr, Log: g.logger(stderr), Events: ev, Signals: sigs,
 		EngineEnv: engineEnv(env, e.Env), Stdin: in.stdin, Resize: in.resize,
+		ProveBind: func(ctx context.Context, runtime, dir string) (bool, string) {
+			st := e.stagingProbe(ctx, g, c, o, env, runtime, dir)
+			return st.Mode == "bind", st.Detail
+		},
 	})
 	return nil
 }

@@ -337,6 +337,10 @@ func createBody(b *supervisor.Box, userns string) apiCreate {
 		entry = supervisor.WatcherMountPoint
 		c.HostConfig.Binds = append(c.HostConfig.Binds, b.WatcherPath+":"+supervisor.WatcherMountPoint+":ro")
 	}
+	if b.LiveDir != "" {
+		// The live FIFO's folder (livefifo.go).
+		c.HostConfig.Binds = append(c.HostConfig.Binds, b.LiveDir+":"+supervisor.LiveDirInBox+":ro")
+	}
 	c.Entrypoint = []string{entry}
 	return c
 }

@@ -68,6 +68,10 @@ func TestCreateBody(t *testing.T) {
 		{"watcher in image: no bind mount", func(b *supervisor.Box) { b.WatcherInImage = "/usr/local/bin/watcher" }, "",
 			func(c *apiCreate) { c.Entrypoint, c.HostConfig.Binds = []string{"/usr/local/bin/watcher"}, nil }},
 		{"user namespace", func(*supervisor.Box) {}, "auto", func(c *apiCreate) { c.HostConfig.UsernsMode = "auto" }},
+		{"live FIFO: its folder read-only at /dev/.deathwatch", func(b *supervisor.Box) { b.LiveDir = "/run/deathwatch/live/dw-1" }, "",
+			func(c *apiCreate) {
+				c.HostConfig.Binds = append(c.HostConfig.Binds, "/run/deathwatch/live/dw-1:/dev/.deathwatch:ro")
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := base

@@ -1,0 +1,167 @@
+package kerneltests
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/supervisor"
+)
+
+// The live FIFO (supervisor/livefifo.go): on rootful local Docker a root
+// supervisor holds the write end of a FIFO bind-mounted read-only into
+// the box, beside the control stream.
+
+// liveScript is the agent of the live FIFO tests: as uid 1000 it tries
+// to open the FIFO for reading and for writing, to list its folder and
+// the watcher's descriptors, and to see the host's folder; then it says
+// "checked" and sleeps.
+const liveScript = `
+try() { what=$1; shift; if out=$( ("$@") 2>&1 >/dev/null); then echo "$what: ok"; else echo "$what: $out"; fi; }
+try open-read sh -c 'exec 3</dev/.deathwatch/live'
+try open-write sh -c 'exec 3>/dev/.deathwatch/live'
+try list-folder ls /dev/.deathwatch
+try watcher-fds ls /proc/1/fd
+try host-folder ls /run/deathwatch
+echo checked
+exec sleep 1000
+`
+
+// liveBox starts the agent in a Docker box, waits for its report and
+// returns the running supervisor, the box and the report's lines.
+func liveBox(t *testing.T, r *rig) (*exec.Cmd, string, map[string]string) {
+	t.Helper()
+	os.Remove(r.eventsFile())
+	cmd := r.supervisor(nil, "--", "sh", "-c", liveScript)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	report := map[string]string{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "checked" {
+		if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
+			report[k] = v
+		}
+	}
+	box := r.waitEvent(supervisor.EventReady, 30*time.Second).Box
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	return cmd, box, report
+}
+
+// TestEscapeLiveFIFO: the agent can neither open the supervisor's live
+// FIFO (for reading or writing: a writer would keep the box alive past
+// the supervisor) nor list its folder or the watcher's descriptors, and
+// the host's folder is not in the box; on the host the folder is the
+// supervisor's alone until the watcher holds the FIFO (ready), and gone
+// from then on.
+func TestEscapeLiveFIFO(t *testing.T) {
+	forLive(t, func(t *testing.T, r *rig) {
+		// Stopped after start, before the spec: the folder as the box got it.
+		stopped := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashAfterStart}, "--", "true")
+		if err := stopped.Start(); err != nil {
+			t.Fatal(err)
+		}
+		box := r.waitEvent(supervisor.EventStarted, 30*time.Second).Box
+		dir := filepath.Join(supervisor.LiveRoot, box)
+		for p, want := range map[string]os.FileMode{dir: os.ModeDir | 0o700, filepath.Join(dir, supervisor.LiveFIFOName): os.ModeNamedPipe | 0o600} {
+			if st, err := os.Lstat(p); err != nil {
+				t.Errorf("no %s on the host (the launch was not offered a live FIFO): %v", p, err)
+			} else if s := st.Sys().(*syscall.Stat_t); st.Mode() != want || s.Uid != 0 {
+				t.Errorf("%s: mode %v uid %d, want %v of root's", p, st.Mode(), s.Uid, want)
+			}
+		}
+		stopped.Process.Kill()
+		stopped.Wait()
+		if code, _, stderr := r.reconcile(r.Instance); code != 0 {
+			t.Fatalf("reconcile: exit %d: %s", code, stderr)
+		}
+
+		cmd, box, rep := liveBox(t, r)
+		t.Logf("agent's report: %v", rep)
+		for _, what := range []string{"open-read", "open-write", "list-folder", "watcher-fds"} {
+			if v := rep[what]; !strings.Contains(v, "Permission denied") && !strings.Contains(v, "Operation not permitted") {
+				t.Errorf("agent %s: %q, want EACCES or EPERM", what, v)
+			}
+		}
+		if v := rep["host-folder"]; !strings.Contains(v, "No such file") {
+			t.Errorf("agent host-folder: %q, want the host's /run/deathwatch absent from the box", v)
+		}
+		if _, err := os.Lstat(filepath.Join(supervisor.LiveRoot, box)); !os.IsNotExist(err) {
+			t.Errorf("the live FIFO folder is still on the host after ready: %v", err)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+}
+
+// TestDockerLiveFIFO: SIGKILL of the supervisor kills a box that has a
+// live FIFO (the agent dies, the engine removes the box); a supervisor
+// killed before ready leaves the FIFO's folder, and reconcile removes it.
+func TestDockerLiveFIFO(t *testing.T) {
+	forLive(t, func(t *testing.T, r *rig) {
+		cmd, box, _ := liveBox(t, r)
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !waitUntil(30*time.Second, func() bool { return !r.exists(box) }) {
+			t.Fatalf("box %s still there 30s after SIGKILL of its supervisor", box)
+		}
+		for _, point := range []string{supervisor.CrashAfterCreate, supervisor.CrashAfterStart} {
+			os.Remove(r.eventsFile())
+			stopped := r.supervisor([]string{supervisor.CrashPointEnv + "=" + point}, "--", "true")
+			if err := stopped.Start(); err != nil {
+				t.Fatal(err)
+			}
+			box := r.waitEvent(supervisor.EventCreated, 30*time.Second).Box
+			dir := filepath.Join(supervisor.LiveRoot, box)
+			if !waitUntil(30*time.Second, func() bool { _, err := os.Lstat(dir); return err == nil }) {
+				t.Fatalf("%s: no live FIFO folder %s", point, dir)
+			}
+			if !waitUntil(30*time.Second, func() bool { st, err := ktest.ReadStat(stopped.Process.Pid); return err == nil && st.State == 'T' }) {
+				t.Fatalf("%s: the supervisor never stopped at the point", point)
+			}
+			stopped.Process.Kill()
+			stopped.Wait()
+			if code, rep, stderr := r.reconcile(r.Instance); code != 0 || len(rep.Closed)+len(rep.Removed) == 0 {
+				t.Fatalf("%s: reconcile: exit %d, %+v, %s", point, code, rep, stderr)
+			}
+			if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s: reconcile left the live FIFO folder %s: %v", point, dir, err)
+			}
+		}
+	})
+}
+
+// forLive runs f on the rigs that offer a live FIFO (rootful Docker).
+func forLive(t *testing.T, f func(t *testing.T, r *rig)) {
+	for _, r := range rigs(t, "docker") {
+		t.Run(r.Name, func(t *testing.T) {
+			r.Setup(t, "lf")
+			t.Cleanup(func() { r.removeLeftovers() })
+			f(t, r)
+		})
+	}
+}
+
+// waitUntil waits until done says so, up to within.
+func waitUntil(within time.Duration, done func() bool) bool {
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if done() {
+			return true
+		}
+	}
+	return false
+}

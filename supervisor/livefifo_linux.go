@@ -1,0 +1,236 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// LiveRoot is the folder of the live FIFOs' folders: a root-only folder
+// of the supervisor's run directory. Only a root supervisor offers a
+// live FIFO: the FIFO is then owned by an id no agent runs as.
+const LiveRoot = "/run/deathwatch/live"
+
+// liveFIFO is one box's live FIFO as the supervisor holds it.
+type liveFIFO struct {
+	dir string
+	w   *os.File // the only write end; its close is the watcher's EOF
+}
+
+// armLive gives the launch a live FIFO where it is safe and proven:
+// a root supervisor, an agent that is not root, the host's watcher (it
+// knows the spec field), a runtime that binds it (LiveBinder) and a
+// bind proof for this engine. Anything else leaves the launch as it
+// was: the control stream alone.
+func (l *launch) armLive(ctx context.Context) {
+	lb, ok := l.rt.(LiveBinder)
+	if !ok || l.x.ProveBind == nil || os.Geteuid() != 0 || l.spec.AllowRoot || l.box.WatcherInImage != "" {
+		return
+	}
+	key, ok := lb.LiveKey(ctx)
+	if !ok {
+		return
+	}
+	root, err := liveRootDir()
+	if err != nil {
+		l.x.Log.Debug("no live FIFO", "err", err)
+		return
+	}
+	if !l.liveProven(ctx, lb, root, key) {
+		return
+	}
+	lf, err := makeLiveFIFO(root, l.box.Name, l.box.Nonce)
+	if err != nil {
+		l.x.Log.Warn("no live FIFO", "box", l.box.Name, "err", err)
+		return
+	}
+	l.live = lf
+	l.box.LiveDir = lf.dir
+	l.spec.LiveFIFO = LiveDirInBox + "/" + LiveFIFOName
+}
+
+// liveProven reads the engine's cached verdict, or proves it once: the
+// engine keeps the box's ids, and a nonce file in a folder beside the
+// FIFOs' reads back from inside a real box. A verdict is a file named
+// for the engine's key, so a new engine (a new socket) is proven anew.
+func (l *launch) liveProven(ctx context.Context, lb LiveBinder, root, key string) bool {
+	sum := sha256.Sum256([]byte(key))
+	name := hex.EncodeToString(sum[:12])
+	yes, no := filepath.Join(root, ".proven-"+name), filepath.Join(root, ".refuted-"+name)
+	switch {
+	case ownedFile(yes):
+		return true
+	case ownedFile(no):
+		return false
+	}
+	dropStaleProbes(root)
+	verdict, detail := no, ""
+	if keeps, err := lb.LiveIDs(ctx); err != nil {
+		l.x.Log.Debug("no live FIFO", "engine", key, "err", err)
+		return false
+	} else if !keeps {
+		detail = "the daemon remaps user ids: the box's root cannot open a FIFO of the host's root"
+	} else if dir, err := os.MkdirTemp(root, "probe-"); err != nil {
+		detail = err.Error()
+	} else {
+		var ok bool
+		crashQuiet.Add(1)
+		ok, detail = l.x.ProveBind(ctx, l.rt.Name(), dir)
+		crashQuiet.Add(-1)
+		os.RemoveAll(dir)
+		if ok {
+			verdict = yes
+		}
+	}
+	l.x.Log.Info("live FIFO bind proof", "engine", key, "proven", verdict == yes, "detail", detail)
+	if f, err := os.OpenFile(verdict, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600); err == nil {
+		fmt.Fprintln(f, detail)
+		f.Close()
+	}
+	return verdict == yes
+}
+
+// dropStaleProbes removes the probe folders of proofs that ended
+// without removing theirs (a supervisor killed mid-proof): a proof
+// gives up within a minute (hostcheck's probe timeout), so a folder of
+// ours older than ten is no live proof's.
+func dropStaleProbes(root string) {
+	dirs, _ := filepath.Glob(filepath.Join(root, "probe-*"))
+	for _, d := range dirs {
+		st, err := os.Lstat(d)
+		if err != nil || !st.IsDir() || time.Since(st.ModTime()) < 10*time.Minute {
+			continue
+		}
+		if s, ok := st.Sys().(*syscall.Stat_t); ok && int(s.Uid) == os.Geteuid() {
+			os.RemoveAll(d)
+		}
+	}
+}
+
+// liveRootDir makes LiveRoot (and its parent) if need be and checks
+// that it is the supervisor's own: a real folder, owned by root, that
+// no one else can write to.
+func liveRootDir() (string, error) {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{filepath.Dir(LiveRoot), 0o755}, {LiveRoot, 0o700}} {
+		if err := os.Mkdir(d.path, d.mode); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+		st, err := os.Lstat(d.path)
+		if err != nil {
+			return "", err
+		}
+		s, ok := st.Sys().(*syscall.Stat_t)
+		if !st.IsDir() || !ok || int(s.Uid) != os.Geteuid() || st.Mode().Perm()&0o022 != 0 {
+			return "", fmt.Errorf("%s is not a folder of the supervisor's own that no one else can write to", d.path)
+		}
+	}
+	return LiveRoot, nil
+}
+
+// ownedFile reports whether p is a regular file of the supervisor's own
+// (not a link).
+func ownedFile(p string) bool {
+	st, err := os.Lstat(p)
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	s, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(s.Uid) == os.Geteuid()
+}
+
+// makeLiveFIFO makes box's folder (fresh, 0700) under root and the FIFO
+// in it (0600), opens it and writes nonce into it. The open is O_RDWR,
+// which on Linux never blocks on a FIFO (fifo(7)), where O_WRONLY would
+// wait for a reader that may never come and O_WRONLY|O_NONBLOCK fails
+// without one; the supervisor's own read end changes nothing for the
+// watcher, which sees EOF once no write end is left. Every step works
+// on descriptors, following no link.
+func makeLiveFIFO(root, box, nonce string) (*liveFIFO, error) {
+	if box == "" || box != filepath.Base(box) || box[0] == '.' {
+		return nil, fmt.Errorf("live FIFO: bad box name %q", box)
+	}
+	rfd, err := unix.Open(root, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rfd)
+	dir := filepath.Join(root, box)
+	if err := unix.Mkdirat(rfd, box, 0o700); err != nil {
+		return nil, &os.PathError{Op: "mkdir", Path: dir, Err: err}
+	}
+	lf := &liveFIFO{dir: dir}
+	fail := func(op string, err error) (*liveFIFO, error) {
+		lf.remove()
+		return nil, &os.PathError{Op: op, Path: filepath.Join(dir, LiveFIFOName), Err: err}
+	}
+	dfd, err := unix.Openat(rfd, box, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_RDONLY, 0)
+	if err != nil {
+		return fail("open", err)
+	}
+	defer unix.Close(dfd)
+	if err := unix.Mkfifoat(dfd, LiveFIFOName, 0o600); err != nil {
+		return fail("mkfifo", err)
+	}
+	fd, err := unix.Openat(dfd, LiveFIFOName, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail("open", err)
+	}
+	lf.w = os.NewFile(uintptr(fd), filepath.Join(dir, LiveFIFOName))
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
+		lf.close()
+		return fail("check", errors.New("not a FIFO of the supervisor's own, mode 0600"))
+	}
+	if _, err := lf.w.WriteString(nonce); err != nil {
+		lf.close()
+		return fail("write", err)
+	}
+	return lf, nil
+}
+
+// close drops the write end: the watcher's read reaches EOF.
+func (lf *liveFIFO) close() {
+	if lf != nil && lf.w != nil {
+		lf.w.Close()
+		lf.w = nil
+	}
+}
+
+// remove deletes the FIFO's folder (os.RemoveAll follows no link): at
+// ready, once the watcher holds the FIFO open (the pipe lives on in the
+// two ends, the box's bind keeps the deleted folder, still 0700: the
+// agent's opens fail with EACCES as before), and again when the box is
+// removed, for a launch that never got to ready. A supervisor killed
+// before ready leaves the folder to reconcile.
+func (lf *liveFIFO) remove() {
+	if lf != nil {
+		os.RemoveAll(lf.dir)
+	}
+}
+
+// removeLiveDir deletes box's live FIFO folder, if any, for reconcile:
+// only a real folder of the supervisor's own under LiveRoot.
+func removeLiveDir(box string) {
+	if box == "" || box != filepath.Base(box) || box[0] == '.' {
+		return
+	}
+	dir := filepath.Join(LiveRoot, box)
+	st, err := os.Lstat(dir)
+	if err != nil || !st.IsDir() {
+		return
+	}
+	if s, ok := st.Sys().(*syscall.Stat_t); ok && int(s.Uid) == os.Geteuid() {
+		os.RemoveAll(dir)
+	}
+}
