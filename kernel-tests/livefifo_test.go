@@ -116,7 +116,7 @@ func TestDockerLiveFIFO(t *testing.T) {
 		cmd, box, _ := liveBox(t, r)
 		cmd.Process.Kill()
 		cmd.Wait()
-		if !waitUntil(30*time.Second, func() bool { return !r.exists(box) }) {
+		if !ktest.WaitFor(30*time.Second, func() bool { return !r.exists(box) }) {
 			t.Fatalf("box %s still there 30s after SIGKILL of its supervisor", box)
 		}
 		for _, point := range []string{supervisor.CrashAfterCreate, supervisor.CrashAfterStart} {
@@ -127,10 +127,10 @@ func TestDockerLiveFIFO(t *testing.T) {
 			}
 			box := r.waitEvent(supervisor.EventCreated, 30*time.Second).Box
 			dir := filepath.Join(supervisor.LiveRoot, box)
-			if !waitUntil(30*time.Second, func() bool { _, err := os.Lstat(dir); return err == nil }) {
+			if !ktest.WaitFor(30*time.Second, func() bool { _, err := os.Lstat(dir); return err == nil }) {
 				t.Fatalf("%s: no live FIFO folder %s", point, dir)
 			}
-			if !waitUntil(30*time.Second, func() bool { st, err := ktest.ReadStat(stopped.Process.Pid); return err == nil && st.State == 'T' }) {
+			if !ktest.WaitFor(30*time.Second, func() bool { st, err := ktest.ReadStat(stopped.Process.Pid); return err == nil && st.State == 'T' }) {
 				t.Fatalf("%s: the supervisor never stopped at the point", point)
 			}
 			stopped.Process.Kill()
@@ -154,14 +154,4 @@ func forLive(t *testing.T, f func(t *testing.T, r *rig)) {
 			f(t, r)
 		})
 	}
-}
-
-// waitUntil waits until done says so, up to within.
-func waitUntil(within time.Duration, done func() bool) bool {
-	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if done() {
-			return true
-		}
-	}
-	return false
 }

@@ -149,6 +149,9 @@ if [ -n "$RESET" ]; then
 		[ -f "$f" ] && sed -i -e "/^$DW_USER:/d" -e "/^containers:1073741824:268435456\$/d" "$f"
 	done
 	rm -rf /tmp/deathwatch-rootfs-* /tmp/deathwatch-bin-*
+	# What a first launch learns of an engine and keeps (the live FIFO's
+	# bind proofs, docker's /info verdict): the next launch learns it anew.
+	rm -rf /run/deathwatch/live /run/deathwatch/docker-info
 	step reset "done: the next run provisions from scratch (packages stay installed)"
 	exit 0
 fi

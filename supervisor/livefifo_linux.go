@@ -69,7 +69,14 @@ func (l *launch) liveProven(ctx context.Context, lb LiveBinder, root, key string
 	case ownedFile(yes):
 		return true
 	case ownedFile(no):
-		return false
+		// A refutation is kept for a while only: a proof that failed
+		// for a passing reason (a box that could not start in time on a
+		// loaded host) must not cost this engine its live FIFO until
+		// the daemon restarts.
+		if st, err := os.Lstat(no); err == nil && time.Since(st.ModTime()) < refutedFor {
+			return false
+		}
+		os.Remove(no)
 	}
 	dropStaleProbes(root)
 	verdict, detail := no, ""
@@ -97,6 +104,10 @@ func (l *launch) liveProven(ctx context.Context, lb LiveBinder, root, key string
 	}
 	return verdict == yes
 }
+
+// refutedFor is how long a failed bind proof stands before a launch
+// proves the engine again.
+const refutedFor = 10 * time.Minute
 
 // dropStaleProbes removes the probe folders of proofs that ended
 // without removing theirs (a supervisor killed mid-proof): a proof

@@ -1,11 +1,14 @@
 package supervisor
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // makeLiveFIFO makes a fresh 0700 folder and a 0600 FIFO of the
@@ -58,5 +61,44 @@ func TestMakeLiveFIFO(t *testing.T) {
 	}
 	if _, err := makeLiveFIFO(link, "dw-other", "x"); err == nil {
 		t.Error("a root that is a symlink: want an error")
+	}
+}
+
+// liveRT is a runtime that offers a live FIFO; only Name is used.
+type liveRT struct{ Runtime }
+
+func (liveRT) Name() string                                  { return "docker" }
+func (liveRT) LiveKey(context.Context) (string, bool)        { return "docker /s dev 1 ino 2", true }
+func (liveRT) LiveIDs(context.Context) (keeps bool, e error) { return true, nil }
+
+// liveProven proves an engine once and keeps a proof for good; a
+// refutation stands for refutedFor only, then the engine is proven again
+// (a proof can fail for a passing reason on a loaded host).
+func TestLiveProvenVerdict(t *testing.T) {
+	root := t.TempDir()
+	proofs, holds := 0, false
+	l := &launch{rt: liveRT{}, x: &ExecIO{Log: slog.New(slog.DiscardHandler), ProveBind: func(context.Context, string, string) (bool, string) {
+		proofs++
+		return holds, "detail"
+	}}}
+	key, _ := liveRT{}.LiveKey(context.Background())
+	prove := func() bool { return l.liveProven(context.Background(), liveRT{}, root, key) }
+	if prove() || prove() || proofs != 1 {
+		t.Fatalf("a failed proof: proven, or proven %d times, want refuted once and remembered", proofs)
+	}
+	refuted, _ := filepath.Glob(filepath.Join(root, ".refuted-*"))
+	if len(refuted) != 1 {
+		t.Fatalf("refutations %v, want one", refuted)
+	}
+	old := time.Now().Add(-refutedFor - time.Minute)
+	if err := os.Chtimes(refuted[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+	holds = true
+	if !prove() || !prove() || proofs != 2 {
+		t.Fatalf("after the refutation expired: proofs %d, want one more that holds and is kept", proofs)
+	}
+	if _, err := os.Lstat(refuted[0]); !os.IsNotExist(err) {
+		t.Errorf("the expired refutation is still there: %v", err)
 	}
 }
