@@ -102,3 +102,30 @@ func TestLiveProvenVerdict(t *testing.T) {
 		t.Errorf("the expired refutation is still there: %v", err)
 	}
 }
+
+// A bind proof killed midway leaves its probe folder: the next proof or
+// reconcile removes it once no proof can still be running (ten
+// minutes), and never a younger one.
+func TestDropStaleProbes(t *testing.T) {
+	root := t.TempDir()
+	old, young := filepath.Join(root, "probe-1"), filepath.Join(root, "probe-2")
+	for _, d := range []string{old, young} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, ".deathwatch-probe-x"), []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	then := time.Now().Add(-11 * time.Minute)
+	if err := os.Chtimes(old, then, then); err != nil {
+		t.Fatal(err)
+	}
+	dropStaleProbes(root)
+	if _, err := os.Lstat(old); !os.IsNotExist(err) {
+		t.Errorf("the stale probe folder is still there: %v", err)
+	}
+	if _, err := os.Lstat(young); err != nil {
+		t.Errorf("a probe folder a proof may still use was removed: %v", err)
+	}
+}

@@ -11,3 +11,7 @@ func (l *launch) armLive(context.Context) {}
 func (lf *liveFIFO) close()               {}
 func (lf *liveFIFO) remove()              {}
 func removeLiveDir(string)                {}
+func dropStaleProbes(string)              {}
+
+// LiveRoot: no live FIFO's folder on this system.
+const LiveRoot = ""

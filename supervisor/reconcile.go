@@ -129,6 +129,7 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 		rep.add(ReconcileItem{Runtime: "journal", Reason: b.Error() + "; look at it, then remove it by hand"})
 	}
 	pruneJournalTemps(j.Dir(), staleTemp)
+	dropStaleProbes(LiveRoot) // what live FIFO bind proofs killed midway left
 	byLaunch := map[string]*JournalEntry{}
 	inJournal := map[string]bool{}
 	for _, e := range entries {
