@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,16 +11,6 @@ import (
 	"time"
 )
 
-// Stat is what /proc/PID/stat says about a process.
-type Stat struct {
-	PID, PPID int
-	Session   int  // session id, in the reader's PID namespace
-	State     byte // R, S, D, Z, T, ...
-	Comm      string
-	Start     uint64 // clock ticks since boot (field 22)
-	CPU       uint64 // user + system time in clock ticks (fields 14, 15)
-}
-
 // ReadStat parses /proc/PID/stat.
 func ReadStat(pid int) (Stat, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -29,30 +18,6 @@ func ReadStat(pid int) (Stat, error) {
 		return Stat{}, err
 	}
 	return ParseStat(pid, b)
-}
-
-// ParseStat parses the text of /proc/PID/stat. The command name (field
-// 2) may hold spaces and parentheses: the fields after it start after
-// the last ')'.
-func ParseStat(pid int, b []byte) (Stat, error) {
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open || end+2 >= len(b) {
-		return Stat{}, fmt.Errorf("parse /proc/%d/stat: %q", pid, b)
-	}
-	rest := strings.Fields(string(b[end+2:]))
-	// rest[0] is field 3 (state); start time is field 22.
-	if len(rest) < 20 {
-		return Stat{}, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(rest)+2)
-	}
-	ppid, _ := strconv.Atoi(rest[1])
-	sid, _ := strconv.Atoi(rest[3])
-	start, err := strconv.ParseUint(rest[19], 10, 64)
-	if err != nil {
-		return Stat{}, fmt.Errorf("parse /proc/%d/stat starttime: %w", pid, err)
-	}
-	utime, _ := strconv.ParseUint(rest[11], 10, 64)
-	stime, _ := strconv.ParseUint(rest[12], 10, 64)
-	return Stat{PID: pid, PPID: ppid, Session: sid, State: rest[0][0], Comm: string(b[open+1 : end]), Start: start, CPU: utime + stime}, nil
 }
 
 // ContextSwitches is how often the threads of pid were switched in,

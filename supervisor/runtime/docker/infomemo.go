@@ -31,6 +31,7 @@ import (
 	"strings"
 
 	"deathwatch/supervisor"
+	procfs "deathwatch/supervisor/proc"
 )
 
 // infoMemo is the remembered part of /info's verdict.
@@ -60,41 +61,24 @@ func parseInfoMemo(b []byte, daemon string) (infoMemo, bool) {
 
 // daemonID names the daemon process pid as its /proc says it (boot id,
 // pid, start time), "" when it cannot: no pid, a process that is not
-// dockerd, or no /proc (another OS).
+// dockerd, or no /proc (another OS). proc is /proc, or a test's.
 func daemonID(proc string, pid int) string {
 	if pid <= 0 {
 		return ""
 	}
-	comm, err := os.ReadFile(filepath.Join(proc, fmt.Sprint(pid), "comm"))
-	if err != nil || strings.TrimSpace(string(comm)) != "dockerd" {
-		return ""
-	}
-	stat, err := os.ReadFile(filepath.Join(proc, fmt.Sprint(pid), "stat"))
+	b, err := os.ReadFile(filepath.Join(proc, fmt.Sprint(pid), "stat"))
 	if err != nil {
 		return ""
 	}
-	start := procStartTime(string(stat))
+	st, err := procfs.ParseStat(pid, b)
+	if err != nil || st.Comm != "dockerd" {
+		return ""
+	}
 	boot, err := os.ReadFile(filepath.Join(proc, "sys/kernel/random/boot_id"))
-	if start == "" || err != nil || strings.TrimSpace(string(boot)) == "" {
+	if err != nil || strings.TrimSpace(string(boot)) == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s/%d/%s", strings.TrimSpace(string(boot)), pid, start)
-}
-
-// procStartTime is field 22 of a /proc/PID/stat line (the start time in
-// clock ticks after boot), "" when the line has none. The command name
-// (field 2) may hold spaces and parentheses: fields are counted after
-// its last ')'.
-func procStartTime(stat string) string {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(stat[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
+	return fmt.Sprintf("%s/%d/%d", strings.TrimSpace(string(boot)), pid, st.Start)
 }
 
 // infoMemoDir is where records are kept ("" nowhere): boot clears it.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"deathwatch/supervisor"
+	procfs "deathwatch/supervisor/proc"
 )
 
 func TestProcStartTime(t *testing.T) {
@@ -19,8 +20,13 @@ func TestProcStartTime(t *testing.T) {
 		{"42 (dockerd) S 1 2 3", ""},
 		{"no parenthesis at all", ""},
 	} {
-		if got := procStartTime(tc.stat); got != tc.want {
-			t.Errorf("procStartTime(%q) = %q, want %q", tc.stat, got, tc.want)
+		// daemonID reads the start time with proc.ParseStat.
+		got := ""
+		if st, err := procfs.ParseStat(42, []byte(tc.stat)); err == nil {
+			got = fmt.Sprint(st.Start)
+		}
+		if got != tc.want {
+			t.Errorf("start time of %q = %q, want %q", tc.stat, got, tc.want)
 		}
 	}
 }
@@ -75,7 +81,6 @@ func fakeProc(t *testing.T, pid int, comm, start string) string {
 	t.Helper()
 	root := t.TempDir()
 	for p, s := range map[string]string{
-		fmt.Sprintf("%d/comm", pid): comm + "\n",
 		fmt.Sprintf("%d/stat", pid): fmt.Sprintf("%d (%s) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 13 0 %s 0 0", pid, comm, pid, pid, start),
 		"sys/kernel/random/boot_id": "e41314f7-6c58-4d9b-abe3-9394b949247f\n",
 	} {
