@@ -126,25 +126,12 @@ func dropStaleProbes(root string) {
 	}
 }
 
-// liveRootDir makes LiveRoot (and its parent) if need be and checks
-// that it is the supervisor's own: a real folder, owned by root, that
-// no one else can write to.
+// liveRootDir makes LiveRoot (and its parents) if need be and checks
+// that it is the supervisor's own, writable by no one else
+// (EnsureTrustedDir).
 func liveRootDir() (string, error) {
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-	}{{filepath.Dir(LiveRoot), 0o755}, {LiveRoot, 0o700}} {
-		if err := os.Mkdir(d.path, d.mode); err != nil && !errors.Is(err, os.ErrExist) {
-			return "", err
-		}
-		st, err := os.Lstat(d.path)
-		if err != nil {
-			return "", err
-		}
-		s, ok := st.Sys().(*syscall.Stat_t)
-		if !st.IsDir() || !ok || int(s.Uid) != os.Geteuid() || st.Mode().Perm()&0o022 != 0 {
-			return "", fmt.Errorf("%s is not a folder of the supervisor's own that no one else can write to", d.path)
-		}
+	if err := EnsureTrustedDir(LiveRoot); err != nil {
+		return "", err
 	}
 	return LiveRoot, nil
 }
