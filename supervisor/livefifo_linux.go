@@ -6,8 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,7 +25,11 @@ const LiveRoot = "/run/deathwatch/live"
 // liveFIFO is one box's live FIFO as the supervisor holds it.
 type liveFIFO struct {
 	dir string
-	w   *os.File // the only write end; its close is the watcher's EOF
+	// The only write end; its close is the watcher's EOF. Once the
+	// nonce is written it lives on a thread of its own (holdApart) and
+	// release closes it; w is nil then.
+	w       *os.File
+	release func()
 }
 
 // armLive gives the launch a live FIFO where it is safe and proven:
@@ -194,15 +201,79 @@ func makeLiveFIFO(root, box, nonce string) (*liveFIFO, error) {
 		lf.close()
 		return fail("write", err)
 	}
+	if release, err := holdApart(fd); err == nil {
+		lf.release = release
+		lf.w.Close()
+		lf.w = nil
+	}
 	return lf, nil
 }
 
 // close drops the write end: the watcher's read reaches EOF.
 func (lf *liveFIFO) close() {
-	if lf != nil && lf.w != nil {
+	if lf == nil {
+		return
+	}
+	if lf.w != nil {
 		lf.w.Close()
 		lf.w = nil
 	}
+	if lf.release != nil {
+		lf.release()
+		lf.release = nil
+	}
+}
+
+// holdApart keeps a copy of fd open on an OS thread of its own that
+// does nothing else and has a file table of its own (unshare
+// CLONE_FILES, every other descriptor closed in it), and returns the
+// function that closes it there; the caller then closes its own copy.
+//
+// Why: a process's shared file table is closed by its last thread to
+// exit, and in do_exit that thread first tears down the address space
+// (exit_mm before exit_files). For the supervisor that is milliseconds
+// on a host where every page-table change is dear (a PVM guest: 2.9 ms
+// p50 from the SIGKILL to the watcher's wake-up in make bench), and the
+// box's alarm waited for all of it. A thread's own table is closed in
+// that thread's exit, which follows the SIGKILL at once: the address
+// space is torn down by whichever thread is last, and the watcher is
+// already killing the agents by then, before the engine has seen the
+// supervisor's connections close.
+//
+// The thread stays locked (runtime.LockOSThread, never unlocked), so
+// the Go runtime never runs anything else on it and ends it when the
+// goroutine returns. release returns once the copy is closed. err: the kernel refused (no close_range before
+// Linux 5.9); the caller keeps its own copy as before.
+func holdApart(fd int) (release func(), err error) {
+	held, rel := make(chan error), make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		err := unix.Unshare(unix.CLONE_FILES)
+		if err == nil && fd > 0 {
+			err = unix.CloseRange(0, uint(fd-1), 0)
+		}
+		if err == nil {
+			err = unix.CloseRange(uint(fd+1), math.MaxUint32, 0)
+		}
+		held <- err
+		if err != nil {
+			// Returning while locked ends the thread and its table.
+			return
+		}
+		<-rel
+		unix.Close(fd)
+		held <- nil
+	}()
+	if err := <-held; err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(rel)
+			<-held // closed: the watcher's read reaches EOF
+		})
+	}, nil
 }
 
 // remove deletes the FIFO's folder (os.RemoveAll follows no link): at

@@ -129,3 +129,52 @@ func TestDropStaleProbes(t *testing.T) {
 		t.Errorf("a probe folder a proof may still use was removed: %v", err)
 	}
 }
+
+// The write end lives in one thread's own file table, not in the
+// process's shared one (holdApart): the supervisor's death closes it in
+// that thread's exit, before the address space is torn down. close
+// leaves it nowhere.
+func TestLiveFIFOHeldApart(t *testing.T) {
+	lf, err := makeLiveFIFO(t.TempDir(), "dw-apart", "0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.remove()
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(lf.dir, LiveFIFOName), &st); err != nil {
+		t.Fatal(err)
+	}
+	// holders lists the file tables (one per task, shared ones repeat)
+	// that hold the FIFO: "self" for the process's, a tid for a task's.
+	holders := func() (shared int, tasks []string) {
+		match := func(dir string) int {
+			n := 0
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				var fst syscall.Stat_t
+				if syscall.Stat(filepath.Join(dir, e.Name()), &fst) == nil && fst.Ino == st.Ino && fst.Dev == st.Dev {
+					n++
+				}
+			}
+			return n
+		}
+		shared = match("/proc/self/fd")
+		ts, _ := os.ReadDir("/proc/self/task")
+		for _, e := range ts {
+			if match(filepath.Join("/proc/self/task", e.Name(), "fd")) > 0 {
+				tasks = append(tasks, e.Name())
+			}
+		}
+		return shared, tasks
+	}
+	if lf.release == nil {
+		t.Fatal("the write end was not handed to a thread of its own")
+	}
+	if n, tasks := holders(); n != 0 || len(tasks) != 1 {
+		t.Fatalf("the FIFO is open %d times in the process's table and in the tables of tasks %v; want 0 and exactly one task", n, tasks)
+	}
+	lf.close()
+	if n, tasks := holders(); n != 0 || len(tasks) != 0 {
+		t.Fatalf("after close the FIFO is still open: %d in the process's table, tasks %v", n, tasks)
+	}
+}
