@@ -246,12 +246,25 @@ func (lf *liveFIFO) close() {
 //
 // The thread stays locked (runtime.LockOSThread, never unlocked), so
 // the Go runtime never runs anything else on it and ends it when the
-// goroutine returns. release returns once the copy is closed. err: the kernel refused (no close_range before
+// goroutine returns. It is never the main thread: /proc/self/fd (read
+// as the process's table, as by the podman database's open) shows the
+// main thread's. release returns once the copy is closed. err: the kernel refused (no close_range before
 // Linux 5.9); the caller keeps its own copy as before.
 func holdApart(fd int) (release func(), err error) {
 	held, rel := make(chan error), make(chan struct{})
-	go func() {
+	var serve func()
+	serve = func() {
 		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread: /proc/self/fd shows its table, which must
+			// stay the process's. Hand over to another thread (this one,
+			// locked, can run nothing else meanwhile), then let go.
+			moved := make(chan struct{})
+			go func() { close(moved); serve() }()
+			<-moved
+			runtime.UnlockOSThread()
+			return
+		}
 		err := unix.Unshare(unix.CLONE_FILES)
 		if err == nil && fd > 0 {
 			err = unix.CloseRange(0, uint(fd-1), 0)
@@ -267,7 +280,8 @@ func holdApart(fd int) (release func(), err error) {
 		<-rel
 		unix.Close(fd)
 		held <- nil
-	}()
+	}
+	go serve()
 	if err := <-held; err != nil {
 		return nil, err
 	}
