@@ -224,6 +224,18 @@ func (lf *liveFIFO) close() {
 	}
 }
 
+// HoldLive hands w, the write end of a box's live pipe (a runtime
+// that passes the box its read end, as native does), to a thread of its
+// own (holdApart) and returns the function that closes it. Where the
+// kernel refuses, w stays open here and release closes it.
+func HoldLive(w *os.File) (release func()) {
+	if rel, err := holdApart(int(w.Fd())); err == nil {
+		w.Close()
+		return rel
+	}
+	return func() { w.Close() }
+}
+
 // holdApart keeps a copy of fd open on an OS thread of its own that
 // does nothing else and has a file table of its own (unshare
 // CLONE_FILES, every other descriptor closed in it), and returns the

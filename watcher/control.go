@@ -74,6 +74,13 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 		}
 		go w.watchLive(live)
 	}
+	if w.cfg.LiveFD > 0 {
+		live, err := inheritedLive(w.cfg.LiveFD)
+		if err != nil {
+			return nil, w.lostBeforeStart(err)
+		}
+		go w.watchLive(live)
+	}
 	if len(spec.CopyIn) > 0 || len(spec.CopyOut) > 0 {
 		// A copy reads, writes and hashes whole trees (seconds for
 		// GiBs) beside the loop that answers the host's pings: such a

@@ -35,8 +35,11 @@ type Config struct {
 	// host: the agent is forked from a thread that joined it (see
 	// joinThreadCgroup); 0 when there is none.
 	AgentCgroupFD int
-	Version       bool
-	Help          bool
+	// LiveFD is the read end of the native runtime's live pipe (see
+	// livefifo.go); 0 when there is none.
+	LiveFD  int
+	Version bool
+	Help    bool
 }
 
 // ID is a uid:gid pair.
@@ -104,7 +107,7 @@ func parseFlags(args []string) (*Config, error) {
 			c.Help = true
 		case "allow-root":
 			c.AllowRoot = true
-		case "parent-fd", "agent-cgroup-fd": // set by the outer watcher or the native runtime only; not in the usage
+		case "parent-fd", "agent-cgroup-fd", "live-fd": // set by the outer watcher or the native runtime only; not in the usage
 			var v string
 			var fd int
 			if v, err = value(); err == nil {
@@ -112,9 +115,12 @@ func parseFlags(args []string) (*Config, error) {
 					err = errors.New("flag --" + name + ": " + strconv.Quote(v) + " is not a descriptor above 2")
 				}
 			}
-			if name == "parent-fd" {
+			switch name {
+			case "parent-fd":
 				c.ParentFD = fd
-			} else {
+			case "live-fd":
+				c.LiveFD = fd
+			default:
 				c.AgentCgroupFD = fd
 			}
 		case "control":

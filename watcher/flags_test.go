@@ -25,6 +25,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--spec-timeout=5s", "--", "true"}, nil, "for control mode"},
 		{[]string{"--control=fd:3", "--agent-cgroup-fd=7"}, func(c *Config) bool { return c.AgentCgroupFD == 7 && c.ParentFD == 0 }, ""},
 		{[]string{"--parent-fd=5", "--", "true"}, func(c *Config) bool { return c.ParentFD == 5 && c.AgentCgroupFD == 0 }, ""},
+		{[]string{"--control=fd:3", "--live-fd=9"}, func(c *Config) bool { return c.LiveFD == 9 && c.ParentFD == 0 && c.AgentCgroupFD == 0 }, ""},
+		{[]string{"--control=fd:3", "--live-fd=2"}, nil, "--live-fd: \"2\" is not a descriptor above 2"},
 		{[]string{"--control=fd:3", "--agent-cgroup-fd=1"}, nil, "--agent-cgroup-fd: \"1\" is not a descriptor above 2"},
 		{[]string{"--version"}, func(c *Config) bool { return c.Version }, ""},
 		{[]string{}, nil, "no command"},

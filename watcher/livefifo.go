@@ -12,7 +12,11 @@ import (
 // watcher's uid can open it; when the supervisor dies the kernel closes
 // that end and the watcher's read sees EOF at once, without waiting for
 // the engine to close the box's stdin. It never replaces the control
-// stream: either one ending is a liveness loss.
+// stream: either one ending is a liveness loss. The native runtime
+// gives the same alarm as an inherited pipe (--live-fd): there the
+// control stream is the supervisor's own socket, but the supervisor's
+// copy of it closes only after its address space is torn down, and the
+// pipe's write end is held apart from that (supervisor.HoldLive).
 
 // errLiveEOF is the live FIFO's end, a liveness loss like the control
 // stream's EOF.
@@ -45,6 +49,22 @@ func openLive(p, nonce string) (*os.File, error) {
 			why = "has no writer (the supervisor never opened it, or is gone)"
 		}
 		return nil, errors.New("live FIFO " + p + ": " + why)
+	}
+	return os.NewFile(uintptr(fd), "live"), nil
+}
+
+// inheritedLive takes the native runtime's live pipe (--live-fd): the
+// same alarm as the live FIFO, without a path. The supervisor created
+// the pipe and the box inherited its read end through the clone, so
+// there is nothing for the agent to plant and no nonce to check; it
+// must be a pipe, read through the poller.
+func inheritedLive(fd int) (*os.File, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return nil, errors.New("--live-fd=" + itoa(fd) + ": not a pipe")
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		return nil, errors.New("--live-fd=" + itoa(fd) + ": " + err.Error())
 	}
 	return os.NewFile(uintptr(fd), "live"), nil
 }

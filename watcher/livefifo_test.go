@@ -89,3 +89,43 @@ func TestLiveFIFORefusals(t *testing.T) {
 		})
 	}
 }
+
+// The native runtime's live pipe (--live-fd): its writer's close is the
+// same liveness loss; anything but a pipe is refused (fail closed).
+func TestInheritedLive(t *testing.T) {
+	r, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Dup(int(r.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	f, err := inheritedLive(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watcher{frames: make(chan frameEvent, 1)} // agentUp false: nothing is killed
+	go w.watchLive(f)
+	wr.Close()
+	select {
+	case ev := <-w.frames:
+		if !errors.Is(ev.err, errLiveEOF) {
+			t.Fatalf("event %+v, want the live pipe's EOF", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event after the writer closed the live pipe")
+	}
+	reg, err := os.Create(filepath.Join(t.TempDir(), "file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if _, err := inheritedLive(int(reg.Fd())); err == nil || !strings.Contains(err.Error(), "not a pipe") {
+		t.Errorf("a regular file as --live-fd: %v, want a refusal", err)
+	}
+	if _, err := inheritedLive(987); err == nil {
+		t.Error("a closed descriptor as --live-fd: want a refusal")
+	}
+}

@@ -625,6 +625,17 @@ type startPrep struct {
 	// cloning thread joins them (startInCgroupV1).
 	cgTasks []*os.File
 	cgRoot  string
+	// releaseLive closes the live pipe's write end (nil before it is
+	// made); the init stage, and then the watcher, hold its read end.
+	releaseLive func()
+}
+
+// dropLive closes the live pipe's write end: once the watcher is gone,
+// or when the box is ended before it ran.
+func (p *startPrep) dropLive() {
+	if p.releaseLive != nil {
+		p.releaseLive()
+	}
 }
 
 func (p *startPrep) close() {
@@ -774,6 +785,19 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 		}
 		p.extra = append(p.extra, trees...)
 	}
+	// The live pipe, last (nothing fails after it): a second, earlier
+	// alarm beside the control stream. The box inherits its read end
+	// (watcher --live-fd); its write end is held on a thread of the
+	// supervisor's own (supervisor.HoldLive), so the supervisor's
+	// SIGKILL closes it at once, where the control socket's end closes
+	// only after the supervisor's address space is torn down.
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, supervisor.SetupError("make the box's live pipe: %w", err)
+	}
+	p.cfg.Argv = append(p.cfg.Argv[:len(p.cfg.Argv):len(p.cfg.Argv)], fmt.Sprintf("--live-fd=%d", firstExtraFD+len(p.extra)))
+	p.extra = append(p.extra, r)
+	p.releaseLive = supervisor.HoldLive(w)
 	return p, nil
 }
 
@@ -832,6 +856,7 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		Wait: func() error {
 			err := cmd.Wait()
 			reaped.Store(true)
+			p.dropLive() // no one reads it any more
 			return err
 		},
 		Kill: func() {
@@ -865,6 +890,7 @@ func (l *launched) kill() {
 	l.cmd.Wait()
 	l.ctl.parent.Close()
 	l.set.parent.Close()
+	l.p.dropLive()
 }
 
 // prepareAndLaunch makes b's startPrep and starts the init stage in new
@@ -884,6 +910,7 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 	defer func() {
 		if failed {
 			p.close()
+			p.dropLive()
 		}
 	}()
 	ctl, err := socketPair("control")
