@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -79,6 +80,7 @@ func killTrialAgent(t *testing.T, bins ktest.Binaries, user, script string, minP
 	if len(box) < minProcs {
 		t.Fatalf("box holds %d processes (%s); want at least %d", len(box), ktest.Describe(box), minProcs)
 	}
+	checkLivePipe(t, sup, init)
 	start := time.Now()
 	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -92,6 +94,53 @@ func killTrialAgent(t *testing.T, bins ktest.Binaries, user, script string, minP
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	return took, journal, len(box)
+}
+
+// checkLivePipe: the box's init (the watcher) was given the live pipe
+// (--live-fd), and the supervisor holds its other end in one thread's
+// own file table, not in the process's (/proc/PID/fd): its SIGKILL
+// closes it in that thread's exit, before its address space goes.
+func checkLivePipe(t *testing.T, sup, init int) {
+	t.Helper()
+	argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", init))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd string
+	for _, a := range strings.Split(string(argv), "\x00") {
+		if v, ok := strings.CutPrefix(a, "--live-fd="); ok {
+			fd = v
+		}
+	}
+	if fd == "" {
+		t.Fatalf("box init %d runs %q: no --live-fd", init, strings.ReplaceAll(string(argv), "\x00", " "))
+	}
+	pipe, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", init, fd))
+	if err != nil || !strings.HasPrefix(pipe, "pipe:") {
+		t.Fatalf("box init %d: --live-fd=%s is %q (%v), want a pipe", init, fd, pipe, err)
+	}
+	holds := func(dir string) bool {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && l == pipe {
+				return true
+			}
+		}
+		return false
+	}
+	if holds(fmt.Sprintf("/proc/%d/fd", sup)) {
+		t.Errorf("supervisor %d holds the live pipe %s in the process's file table; want it on a thread of its own", sup, pipe)
+	}
+	var tasks []string
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", sup))
+	for _, e := range ents {
+		if holds(fmt.Sprintf("/proc/%d/task/%s/fd", sup, e.Name())) {
+			tasks = append(tasks, e.Name())
+		}
+	}
+	if len(tasks) != 1 {
+		t.Errorf("supervisor %d: the live pipe %s is open in the tables of threads %v; want exactly one", sup, pipe, tasks)
+	}
 }
 
 // sharedTempDir is a temporary folder the unprivileged user can write.
