@@ -43,6 +43,13 @@ func TestLiveFIFOEOFIsALivenessLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	expectLiveEOF(t, f, wr)
+}
+
+// expectLiveEOF watches f (the read end) and closes wr (the write
+// end): the loop must hear the live FIFO's end, a liveness loss.
+func expectLiveEOF(t *testing.T, f, wr *os.File) {
+	t.Helper()
 	w := &watcher{frames: make(chan frameEvent, 1)} // agentUp false: nothing is killed
 	go w.watchLive(f)
 	wr.Close()
@@ -106,17 +113,7 @@ func TestInheritedLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &watcher{frames: make(chan frameEvent, 1)} // agentUp false: nothing is killed
-	go w.watchLive(f)
-	wr.Close()
-	select {
-	case ev := <-w.frames:
-		if !errors.Is(ev.err, errLiveEOF) {
-			t.Fatalf("event %+v, want the live pipe's EOF", ev)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event after the writer closed the live pipe")
-	}
+	expectLiveEOF(t, f, wr)
 	reg, err := os.Create(filepath.Join(t.TempDir(), "file"))
 	if err != nil {
 		t.Fatal(err)
