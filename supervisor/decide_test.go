@@ -30,6 +30,10 @@ func TestDecide(t *testing.T) {
 		{"first signal, agent stopped", streamEnd{exit: exit(shared.ReasonStopped, 143, ""), ready: true, signal: syscall.SIGTERM}, "", 143, "stopped", "stopped", ""},
 		{"second signal ended the box", streamEnd{ready: true, signal: syscall.SIGINT, endedNow: true}, "", 130, ReasonSignaled, ReasonSupervisorSignaled, ""},
 		{"second signal, watcher saw liveness loss", streamEnd{exit: exit(shared.ReasonLivenessLost, shared.ExitLivenessLost, ""), signal: syscall.SIGTERM, endedNow: true}, "", 143, ReasonSignaled, ReasonSupervisorSignaled, ""},
+		// The first signal's stop was under way: the watcher's record says
+		// stopped, with the KILL the second signal's end brought (it can
+		// reach us before the engine client is killed, on a loaded host).
+		{"second signal, watcher was stopping", streamEnd{exit: exit(shared.ReasonStopped, 137, ""), signal: syscall.SIGTERM, endedNow: true}, "", 143, ReasonSignaled, ReasonSupervisorSignaled, ""},
 		{"signal, stream ended without record", streamEnd{ready: true, signal: syscall.SIGHUP}, "", 129, ReasonSignaled, ReasonSupervisorSignaled, ""},
 		{"host deadline backstop", streamEnd{ready: true, endedNow: true, pastDue: true}, "", shared.ExitDeadline, "deadline", "deadline", "outlived its deadline (1s)"},
 		{"stream ended after ready", streamEnd{ready: true}, "", shared.ExitLivenessLost, "liveness-lost", "liveness-lost", "without an exit record"},

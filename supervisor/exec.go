@@ -1007,8 +1007,10 @@ func decide(e streamEnd, deadline time.Duration, tail string) outcome {
 		return outcome{code: code, eventReason: string(reason), journalReason: string(reason), say: say}
 	}
 	switch {
-	case e.signal != nil && e.endedNow && (e.exit == nil || e.exit.Reason == shared.ReasonLivenessLost):
-		// We ended the box on a second signal: its liveness loss is ours.
+	case e.signal != nil && e.endedNow && (e.exit == nil || e.exit.Reason == shared.ReasonLivenessLost || e.exit.Reason == shared.ReasonStopped):
+		// We ended the box on a second signal: its liveness loss is ours,
+		// and so is the stop the first signal asked for (the watcher
+		// keeps that reason when the stream's end then kills the box).
 		return signaled()
 	case e.exit != nil:
 		say := ""
