@@ -201,11 +201,7 @@ func makeLiveFIFO(root, box, nonce string) (*liveFIFO, error) {
 		lf.close()
 		return fail("write", err)
 	}
-	if release, err := holdApart(fd); err == nil {
-		lf.release = release
-		lf.w.Close()
-		lf.w = nil
-	}
+	lf.release, lf.w = HoldLive(lf.w), nil
 	return lf, nil
 }
 
