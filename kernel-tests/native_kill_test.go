@@ -33,6 +33,14 @@ func killTrial(t *testing.T, bins ktest.Binaries, user string, extra ...string) 
 // once at least minProcs processes of the box run).
 func killTrialAgent(t *testing.T, bins ktest.Binaries, user, script string, minProcs int, extra ...string) (time.Duration, string, int) {
 	t.Helper()
+	took, journal, n, _ := killTrialReport(t, bins, user, script, minProcs, extra...)
+	return took, journal, n
+}
+
+// killTrialReport is killTrialAgent that also returns what the agent
+// reported before "ready": its "what: result" lines.
+func killTrialReport(t *testing.T, bins ktest.Binaries, user, script string, minProcs int, extra ...string) (time.Duration, string, int, map[string]string) {
+	t.Helper()
 	journal := sharedTempDir(t)
 	args := append([]string{"exec", "--runtime", "native", "--journal", journal, "--instance", "ktest-kill", "--watcher", bins.Watcher}, extra...)
 	args = append(args, "--", "/bin/sh", "-c", script)
@@ -52,10 +60,19 @@ func killTrialAgent(t *testing.T, bins ktest.Binaries, user, script string, minP
 		t.Fatal(err)
 	}
 	defer cmd.Wait()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "ready\n" {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		t.Fatalf("agent did not say ready: %q %v", line, err)
+	report := map[string]string{}
+	rd := bufio.NewReader(out)
+	for {
+		line, err := rd.ReadString('\n')
+		if line == "ready\n" {
+			break
+		}
+		k, v, ok := strings.Cut(strings.TrimSuffix(line, "\n"), ": ")
+		if err != nil || !ok {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Fatalf("agent did not say ready: %q %v", line, err)
+		}
+		report[k] = v
 	}
 	// The supervisor (runuser's child when run as a user).
 	sup := cmd.Process.Pid
@@ -93,7 +110,7 @@ func killTrialAgent(t *testing.T, bins ktest.Binaries, user, script string, minP
 		t.Fatalf("after SIGKILL of the supervisor, %s still run after %v", ktest.Describe(left), took)
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	return took, journal, len(box)
+	return took, journal, len(box), report
 }
 
 // checkLivePipe: the box's init (the watcher) was given the live pipe
@@ -242,6 +259,61 @@ func TestNativeSupervisorKilledUnprivileged(t *testing.T) {
 		times = append(times, took)
 	}
 	t.Logf("as %s: SIGKILL supervisor -> every box process dead, %d trials: p50 %v, max %v", ktest.RootlessUser, len(times), pct(times, 0.5), pct(times, 1))
+}
+
+// livePipeScript is the agent of TestEscapeNativeLivePipe: it looks for
+// the watcher's live pipe (its number is in the watcher's argv) and tries
+// to list the watcher's descriptors, to open the pipe through /proc/1/fd
+// for writing (a writer would keep the box alive past its supervisor)
+// and for reading, and lists its own descriptors.
+const livePipeScript = `
+try() { what=$1; shift; if out=$( ("$@") 2>&1 >/dev/null); then echo "$what: ok"; else echo "$what: $(echo $out | tr '\n' ' ')"; fi; }
+fd=$(tr '\0' '\n' </proc/1/cmdline | sed -n 's/^--live-fd=//p')
+echo "live-fd: ${fd:-none}"
+try watcher-fds ls /proc/1/fd
+for n in ${fd:-3 4 5 6 7 8 9}; do try "open-write-$n" sh -c "exec 3>/proc/1/fd/$n"; try "open-read-$n" sh -c "exec 3</proc/1/fd/$n"; done
+echo "own-fds: $(ls /proc/self/fd | tr '\n' ' ')"
+echo ready
+exec sleep 1000
+`
+
+// TestEscapeNativeLivePipe: the agent of a native box (root's and an
+// unprivileged user's) can neither list the watcher's descriptors nor
+// open its live pipe through /proc/1/fd, and inherits no descriptor but
+// its standard three; its supervisor's SIGKILL then kills the box.
+func TestEscapeNativeLivePipe(t *testing.T) {
+	ktest.RequireRoot(t)
+	bins := ktest.Build(t)
+	requireUnprivilegedUserns(t)
+	for _, user := range []string{"", ktest.RootlessUser} {
+		name := user
+		if name == "" {
+			name = "root"
+		}
+		t.Run(name, func(t *testing.T) {
+			_, _, _, rep := killTrialReport(t, bins, user, livePipeScript, 2)
+			t.Logf("agent's report: %v", rep)
+			if rep["live-fd"] == "none" {
+				t.Errorf("the agent could not read --live-fd from the watcher's argv; the probe below tried descriptors 3-9 instead")
+			}
+			tried := 0
+			for k, v := range rep {
+				if !strings.HasPrefix(k, "open-") && k != "watcher-fds" {
+					continue
+				}
+				tried++
+				if !strings.Contains(v, "Permission denied") && !strings.Contains(v, "Operation not permitted") {
+					t.Errorf("agent %s: %q, want EACCES or EPERM", k, v)
+				}
+			}
+			if tried < 3 {
+				t.Errorf("the agent reported %d attempts (%v); want the listing and both opens", tried, rep)
+			}
+			if got := strings.TrimSpace(rep["own-fds"]); got != "0 1 2 3" {
+				t.Errorf("agent's descriptors (ls /proc/self/fd): %q, want \"0 1 2 3\" (its stdio and ls's own)", got)
+			}
+		})
+	}
 }
 
 // requireUnprivilegedUserns fails (never skips) when the kernel forbids
