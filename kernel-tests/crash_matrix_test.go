@@ -101,9 +101,21 @@ func rigs(t *testing.T, names ...string) []*rig {
 	return out
 }
 
+// setup gives the rig its instances and fails the test that leaves a
+// box of either behind (a record, a cgroup, a container), after its own
+// clean-ups ran and the engine had time to finish a removal under way
+// (--rm): a box left is one that reconcile, run by the test or not, did
+// not remove.
 func (r *rig) setup(t *testing.T) {
 	r.Setup(t, "cw")
 	r.other = r.Instance + "-other"
+	t.Cleanup(func() {
+		var left []string
+		gone := func() bool { left = append(r.boxes(r.Instance), r.boxes(r.other)...); return len(left) == 0 }
+		if !ktest.WaitFor(ktest.Slack, gone) {
+			t.Errorf("the test left boxes %v of instances %s and %s", left, r.Instance, r.other)
+		}
+	})
 }
 
 // exec is `supervisor exec` for instance with an events file.

@@ -223,10 +223,7 @@ func TestNativeSupervisorKilled(t *testing.T) {
 			t.Logf("trial 1: the cgroup was empty %v after the box processes died", time.Since(emptied))
 		}
 		// A later cleanup removes it: reconcile, from the journal entry.
-		rep, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: "ktest-kill", JournalDir: journal, Runtimes: []string{"native"}})
-		if err != nil || len(rep.Removed)+len(rep.Closed) != 1 || len(rep.Blocked) != 0 {
-			t.Fatalf("reconcile: %+v, %v", rep, err)
-		}
+		rep := reconcileKilled(t, journal)
 		if e := openEntry(t, journal); e.Open() {
 			t.Errorf("journal entry %s still open after reconcile", e.LaunchID)
 		}
@@ -261,6 +258,17 @@ func TestNativeSupervisorKilledUnprivileged(t *testing.T) {
 	t.Logf("as %s: SIGKILL supervisor -> every box process dead, %d trials: p50 %v, max %v", ktest.RootlessUser, len(times), pct(times, 0.5), pct(times, 1))
 }
 
+// reconcileKilled reconciles the one box a root kill trial left, from
+// its journal, and returns the report.
+func reconcileKilled(t *testing.T, journal string) *supervisor.ReconcileReport {
+	t.Helper()
+	rep, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: "ktest-kill", JournalDir: journal, Runtimes: []string{"native"}})
+	if err != nil || len(rep.Removed)+len(rep.Closed) != 1 || len(rep.Blocked) != 0 {
+		t.Fatalf("reconcile: %+v, %v", rep, err)
+	}
+	return rep
+}
+
 // livePipeScript is the agent of TestEscapeNativeLivePipe: it looks for
 // the watcher's live pipe (its number is in the watcher's argv) and tries
 // to list the watcher's descriptors, to open the pipe through /proc/1/fd
@@ -291,7 +299,10 @@ func TestEscapeNativeLivePipe(t *testing.T) {
 			name = "root"
 		}
 		t.Run(name, func(t *testing.T) {
-			_, _, _, rep := killTrialReport(t, bins, user, livePipeScript, 2)
+			_, journal, _, rep := killTrialReport(t, bins, user, livePipeScript, 2)
+			if user == "" {
+				reconcileKilled(t, journal)
+			}
 			t.Logf("agent's report: %v", rep)
 			if rep["live-fd"] == "none" {
 				t.Errorf("the agent could not read --live-fd from the watcher's argv; the probe below tried descriptors 3-9 instead")

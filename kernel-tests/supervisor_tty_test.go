@@ -279,7 +279,8 @@ func TestSupervisorStdinEOF(t *testing.T) {
 }
 
 // TestSupervisorStdinKill: SIGKILL of the supervisor while the agent
-// reads its stdin (still open) kills the box.
+// reads its stdin (still open) kills the box, and reconcile removes what
+// the supervisor left.
 func TestSupervisorStdinKill(t *testing.T) {
 	for _, r := range rigs(t, "native", "docker") {
 		t.Run(r.Name, func(t *testing.T) {
@@ -303,6 +304,11 @@ func TestSupervisorStdinKill(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			t.Logf("%s: the agent was gone %v after SIGKILL of the supervisor (stdin open)", r.Name, time.Since(t0).Round(time.Millisecond))
+			// What the dead supervisor left (native: the box's record and
+			// cgroup), reconcile removes.
+			if code, rep, stderr := r.reconcile(r.Instance); code != 0 {
+				t.Errorf("reconcile after the supervisor's SIGKILL: exit %d %+v\n%s", code, rep, stderr)
+			}
 		})
 	}
 }

@@ -55,6 +55,20 @@ func (r *rig) engineBare(network bool) []string {
 	return append(a, r.Image, "true")
 }
 
+// engineWalled is the engine's `run --rm -i --network none IMAGE true`
+// with the walls the supervisor's box has and a bare run has not: no
+// capabilities, no-new-privileges, no log, and (rootful podman) a user
+// namespace of its own. No watcher, no control stream: the difference
+// to the supervisor's launch is deathwatch's own.
+func (r *rig) engineWalled() []string {
+	a := r.engineBare(false)
+	walls := []string{"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--log-driver", "none"}
+	if r.Name == "podman" {
+		walls = append(walls, "--userns", "auto:size=65536")
+	}
+	return append(append(a[:len(a)-2:len(a)-2], walls...), a[len(a)-2:]...)
+}
+
 // rigs makes the three runtimes and checks that supervisor exec works
 // on each; a runtime where it does not is reported as not measured.
 // DEATHWATCH_BENCH_RUNTIMES (e.g. "podman") measures only the runtimes
@@ -155,6 +169,7 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 				{name: "supervisor exec --runtime " + r.Name + " -- true", argv: r.execArgs(nil, "true")},
 				{name: strings.Join(r.engineBare(false)[:len(r.engineBare(false))-2], " ") + " IMAGE true", argv: r.engineBare(false)},
 				{name: strings.Join(r.engineBare(true)[:len(r.engineBare(true))-2], " ") + " IMAGE true", argv: r.engineBare(true)},
+				{name: strings.Join(r.engineWalled()[:len(r.engineWalled())-2], " ") + " IMAGE true (the box's walls, no watcher)", argv: r.engineWalled()},
 			}
 			if base := baselineBinary(t, "DEATHWATCH_BENCH_ENGINE_BASELINE"); base != "" {
 				argv := append([]string{base}, r.execArgs(nil, "true")[1:]...)
@@ -176,6 +191,9 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 			s.Set(r.Name+": "+c.name, map[string]any{"argv": c.argv, "wall": c.stats})
 		}
 		s.Target(fmt.Sprintf("%s: supervisor exec / %s (p50)", r.Name, cs[1].name), cs[0].stats.P50/base, limit, "x")
+		if r.Name != "native" {
+			s.Note("%s: supervisor exec / the walled run (the same walls, no watcher) %.2fx, the walled run / the bare run %.2fx", r.Name, cs[0].stats.P50/cs[3].stats.P50, cs[3].stats.P50/base)
+		}
 	}
 	s.Note("the supervisor's boxes have no network by default, so its like-for-like engine anchor is `run --network none`; the default-network run is shown for reference; podman runs with --runtime runc (crun refuses cgroup v1 here)")
 	s.Log()
