@@ -3,6 +3,7 @@ package kerneltests
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -252,8 +253,9 @@ func TestNativeSupervisorKilledUnprivileged(t *testing.T) {
 	requireUnprivilegedUserns(t)
 	var times []time.Duration
 	for i := 0; i < 5; i++ {
-		took, _, _ := killTrial(t, bins, ktest.RootlessUser)
+		took, journal, _ := killTrial(t, bins, ktest.RootlessUser)
 		times = append(times, took)
+		reconcileKilledAs(t, bins, ktest.RootlessUser, journal)
 	}
 	t.Logf("as %s: SIGKILL supervisor -> every box process dead, %d trials: p50 %v, max %v", ktest.RootlessUser, len(times), pct(times, 0.5), pct(times, 1))
 }
@@ -263,10 +265,30 @@ func TestNativeSupervisorKilledUnprivileged(t *testing.T) {
 func reconcileKilled(t *testing.T, journal string) *supervisor.ReconcileReport {
 	t.Helper()
 	rep, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: "ktest-kill", JournalDir: journal, Runtimes: []string{"native"}})
+	checkReconciled(t, rep, err)
+	return rep
+}
+
+// reconcileKilledAs is reconcileKilled for an unprivileged user's trial:
+// `supervisor reconcile` run as the user, as a controller would after a
+// crash (its records are the user's own, below its XDG_RUNTIME_DIR).
+func reconcileKilledAs(t *testing.T, bins ktest.Binaries, user, journal string) {
+	t.Helper()
+	out, err := ktest.AsUser(user, bins.Supervisor, "--instance", "ktest-kill", "--journal", journal, "reconcile", "--json").Output()
+	var rep supervisor.ReconcileReport
+	if jerr := json.Unmarshal(out, &rep); err == nil && jerr != nil {
+		err = jerr
+	}
+	checkReconciled(t, &rep, err)
+}
+
+// checkReconciled: reconcile removed (or found gone) the trial's one box
+// and was blocked by nothing.
+func checkReconciled(t *testing.T, rep *supervisor.ReconcileReport, err error) {
+	t.Helper()
 	if err != nil || len(rep.Removed)+len(rep.Closed) != 1 || len(rep.Blocked) != 0 {
 		t.Fatalf("reconcile: %+v, %v", rep, err)
 	}
-	return rep
 }
 
 // livePipeScript is the agent of TestEscapeNativeLivePipe: it looks for
@@ -302,6 +324,8 @@ func TestEscapeNativeLivePipe(t *testing.T) {
 			_, journal, _, rep := killTrialReport(t, bins, user, livePipeScript, 2)
 			if user == "" {
 				reconcileKilled(t, journal)
+			} else {
+				reconcileKilledAs(t, bins, user, journal)
 			}
 			t.Logf("agent's report: %v", rep)
 			if rep["live-fd"] == "none" {
