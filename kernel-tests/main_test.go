@@ -3,6 +3,7 @@ package kerneltests
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"deathwatch/kernel-tests/ktest"
@@ -10,11 +11,24 @@ import (
 
 // TestMain gives every process the tests start the default signal
 // dispositions, whatever the suite was started under (nohup, GNU make,
-// a CI runner): see ktest.DefaultIgnoredSignals.
+// a CI runner): see ktest.DefaultIgnoredSignals. A suite that passed
+// then fails if it left a box behind (a record, a cgroup, a container
+// that was not there before it ran), once the engines had time to
+// finish removals under way: a test that kills a supervisor reconciles
+// after it, as a controller would.
 func TestMain(m *testing.M) {
 	if err := ktest.DefaultIgnoredSignals(); err != nil {
 		fmt.Fprintf(os.Stderr, "kernel-tests: %v\n", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	before := boxesOnHost()
+	code := m.Run()
+	if code == 0 {
+		var left []string
+		if !ktest.WaitFor(ktest.Slack, func() bool { left = leftBehind(before); return len(left) == 0 }) {
+			fmt.Fprintf(os.Stderr, "kernel-tests: FAIL: the tests left %d boxes behind (not there before the run, still there %v after it):\n  %s\n", len(left), ktest.Slack, strings.Join(left, "\n  "))
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

@@ -87,7 +87,8 @@ type Descriptor struct {
 	// reconcile removes what a killed supervisor left.
 	AutoRemove bool
 	// UnlistedRemains: a box may leave remains that List does not show
-	// (native: an empty cgroup); reconcile then calls Remove for an open
+	// (native: an empty cgroup; podman: a one-step run's cidfile
+	// folder); reconcile then calls Remove for an open
 	// journal entry whose box is not listed.
 	UnlistedRemains bool
 	// Volatile: nothing of a box outlives the host's power: its

@@ -81,6 +81,10 @@ func init() {
 			AutoRank:   d.rank,
 			Bounds:     supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: d.removed},
 			AutoRemove: true,
+			// A one-step podman run's cidfile folder (run.go) is not in
+			// the engine's listing: reconcile has Remove drop it when the
+			// engine removed the box after a killed supervisor.
+			UnlistedRemains: kind == "podman",
 			// The engine lists its boxes by label (List): the intent finds them.
 			IntentFinds: true,
 			Installed: func(env []string) error {
@@ -615,12 +619,13 @@ func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 // saying "container not running"): a failed rm waits until the listing
 // no longer shows the box, then tries once more.
 func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
+	if e.Kind == "podman" {
+		// Once the box is gone, nothing writes its cidfile (a one-step
+		// run's, also one a service that came up since did not make).
+		defer dropRunDirs(b)
+	}
 	if c := e.client(ctx); c != nil {
 		return e.apiRemove(ctx, c, b)
-	}
-	if e.Kind == "podman" {
-		// Once the box is gone, nothing writes its cidfile.
-		defer dropRunDirs(b)
 	}
 	if e.runGone(ctx, b) {
 		return nil

@@ -3,6 +3,7 @@
 package docker
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,5 +42,34 @@ func TestDropRunDirs(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("another box's folder was removed: %v", err)
+	}
+}
+
+// TestRemoveDropsRunDir: Remove of a podman box the engine no longer
+// has (its --rm removed it after a killed supervisor) still drops the
+// box's cidfile folder; reconcile calls it for such a box, since the
+// folder is in no listing (the descriptor's UnlistedRemains).
+func TestRemoveDropsRunDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	// A podman that knows no box: every call lists nothing.
+	bin := filepath.Join(t.TempDir(), "podman")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &supervisor.Box{Name: "dw-20261201-000000-5e1a2b3c"}
+	dir, err := os.MkdirTemp("", runDirPattern(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{Kind: "podman", Bin: bin, EngineEnv: []string{"XDG_RUNTIME_DIR=" + tmp, "CONTAINER_HOST=", "PATH=/usr/bin:/bin"}}
+	if err := e.Remove(context.Background(), b); err != nil {
+		t.Fatalf("remove a box podman no longer has: %v", err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("the box's cidfile folder is still there after Remove: %v", err)
+	}
+	if d, _ := supervisor.Lookup("podman"); !d.UnlistedRemains {
+		t.Errorf("podman's descriptor does not say its boxes leave remains no listing shows: reconcile would not call Remove for a box podman removed")
 	}
 }
