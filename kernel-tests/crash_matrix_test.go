@@ -112,7 +112,7 @@ func (r *rig) setup(t *testing.T) {
 	t.Cleanup(func() {
 		var left []string
 		gone := func() bool { left = append(r.boxes(r.Instance), r.boxes(r.other)...); return len(left) == 0 }
-		if !ktest.WaitFor(ktest.Slack, gone) {
+		if !ktest.WaitFor(2*ktest.Slack, gone) {
 			t.Errorf("the test left boxes %v of instances %s and %s", left, r.Instance, r.other)
 		}
 	})

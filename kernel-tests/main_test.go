@@ -25,8 +25,8 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
 		var left []string
-		if !ktest.WaitFor(ktest.Slack, func() bool { left = leftBehind(before); return len(left) == 0 }) {
-			fmt.Fprintf(os.Stderr, "kernel-tests: FAIL: the tests left %d boxes behind (not there before the run, still there %v after it):\n  %s\n", len(left), ktest.Slack, strings.Join(left, "\n  "))
+		if !ktest.WaitFor(3*ktest.Slack, func() bool { left = leftBehind(before); return len(left) == 0 }) {
+			fmt.Fprintf(os.Stderr, "kernel-tests: FAIL: the tests left %d boxes behind (not there before the run, still there %v after it):\n  %s\n", len(left), 3*ktest.Slack, strings.Join(left, "\n  "))
 			code = 1
 		}
 	}
