@@ -22,6 +22,11 @@ import (
 // sessions, then says ready.
 const longAgent = `trap '' TERM; setsid sh -c "trap '' TERM; sleep 1000" & sleep 1000 & (trap '' TERM; exec sleep 1000) & echo ready; wait`
 
+// killInstance is the kill trials' instance, this run's own: reconcile
+// then sees only the boxes this run left, not what an earlier run on
+// the machine did.
+var killInstance = fmt.Sprintf("ktest-kill-%d", os.Getpid())
+
 // killTrial starts `supervisor exec --runtime native` (as user, "" for
 // root), waits until the agent is ready, SIGKILLs the supervisor and
 // returns how long until every process of the box was dead, and the
@@ -43,7 +48,7 @@ func killTrialAgent(t *testing.T, bins ktest.Binaries, user, script string, minP
 func killTrialReport(t *testing.T, bins ktest.Binaries, user, script string, minProcs int, extra ...string) (time.Duration, string, int, map[string]string) {
 	t.Helper()
 	journal := sharedTempDir(t)
-	args := append([]string{"exec", "--runtime", "native", "--journal", journal, "--instance", "ktest-kill", "--watcher", bins.Watcher}, extra...)
+	args := append([]string{"exec", "--runtime", "native", "--journal", journal, "--instance", killInstance, "--watcher", bins.Watcher}, extra...)
 	args = append(args, "--", "/bin/sh", "-c", script)
 	var cmd *exec.Cmd
 	if user == "" {
@@ -179,7 +184,7 @@ func sharedTempDir(t *testing.T) string {
 // openEntry is the one journal entry of a killed supervisor.
 func openEntry(t *testing.T, dir string) *supervisor.JournalEntry {
 	t.Helper()
-	j, err := supervisor.OpenJournal(dir, "ktest-kill")
+	j, err := supervisor.OpenJournal(dir, killInstance)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +269,7 @@ func TestNativeSupervisorKilledUnprivileged(t *testing.T) {
 // its journal, and returns the report.
 func reconcileKilled(t *testing.T, journal string) *supervisor.ReconcileReport {
 	t.Helper()
-	rep, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: "ktest-kill", JournalDir: journal, Runtimes: []string{"native"}})
+	rep, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: killInstance, JournalDir: journal, Runtimes: []string{"native"}})
 	checkReconciled(t, rep, err)
 	return rep
 }
@@ -274,7 +279,7 @@ func reconcileKilled(t *testing.T, journal string) *supervisor.ReconcileReport {
 // crash (its records are the user's own, below its XDG_RUNTIME_DIR).
 func reconcileKilledAs(t *testing.T, bins ktest.Binaries, user, journal string) {
 	t.Helper()
-	out, err := ktest.AsUser(user, bins.Supervisor, "--instance", "ktest-kill", "--journal", journal, "reconcile", "--json").Output()
+	out, err := ktest.AsUser(user, bins.Supervisor, "--instance", killInstance, "--journal", journal, "reconcile", "--json").Output()
 	var rep supervisor.ReconcileReport
 	if jerr := json.Unmarshal(out, &rep); err == nil && jerr != nil {
 		err = jerr

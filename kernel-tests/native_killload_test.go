@@ -37,7 +37,7 @@ func TestNativeKillUnderLoad(t *testing.T) {
 			for i := 0; i < 3; i++ {
 				took, journal, n := killTrialAgent(t, bins, "", c.script, c.procs, mount...)
 				// Leave nothing for the next test: reconcile removes the box.
-				if _, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: "ktest-kill", JournalDir: journal, Runtimes: []string{"native"}}); err != nil {
+				if _, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: killInstance, JournalDir: journal, Runtimes: []string{"native"}}); err != nil {
 					t.Errorf("reconcile: %v", err)
 				}
 				t.Logf("trial %d: %d box processes dead %v after SIGKILL of the supervisor", i+1, n, took)
