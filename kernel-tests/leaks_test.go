@@ -14,9 +14,9 @@ import (
 // boxesOnHost lists what of a box can outlive its supervisor on this
 // machine, each as "where: name": the native runtime's records (root's
 // and the unprivileged test user's) and cgroup folders, one-step podman
-// runs' cidfile folders, and the containers that carry deathwatch's managed label in Docker, rootful
-// Podman and the test user's Podman. An engine that is not there or
-// does not answer has none to list.
+// runs' cidfile folders, and the containers that carry deathwatch's
+// managed label in Docker, rootful Podman and the test user's Podman.
+// An engine that is not there or does not answer has none to list.
 func boxesOnHost() map[string]bool {
 	out := map[string]bool{}
 	add := func(where string, names []string) {

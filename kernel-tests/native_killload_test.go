@@ -1,13 +1,11 @@
 package kerneltests
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"deathwatch/kernel-tests/ktest"
-	"deathwatch/supervisor"
 )
 
 // TestNativeKillUnderLoad measures the kill time (SIGKILL of the
@@ -37,9 +35,7 @@ func TestNativeKillUnderLoad(t *testing.T) {
 			for i := 0; i < 3; i++ {
 				took, journal, n := killTrialAgent(t, bins, "", c.script, c.procs, mount...)
 				// Leave nothing for the next test: reconcile removes the box.
-				if _, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: killInstance, JournalDir: journal, Runtimes: []string{"native"}}); err != nil {
-					t.Errorf("reconcile: %v", err)
-				}
+				reconcileKilled(t, journal)
 				t.Logf("trial %d: %d box processes dead %v after SIGKILL of the supervisor", i+1, n, took)
 				times = append(times, took)
 			}
