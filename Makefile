@@ -53,9 +53,13 @@ BUILDFLAGS := -trimpath -ldflags "-s -w -buildid="
 BUILD_GOEXPERIMENT := $(if $(filter go1.26 go1.26.%,$(shell $(GO) env GOVERSION 2>/dev/null)),nogreenteagc,)
 
 # The suite must finish within CI's limit (90 min) on 2 cores; these are
-# upper bounds for a hung test, not expectations.
+# upper bounds for a hung test, not expectations. The kernel tests take
+# ~21 min on an idle 2-core machine and ~45 min beside six busy loops
+# (make test-loaded LOAD=6: 2701 s on 2026-12-01, past a 45m bound), so
+# their bound leaves room for a loaded host and still ends before CI's
+# limit with provisioning, unit tests and fuzzing.
 UNIT_TIMEOUT   ?= 10m
-KERNEL_TIMEOUT ?= 45m
+KERNEL_TIMEOUT ?= 70m
 FUZZ_CI_TIME   ?= 20s
 FUZZTIME       ?= 2m
 FUZZ_TARGETS   := FuzzReader FuzzSpec FuzzCopyDecoders FuzzSHA256
