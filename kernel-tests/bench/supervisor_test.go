@@ -42,8 +42,8 @@ func (r *rig) execArgs(extra []string, argv ...string) []string {
 	return append(append(a, "--"), argv...)
 }
 
-// engineBare is the engine's own `run --rm -i IMAGE true`.
-func (r *rig) engineBare(network bool) []string {
+// engineBare is the engine's own `run --rm -i [flags] IMAGE true`.
+func (r *rig) engineBare(network bool, flags ...string) []string {
 	a := []string{r.Name, "run"}
 	if r.Name == "podman" {
 		a = append(a, "--runtime", "runc")
@@ -52,21 +52,27 @@ func (r *rig) engineBare(network bool) []string {
 	if !network {
 		a = append(a, "--network", "none")
 	}
+	a = append(a, flags...)
 	return append(a, r.Image, "true")
 }
 
-// engineWalled is the engine's `run --rm -i --network none IMAGE true`
-// with the walls the supervisor's box has and a bare run has not: no
-// capabilities, no-new-privileges, no log, and (rootful podman) a user
-// namespace of its own. No watcher, no control stream: the difference
-// to the supervisor's launch is deathwatch's own.
+// engineWalled is engineBare without a network and with the walls the
+// supervisor's box has and a bare run has not: no capabilities,
+// no-new-privileges, no log, and (rootful podman) a user namespace of
+// its own. No watcher, no control stream: the difference to the
+// supervisor's launch is deathwatch's own.
 func (r *rig) engineWalled() []string {
-	a := r.engineBare(false)
 	walls := []string{"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--log-driver", "none"}
 	if r.Name == "podman" {
 		walls = append(walls, "--userns", "auto:size=65536")
 	}
-	return append(append(a[:len(a)-2:len(a)-2], walls...), a[len(a)-2:]...)
+	return r.engineBare(false, walls...)
+}
+
+// engineCandidate names an engine run by its argv with the image's name
+// left out.
+func engineCandidate(argv []string, note string) *candidate {
+	return &candidate{name: strings.Join(argv[:len(argv)-2], " ") + " IMAGE true" + note, argv: argv}
 }
 
 // rigs makes the three runtimes and checks that supervisor exec works
@@ -167,9 +173,9 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 			n, limit = runsFromEnv("DEATHWATCH_BENCH_ENGINE_RUNS", 20), map[string]float64{"docker": 1.00, "podman": 1.15}[r.Name]
 			cs = []*candidate{
 				{name: "supervisor exec --runtime " + r.Name + " -- true", argv: r.execArgs(nil, "true")},
-				{name: strings.Join(r.engineBare(false)[:len(r.engineBare(false))-2], " ") + " IMAGE true", argv: r.engineBare(false)},
-				{name: strings.Join(r.engineBare(true)[:len(r.engineBare(true))-2], " ") + " IMAGE true", argv: r.engineBare(true)},
-				{name: strings.Join(r.engineWalled()[:len(r.engineWalled())-2], " ") + " IMAGE true (the box's walls, no watcher)", argv: r.engineWalled()},
+				engineCandidate(r.engineBare(false), ""),
+				engineCandidate(r.engineBare(true), ""),
+				engineCandidate(r.engineWalled(), " (the box's walls, no watcher)"),
 			}
 			if base := baselineBinary(t, "DEATHWATCH_BENCH_ENGINE_BASELINE"); base != "" {
 				argv := append([]string{base}, r.execArgs(nil, "true")[1:]...)
