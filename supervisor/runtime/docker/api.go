@@ -733,13 +733,19 @@ func (e *Engine) watchRemoval(c *apiClient, name string) <-chan struct{} {
 		}
 		// No deadline: the box may live for hours; the process ends it.
 		_, err := c.doStarted(context.Background(), http.MethodPost, containerPath(name, "/wait"), url.Values{"condition": {"removed"}}, &r, ready)
+		if err == nil && r.Error != nil && r.Error.Message != "" {
+			// The engine wakes removal waiters when its auto-remove
+			// failed too, with the failure here: the box is still
+			// there (dead), and Remove must delete it.
+			err = fmt.Errorf("the engine's own removal of box %s failed: %s", name, r.Error.Message)
+		}
 		done <- err
 	}()
 	return ready
 }
 
 // removedBy reports whether the engine said the box was removed, waiting
-// up to d for it.
+// up to d for it. An answer that carries an error is not a removal.
 func (e *Engine) removedBy(name string, d time.Duration) bool {
 	e.mu.Lock()
 	done := e.removed[name]
@@ -750,6 +756,9 @@ func (e *Engine) removedBy(name string, d time.Duration) bool {
 	}
 	select {
 	case err := <-done:
+		if err != nil {
+			e.log().Debug("no removal by the engine", "box", name, "why", err)
+		}
 		return err == nil
 	case <-time.After(d):
 		return false

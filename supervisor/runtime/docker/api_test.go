@@ -192,7 +192,12 @@ type fakeAPI struct {
 	// autoRemove: the box goes away when its stdin ends (the watcher
 	// exits, the engine removes it).
 	autoRemove bool
-	stdinEOF   chan struct{}
+	// autoRemoveFails: that removal fails (the engine could not remove
+	// the box's file system): the box stays, and the removal wait
+	// answers with the failure, as dockerd's SetRemovalError does.
+	autoRemoveFails bool
+	removalFailed   map[string]bool
+	stdinEOF        chan struct{}
 	// libpod: _ping answers as a podman service does (its version).
 	libpod bool
 	// server is _ping's Server header ("": none).
@@ -203,7 +208,7 @@ type fakeAPI struct {
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
-	f := &fakeAPI{sock: filepath.Join(t.TempDir(), "engine.sock"), boxes: map[string]map[string]string{}, images: map[string]bool{"img": true}, stdinEOF: make(chan struct{})}
+	f := &fakeAPI{sock: filepath.Join(t.TempDir(), "engine.sock"), boxes: map[string]map[string]string{}, images: map[string]bool{"img": true}, removalFailed: map[string]bool{}, stdinEOF: make(chan struct{})}
 	l, err := net.Listen("unix", f.sock)
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +354,12 @@ func (f *fakeAPI) serveWait(w http.ResponseWriter, r *http.Request) {
 	for {
 		f.mu.Lock()
 		_, there := f.boxes[name]
+		failed := f.removalFailed[name]
 		f.mu.Unlock()
+		if failed {
+			w.Write([]byte(`{"StatusCode":0,"Error":{"Message":"unable to remove filesystem: device or resource busy"}}`))
+			return
+		}
 		if !there {
 			w.Write([]byte(`{"StatusCode":0}`))
 			return
@@ -388,6 +398,10 @@ func (f *fakeAPI) playWatcher(conn net.Conn, r *bufio.Reader) {
 			f.mu.Lock()
 			if f.autoRemove {
 				for n := range f.boxes {
+					if f.autoRemoveFails {
+						f.removalFailed[n] = true
+						continue
+					}
 					delete(f.boxes, n)
 				}
 			}
@@ -557,6 +571,35 @@ func TestAPILifecycle(t *testing.T) {
 		if !found {
 			t.Errorf("no %q in %q", want, f.calls)
 		}
+	}
+}
+
+// TestAPIAutoRemoveFailed: the engine's own removal failed, and its
+// removal wait says so: Remove does not take that for a removal, it
+// deletes the box (a CI run once left such a dead box behind).
+func TestAPIAutoRemoveFailed(t *testing.T) {
+	f := newFakeAPI(t)
+	f.autoRemove, f.autoRemoveFails = true, true
+	e := f.engine()
+	e.Stderr = io.Discard
+	ctx := context.Background()
+	b := &supervisor.Box{Name: "dw-3", Image: "img", WatcherPath: "/w"}
+	if err := e.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Start(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Control.Close()
+	io.ReadAll(st.Control)
+	st.Wait()
+	st.Kill()
+	if err := e.Remove(ctx, b); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if there, err := e.Exists(ctx, b); err != nil || there {
+		t.Errorf("the box is still there after Remove (%v): its engine's failed removal was taken for one", err)
 	}
 }
 
