@@ -37,8 +37,18 @@ type ReconcileItem struct {
 	Box      string `json:"box,omitempty"`
 	Runtime  string `json:"runtime"`
 	LaunchID string `json:"launch_id,omitempty"`
+	// Instance is set for a box of the instance's probes (ProbeInstance,
+	// ProveInstance), empty for the instance's own.
+	Instance string `json:"instance,omitempty"`
 	Reason   string `json:"reason"`
 }
+
+// ProbeInstance is the instance a box doctor launches runs under: its
+// staging probe, also the one exec's --stage bind|auto runs.
+func ProbeInstance(instance string) string { return instance + ".doctor" }
+
+// ProveInstance is the instance prove-deathwatch's trials run under.
+func ProveInstance(instance string) string { return instance + ".prove" }
 
 // ReconcileReport is the result; Blocked not empty means exit BLOCKED.
 type ReconcileReport struct {
@@ -99,20 +109,55 @@ func boxProof(instance, runtime string, b Listed, entry *JournalEntry, ownerGone
 }
 
 // Reconcile removes this instance's leftovers that it can prove it owns,
-// closes journal entries whose box is gone, and reports the rest.
+// closes journal entries whose box is gone, and reports the rest. The
+// boxes of the instance's probes (doctor's and exec's staging probe,
+// prove-deathwatch's trials) are its leftovers too: a supervisor killed
+// mid-probe leaves them under their own instance, which reconcile also
+// looks at when the journal has a folder for it (its entries are
+// written before its boxes exist).
 func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error) {
+	rep := &ReconcileReport{Instance: o.Instance, Removed: []ReconcileItem{}, Closed: []ReconcileItem{}, Blocked: []ReconcileItem{}}
+	if err := reconcileInstance(ctx, o, o.Instance, rep); err != nil {
+		return nil, err
+	}
+	for _, probe := range []string{ProbeInstance(o.Instance), ProveInstance(o.Instance)} {
+		if fi, err := os.Lstat(filepath.Join(o.JournalDir, probe)); err != nil || !fi.IsDir() || !ValidName(probe) {
+			continue
+		}
+		sub := &ReconcileReport{}
+		if err := reconcileInstance(ctx, o, probe, sub); err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("instance %s: %v", probe, err))
+			continue
+		}
+		for _, items := range [][]ReconcileItem{sub.Removed, sub.Closed, sub.Blocked} {
+			for _, it := range items {
+				it.Instance = probe
+				rep.add(it)
+			}
+		}
+		for _, w := range sub.Warnings {
+			if !contains(rep.Warnings, w) {
+				rep.Warnings = append(rep.Warnings, w)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// reconcileInstance is Reconcile for one instance's journal and boxes,
+// into rep.
+func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string, rep *ReconcileReport) error {
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rep := &ReconcileReport{Instance: o.Instance, Removed: []ReconcileItem{}, Closed: []ReconcileItem{}, Blocked: []ReconcileItem{}}
-	j, err := OpenJournal(o.JournalDir, o.Instance)
+	j, err := OpenJournal(o.JournalDir, instance)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	entries, bad, err := j.List()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// An entry that cannot be read (torn, planted, not a regular file)
 	// proves nothing and may stand for a box: blocked, never skipped
@@ -172,7 +217,7 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 			continue
 		}
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		ls, err := rt.List(lctx, o.Instance)
+		ls, err := rt.List(lctx, instance)
 		cancel()
 		if err != nil {
 			unreachable[name] = err.Error()
@@ -204,7 +249,7 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 			if entry != nil {
 				gone, ownerWhy = entry.Owner.Proof()
 			}
-			if why := boxProof(o.Instance, name, b, entry, gone, ownerWhy); why != "" {
+			if why := boxProof(instance, name, b, entry, gone, ownerWhy); why != "" {
 				if nonceWhy != "" && b.Labels[shared.LabelNonce] == "" {
 					why = nonceWhy
 				}
@@ -260,7 +305,7 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 		it.Outcome, it.Reason = ReconcileClosed, reason
 		rep.add(it)
 	}
-	return rep, nil
+	return nil
 }
 
 // withNonce is b's labels with the nonce read from inside the box (a

@@ -279,6 +279,52 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+// TestReconcileProbes: a box of the instance's probes (doctor's and
+// exec's staging probe, prove-deathwatch's trials) whose supervisor was
+// killed is the instance's leftover: reconcile of the instance removes
+// it and says whose it was; another instance's probe is not touched.
+func TestReconcileProbes(t *testing.T) {
+	dir := t.TempDir()
+	dead := deadOwnerRecord(t)
+	theMem.boxes = map[string]Listed{}
+	theMem.removed = nil
+	for _, inst := range []string{ProbeInstance("i"), ProveInstance("i"), ProbeInstance("k")} {
+		j, err := OpenJournal(dir, inst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		launch := strings.ReplaceAll(inst, ".", "-")
+		if err := j.Put(&JournalEntry{LaunchID: launch, Instance: inst, Box: "dw-" + launch, Runtime: "memrt", Nonce: "n",
+			Labels: labelsFor(inst, launch, "n"), Owner: dead, State: StateStarted, Created: time.Now().UTC()}); err != nil {
+			t.Fatal(err)
+		}
+		theMem.boxes["dw-"+launch] = Listed{Name: "dw-" + launch, Labels: labelsFor(inst, launch, "n")}
+	}
+	rep, err := Reconcile(context.Background(), ReconcileOptions{Instance: "i", JournalDir: dir, Runtimes: []string{"memrt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, it := range rep.Removed {
+		got[it.Box] = it.Instance
+	}
+	if len(rep.Removed) != 2 || got["dw-i-doctor"] != "i.doctor" || got["dw-i-prove"] != "i.prove" || len(rep.Blocked)+len(rep.Closed) != 0 {
+		t.Errorf("removed %+v, closed %+v, blocked %+v; want i's two probes' boxes, each with its instance", rep.Removed, rep.Closed, rep.Blocked)
+	}
+	if _, there := theMem.boxes["dw-k-doctor"]; !there {
+		t.Errorf("another instance's probe box was removed")
+	}
+	// An instance whose probes never ran: reconcile makes no folder for them.
+	if _, err := Reconcile(context.Background(), ReconcileOptions{Instance: "z", JournalDir: dir, Runtimes: []string{"memrt"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, inst := range []string{ProbeInstance("z"), ProveInstance("z")} {
+		if _, err := os.Stat(filepath.Join(dir, inst)); err == nil {
+			t.Errorf("reconcile made the journal folder of %s", inst)
+		}
+	}
+}
+
 // TestReconcileLostEntry: an entry a power loss emptied (one whose
 // data was not synced yet: a Volatile runtime's, an intent before its
 // fsyncs returned, a closing write; see Journal.Put) is closed and its file

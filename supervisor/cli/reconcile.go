@@ -18,7 +18,9 @@ type ReconcileCmd struct {
 // Help is the long help of reconcile.
 func (ReconcileCmd) Help() string {
 	return `Run by a controller at start-up, resume or restart. For this --instance it lists the
-boxes that carry its label or its record in every installed runtime, and removes a box
+boxes that carry its label or its record in every installed runtime (and those of its
+probes: INSTANCE.doctor for doctor's and --stage's, INSTANCE.prove for prove-deathwatch's
+trials, where the journal has a folder for them), and removes a box
 only when its labels and nonce match a journal entry AND the supervisor that owned it is
 proven gone (its pid is dead, or alive with another start time). Journal entries whose
 box is already gone are closed. A box it cannot prove it owns (no journal entry, nonce
@@ -55,7 +57,11 @@ func writeReconcileTable(w io.Writer, rep *supervisor.ReconcileReport) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "OUTCOME\tBOX\tRUNTIME\tREASON")
 		for _, it := range all {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.Outcome, it.Box, it.Runtime, it.Reason)
+			box := it.Box
+			if it.Instance != "" {
+				box += " (" + it.Instance + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.Outcome, box, it.Runtime, it.Reason)
 		}
 		tw.Flush()
 	}

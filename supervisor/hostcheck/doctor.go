@@ -166,7 +166,7 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 			desc, _ := supervisor.Lookup(rep.Selected)
 			b := desc.Bounds
 			pr := Prove(ctx, ProveOptions{
-				Self: self, Instance: d.Instance + ".prove", JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
+				Self: self, Instance: supervisor.ProveInstance(d.Instance), JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
 				Trials: d.Trials, Paths: ProvePaths, Bounds: b, Heartbeat: DefaultProveHeartbeat, Deadline: DefaultProveDeadline, Grace: DefaultProveGrace,
 				AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, EngineEnv: env, Log: log,
 			})
@@ -371,7 +371,7 @@ func stagingProbe(ctx context.Context, runtime string, d *DoctorOptions, watcher
 	cctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
 	code := supervisor.Exec(cctx, &supervisor.ExecOptions{
-		Instance: d.Instance + ".doctor", JournalDir: d.JournalDir, Runtime: runtime, Image: d.Image,
+		Instance: supervisor.ProbeInstance(d.Instance), JournalDir: d.JournalDir, Runtime: runtime, Image: d.Image,
 		NamePrefix: "dw-probe", Network: "none", Grace: time.Second, Deadline: d.Timeout / 2,
 		Mounts:       []supervisor.Mount{{Source: abs, Target: "/tmp/dw-staging", ReadOnly: true}},
 		AllowRootful: d.AllowRootful, WatcherPath: watcher, WatcherInImage: watcherInImage,
