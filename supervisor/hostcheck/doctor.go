@@ -368,6 +368,7 @@ func stagingProbe(ctx context.Context, runtime string, d *DoctorOptions, watcher
 	defer os.Remove(p)
 
 	var out, errb bytes.Buffer
+	var removal string // the probe box's removal that failed
 	cctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
 	code := supervisor.Exec(cctx, &supervisor.ExecOptions{
@@ -376,7 +377,15 @@ func stagingProbe(ctx context.Context, runtime string, d *DoctorOptions, watcher
 		Mounts:       []supervisor.Mount{{Source: abs, Target: "/tmp/dw-staging", ReadOnly: true}},
 		AllowRootful: d.AllowRootful, WatcherPath: watcher, WatcherInImage: watcherInImage,
 		UID: 1000, GID: 1000, Argv: []string{"cat", "/tmp/dw-staging/" + name},
-	}, &supervisor.ExecIO{Stdout: &out, Stderr: &errb, Log: log, EngineEnv: env, Signals: make(chan os.Signal)})
+	}, &supervisor.ExecIO{Stdout: &out, Stderr: &errb, Log: log, EngineEnv: env, Signals: make(chan os.Signal), OnEvent: func(ev supervisor.Event) {
+		if ev.Event == supervisor.EventRemoved && ev.Error != "" {
+			removal = ev.Error
+		}
+	}})
+	if removal != "" {
+		// Said, not swallowed with the probe's stderr: the box is left.
+		log.Warn("the staging probe's box was not removed; `supervisor reconcile` removes it", "instance", supervisor.ProbeInstance(d.Instance), "error", removal)
+	}
 	got := strings.TrimSpace(out.String())
 	switch {
 	case code == 0 && got == nonce:
