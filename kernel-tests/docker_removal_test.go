@@ -20,8 +20,7 @@ import (
 // with EPERM; in the wild a busy mount does it), and the box stays,
 // dead. dockerd still answers the removal wait, with the failure in the
 // answer. exec must not take that for a removal: it removes the box
-// itself, and the box is gone when exec returns (a CI run once left
-// such a box).
+// itself, and the box is gone when exec returns.
 func TestDockerAutoRemoveFailed(t *testing.T) {
 	for _, proto := range rigs(t, "docker") {
 		r := *proto

@@ -43,8 +43,8 @@ type ReconcileItem struct {
 	Reason   string `json:"reason"`
 }
 
-// ProbeInstance is the instance a box doctor launches runs under: its
-// staging probe, also the one exec's --stage bind|auto runs.
+// ProbeInstance is the instance of the staging probe's box: doctor's,
+// and the one exec's --stage bind|auto launches.
 func ProbeInstance(instance string) string { return instance + ".doctor" }
 
 // ProveInstance is the instance prove-deathwatch's trials run under.

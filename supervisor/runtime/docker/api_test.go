@@ -576,7 +576,7 @@ func TestAPILifecycle(t *testing.T) {
 
 // TestAPIAutoRemoveFailed: the engine's own removal failed, and its
 // removal wait says so: Remove does not take that for a removal, it
-// deletes the box (a CI run once left such a dead box behind).
+// deletes the box.
 func TestAPIAutoRemoveFailed(t *testing.T) {
 	f := newFakeAPI(t)
 	f.autoRemove, f.autoRemoveFails = true, true
