@@ -574,23 +574,31 @@ func TestAPILifecycle(t *testing.T) {
 	}
 }
 
+// started is a box named name created and started through f's API, by
+// an engine that relays the box's stderr nowhere.
+func (f *fakeAPI) started(t *testing.T, name string) (*Engine, *supervisor.Box, *supervisor.Started) {
+	t.Helper()
+	e := f.engine()
+	e.Stderr = io.Discard
+	b := &supervisor.Box{Name: name, Image: "img", WatcherPath: "/w"}
+	if err := e.Create(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Start(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, b, st
+}
+
 // TestAPIAutoRemoveFailed: the engine's own removal failed, and its
 // removal wait says so: Remove does not take that for a removal, it
 // deletes the box.
 func TestAPIAutoRemoveFailed(t *testing.T) {
 	f := newFakeAPI(t)
 	f.autoRemove, f.autoRemoveFails = true, true
-	e := f.engine()
-	e.Stderr = io.Discard
+	e, b, st := f.started(t, "dw-3")
 	ctx := context.Background()
-	b := &supervisor.Box{Name: "dw-3", Image: "img", WatcherPath: "/w"}
-	if err := e.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	st, err := e.Start(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
 	st.Control.Close()
 	io.ReadAll(st.Control)
 	st.Wait()
@@ -606,17 +614,8 @@ func TestAPIAutoRemoveFailed(t *testing.T) {
 // Kill drops the attach: a read in progress ends as EOF, Wait returns.
 func TestAPIKill(t *testing.T) {
 	f := newFakeAPI(t)
-	e := f.engine()
-	e.Stderr = io.Discard
+	e, b, st := f.started(t, "dw-2")
 	ctx := context.Background()
-	b := &supervisor.Box{Name: "dw-2", Image: "img", WatcherPath: "/w"}
-	if err := e.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	st, err := e.Start(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := io.ReadAll(st.Control)
