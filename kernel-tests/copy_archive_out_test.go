@@ -37,25 +37,30 @@ type pausedRun struct {
 // comes).
 func (r *rig) pausedAt(t *testing.T, point string, args ...string) *pausedRun {
 	t.Helper()
+	p := r.stoppedAt(t, point, args...)
+	p.box = r.waitEvent("created", time.Second).Box
+	return p
+}
+
+// stoppedAt is pausedAt for the first launch that reaches point, which
+// need not be the run's own (a --stage probe's: no event names its box).
+func (r *rig) stoppedAt(t *testing.T, point string, args ...string) *pausedRun {
+	t.Helper()
 	p := &pausedRun{cmd: r.supervisor([]string{supervisor.CrashPointEnv + "=" + point}, args...)}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	end := time.Now().Add(60*time.Second + ktest.Slack)
-	for {
+	// A supervisor that exited instead (a zombie until Wait) fails at once.
+	ktest.WaitFor(60*time.Second+ktest.Slack, func() bool {
 		st, err := ktest.ReadStat(p.cmd.Process.Pid)
-		if err == nil && st.State == 'T' {
-			break
-		}
-		if err != nil || time.Now().After(end) {
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
-			t.Fatalf("the supervisor never stopped at %s: %v\n%s", point, err, p.stderr.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+		return err != nil || st.State == 'T' || st.State == 'Z'
+	})
+	if !ktest.Stopped(p.cmd.Process.Pid) {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+		t.Fatalf("the supervisor never stopped at %s\n%s", point, p.stderr.String())
 	}
-	p.box = r.waitEvent("created", time.Second).Box
 	return p
 }
 

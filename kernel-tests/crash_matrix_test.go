@@ -341,10 +341,7 @@ func (c *cwRun) waitFor(timeout time.Duration, cond func() bool) bool {
 	return false
 }
 
-func (c *cwRun) stopped() bool {
-	st, err := ktest.ReadStat(c.cmd.Process.Pid)
-	return err == nil && st.State == 'T'
-}
+func (c *cwRun) stopped() bool { return ktest.Stopped(c.cmd.Process.Pid) }
 
 func (c *cwRun) kill() {
 	c.cmd.Process.Kill()

@@ -129,25 +129,12 @@ func TestReconcileProbeBox(t *testing.T) {
 		src := filepath.Join(r.Dir, "src")
 		os.MkdirAll(src, 0o755)
 		os.WriteFile(filepath.Join(src, "f"), []byte("x\n"), 0o644)
-		cmd := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashAfterStart}, "--stage", "auto", "--copy-in", src+":/tmp/src", "--", "true")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if !ktest.WaitFor(60*time.Second+ktest.Slack, func() bool {
-			st, err := ktest.ReadStat(cmd.Process.Pid)
-			return err == nil && st.State == 'T'
-		}) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("the supervisor never stopped in its probe launch; stderr: %s", stderr.String())
-		}
+		p := r.stoppedAt(t, supervisor.CrashAfterStart, "--stage", "auto", "--copy-in", src+":/tmp/src", "--", "true")
 		if len(r.boxes(probe)) == 0 {
 			t.Errorf("stopped, but no box of %s runs", probe)
 		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.cmd.Wait()
 		open := 0
 		for _, e := range r.entries(probe) {
 			if e.Open() {

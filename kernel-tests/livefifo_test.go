@@ -130,7 +130,7 @@ func TestDockerLiveFIFO(t *testing.T) {
 			if !ktest.WaitFor(30*time.Second, func() bool { _, err := os.Lstat(dir); return err == nil }) {
 				t.Fatalf("%s: no live FIFO folder %s", point, dir)
 			}
-			if !ktest.WaitFor(30*time.Second, func() bool { st, err := ktest.ReadStat(stopped.Process.Pid); return err == nil && st.State == 'T' }) {
+			if !ktest.WaitFor(30*time.Second, func() bool { return ktest.Stopped(stopped.Process.Pid) }) {
 				t.Fatalf("%s: the supervisor never stopped at the point", point)
 			}
 			stopped.Process.Kill()

@@ -21,6 +21,13 @@ type Stat = proc.Stat
 // ReadStat parses /proc/PID/stat.
 func ReadStat(pid int) (Stat, error) { return proc.ReadStat(pid) }
 
+// Stopped reports whether pid is stopped (state T): a supervisor that
+// reached its crash point stops itself.
+func Stopped(pid int) bool {
+	st, err := ReadStat(pid)
+	return err == nil && st.State == 'T'
+}
+
 // PIDs lists every process in /proc (the test's PID namespace).
 func PIDs() []int { return proc.PIDs() }
 
