@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"deathwatch/kernel-tests/ktest"
+	"deathwatch/kernel-tests/ktest/immutable"
 	"deathwatch/supervisor"
 )
 
@@ -70,31 +69,11 @@ func TestDockerAutoRemoveFailed(t *testing.T) {
 	}
 }
 
-// fsImmutableFL is linux/fs.h's FS_IMMUTABLE_FL (x/sys names the ioctls,
-// not the flag).
-const fsImmutableFL = 0x10
-
-// pinFile makes path immutable (FS_IMMUTABLE_FL: nobody, root included,
-// can unlink it) and returns what undoes it, once.
+// pinFile makes path immutable (nobody, root included, can unlink it)
+// and returns what undoes it, once.
 func pinFile(t *testing.T, path string) func() {
 	t.Helper()
-	set := func(on bool) error {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		flags, err := unix.IoctlGetInt(int(f.Fd()), unix.FS_IOC_GETFLAGS)
-		if err != nil {
-			return err
-		}
-		if on {
-			flags |= fsImmutableFL
-		} else {
-			flags &^= fsImmutableFL
-		}
-		return unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, flags)
-	}
+	set := func(on bool) error { return immutable.Set(path, on) }
 	if err := set(true); err != nil {
 		t.Fatalf("make %s immutable (the file system must support it): %v", path, err)
 	}
@@ -162,5 +141,29 @@ func TestReconcileProbeBox(t *testing.T) {
 		if b := r.boxes(probe); len(b) != 0 {
 			t.Errorf("probe boxes left after reconcile: %v", b)
 		}
+	}
+}
+
+// TestEscapePinBoxFile: the attacker's side of TestDockerAutoRemoveFailed.
+// An agent that could make a file of its own box immutable (one in its
+// writable layer, or the hostname file dockerd binds in) would make the
+// engine's removal fail and keep its box on the host. It has no
+// CAP_LINUX_IMMUTABLE: EPERM for both, and the box is removed.
+func TestEscapePinBoxFile(t *testing.T) {
+	for _, proto := range rigs(t, "docker") {
+		r := *proto
+		r.setup(t)
+		esc := ktest.ToolPath(t, "escape")
+		res := runCmd(r.supervisor([]string{"E=" + escapeDir + "/escape"}, "--mount", filepath.Dir(esc)+":"+escapeDir+":ro", "--env", "E",
+			"--", "sh", "-c", `echo x > /tmp/f && "$E" pin /tmp/f /etc/hostname`))
+		if res.code != 0 {
+			t.Fatalf("exit %d, stderr %s", res.code, res.stderr)
+		}
+		for _, want := range []string{"pin:/tmp/f=EPERM", "pin:/etc/hostname=EPERM"} {
+			if !strings.Contains(res.stdout, want+"\n") {
+				t.Errorf("the agent got %q, want %s", res.stdout, want)
+			}
+		}
+		r.assertClean()
 	}
 }

@@ -17,6 +17,7 @@
 //	escape write PATH…    create each file, mode 0600 (write:PATH=…)
 //	escape kill PID…      signal 0 to each process (kill:PID=…)
 //	escape ptrace PID…    attach to each process (ptrace:PID=…)
+//	escape pin PATH…      make each file immutable (pin:PATH=…)
 package main
 
 import (
@@ -31,6 +32,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"deathwatch/kernel-tests/ktest/immutable"
 )
 
 func main() {
@@ -135,6 +138,12 @@ func main() {
 				unix.PtraceDetach(pid)
 			}
 			fmt.Printf("ptrace:%s=%s\n", a, errName(err))
+		}
+	case "pin":
+		// Make a file immutable (FS_IMMUTABLE_FL): one in the box's own
+		// writable layer would make the engine's removal of the box fail.
+		for _, p := range args[1:] {
+			fmt.Printf("pin:%s=%s\n", p, errName(immutable.Set(p, true)))
 		}
 	case "oom-score":
 		b, err := os.ReadFile("/proc/self/oom_score_adj")
