@@ -156,6 +156,7 @@ fuzz-ci:
 		$(GO) test ./shared -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZ_CI_TIME) || exit 1; \
 	done
 	$(GO) test ./supervisor/runtime/sbx -run '^$$' -fuzz '^FuzzParseSandboxList$$' -fuzztime $(FUZZ_CI_TIME)
+	$(GO) test ./supervisor/runtime/sbx -run '^$$' -fuzz '^FuzzParsePolicyList$$' -fuzztime $(FUZZ_CI_TIME)
 
 fuzz:
 	@for f in $(FUZZ_TARGETS); do \

@@ -123,8 +123,18 @@ func policyRmArgs(name string, port int) []string {
 // policyHelpArgs prints the help policyScopeSupported reads.
 func policyHelpArgs() []string { return []string{"policy", "allow", "network", "--help"} }
 
-// policyLsArgs lists the rules (reconcile looks for a sandbox's own).
-func policyLsArgs() []string { return []string{"policy", "ls"} }
+// policyLsArgs lists the rules (reconcile looks for a sandbox's own);
+// wide for a CLI whose plain listing is a summary per policy.
+func policyLsArgs(wide bool) []string {
+	if wide {
+		return []string{"policy", "ls", "--wide"}
+	}
+	return []string{"policy", "ls"}
+}
+
+// templateLsArgs lists the loaded templates (a failed create asks
+// whether its template is one).
+func templateLsArgs() []string { return []string{"template", "ls"} }
 
 // templateLoadArgs loads an image tarball (docker image save) as a template.
 func templateLoadArgs(tarball string) []string { return []string{"template", "load", tarball} }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeSbx is a scripted sbx: it records every call (argv and stdin) and
@@ -44,36 +48,108 @@ func (f *fakeSbx) Run(_ context.Context, args []string, stdin io.Reader) ([]byte
 
 const scopedHelp = "Flags:\n  -g, --global   all\n      --sandbox string   one sandbox\n"
 
-func TestPreflight(t *testing.T) {
-	f := &fakeSbx{answers: map[string]answer{
+// preflightAnswers are a CLI that is set up: its version, no
+// sandboxes, a rule listing, and rules scoped with --sandbox.
+func preflightAnswers() map[string]answer {
+	return map[string]answer{
 		"version":                     {out: "sbx version v0.9.1\n"},
 		"ls --json":                   {out: `{"sandboxes":[]}`},
+		"policy ls":                   {out: policyLsRules},
 		"policy allow network --help": {out: scopedHelp},
-	}}
-	d := &Driver{Run: f}
-	v, err := d.Preflight(context.Background(), true)
-	if err != nil || v != "sbx version v0.9.1" {
-		t.Fatalf("Preflight = %q, %v", v, err)
 	}
-	want := [][]string{{"version"}, {"ls", "--json"}, {"policy", "allow", "network", "--help"}}
+}
+
+func TestPreflight(t *testing.T) {
+	f := &fakeSbx{answers: preflightAnswers()}
+	d := &Driver{Run: f}
+	dl, err := d.Preflight(context.Background(), true)
+	if err != nil || dl != (Dialect{Version: "sbx version v0.9.1", Scoped: true}) {
+		t.Fatalf("Preflight = %+v, %v", dl, err)
+	}
+	want := [][]string{{"version"}, {"ls", "--json"}, {"policy", "ls"}, {"policy", "allow", "network", "--help"}}
 	if !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("calls = %q, want %q", f.calls, want)
 	}
 
-	// No scope: refused when ports are wanted, fine when not.
-	f = &fakeSbx{answers: map[string]answer{"policy allow network --help": {out: "Usage:\n  sbx policy allow network RESOURCES\n"}}}
-	d = &Driver{Run: f}
+	// The current CLI: global rules only, the rules with --wide.
+	ans := preflightAnswers()
+	ans["policy ls"] = answer{out: policyLsSummary}
+	ans["policy ls --wide"] = answer{out: policyLsWide}
+	ans["policy allow network --help"] = answer{out: "Usage:\n  sbx policy allow network RESOURCES\n"}
+	d = &Driver{Run: &fakeSbx{answers: ans}}
 	if _, err := d.Preflight(context.Background(), true); !errors.Is(err, ErrNoScope) {
 		t.Errorf("Preflight without scope = %v, want ErrNoScope", err)
 	}
-	if _, err := d.Preflight(context.Background(), false); err != nil {
-		t.Errorf("Preflight without ports = %v", err)
+	if dl, err := d.Preflight(context.Background(), false); err != nil || dl.Scoped || !dl.Wide {
+		t.Errorf("Preflight without ports = %+v, %v", dl, err)
 	}
 
-	// sbx ls fails: so does the preflight.
-	f = &fakeSbx{answers: map[string]answer{"ls*": {err: errors.New("daemon not running")}}}
-	if _, err := (&Driver{Run: f}).Preflight(context.Background(), false); err == nil {
-		t.Error("Preflight passed with a failing sbx ls")
+	// First use and an unreadable listing: each one line saying what to run.
+	for _, tc := range []struct {
+		what, key string
+		a         answer
+		want      string
+	}{
+		{"sbx ls fails", "ls*", answer{err: errors.New("sbx ls: exit status 1: daemon not running")}, "daemon not running"},
+		{"not signed in", "ls*", answer{err: errors.New("sbx ls: exit status 1: not signed in")}, "`sbx login`"},
+		{"no default policy", "policy ls", answer{err: errors.New("sbx policy ls: exit status 1: no default network policy chosen")}, "`sbx policy set-default balanced`"},
+		{"a listing it cannot read", "policy ls", answer{out: "ID   WHAT\n"}, "no header"},
+		{"a summary even with --wide", "policy ls*", answer{out: policyLsSummary}, "printed the summary again"},
+	} {
+		ans := preflightAnswers()
+		if tc.key == "ls*" {
+			delete(ans, "ls --json")
+		}
+		if tc.key == "policy ls*" {
+			delete(ans, "policy ls")
+		}
+		ans[tc.key] = tc.a
+		_, err := (&Driver{Run: &fakeSbx{answers: ans}}).Preflight(context.Background(), false)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: Preflight = %v, want one line with %q", tc.what, err, tc.want)
+		}
+	}
+}
+
+func TestCallTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{versionArgs(), 15 * time.Second},
+		{lsArgs(true), 30 * time.Second},
+		{policyLsArgs(true), 30 * time.Second},
+		{policyAllowArgs("n", 1), 30 * time.Second},
+		{createArgs(CreateConfig{Name: "n", Template: "t"}), 5 * time.Minute},
+		{NonceReadArgs("n"), 2 * time.Minute},
+		{rmArgs("n"), 2 * time.Minute},
+		{templateLoadArgs("/t.tar"), 10 * time.Minute},
+		{templateLsArgs(), 30 * time.Second},
+	} {
+		if got := callTimeout(tc.args); got != tc.want {
+			t.Errorf("callTimeout(%q) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
+
+// A wedged CLI: the call ends at its bound with one line that says so,
+// and the CLI (and a child holding its output) is not waited for.
+func TestCLITimeout(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the wedged CLI is a shell script")
+	}
+	bin := filepath.Join(t.TempDir(), "sbx")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nsleep 60 &\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	_, err := CLI{Bin: bin, Timeout: 300 * time.Millisecond}.Run(context.Background(), lsArgs(true), nil)
+	took := time.Since(t0)
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "sbx ls: no answer in time within 300ms") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Run = %v, want the one-line timeout", err)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the timed-out call took %v", took)
 	}
 }
 
@@ -117,6 +193,24 @@ func TestCreate(t *testing.T) {
 		}
 	}
 
+	// A create that fails while the template is not listed: the
+	// template's (242); listed, or the listing unknown: not blamed on it.
+	for _, tc := range []struct {
+		list   answer
+		absent bool
+	}{
+		{answer{out: "TEMPLATE\nother:1\n"}, true},
+		{answer{out: "TEMPLATE\ntmpl:v1\n"}, false},
+		{answer{err: errors.New("unknown command")}, false},
+		{answer{out: "WHAT\n"}, false},
+	} {
+		f := &fakeSbx{answers: map[string]answer{"create*": {err: errors.New("create failed")}, "template ls": tc.list}}
+		err := (&Driver{Run: f}).Create(context.Background(), c, nonce, nil)
+		if err == nil || errors.Is(err, ErrNoTemplate) != tc.absent {
+			t.Errorf("Create with template ls %+v = %v; template missing: want %v", tc.list, err, tc.absent)
+		}
+	}
+
 	// A template without the watcher stops before any rule is made.
 	f = &fakeSbx{answers: map[string]answer{"exec -u root " + name + " " + DefaultWatcherPath + " --version": {err: errors.New("exec: not found")}}}
 	err := (&Driver{Run: f}).Create(context.Background(), c, nonce, []int{8080})
@@ -143,7 +237,7 @@ func TestRemove(t *testing.T) {
 	if err := (&Driver{Run: f}).Remove(ctx, name, []int{8080}); err != nil {
 		t.Fatalf("Remove = %v", err)
 	}
-	want := [][]string{policyRmArgs(name, 8080), rmArgs(name), lsArgs(true), policyLsArgs()}
+	want := [][]string{policyRmArgs(name, 8080), rmArgs(name), lsArgs(true), policyLsArgs(false)}
 	if !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("calls:\n got  %q\n want %q", f.calls, want)
 	}
@@ -170,14 +264,19 @@ func TestRemove(t *testing.T) {
 		t.Errorf("Remove with leftovers = %v", err)
 	}
 
-	// An unreadable policy listing: the rule removal's own failure stands.
-	f = &fakeSbx{answers: map[string]answer{
-		"policy rm*": {err: errors.New("daemon busy")},
-		"ls --json":  {out: `[]`},
-		"policy ls":  {out: "POLICY   SOURCE   APPLIES TO   SUMMARY\n"},
-	}}
-	if err := (&Driver{Run: f}).Remove(ctx, name, []int{8080}); err == nil {
-		t.Error("Remove forgave a failed rule removal it could not check")
+	// A policy listing it cannot read proves nothing: an error, even
+	// when every removal said it worked.
+	for _, ls := range []string{"ID   WHAT\n", ""} {
+		f = &fakeSbx{answers: map[string]answer{"ls --json": {out: `[]`}, "policy ls": {out: ls}}}
+		if err := (&Driver{Run: f}).Remove(ctx, name, []int{8080}); err == nil || !strings.Contains(err.Error(), "list policy rules") {
+			t.Errorf("Remove with policy ls %q = %v, want the unreadable listing", ls, err)
+		}
+	}
+	// The current CLI: the summary, then the rules with --wide.
+	f = &fakeSbx{answers: map[string]answer{"ls --json": {out: `[]`}, "policy ls": {out: policyLsSummary},
+		"policy ls --wide": {out: strings.ReplaceAll(policyLsWide, "dw-a", name)}}}
+	if err := (&Driver{Run: f}).Remove(ctx, name, []int{8080}); err == nil || !strings.Contains(err.Error(), "rule r-2 (localhost:8080)") {
+		t.Errorf("Remove with the rule listed --wide = %v", err)
 	}
 }
 

@@ -118,6 +118,37 @@ func parseSandboxTable(text string) ([]Sandbox, error) {
 	return out, nil
 }
 
+// parseTemplateList reads `sbx template ls`: a header naming TEMPLATE,
+// NAME or IMAGE (or REPOSITORY and TAG), then one row per template.
+// ok is false for a listing it does not know: nothing is concluded.
+func parseTemplateList(out string) (names []string, ok bool) {
+	lines := strings.Split(strings.ReplaceAll(strings.TrimSpace(out), "\r\n", "\n"), "\n")
+	hcols := columns(lines[0])
+	m := map[string]int{}
+	for i, c := range hcols {
+		m[strings.ToUpper(c.text)] = i
+	}
+	nameCol, tagCol := pick(m, []string{"TEMPLATE", "NAME", "IMAGE", "REPOSITORY"}), -1
+	if _, repo := m["REPOSITORY"]; repo && nameCol == m["REPOSITORY"] {
+		tagCol = pick(m, []string{"TAG"})
+	}
+	if nameCol < 0 {
+		return nil, false
+	}
+	for _, l := range lines[1:] {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		c := cellsAt(l, hcols)
+		n := c[nameCol]
+		if tagCol >= 0 && c[tagCol] != "" {
+			n += ":" + c[tagCol]
+		}
+		names = append(names, n)
+	}
+	return names, true
+}
+
 type column struct {
 	start int
 	text  string

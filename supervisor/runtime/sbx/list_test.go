@@ -70,24 +70,23 @@ func FuzzParseSandboxList(f *testing.F) {
 	})
 }
 
-func TestParsePolicyList(t *testing.T) {
-	out := "NAME                  TYPE      ORIGIN               DECISION   STATUS   RESOURCES\n" +
-		"balanced-dev          network   local                allow      active   api.anthropic.com\n" +
-		"rule-7                network   sandbox:dw-a         allow      active   localhost:8080\n"
-	got := parsePolicyList(out)
-	want := []PolicyRule{{"balanced-dev", "local", "allow", "api.anthropic.com"}, {"rule-7", "sandbox:dw-a", "allow", "localhost:8080"}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("parsePolicyList = %+v, want %+v", got, want)
-	}
-	if got[0].Sandbox() != "" || got[1].Sandbox() != "dw-a" {
-		t.Errorf("Sandbox() = %q, %q", got[0].Sandbox(), got[1].Sandbox())
-	}
-	if got := parsePolicyList("NAME   TYPE   ORIGIN   DECISION   STATUS   RESOURCES\n"); got == nil || len(got) != 0 {
-		t.Errorf("a header alone = %#v, want an empty, readable list", got)
-	}
-	// The newer summary listing has no rule columns: nothing, not a guess.
-	if got := parsePolicyList("POLICY   SOURCE   APPLIES TO          SUMMARY\nlocal-policy   local   all   network: 42 allow\n"); got != nil {
-		t.Errorf("a summary listing parsed as rules: %+v", got)
+func TestParseTemplateList(t *testing.T) {
+	for _, tc := range []struct {
+		out  string
+		want []string
+		ok   bool
+	}{
+		{"TEMPLATE\nimg:1\nother:2\n", []string{"img:1", "other:2"}, true},
+		{"NAME      CREATED\nimg:1     today\n", []string{"img:1"}, true},
+		{"REPOSITORY   TAG   ID\nimg          1     abc\n", []string{"img:1"}, true},
+		{"TEMPLATE\n", nil, true},
+		{"", nil, false},
+		{"FOO   BAR\nx     y\n", nil, false},
+	} {
+		got, ok := parseTemplateList(tc.out)
+		if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("parseTemplateList(%q) = %q, %v; want %q, %v", tc.out, got, ok, tc.want, tc.ok)
+		}
 	}
 }
 

@@ -90,11 +90,13 @@ func bin(env []string) (string, error) {
 
 // Runtime is the sbx runtime.
 type Runtime struct {
-	cli    CLI    // the watcher's exec (Start) runs it directly
-	run    Runner // every other call; nil: cli
-	stderr io.Writer
-	log    *slog.Logger
-	env    []string
+	cli CLI    // the watcher's exec (Start) runs it directly
+	run Runner // every other call; nil: cli
+	// dialect is what Probe learnt of the CLI (nil before it ran).
+	dialect *Dialect
+	stderr  io.Writer
+	log     *slog.Logger
+	env     []string
 }
 
 func (r *Runtime) driver(watcher string) *Driver {
@@ -107,17 +109,36 @@ func (r *Runtime) driver(watcher string) *Driver {
 // Name implements supervisor.Runtime.
 func (r *Runtime) Name() string { return Name }
 
-// Probe runs sbx version and sbx ls.
+// Probe is Driver.Preflight: the CLI's version, the daemon and the
+// sign-in (sbx ls), the default network policy (sbx policy ls) and
+// whether rules can be scoped to one sandbox; doctor prints the detail.
 func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 	info := supervisor.Info{Runtime: Name}
-	v, err := r.driver("").Preflight(ctx, false)
+	dl, err := r.driver("").Preflight(ctx, false)
+	info.Version = dl.Version
 	if err != nil {
 		info.Detail = err.Error()
-		return info, supervisor.EngineError("%v", err)
+		return info, supervisor.EngineError("%w", err)
 	}
+	r.dialect = &dl
 	// A microVM: the boundary is a hypervisor, not a shared root.
-	info.Present, info.Version, info.Rootless = true, v, true
+	info.Present, info.Rootless = true, true
+	info.Detail = dialectDetail(dl)
 	return info, nil
+}
+
+// dialectDetail says what this CLI lets the runtime do, for doctor.
+func dialectDetail(dl Dialect) string {
+	d := "signed in, default network policy set; "
+	if dl.Scoped {
+		d += "--host-port: one rule scoped to the sandbox"
+	} else {
+		d += "--host-port refused: this sbx's network rules apply to every sandbox (no --sandbox)"
+	}
+	if dl.Wide {
+		d += "; rules read with sbx policy ls --wide"
+	}
+	return d
 }
 
 // Prepare refuses what a sandbox cannot honour before anything exists,
@@ -153,11 +174,16 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 		b.Links = links
 	}
 	if len(b.HostPorts) > 0 {
-		if _, err := r.driver("").Preflight(ctx, true); err != nil {
-			if errors.Is(err, ErrNoScope) {
-				return supervisor.RefusedError("%v", err)
+		dl := r.dialect
+		if dl == nil {
+			d, err := r.driver("").Preflight(ctx, false)
+			if err != nil {
+				return supervisor.EngineError("%w", err)
 			}
-			return supervisor.EngineError("%v", err)
+			dl = &d
+		}
+		if !dl.Scoped {
+			return supervisor.RefusedError("%w", ErrNoScope)
 		}
 		b.State[statePorts] = joinPorts(b.HostPorts)
 	}
@@ -202,7 +228,10 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 	}
 	c := CreateConfig{Name: b.Name, Template: b.Image, Memory: b.Memory, Workspaces: ws}
 	if err := r.driver(b.WatcherInImage).Create(ctx, c, b.Nonce, b.HostPorts); err != nil {
-		return supervisor.SetupError("%v", err)
+		if errors.Is(err, ErrNoTemplate) {
+			return supervisor.ImageError("%w", err)
+		}
+		return supervisor.SetupError("%w", err)
 	}
 	return nil
 }

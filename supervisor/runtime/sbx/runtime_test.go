@@ -18,11 +18,7 @@ func testBox(mounts ...supervisor.Mount) *supervisor.Box {
 
 func TestPrepare(t *testing.T) {
 	ctx := context.Background()
-	f := &fakeSbx{answers: map[string]answer{
-		"version":                     {out: "sbx version v0.9.1\n"},
-		"ls --json":                   {out: `{"sandboxes":[]}`},
-		"policy allow network --help": {out: scopedHelp},
-	}}
+	f := &fakeSbx{answers: preflightAnswers()}
 	r := &Runtime{run: f}
 
 	// Named from the instance and launch id; links for differing
@@ -64,7 +60,7 @@ func TestPrepare(t *testing.T) {
 			map[string]answer{"version": {err: errors.New("sbx is not installed")}}, shared.ExitEngine, "not installed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ans := map[string]answer{"version": {out: "sbx version v0.9.1\n"}, "ls --json": {out: `{"sandboxes":[]}`}, "policy allow network --help": {out: scopedHelp}}
+			ans := preflightAnswers()
 			for k, v := range tc.env {
 				ans[k] = v
 			}
@@ -164,5 +160,49 @@ func TestRegistered(t *testing.T) {
 	}
 	if err := d.Installed([]string{"PATH=/nonexistent"}); err == nil {
 		t.Errorf("Installed with no sbx on PATH = nil")
+	}
+}
+
+// Probe learns the dialect once; Prepare refuses host ports on a CLI
+// whose rules are global without another call; a create that failed for
+// a missing template exits 242 (image), another failure 244.
+func TestProbeDialectAndCreateCodes(t *testing.T) {
+	ctx := context.Background()
+	ans := preflightAnswers()
+	ans["policy allow network --help"] = answer{out: "Usage:\n  sbx policy allow network RESOURCES\n"}
+	f := &fakeSbx{answers: ans}
+	r := &Runtime{run: f}
+	info, err := r.Probe(ctx)
+	if err != nil || !info.Present || !strings.Contains(info.Detail, "--host-port refused") {
+		t.Fatalf("Probe = %+v, %v", info, err)
+	}
+	n := len(f.calls)
+	b := testBox()
+	b.HostPorts = []int{8080}
+	if err := r.Prepare(ctx, b); supervisor.ExitCode(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "cannot scope") {
+		t.Errorf("Prepare with a port on a global-only CLI = %v", err)
+	}
+	if len(f.calls) != n {
+		t.Errorf("Prepare called sbx again: %q", f.calls[n:])
+	}
+
+	// Not signed in: Probe is an engine error that says what to run.
+	ans = preflightAnswers()
+	ans["ls --json"] = answer{err: errors.New("sbx ls: exit status 1: not signed in")}
+	ans["ls"] = ans["ls --json"]
+	if _, err := (&Runtime{run: &fakeSbx{answers: ans}}).Probe(ctx); supervisor.ExitCode(err, 0) != shared.ExitEngine || !strings.Contains(err.Error(), "sbx login") {
+		t.Errorf("Probe not signed in = %v", err)
+	}
+
+	for _, tc := range []struct {
+		list string
+		code int
+	}{{"TEMPLATE\nother:1\n", shared.ExitImage}, {"TEMPLATE\ntmpl:1\n", shared.ExitSetupFailed}} {
+		f := &fakeSbx{answers: map[string]answer{"create*": {err: errors.New("create failed")}, "template ls": {out: tc.list}}}
+		b := testBox(supervisor.Mount{Source: "/w", Target: "/w"})
+		b.Name = "dw-ci-20261130-151001-0123abcd"
+		if err := (&Runtime{run: f}).Create(ctx, b); supervisor.ExitCode(err, 0) != tc.code {
+			t.Errorf("Create with templates %q = %v (code %d), want %d", tc.list, err, supervisor.ExitCode(err, 0), tc.code)
+		}
 	}
 }
