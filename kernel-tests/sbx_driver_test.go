@@ -21,16 +21,16 @@ import (
 )
 
 func TestSbxDriverOnEmulator(t *testing.T) {
-	s := ktest.SbxEmulator(t)
+	s := ktest.SbxEmulator(t, ktest.SbxVariants["scoped-provenance"]...)
 	img := ktest.DockerImage(t, "docker")
 	s.LoadTemplate(t, img)
 	ctx := context.Background()
 	d := &sbx.Driver{Run: sbx.CLI{Bin: filepath.Join(s.Bin, "sbx"), Env: s.Env}, Watcher: ktest.ImageWatcher}
 
-	if v, err := d.Preflight(ctx, true); err != nil || !strings.Contains(v, "sbx version") {
-		t.Fatalf("Preflight = %q, %v", v, err)
+	if dl, err := d.Preflight(ctx, true); err != nil || !strings.Contains(dl.Version, "sbx version") || !dl.Scoped || dl.Wide {
+		t.Fatalf("Preflight = %+v, %v", dl, err)
 	}
-	noScope := &sbx.Driver{Run: sbx.CLI{Bin: filepath.Join(s.Bin, "sbx"), Env: append(s.Env[:len(s.Env):len(s.Env)], "SBXEMU_NO_SANDBOX_SCOPE=1")}}
+	noScope := &sbx.Driver{Run: sbx.CLI{Bin: filepath.Join(s.Bin, "sbx"), Env: append(s.Env[:len(s.Env):len(s.Env)], "SBXEMU_POLICY_SCOPE=", "SBXEMU_POLICY_LS=")}}
 	if _, err := noScope.Preflight(ctx, true); !errors.Is(err, sbx.ErrNoScope) {
 		t.Errorf("Preflight of a CLI without rule scope = %v, want the refusal", err)
 	}
@@ -125,7 +125,7 @@ func TestSbxDriverOnEmulator(t *testing.T) {
 	if err := d.Remove(ctx, name, []int{port}); err != nil {
 		t.Errorf("a second Remove: %v", err)
 	}
-	if out := s.Run(t, "policy", "ls"); strings.Contains(out, "sandbox:"+name) {
+	if out := s.Run(t, "policy", "ls", "--wide"); strings.Contains(out, "sandbox:"+name) {
 		t.Errorf("the rule outlived Remove:\n%s", out)
 	}
 	list, _ = d.List(ctx)

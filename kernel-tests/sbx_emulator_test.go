@@ -6,6 +6,7 @@ package kerneltests
 // policy lets a sandbox reach the host's port only while a rule exists.
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -39,8 +40,11 @@ func hostGreeter(t *testing.T, greeting string) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// TestSbxEmulator drives the spelling with rules of one sandbox
+// (--sandbox) and the older rule table, whose forwarder behaviour the
+// default spelling shares.
 func TestSbxEmulator(t *testing.T) {
-	s := ktest.SbxEmulator(t)
+	s := ktest.SbxEmulator(t, ktest.SbxVariants["scoped-rules"]...)
 	img := ktest.DockerImage(t, "docker")
 	s.LoadTemplate(t, img)
 
@@ -196,14 +200,117 @@ func TestSbxEmulator(t *testing.T) {
 		}
 	}
 
-	// An older CLI without sandbox scope: its help does not offer it and
-	// the flag is refused.
+	// The default CLI, without sandbox scope: its help does not offer it
+	// and the flag is refused.
 	cmd = s.Cmd("policy", "allow", "network", "--help")
-	cmd.Env = append(cmd.Env, "SBXEMU_NO_SANDBOX_SCOPE=1")
+	cmd.Env = append(cmd.Env, "SBXEMU_POLICY_SCOPE=")
 	if out, err := cmd.Output(); err != nil || strings.Contains(string(out), "--sandbox") {
 		t.Errorf("unscoped help: %v\n%s", err, out)
 	}
 	if out := s.Run(t, "policy", "allow", "network", "--help"); !strings.Contains(out, "--sandbox") {
 		t.Errorf("scoped help does not offer --sandbox:\n%s", out)
+	}
+}
+
+// TestSbxEmulatorCurrent: the default spelling, as the current
+// reference documents it: first use (sign-in, then the default network
+// policy, the prompt and --no-input), rules for every sandbox and a
+// summary listing (the rules with --wide), auto-stop after idle and
+// exec booting a stopped sandbox, and a wedged daemon.
+func TestSbxEmulatorCurrent(t *testing.T) {
+	s := ktest.SbxEmulatorFresh(t, "SBXEMU_IDLE_STOP=1s", "SBXEMU_BOOT_DELAY=200ms")
+	img := ktest.DockerImage(t, "docker")
+
+	// First use, one step at a time.
+	fails := func(want string, stdin string, args ...string) {
+		t.Helper()
+		cmd := s.Cmd(args...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("sbx %s: %v, want a failure saying %q:\n%s", strings.Join(args, " "), err, want, out)
+		}
+	}
+	fails("not signed in: run sbx login", "", "ls")
+	s.Run(t, "login")
+	fails("run sbx policy set-default balanced", "", "ls")
+	fails("run sbx policy set-default balanced", "2\n", "--no-input", "ls")
+	cmd := s.Cmd("ls")
+	cmd.Stdin = strings.NewReader("3\n") // the prompt's answer: Locked Down
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "Choose a default network policy") {
+		t.Fatalf("the first-start prompt: %v\n%s", err, out)
+	}
+	fails("already initialized", "", "policy", "init", "balanced")
+	s.Run(t, "policy", "set-default", "balanced")
+	s.LoadTemplate(t, img)
+
+	// Rules for every sandbox: no --sandbox; the listing is a summary,
+	// --wide shows the rules, the preset's continued on further rows.
+	ws := t.TempDir()
+	s.Run(t, "create", "shell", ws, "--name", "emu-c", "--template", img)
+	fails("unknown flag: --sandbox", "", "policy", "allow", "network", "--sandbox", "emu-c", "localhost:1")
+	port := hostGreeter(t, "hello-global")
+	p := strconv.Itoa(port)
+	s.Run(t, "policy", "allow", "network", "localhost:"+p)
+	if out := s.Run(t, "policy", "ls"); !strings.HasPrefix(out, "POLICY") || !strings.Contains(out, "SUMMARY") || strings.Contains(out, "localhost:") {
+		t.Errorf("policy ls is not the summary:\n%s", out)
+	}
+	if out := s.Run(t, "policy", "ls", "--wide"); !strings.Contains(out, "localhost:"+p) || !strings.Contains(out, "api.openai.com") {
+		t.Errorf("policy ls --wide lacks the rules:\n%s", out)
+	}
+	if out, _ := s.Cmd("exec", "emu-c", "nc", "-w", "3", "host.docker.internal", p).CombinedOutput(); !strings.Contains(string(out), "hello-global") {
+		t.Errorf("a global rule does not let the sandbox through: %s\n%s", out, s.ForwarderLog())
+	}
+	s.Run(t, "policy", "rm", "network", "--resource", "localhost:"+p)
+
+	// Auto-stop: no session for the idle time stops it; exec boots it.
+	status := func() string {
+		var l struct {
+			Sandboxes []struct{ Name, Status string }
+		}
+		_ = json.Unmarshal([]byte(s.Run(t, "ls", "--json")), &l)
+		for _, b := range l.Sandboxes {
+			if b.Name == "emu-c" {
+				return b.Status
+			}
+		}
+		return "absent"
+	}
+	if !ktest.WaitFor(30*time.Second, func() bool { return status() == "stopped" }) {
+		t.Errorf("an idle sandbox did not stop by itself: %s\n%s", status(), s.ForwarderLog())
+	}
+	t0 := time.Now()
+	if out := strings.TrimSpace(s.Run(t, "exec", "emu-c", "echo", "booted")); out != "booted" {
+		t.Errorf("exec of a stopped sandbox: %q", out)
+	}
+	if took := time.Since(t0); took < 200*time.Millisecond {
+		t.Errorf("exec of a stopped sandbox took %v, less than its boot delay", took)
+	}
+	// A long session keeps it running past the idle time.
+	long := s.Cmd("exec", "emu-c", "sleep", "3")
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if st := status(); st != "running" {
+		t.Errorf("a sandbox with a live session is %s", st)
+	}
+	long.Wait()
+	s.Run(t, "rm", "--force", "emu-c")
+
+	// A wedged daemon answers nothing.
+	cmd = s.Cmd("ls")
+	cmd.Env = append(cmd.Env, "SBXEMU_WEDGE=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Errorf("a wedged sbx ls returned: %v", err)
+	case <-time.After(time.Second):
+		cmd.Process.Kill()
+		<-done
 	}
 }

@@ -8,6 +8,7 @@ package kerneltests
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -37,8 +38,10 @@ type sbxRig struct {
 	journal  string
 }
 
-func newSbxRig(t *testing.T) *sbxRig {
-	s := ktest.SbxEmulator(t)
+// newSbxRig is the rig on an emulator of the current CLI with env (a
+// variant's switches) added.
+func newSbxRig(t *testing.T, env ...string) *sbxRig {
+	s := ktest.SbxEmulator(t, env...)
 	img := ktest.DockerImage(t, "docker")
 	s.LoadTemplate(t, img)
 	return &sbxRig{t: t, s: s, bin: ktest.Build(t), template: img,
@@ -70,10 +73,11 @@ func (r *sbxRig) sandboxes(instance string) []string {
 	return out
 }
 
-// rules are the `sbx policy ls` rows scoped to a sandbox of the instance.
+// rules are the `sbx policy ls --wide` rows scoped to a sandbox of
+// the instance (--wide: every spelling takes it, the current one needs it).
 func (r *sbxRig) rules() []string {
 	var out []string
-	for _, l := range strings.Split(r.s.Run(r.t, "policy", "ls"), "\n") {
+	for _, l := range strings.Split(r.s.Run(r.t, "policy", "ls", "--wide"), "\n") {
 		if strings.Contains(l, "sandbox:"+sbx.NamePrefix+r.instance+"-") {
 			out = append(out, l)
 		}
@@ -117,6 +121,17 @@ func (r *sbxRig) calls() string {
 
 func TestSbxExecLifecycle(t *testing.T) {
 	r := newSbxRig(t)
+	// Each other spelling of the CLI: the same run, nothing left.
+	for _, v := range sortedKeys(ktest.SbxVariants) {
+		t.Run(v, func(t *testing.T) {
+			r := newSbxRig(t, ktest.SbxVariants[v]...)
+			res := runCmd(r.exec(nil, "--", "sh", "-c", "echo out"))
+			if res.code != 0 || res.stdout != "out\n" {
+				t.Errorf("exit %d, stdout %q\nstderr:\n%s", res.code, res.stdout, res.stderr)
+			}
+			r.assertClean(v)
+		})
+	}
 	for _, tc := range []struct {
 		name  string
 		extra []string
@@ -144,7 +159,12 @@ func TestSbxExecLifecycle(t *testing.T) {
 // The agent: a workspace with a bridge link, the controller's port
 // through the scoped rule only, a secret from --env in the spec only.
 func TestSbxExecAgent(t *testing.T) {
-	r := newSbxRig(t)
+	for _, v := range []string{"scoped-rules", "scoped-provenance"} {
+		t.Run(v, func(t *testing.T) { sbxExecAgent(t, newSbxRig(t, ktest.SbxVariants[v]...)) })
+	}
+}
+
+func sbxExecAgent(t *testing.T, r *sbxRig) {
 	port := hostGreeter(t, "hello-controller")
 	ws := t.TempDir()
 	if err := os.Chmod(ws, 0o777); err != nil {
@@ -203,11 +223,25 @@ func TestSbxExecAgent(t *testing.T) {
 	})
 }
 
-// SIGKILL of the supervisor: the agent tree dies through the exec's
-// EOF; reconcile removes the sandbox and its rule and leaves another
-// instance's sandbox alone.
+// SIGKILL of the supervisor, both ways the kill can reach the VM:
+// stdin EOF delivered (the agent tree dies through the exec's EOF), and
+// stdin EOF lost (the exec client dies but the in-VM watcher's stdin
+// stays open: its heartbeat ends the box within the heartbeat). Then
+// reconcile removes the sandbox, stopped by itself by then, and its
+// rule, and leaves another instance's sandbox alone.
 func TestSbxExecSIGKILL(t *testing.T) {
-	r := newSbxRig(t)
+	t.Run("eof-delivered", func(t *testing.T) {
+		sbxExecSIGKILL(t, newSbxRig(t, append(ktest.SbxVariants["scoped-rules"], "SBXEMU_IDLE_STOP=1s")...), 0)
+	})
+	t.Run("eof-lost", func(t *testing.T) {
+		env := append(append([]string(nil), ktest.SbxVariants["scoped-rules"]...), ktest.SbxVariants["eof-lost"]...)
+		sbxExecSIGKILL(t, newSbxRig(t, append(env, "SBXEMU_IDLE_STOP=1s")...), 3*time.Second)
+	})
+}
+
+// sbxExecSIGKILL: heartbeat 0 keeps exec's default and expects the EOF
+// to kill at once; otherwise the EOF is lost and the heartbeat kills.
+func sbxExecSIGKILL(t *testing.T, r *sbxRig, heartbeat time.Duration) {
 	other, err := sbx.SandboxName("other"+r.instance, supervisor.NewLaunchID())
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +250,11 @@ func TestSbxExecSIGKILL(t *testing.T) {
 	port := hostGreeter(t, "hello")
 
 	marker := fmt.Sprintf("dw-sbx-kill-%d", time.Now().UnixNano())
-	cmd := r.exec(nil, "--host-port", strconv.Itoa(port), "--", "sh", "-c", "sleep 1000 & (trap '' TERM; sleep 1000) & echo started; wait", marker)
+	extra := []string{"--host-port", strconv.Itoa(port)}
+	if heartbeat > 0 {
+		extra = append(extra, "--heartbeat", heartbeat.String())
+	}
+	cmd := r.exec(nil, append(extra, "--", "sh", "-c", "sleep 1000 & (trap '' TERM; sleep 1000) & echo started; wait", marker)...)
 	var out, errb syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
@@ -233,12 +271,22 @@ func TestSbxExecSIGKILL(t *testing.T) {
 	tree := append(agent, ktest.Descendants(agent[0].PID)...)
 	killed := time.Now()
 	cmd.Process.Kill()
-	took, left := ktest.WaitDead(tree, killed, ktest.Slack)
+	ceiling := ktest.Slack
+	if heartbeat > 0 {
+		// The EOF must really be lost: before the heartbeat nothing
+		// but the stream's end could kill the agent.
+		time.Sleep(heartbeat / 3)
+		if _, left := ktest.WaitDead(tree, killed, 0); len(left) == 0 {
+			t.Fatalf("the agent died %v after the kill: the EOF reached the watcher (the emulator did not lose it)", heartbeat/3)
+		}
+		ceiling = heartbeat + ktest.Slack
+	}
+	took, left := ktest.WaitDead(tree, killed, ceiling)
 	cmd.Wait()
 	if len(left) > 0 {
-		t.Fatalf("agent processes alive %v after the supervisor's SIGKILL: %v", ktest.Slack, left)
+		t.Fatalf("agent processes alive %v after the supervisor's SIGKILL: %v", ceiling, left)
 	}
-	t.Logf("sbx: supervisor SIGKILLed -> agent tree (%d processes) dead in %v", len(tree), took.Round(time.Millisecond))
+	t.Logf("sbx: supervisor SIGKILLed -> agent tree (%d processes) dead in %v (heartbeat %v)", len(tree), took.Round(time.Millisecond), heartbeat)
 
 	// ls shows it: journal open, owner gone, the sandbox present.
 	lsOut, err := r.supervisor(nil, "ls", "--json").Output()
@@ -256,6 +304,20 @@ func TestSbxExecSIGKILL(t *testing.T) {
 		t.Fatalf("before reconcile: sandboxes %v, rules %v", r.sandboxes(r.instance), r.rules())
 	}
 
+	// The sandbox stops by itself once no session is left (the
+	// product's auto-stop): reconcile boots it to read the nonce.
+	status := func() string {
+		ls, _ := (&sbx.Driver{Run: sbx.CLI{Bin: filepath.Join(r.s.Bin, "sbx"), Env: r.s.Env}}).List(context.Background())
+		for _, b := range ls {
+			if inst, _, _ := sbx.ParseSandboxName(b.Name); inst == r.instance {
+				return b.Status
+			}
+		}
+		return "absent"
+	}
+	if !ktest.WaitFor(60*time.Second, func() bool { return status() == "stopped" }) {
+		t.Errorf("the sandbox did not stop by itself: %s", status())
+	}
 	t0 := time.Now()
 	res := runCmd(r.supervisor(nil, "reconcile"))
 	t.Logf("reconcile: exit %d in %v\n%s%s", res.code, res.took.Round(time.Millisecond), res.stdout, res.stderr)
@@ -293,7 +355,8 @@ func TestSbxExecRefusals(t *testing.T) {
 		want  string
 	}{
 		{"network", nil, []string{"--network", "bridge"}, shared.ExitRefused, "--network bridge cannot be honoured"},
-		{"no-scope", []string{"SBXEMU_NO_SANDBOX_SCOPE=1"}, []string{"--host-port", "8080"}, shared.ExitRefused, "cannot scope a network rule"},
+		{"no-scope", nil, []string{"--host-port", "8080"}, shared.ExitRefused, "cannot scope a network rule"},
+		{"template-missing", nil, nil, shared.ExitImage, "not a loaded template"},
 		{"pids-limit", nil, []string{"--pids-limit", "64"}, shared.ExitRefused, "--pids-limit cannot be honoured"},
 		{"host-watcher", nil, []string{"--watcher", r.bin.Watcher}, shared.ExitUsage, "cannot take the host's watcher"},
 		{"instance", nil, nil, shared.ExitUsage, "cannot name a sandbox"},
@@ -301,8 +364,11 @@ func TestSbxExecRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(r.s.Calls(t))
 			cmd := r.exec(tc.env, append(tc.extra, "--", "true")...)
-			if tc.name == "instance" {
+			switch tc.name {
+			case "instance":
 				cmd = r.supervisor(nil, "--instance", "Upper_Case", "exec", "--runtime", "sbx", "--template", r.template, "--", "true")
+			case "template-missing":
+				cmd = r.supervisor(nil, "exec", "--runtime", "sbx", "--template", "not-loaded:1", "--", "true")
 			}
 			res := runCmd(cmd)
 			t.Logf("exit %d: %s", res.code, res.stderr)
@@ -311,7 +377,7 @@ func TestSbxExecRefusals(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and one line with %q", res.code, res.stderr, tc.code, tc.want)
 			}
 			for _, c := range r.s.Calls(t)[before:] {
-				if c.Argv[1] == "create" || c.Argv[1] == "policy" && c.Argv[2] == "allow" && !slices.Contains(c.Argv, "--help") {
+				if c.Argv[1] == "create" && tc.name != "template-missing" || c.Argv[1] == "policy" && c.Argv[2] == "allow" && !slices.Contains(c.Argv, "--help") {
 					t.Errorf("something was created: %q", c.Argv)
 				}
 			}
@@ -423,4 +489,50 @@ func TestSbxExecCopy(t *testing.T) {
 	checkManifest(t, filepath.Join(out, "tree.manifest"), filepath.Join(out, "tree"))
 	t.Logf("sbx copy in and out: %v", res.took.Round(time.Millisecond))
 	r.assertClean("after the copies")
+}
+
+// First use and a wedged daemon: exec stops before anything exists,
+// with one line that says what to run, in the time its calls' bounds
+// allow.
+func TestSbxExecFirstUse(t *testing.T) {
+	r := newSbxRig(t)
+	for _, tc := range []struct {
+		name string
+		prep func()
+		env  []string
+		want string
+	}{
+		{"not-signed-in", func() { r.s.Run(t, "logout") }, nil, "`sbx login`"},
+		{"no-default-policy", func() { r.s.Run(t, "login"); r.s.Run(t, "policy", "reset") }, nil, "`sbx policy set-default balanced`"},
+		{"wedged", func() { r.s.Run(t, "policy", "set-default", "deny-all") }, []string{"SBXEMU_WEDGE=1"}, "no answer in time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.prep()
+			before := len(r.s.Calls(t))
+			res := runCmd(r.exec(tc.env, "--", "true"))
+			t.Logf("exit %d in %v: %s", res.code, res.took.Round(time.Millisecond), res.stderr)
+			lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+			if res.code != shared.ExitEngine || len(lines) != 1 || !strings.Contains(res.stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d and one line with %q", res.code, res.stderr, shared.ExitEngine, tc.want)
+			}
+			if res.took > 3*time.Minute {
+				t.Errorf("exec took %v", res.took)
+			}
+			for _, c := range r.s.Calls(t)[before:] {
+				if c.Argv[1] == "create" {
+					t.Errorf("something was created: %q", c.Argv)
+				}
+			}
+			r.assertClean(tc.name)
+		})
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
 }

@@ -20,10 +20,31 @@ type Sbx struct {
 	Env   []string
 }
 
+// SbxVariants are the emulator's spellings of the CLI besides its
+// default (the current reference: global rules, a summary policy ls),
+// as the environment that selects each (kernel-tests/ktest/sbxemu).
+var SbxVariants = map[string][]string{
+	"scoped-rules":      {"SBXEMU_POLICY_SCOPE=sandbox", "SBXEMU_POLICY_LS=rules"},
+	"scoped-provenance": {"SBXEMU_POLICY_SCOPE=sandbox", "SBXEMU_POLICY_LS=provenance"},
+	"eof-lost":          {"SBXEMU_EXEC_EOF=lost"},
+}
+
 // SbxEmulator builds the emulator, installs it as `sbx` in a temporary
-// folder and gives it a fresh state folder. Cleanup removes every
+// folder, gives it a fresh state folder and does its first use (sbx
+// login, sbx policy set-default deny-all). Cleanup removes every
 // sandbox it still holds, its forwarders and its containers.
-func SbxEmulator(t testing.TB) *Sbx {
+func SbxEmulator(t testing.TB, env ...string) *Sbx {
+	t.Helper()
+	s := SbxEmulatorFresh(t, env...)
+	s.Run(t, "login")
+	s.Run(t, "policy", "set-default", "deny-all")
+	return s
+}
+
+// SbxEmulatorFresh is SbxEmulator before its first use: not signed in,
+// no default network policy. env is added to the emulator's environment
+// (a variant's switches).
+func SbxEmulatorFresh(t testing.TB, env ...string) *Sbx {
 	t.Helper()
 	RequireRoot(t)
 	RequireCmd(t, "docker")
@@ -35,7 +56,7 @@ func SbxEmulator(t testing.TB) *Sbx {
 	}
 	state := t.TempDir()
 	s := &Sbx{Bin: bin, State: state}
-	s.Env = append(os.Environ(), "SBXEMU_STATE="+state, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	s.Env = append(append(os.Environ(), "SBXEMU_STATE="+state, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH")), env...)
 	t.Cleanup(func() { s.cleanup(t) })
 	return s
 }
@@ -124,7 +145,9 @@ func (s *Sbx) Forwarders() []Proc {
 }
 
 func (s *Sbx) cleanup(t testing.TB) {
-	out, _ := s.Cmd("ls", "--json").Output()
+	cmd := s.Cmd("--no-input", "ls", "--json")
+	cmd.Env = append(cmd.Env, "SBXEMU_WEDGE=0")
+	out, _ := cmd.Output()
 	var l struct {
 		Sandboxes []struct{ Name string } `json:"sandboxes"`
 	}

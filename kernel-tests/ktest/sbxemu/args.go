@@ -392,3 +392,21 @@ func parseLs(args []string) (jsonOut, quiet bool, err error) {
 	}
 	return p.has("--json"), p.has("--quiet"), nil
 }
+
+// parsePolicyLs reads `policy ls` flags: --wide (rules, where the
+// table is a summary), --type, --include-inactive (accepted; the
+// emulator's rules are all active and of type network).
+func parsePolicyLs(args []string) (wide bool, err error) {
+	p, err := parseFlags(args, []flagDef{{names: []string{"--wide"}}, {names: []string{"--type"}, value: true},
+		{names: []string{"--include-inactive"}}}, 0)
+	if err != nil {
+		return false, err
+	}
+	if len(p.pos) != 0 {
+		return false, fmt.Errorf("unexpected argument %q", p.pos[0])
+	}
+	if t := p.last("--type"); t != "" && t != "all" && t != "network" {
+		return false, fmt.Errorf(`--type %q: give "all" or "network"`, t)
+	}
+	return p.has("--wide"), nil
+}

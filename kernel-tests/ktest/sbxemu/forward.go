@@ -66,7 +66,12 @@ func forwardMain(args []string) int {
 		return 2
 	}
 	pid, _ := strconv.Atoi(args[2])
-	f := &forwarder{e: &emu{state: args[0]}, name: args[1], pid: pid, ports: map[int]net.Listener{},
+	m, err := readMode()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	f := &forwarder{e: &emu{state: args[0], mode: m}, name: args[1], pid: pid, ports: map[int]net.Listener{},
 		listen: make(chan listenReq), logger: log.New(os.Stderr, "forwarder "+args[1]+": ", log.LstdFlags|log.Lmicroseconds)}
 	if err := f.run(); err != nil {
 		f.logger.Print(err)
@@ -103,10 +108,14 @@ func (f *forwarder) run() error {
 	go f.control(ctl)
 	f.logger.Printf("up (sandbox init pid %d)", f.pid)
 	// Die with the sandbox, with its record, and with the state folder
-	// (the test that made it is over).
+	// (the test that made it is over); stop the sandbox when it is idle.
+	lastBusy := time.Now()
 	for range time.Tick(100 * time.Millisecond) {
 		if !f.sandboxAlive() {
 			f.logger.Print("sandbox gone; exiting")
+			return nil
+		}
+		if f.idleStop(&lastBusy) {
 			return nil
 		}
 	}

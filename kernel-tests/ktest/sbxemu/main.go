@@ -1,18 +1,28 @@
 // Command sbxemu is the kernel tests' stand-in for Docker Sandboxes'
-// `sbx` CLI (which needs Docker Desktop): the tests install it as `sbx`
-// first on PATH. It implements the documented surface over the real
+// `sbx` CLI: the tests install it as `sbx` first on PATH. It implements
+// the surface Docker's current sbx reference documents over the real
 // Docker engine, strict wherever the documentation is silent:
 //
-//	sbx version
+//	sbx [--no-input] VERB ...
+//	sbx version | sbx login | sbx logout
 //	sbx ls [--json] [-q]
 //	sbx create AGENT PATH[:ro] [PATH[:ro]...] --template T [--name N] [--memory M] [-e K=V]...
 //	sbx exec [-i] [-t] [-d] [--privileged] [-e K[=V]]... [--env-file F] [-u USER] [-w DIR] NAME CMD [ARG...]
 //	sbx stop NAME
 //	sbx rm --force NAME... | sbx rm --force --all
-//	sbx policy allow network [--sandbox NAME | -g] RESOURCES
-//	sbx policy rm network [--sandbox NAME | -g] [--id ID] [--resource RESOURCES]
-//	sbx policy ls
+//	sbx policy set-default|init allow-all|balanced|deny-all | sbx policy reset
+//	sbx policy allow network [-g] RESOURCES
+//	sbx policy rm network [--id ID] [--resource RESOURCES]
+//	sbx policy ls [--wide]
 //	sbx template load FILE.tar | sbx template ls
+//
+// First use, as documented: every daemon verb needs `sbx login`, then a
+// default network policy; without one the daemon prompts (1-3 on
+// stdin), and with --no-input or an ended stdin it fails and says to
+// run `sbx policy set-default`. Rules apply to every sandbox; `policy
+// ls` prints POLICY SOURCE APPLIES TO SUMMARY, the rules with --wide.
+// A sandbox with no exec session stops by itself after 30 s, and exec
+// of a stopped one boots it first.
 //
 // A sandbox is a container "sbxemu-NAME" whose PID 1 is the emulator's
 // own idle init (the sandbox's init, never the caller's program), with
@@ -23,12 +33,12 @@
 // connection to the host's 127.0.0.1:PORT only while an allow rule for
 // localhost:PORT (global or scoped to the sandbox) exists, checked at
 // connect time: the documented proxy rewrites host.docker.internal to
-// localhost before matching.
+// localhost before matching. The forwarder also stops the idle sandbox.
 //
 // State lives in $SBXEMU_STATE (required): sandboxes/NAME.json,
-// policy.json, templates.json, fwd/NAME.{pid,sock}, and calls.jsonl, one
-// JSON line per call with the argv and the names (never the values) of
-// the environment, which the tests read.
+// policy.json, login.json, templates.json, sessions/NAME/PID,
+// fwd/NAME.{pid,sock}, and calls.jsonl, one JSON line per call with the
+// argv and the names (never the values) of the environment.
 //
 // Strict where the documentation is silent:
 //   - create leaves the sandbox stopped; exec starts it first;
@@ -40,8 +50,12 @@
 //   - create needs a template that `sbx template load` loaded;
 //   - only explicit localhost:PORT rules open a port on host.docker.internal.
 //
-// SBXEMU_NO_SANDBOX_SCOPE=1 makes it an older CLI without --sandbox
-// (its help does not mention it and the flag is unknown).
+// Other spellings and misbehaviours are switches of its environment
+// (modes.go): SBXEMU_POLICY_SCOPE=sandbox (rules of one sandbox with
+// --sandbox), SBXEMU_POLICY_LS=rules|provenance (the older tables),
+// SBXEMU_EXEC_EOF=lost (an exec client's end never reaches the
+// sandbox), SBXEMU_IDLE_STOP and SBXEMU_BOOT_DELAY (durations),
+// SBXEMU_WEDGE=1 (a daemon that never answers).
 package main
 
 import (
@@ -78,14 +92,16 @@ func main() {
 			os.Exit(initMain())
 		case "__forward":
 			os.Exit(forwardMain(os.Args[2:]))
+		case "__hold":
+			os.Exit(holdMain())
 		}
 	}
 	os.Exit(run(os.Args[1:]))
 }
 
 type emu struct {
-	state  string
-	scoped bool
+	state string
+	mode  mode
 }
 
 func run(args []string) int {
@@ -94,10 +110,25 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "sbx (emulator): set SBXEMU_STATE to an absolute folder for its state")
 		return 2
 	}
-	e := &emu{state: dir, scoped: os.Getenv("SBXEMU_NO_SANDBOX_SCOPE") != "1"}
+	m, err := readMode()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sbx (emulator):", err)
+		return 2
+	}
+	e := &emu{state: dir, mode: m}
 	if err := e.record(args); err != nil {
 		fmt.Fprintln(os.Stderr, "sbx (emulator): record the call:", err)
 		return 2
+	}
+	args = globalFlags(args, &e.mode)
+	if needsDaemon(args) {
+		if e.mode.wedged {
+			wedge()
+		}
+		if err := e.firstUse(); err != nil {
+			fmt.Fprintln(os.Stderr, "ERROR:", err)
+			return 1
+		}
 	}
 	code, err := e.dispatch(args)
 	if err != nil {
@@ -183,6 +214,10 @@ func (e *emu) dispatch(args []string) (int, error) {
 		return 0, e.rm(r)
 	case "policy":
 		return e.policy(rest)
+	case "login":
+		return e.login(rest)
+	case "logout":
+		return e.logout()
 	case "template":
 		return e.template(rest)
 	}
@@ -208,8 +243,9 @@ type rule struct {
 }
 
 type policyFile struct {
-	Next  int    `json:"next"`
-	Rules []rule `json:"rules"`
+	Default string `json:"default,omitempty"` // allow-all | balanced | deny-all; "" = not chosen
+	Next    int    `json:"next"`
+	Rules   []rule `json:"rules"`
 }
 
 func (e *emu) path(parts ...string) string {
@@ -434,6 +470,7 @@ func (e *emu) start(name string) error {
 		return nil
 	}
 	if containerPID(name) == 0 {
+		time.Sleep(e.mode.bootDelay) // a microVM boots
 		if _, err := docker("start", containerName(name)); err != nil {
 			return fmt.Errorf("start sandbox %s: %w", name, err)
 		}
@@ -536,6 +573,12 @@ func (e *emu) exec(r execReq) (int, error) {
 		unlock()
 		return 1, err
 	}
+	if !e.mode.eofLost {
+		if err := e.addSession(r.Name, os.Getpid()); err != nil {
+			unlock()
+			return 1, err
+		}
+	}
 	unlock()
 	args := []string{"docker", "exec"}
 	if r.Interactive {
@@ -572,6 +615,10 @@ func (e *emu) exec(r execReq) (int, error) {
 	bin, err := exec.LookPath("docker")
 	if err != nil {
 		return 1, err
+	}
+	if e.mode.eofLost {
+		args[0] = bin
+		return e.execLost(r.Name, args)
 	}
 	// Replace this process: killing `sbx exec` kills the docker client,
 	// whose end closes the exec's stdin, as the real CLI's would.
@@ -645,35 +692,39 @@ func (e *emu) policy(args []string) (int, error) {
 		return 1, errors.New("usage: sbx policy allow|rm|ls")
 	}
 	switch args[0] {
+	case "set-default", "init":
+		if len(args) != 2 {
+			return 1, fmt.Errorf(`"sbx policy %s" requires 1 argument: allow-all, balanced or deny-all`, args[0])
+		}
+		if err := e.setDefault(args[1], args[0] == "init"); err != nil {
+			return 1, err
+		}
+		fmt.Printf("Default network policy: %s\n", args[1])
+		return 0, nil
+	case "reset":
+		defer e.lock()()
+		return 0, writeJSON(e.path("policy.json"), policyFile{})
 	case "ls":
-		if len(args) != 1 {
-			return 1, errors.New(`"sbx policy ls" takes no arguments`)
+		wide, err := parsePolicyLs(args[1:])
+		if err != nil {
+			return 1, err
 		}
 		p, err := e.policyFile()
 		if err != nil {
 			return 1, err
 		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tTYPE\tORIGIN\tDECISION\tSTATUS\tRESOURCES")
-		for _, r := range p.Rules {
-			origin := "local"
-			if r.Sandbox != "" {
-				origin = "sandbox:" + r.Sandbox
-			}
-			fmt.Fprintf(tw, "%s\tnetwork\t%s\t%s\tactive\t%s\n", r.Name, origin, r.Decision, r.Resource)
-		}
-		return 0, tw.Flush()
+		return 0, e.policyLs(os.Stdout, p, wide)
 	case "allow", "rm":
 		if len(args) < 2 || args[1] != "network" {
 			return 1, fmt.Errorf("usage: sbx policy %s network [flags] RESOURCES", args[0])
 		}
-		r, err := parsePolicyNetwork(args[0], args[2:], e.scoped)
+		r, err := parsePolicyNetwork(args[0], args[2:], e.mode.scoped)
 		if err != nil {
 			return 1, err
 		}
 		if r.Help {
 			scope := ""
-			if e.scoped {
+			if e.mode.scoped {
 				scope = sandboxFlagHelp
 			}
 			fmt.Printf(allowNetworkHelp, scope)

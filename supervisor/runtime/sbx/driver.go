@@ -213,6 +213,9 @@ func (d *Driver) rules(ctx context.Context) (rules []PolicyRule, wide bool, err 
 // when this CLI has no --json).
 func (d *Driver) List(ctx context.Context) ([]Sandbox, error) {
 	out, err := d.Run.Run(ctx, lsArgs(true), nil)
+	if errors.Is(err, ErrTimeout) {
+		return nil, err // a wedged daemon answers the table no sooner
+	}
 	if err != nil {
 		var err2 error
 		if out, err2 = d.Run.Run(ctx, lsArgs(false), nil); err2 != nil {
