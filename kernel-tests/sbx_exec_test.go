@@ -496,6 +496,10 @@ func TestSbxExecCopy(t *testing.T) {
 // allow.
 func TestSbxExecFirstUse(t *testing.T) {
 	r := newSbxRig(t)
+	setUp := func() {
+		r.s.Run(t, "login")
+		r.s.Run(t, "policy", "set-default", "deny-all")
+	}
 	for _, tc := range []struct {
 		name string
 		prep func()
@@ -503,13 +507,14 @@ func TestSbxExecFirstUse(t *testing.T) {
 		want string
 	}{
 		{"not-signed-in", func() { r.s.Run(t, "logout") }, nil, "`sbx login`"},
-		{"no-default-policy", func() { r.s.Run(t, "login"); r.s.Run(t, "policy", "reset") }, nil, "`sbx policy set-default balanced`"},
-		{"wedged", func() { r.s.Run(t, "policy", "set-default", "deny-all") }, []string{"SBXEMU_WEDGE=1"}, "no answer in time"},
+		{"no-default-policy", func() { r.s.Run(t, "policy", "reset") }, nil, "`sbx policy set-default balanced`"},
+		{"wedged", func() {}, []string{"SBXEMU_WEDGE=1"}, "no answer in time"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.prep()
 			before := len(r.s.Calls(t))
+			tc.prep()
 			res := runCmd(r.exec(tc.env, "--", "true"))
+			setUp()
 			t.Logf("exit %d in %v: %s", res.code, res.took.Round(time.Millisecond), res.stderr)
 			lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
 			if res.code != shared.ExitEngine || len(lines) != 1 || !strings.Contains(res.stderr, tc.want) {

@@ -99,7 +99,7 @@ func (f *forwarder) run() error {
 	if err := f.sync(); err != nil {
 		return err
 	}
-	sock := f.e.path("fwd", f.name+".sock")
+	sock := f.e.sockPath(f.name)
 	os.Remove(sock)
 	ctl, err := net.Listen("unix", sock)
 	if err != nil {

@@ -493,7 +493,7 @@ func (e *emu) start(name string) error {
 }
 
 func (e *emu) forwarderAlive(name string) bool {
-	c, err := net.DialTimeout("unix", e.path("fwd", name+".sock"), time.Second)
+	c, err := net.DialTimeout("unix", e.sockPath(name), time.Second)
 	if err != nil {
 		return false
 	}
@@ -560,7 +560,7 @@ func (e *emu) killForwarder(name string) {
 		}
 	}
 	os.Remove(e.path("fwd", name+".pid"))
-	os.Remove(e.path("fwd", name+".sock"))
+	os.Remove(e.sockPath(name))
 }
 
 func (e *emu) exec(r execReq) (int, error) {
@@ -787,7 +787,7 @@ func (e *emu) changePolicy(r policyReq) error {
 		if r.Sandbox != "" && s.Name != r.Sandbox {
 			continue
 		}
-		if c, err := net.DialTimeout("unix", e.path("fwd", s.Name+".sock"), time.Second); err == nil {
+		if c, err := net.DialTimeout("unix", e.sockPath(s.Name), time.Second); err == nil {
 			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 			fmt.Fprintln(c, "sync")
 			_, _ = bufio.NewReader(c).ReadString('\n')

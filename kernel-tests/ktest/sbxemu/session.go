@@ -5,6 +5,8 @@ package main
 // product's auto-stop), and the lost-EOF exec (mode.eofLost).
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -143,6 +145,13 @@ func (f *forwarder) idleStop(lastBusy *time.Time) bool {
 		f.logger.Print(err)
 	}
 	os.Remove(f.e.path("fwd", f.name+".pid"))
-	os.Remove(f.e.path("fwd", f.name+".sock"))
+	os.Remove(f.e.sockPath(f.name))
 	return true
+}
+
+// sockPath is the forwarder's control socket: named by a hash of the
+// sandbox, so that the path stays within a unix socket's 108 bytes.
+func (e *emu) sockPath(name string) string {
+	h := sha256.Sum256([]byte(name))
+	return e.path("fwd", hex.EncodeToString(h[:6])+".sock")
 }

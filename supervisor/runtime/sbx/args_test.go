@@ -64,7 +64,7 @@ func TestNonceWriteArgs(t *testing.T) {
 	script := a[7]
 	// The nonce comes on stdin, the file ends root-owned and read-only
 	// in a root-owned folder, and the script refuses a non-root exec.
-	for _, want := range []string{`[ "$(id -u)" = 0 ]`, "cat > /etc/deathwatch/.nonce.tmp", "chmod 0444", "chown 0:0 /etc/deathwatch\n",
+	for _, want := range []string{`[ "$(id -u)" = 0 ]`, `IFS= read -r n || [ -n "$n" ]`, `> /etc/deathwatch/.nonce.tmp`, "chmod 0444", "chown 0:0 /etc/deathwatch\n",
 		"mkdir -m 0755 /etc/deathwatch", "mv -f /etc/deathwatch/.nonce.tmp /etc/deathwatch/nonce", "set -eu"} {
 		if !strings.Contains(script, want) {
 			t.Errorf("nonce script lacks %q:\n%s", want, script)

@@ -66,7 +66,7 @@ func (c CLI) Run(ctx context.Context, args []string, stdin io.Reader) ([]byte, e
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return out, fmt.Errorf("sbx %s: %w within %s: the sandbox daemon may be wedged; check that `sbx ls` answers (`sbx daemon restart` restarts it)", verb(args), ErrTimeout, limit)
 		}
-		return out, fmt.Errorf("sbx %s: %w: %s", verb(args), err, oneLine(truncate(stderr.String(), 400)))
+		return out, fmt.Errorf("sbx %s: %w: %s", verb(args), err, errorLine(stderr.String()))
 	}
 	return out, nil
 }
@@ -94,9 +94,17 @@ func callTimeout(args []string) time.Duration {
 	return 30 * time.Second // ls, policy, template ls, help
 }
 
-// oneLine is s with its lines joined, so that an error stays one line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+// errorLine is what an error quotes of the CLI's stderr, on one line:
+// its last line that says error (a prompt or progress before it is
+// not the cause), else all of it joined.
+func errorLine(stderr string) string {
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(strings.ToLower(lines[i]), "error") {
+			return truncate(strings.TrimSpace(lines[i]), 400)
+		}
+	}
+	return truncate(strings.Join(strings.Fields(stderr), " "), 400)
 }
 
 // verb is the argv's command words, for messages (never its values).
@@ -242,7 +250,7 @@ func (d *Driver) Create(ctx context.Context, c CreateConfig, nonce string, ports
 		}
 		return fmt.Errorf("create sandbox %s: %w", c.Name, err)
 	}
-	if _, err := d.Run.Run(ctx, NonceWriteArgs(c.Name), strings.NewReader(nonce)); err != nil {
+	if _, err := d.Run.Run(ctx, NonceWriteArgs(c.Name), strings.NewReader(nonce+"\n")); err != nil {
 		return fmt.Errorf("write the nonce into sandbox %s: %w", c.Name, err)
 	}
 	if _, err := d.Run.Run(ctx, watcherCheckArgs(c.Name, d.watcher()), nil); err != nil {

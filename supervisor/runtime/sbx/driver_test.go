@@ -184,7 +184,7 @@ func TestCreate(t *testing.T) {
 		t.Errorf("calls:\n got  %q\n want %q", f.calls, want)
 	}
 	// The nonce goes on stdin, never into an argv.
-	if f.stdins[1] != nonce {
+	if f.stdins[1] != nonce+"\n" {
 		t.Errorf("nonce write's stdin = %q", f.stdins[1])
 	}
 	for _, a := range f.calls {
@@ -289,6 +289,18 @@ func TestScopedPorts(t *testing.T) {
 	got, err := (&Driver{Run: f}).ScopedPorts(context.Background(), name)
 	if err != nil || !reflect.DeepEqual(got, []int{8080}) {
 		t.Errorf("ScopedPorts = %v, %v", got, err)
+	}
+}
+
+func TestErrorLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"Choose a default network policy:\n  1. Open\npress 1-3: \nERROR: no default network policy chosen\n": "ERROR: no default network policy chosen",
+		"daemon not\nrunning\n": "daemon not running",
+		"":                      "",
+	} {
+		if got := errorLine(in); got != want {
+			t.Errorf("errorLine(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

@@ -80,13 +80,16 @@ const (
 // the nonce on stdin: it refuses to run as anyone else, replaces
 // whatever the template held at NonceDir (a link included), and
 // renames the file into place so that a reader never sees half of it.
+// It reads one line, never waiting for the end of stdin: an exec whose
+// stdin EOF does not reach the sandbox must not hang it.
 const nonceWriteScript = `set -eu
 [ "$(id -u)" = 0 ] || { echo "deathwatch: sbx exec -u root did not run as root" >&2; exit 3; }
 umask 022
 rm -rf ` + NonceDir + `
 mkdir -m 0755 ` + NonceDir + `
 chown 0:0 ` + NonceDir + `
-cat > ` + NonceDir + `/.nonce.tmp
+IFS= read -r n || [ -n "$n" ]
+printf '%s\n' "$n" > ` + NonceDir + `/.nonce.tmp
 chown 0:0 ` + NonceDir + `/.nonce.tmp
 chmod 0444 ` + NonceDir + `/.nonce.tmp
 mv -f ` + NonceDir + `/.nonce.tmp ` + NoncePath + `
