@@ -453,6 +453,11 @@ func TestSbxExecProveDoctor(t *testing.T) {
 	if !found {
 		t.Errorf("doctor does not list sbx:\n%s", res.stdout)
 	}
+	// The current CLI: its version, signed in, a policy, and what
+	// --host-port does there.
+	if st := doctorStatus(t, []byte(res.stdout), "sbx"); !strings.Contains(st, "signed in, default network policy set") || !strings.Contains(st, "--host-port refused") {
+		t.Errorf("doctor's sbx status: %q", st)
+	}
 	r.assertClean("prove and doctor")
 }
 
@@ -529,6 +534,16 @@ func TestSbxExecFirstUse(t *testing.T) {
 				}
 			}
 			r.assertClean(tc.name)
+			if tc.env != nil {
+				return // doctor would wait out the same bounds
+			}
+			// doctor says the same, in sbx's status.
+			tc.prep()
+			out, _ := r.supervisor(nil, "doctor", "--runtime", "sbx", "--image", r.template, "--skip-proof", "--posture", "preferred", "--json").Output()
+			setUp()
+			if st := doctorStatus(t, out, "sbx"); !strings.Contains(st, tc.want) {
+				t.Errorf("doctor's sbx status %q lacks %q", st, tc.want)
+			}
 		})
 	}
 }
@@ -540,4 +555,21 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// doctorStatus is the status doctor --json gives the runtime.
+func doctorStatus(t *testing.T, out []byte, name string) string {
+	t.Helper()
+	var rep struct {
+		Runtimes []struct{ Name, Status, Version string }
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, out)
+	}
+	for _, rt := range rep.Runtimes {
+		if rt.Name == name {
+			return rt.Version + " " + rt.Status
+		}
+	}
+	return ""
 }

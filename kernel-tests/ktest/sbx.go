@@ -56,9 +56,21 @@ func SbxEmulatorFresh(t testing.TB, env ...string) *Sbx {
 	}
 	state := t.TempDir()
 	s := &Sbx{Bin: bin, State: state}
-	s.Env = append(append(os.Environ(), "SBXEMU_STATE="+state, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH")), env...)
+	s.Env = append(append(withoutSbxemuEnv(os.Environ()), "SBXEMU_STATE="+state, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH")), env...)
 	t.Cleanup(func() { s.cleanup(t) })
 	return s
+}
+
+// withoutSbxemuEnv is env without the emulator's switches: a test says
+// which spelling it runs against, never the suite's environment.
+func withoutSbxemuEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "SBXEMU_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // Cmd is `sbx args...` with the emulator's environment.

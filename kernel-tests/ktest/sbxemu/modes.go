@@ -141,6 +141,7 @@ func (e *emu) firstUse() error {
 	fmt.Fprint(os.Stderr, "Choose a default network policy:\n\n     1. Open         — All network traffic allowed, no restrictions.\n"+
 		"     2. Balanced     — Default deny, with common dev sites allowed.\n     3. Locked Down  — All network traffic blocked unless you allow it.\n\n  press 1–3: ")
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	fmt.Fprintln(os.Stderr)
 	choice := map[string]string{"1": "allow-all", "2": "balanced", "3": "deny-all"}[strings.TrimSpace(line)]
 	if choice == "" {
 		if err != nil {
