@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseCreate(t *testing.T) {
@@ -131,5 +132,48 @@ func TestRuleMatches(t *testing.T) {
 		if got := ruleMatches(tc.res, tc.host, tc.port); got != tc.want {
 			t.Errorf("ruleMatches(%q, %q, %d) = %v, want %v", tc.res, tc.host, tc.port, got, tc.want)
 		}
+	}
+}
+
+func TestParsePolicyLs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		wide bool
+		ok   bool
+	}{
+		{nil, false, true}, {[]string{"--wide"}, true, true}, {[]string{"--type", "network", "--include-inactive"}, false, true},
+		{[]string{"--type", "filesystem"}, false, false}, {[]string{"x"}, false, false}, {[]string{"--sandbox", "b"}, false, false},
+	} {
+		wide, err := parsePolicyLs(tc.args)
+		if wide != tc.wide || (err == nil) != tc.ok {
+			t.Errorf("parsePolicyLs(%q) = %v, %v", tc.args, wide, err)
+		}
+	}
+}
+
+func TestModeAndFirstUseVerbs(t *testing.T) {
+	var m mode
+	if rest := globalFlags([]string{"--no-input", "ls", "--no-input"}, &m); !m.noInput || !reflect.DeepEqual(rest, []string{"ls", "--no-input"}) {
+		t.Errorf("globalFlags = %q, noInput %v", rest, m.noInput)
+	}
+	for args, want := range map[string]bool{"version": false, "login": false, "ls": true, "exec b true": true,
+		"policy set-default balanced": false, "policy init deny-all": false, "policy ls": true, "policy allow network --help": false} {
+		if got := needsDaemon(strings.Fields(args)); got != want {
+			t.Errorf("needsDaemon(%q) = %v, want %v", args, got, want)
+		}
+	}
+	t.Setenv(EnvPolicyLs, "nonsense")
+	if _, err := readMode(); err == nil {
+		t.Error("readMode accepted an unknown policy ls table")
+	}
+	t.Setenv(EnvPolicyLs, "provenance")
+	t.Setenv(EnvIdleStop, "1s")
+	t.Setenv(EnvPolicyScope, "sandbox")
+	if m, err := readMode(); err != nil || m.policyLs != "provenance" || m.idleStop != time.Second || !m.scoped || m.bootDelay != 300*time.Millisecond {
+		t.Errorf("readMode = %+v, %v", m, err)
+	}
+	t.Setenv(EnvBootDelay, "-1s")
+	if _, err := readMode(); err == nil {
+		t.Error("readMode accepted a negative boot delay")
 	}
 }

@@ -89,17 +89,17 @@ func needsDaemon(args []string) bool {
 	if len(args) == 0 {
 		return false
 	}
-	switch args[0] {
-	case "version", "login", "logout", "--help", "-h":
-		return false
-	case "policy":
-		// Choosing the default is what answers the first-start prompt.
-		return !(len(args) > 1 && (args[1] == "set-default" || args[1] == "init" || args[1] == "reset"))
-	}
 	for _, a := range args {
 		if a == "--help" || a == "-h" {
 			return false
 		}
+	}
+	switch args[0] {
+	case "version", "login", "logout":
+		return false
+	case "policy":
+		// Choosing the default is what answers the first-start prompt.
+		return !(len(args) > 1 && (args[1] == "set-default" || args[1] == "init" || args[1] == "reset"))
 	}
 	return true
 }
