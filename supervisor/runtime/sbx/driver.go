@@ -266,9 +266,8 @@ func (d *Driver) Create(ctx context.Context, c CreateConfig, nonce string, ports
 
 // templateMissing reports whether `sbx template ls` answers with a
 // listing that lacks the template: only then is a failed create the
-// template's. A template the CLI pulls from a registry is not listed
-// before its first use, so a create that failed for another reason is
-// never blamed on it unless the listing says so and the error names it.
+// template's. A listing the runtime cannot read, or that fails, blames
+// nothing on the template (the create's own error stands).
 func (d *Driver) templateMissing(ctx context.Context, template string) bool {
 	out, err := d.Run.Run(ctx, templateLsArgs(), nil)
 	if err != nil {
