@@ -333,7 +333,10 @@ func (r *Runtime) Exists(ctx context.Context, b *supervisor.Box) (bool, error) {
 // HostPID is 0: the watcher runs in a microVM.
 func (r *Runtime) HostPID(context.Context, *supervisor.Box) (int, error) { return 0, nil }
 
-// ReadNonce reads the nonce from inside the sandbox (reconcile).
+// ReadNonce reads the nonce from inside the sandbox (reconcile). The
+// CLI documents no label or listing field that could carry it, so a
+// stopped sandbox is booted to read it (exec starts it first): reconcile
+// asks only for sandboxes an open journal entry of its instance names.
 func (r *Runtime) ReadNonce(ctx context.Context, b *supervisor.Box) (string, error) {
 	return r.driver("").ReadNonce(ctx, b.Name)
 }
