@@ -18,13 +18,16 @@ import (
 // TestEscapeIdmapAgentUser: the idmapped --mount mapped its owner onto
 // the default agent (1000:1000) whatever --user asked, so an agent of
 // another uid could not write to the folder the controller gave it.
-// Now the owner shows as the agent's own uid:gid, and what the agent
-// writes lands on the host as the owner's.
+// Now the owner (the account --mount-owner names) shows as the agent's
+// own uid:gid, and what the agent writes lands on the host as the
+// owner's.
 func TestEscapeIdmapAgentUser(t *testing.T) {
 	rt, bins := nativeRT(t, native.Options{})
 	dir := t.TempDir()
-	os.Chmod(dir, 0o755) // the controller's (root's) folder, closed to others for writing
+	os.Chmod(dir, 0o755) // the named account's folder, closed to others for writing
+	os.Chown(dir, mountedOwner, mountedOwner)
 	b := escapeBox(t, bins, supervisor.Mount{Source: dir, Target: "/tmp/out"})
+	b.MountOwner = &supervisor.HostIDs{UID: mountedOwner, GID: mountedOwner}
 	const uid, gid = 2345, 3456
 	b.AgentUID, b.AgentGID = uid, gid
 	spec := escapeAgent(`"$E" stat /tmp/out; "$E" write /tmp/out/made; "$E" stat /tmp/out/made; id -u; id -g`)
@@ -42,8 +45,8 @@ func TestEscapeIdmapAgentUser(t *testing.T) {
 	if err := syscall.Stat(filepath.Join(dir, "made"), &st); err != nil {
 		t.Fatalf("the agent's file on the host: %v", err)
 	}
-	if st.Uid != 0 || st.Gid != 0 {
-		t.Errorf("the agent's file is %d:%d on the host, want 0:0 (the mount's owner, the controller)", st.Uid, st.Gid)
+	if st.Uid != mountedOwner || st.Gid != mountedOwner {
+		t.Errorf("the agent's file is %d:%d on the host, want %d:%d (the mount's owner, the named account)", st.Uid, st.Gid, mountedOwner, mountedOwner)
 	}
 	t.Logf("on the host: %s owned by %d:%d", filepath.Join(dir, "made"), st.Uid, st.Gid)
 }

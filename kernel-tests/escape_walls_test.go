@@ -303,11 +303,13 @@ func TestEscapeSetupSymlinks(t *testing.T) {
 	marker := newMarker(t)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777) // so that the attack runs on the old code too (the agent was host uid 1000)
+	os.Chown(dir, mountedOwner, mountedOwner)
 	hostTarget := "/etc/dw-escape-" + marker
 	t.Cleanup(func() { os.RemoveAll(hostTarget) })
 
 	// Box 1 plants the links in the folder the controller mounts.
 	b1 := escapeBox(t, bins, supervisor.Mount{Source: dir, Target: "/tmp/w"})
+	b1.MountOwner = &supervisor.HostIDs{UID: mountedOwner, GID: mountedOwner}
 	r := runBox(t, rt, b1, escapeAgent(`ln -s `+hostTarget+` /tmp/w/sub && ln -s / /tmp/w/src && echo planted`), nil)
 	if !strings.Contains(r.Stdout, "planted") {
 		t.Fatalf("box 1 could not plant the links: %q %q %+v", r.Stdout, r.Stderr, r.Exit)
@@ -315,7 +317,8 @@ func TestEscapeSetupSymlinks(t *testing.T) {
 
 	t.Run("target", func(t *testing.T) {
 		other := t.TempDir()
-		b2 := escapeBox(t, bins, supervisor.Mount{Source: dir, Target: "/tmp/w"}, supervisor.Mount{Source: other, Target: "/tmp/w/sub/x"})
+		b2 := escapeBox(t, bins, supervisor.Mount{Source: dir, Target: "/tmp/w"}, supervisor.Mount{Source: other, Target: "/tmp/w/sub/x", ReadOnly: true})
+		b2.MountOwner = b1.MountOwner
 		err := boxSetup(t, rt, b2, escapeAgent(`echo ran`))
 		t.Logf("box 2: %v", err)
 		if _, serr := os.Lstat(hostTarget); serr == nil {
@@ -327,6 +330,7 @@ func TestEscapeSetupSymlinks(t *testing.T) {
 	})
 	t.Run("source", func(t *testing.T) {
 		b3 := escapeBox(t, bins, supervisor.Mount{Source: filepath.Join(dir, "src"), Target: "/tmp/h"})
+		b3.MountOwner = b1.MountOwner
 		var out string
 		err := boxSetupRun(t, rt, b3, escapeAgent(`"$E" ls /tmp/h/etc /tmp/h/root`), &out)
 		t.Logf("box 3: %v %q", err, out)
@@ -541,10 +545,10 @@ func TestEscapeDefaultBounds(t *testing.T) {
 	}
 }
 
-// TestNativeMountWithoutIdmap: a --mount on a file system without
-// idmapped mounts (sysfs) is bound as it is when read-only (its files
-// show as nobody to the agent) and refused when read-write, since the
-// agent could not write there.
+// TestNativeMountWithoutIdmap: a --mount of root's folder on a file
+// system without idmapped mounts (sysfs) is bound as it is when
+// read-only (its files show as nobody to the agent) and refused when
+// read-write (243), since the agent could not write there.
 func TestNativeMountWithoutIdmap(t *testing.T) {
 	rt, bins := nativeRT(t, native.Options{})
 	b := escapeBox(t, bins, supervisor.Mount{Source: "/sys/kernel/mm", Target: "/tmp/mm", ReadOnly: true})
@@ -556,8 +560,8 @@ func TestNativeMountWithoutIdmap(t *testing.T) {
 	}
 	b = escapeBox(t, bins, supervisor.Mount{Source: "/sys/kernel/mm", Target: "/tmp/mm"})
 	err := boxSetup(t, rt, b, escapeAgent(`echo ran`))
-	if err == nil || !strings.Contains(err.Error(), "no idmapped mounts") {
-		t.Errorf("read-write sysfs mount: %v, want a refusal that says there are no idmapped mounts", err)
+	if supervisor.ExitCode(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("read-write sysfs mount: %v, want a refusal (%d) that says to mount it read-only", err, shared.ExitRefused)
 	}
 	t.Logf("read-write: %v", err)
 }

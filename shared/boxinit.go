@@ -11,10 +11,10 @@ package shared
 // FsOp is one step of the box's file-system setup, applied in order
 // below the new root before pivot_root.
 type FsOp struct {
-	Op       string // bind | mount | mkdir | file | symlink | readonly | rebind-ro
-	Source   string // bind: host path; mount: file system type; symlink: link text
-	Target   string // absolute path inside the box
-	Flags    uintptr
+	Op       string  // bind | mount | mkdir | file | symlink | readonly | rebind-ro
+	Source   string  // bind: host path; mount: file system type; symlink: link text
+	Target   string  // absolute path inside the box
+	Flags    uintptr // mount: mount(2)'s flags; bind: MS_NOSUID and MS_NODEV make the tree nosuid, nodev
 	Data     string
 	ReadOnly bool // bind: recursive read-only
 	Mode     uint32
@@ -24,8 +24,8 @@ type FsOp struct {
 	// opened and passed to the init stage; 0: the init stage opens
 	// Source itself.
 	TreeFD int
-	// Idmap marks a --mount: as root, its files are mapped to the
-	// agent through an idmapped mount.
+	// Idmap marks a --mount: as root, the supervisor decides whether
+	// its files are mapped to the agent through an idmapped mount.
 	Idmap bool
 }
 

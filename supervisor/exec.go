@@ -57,6 +57,7 @@ type ExecOptions struct {
 	AgentEnv   []string // NAME=value, for the spec frame only: secrets
 	Workdir    string
 	Mounts     []Mount
+	MountOwner *HostIDs // --mount-owner (Box.MountOwner)
 	Memory     int64
 	PidsLimit  int64
 	Network    string
@@ -387,6 +388,7 @@ func newBox(o *ExecOptions) *Box {
 		WatcherInImage: o.WatcherInImage,
 		Workdir:        o.Workdir,
 		Mounts:         o.Mounts,
+		MountOwner:     o.MountOwner,
 		Memory:         o.Memory,
 		PidsLimit:      o.PidsLimit,
 		Network:        o.Network,

@@ -35,6 +35,9 @@ type Mount struct {
 	ReadOnly bool
 }
 
+// HostIDs are a host uid and gid.
+type HostIDs struct{ UID, GID uint32 }
+
 // Box is everything a runtime needs to create and start one box. The
 // lifecycle works it out from the flags as plain data; a runtime only
 // applies it. It never holds the agent's environment: that travels in
@@ -65,6 +68,11 @@ type Box struct {
 	// (the spec's), for a runtime that maps them (native: idmapped
 	// mounts, per-box id slots). 0:0 is unset: shared.DefaultAgentUID:GID.
 	AgentUID, AgentGID uint32
+	// MountOwner is the host account the operator names (--mount-owner)
+	// as the one the agent may act as in a --mount folder it owns (a
+	// runtime with idmapped mounts: native as root); nil: none, and no
+	// host id is ever mapped onto the agent.
+	MountOwner *HostIDs
 	// HostPorts are the ports on the host's loopback the box may reach
 	// (--host-port); only a runtime whose descriptor says HostPorts gets
 	// any.

@@ -265,7 +265,7 @@ func apply(c shared.BoxInit) error {
 			trees[i] = op.TreeFD
 			continue
 		}
-		fd, err := CloneTree(op.Source, op.ReadOnly)
+		fd, err := CloneTree(op.Source, TreeAttr(op.ReadOnly, op.Flags))
 		if err != nil {
 			return err
 		}
@@ -281,7 +281,7 @@ func apply(c shared.BoxInit) error {
 			unix.CloseOnExec(rootFD)
 		} else {
 			var err error
-			if rootFD, err = CloneTree(c.Root, true); err != nil {
+			if rootFD, err = CloneTree(c.Root, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
 				return errorf("root: %w", err)
 			}
 		}
@@ -374,15 +374,32 @@ func OpenHostSource(p string) (int, error) {
 	return fd, nil
 }
 
-// CloneTree returns a detached copy of the mounts at host path p,
-// read-only (recursively) when asked.
-func CloneTree(p string, readOnly bool) (int, error) {
+// TreeAttr are the mount attributes (MOUNT_ATTR_*) of a bind step's
+// tree: read-only when asked, nosuid and nodev when its flags
+// (MS_NOSUID, MS_NODEV) say so.
+func TreeAttr(readOnly bool, flags uintptr) uint64 {
+	var a uint64
+	if readOnly {
+		a |= unix.MOUNT_ATTR_RDONLY
+	}
+	if flags&unix.MS_NOSUID != 0 {
+		a |= unix.MOUNT_ATTR_NOSUID
+	}
+	if flags&unix.MS_NODEV != 0 {
+		a |= unix.MOUNT_ATTR_NODEV
+	}
+	return a
+}
+
+// CloneTree returns a detached copy of the mounts at host path p with
+// the attributes set (recursively; see TreeAttr).
+func CloneTree(p string, set uint64) (int, error) {
 	src, err := OpenHostSource(p)
 	if err != nil {
 		return -1, err
 	}
 	defer unix.Close(src)
-	fd, err := cloneAt(src, readOnly)
+	fd, err := cloneAt(src, set)
 	if err != nil {
 		return -1, errorf("open %s for a bind mount: %w", p, err)
 	}
@@ -390,17 +407,14 @@ func CloneTree(p string, readOnly bool) (int, error) {
 }
 
 // cloneAt returns a detached, private copy of the mounts at the open
-// descriptor src, read-only (recursively) when asked: open_tree_attr
+// descriptor src with the attributes set (recursively): open_tree_attr
 // (Linux 6.15), the clone and SetTreeAttr in one call and one walk of
 // the copy (a native box clones some 35 trees). On any error (an older
 // kernel, a seccomp filter that does not know the call) it takes the
 // two calls, whose error says which step failed.
-func cloneAt(src int, readOnly bool) (int, error) {
+func cloneAt(src int, set uint64) (int, error) {
 	const flags = unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_RECURSIVE | unix.AT_EMPTY_PATH
-	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE}
-	if readOnly {
-		attr.Attr_set = unix.MOUNT_ATTR_RDONLY
-	}
+	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE, Attr_set: set}
 	fd, _, e := unix.Syscall6(unix.SYS_OPEN_TREE_ATTR, uintptr(src), uintptr(unsafe.Pointer(&emptyPath[0])), flags,
 		uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 	if e == 0 {
@@ -410,7 +424,7 @@ func cloneAt(src int, readOnly bool) (int, error) {
 	if err != nil {
 		return -1, os.NewSyscallError("open_tree", err)
 	}
-	if err := SetTreeAttr(tree, readOnly, -1); err != nil {
+	if err := SetTreeAttr(tree, set, -1); err != nil {
 		unix.Close(tree)
 		return -1, err
 	}
@@ -420,13 +434,11 @@ func cloneAt(src int, readOnly bool) (int, error) {
 // emptyPath is "" for a syscall that takes a path (AT_EMPTY_PATH).
 var emptyPath = [1]byte{0}
 
-// SetTreeAttr makes a detached tree private, read-only when asked, and
-// idmapped through the user namespace userns when that is not -1.
-func SetTreeAttr(fd int, readOnly bool, userns int) error {
-	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE}
-	if readOnly {
-		attr.Attr_set = unix.MOUNT_ATTR_RDONLY
-	}
+// SetTreeAttr makes a detached tree private with the attributes set
+// (MOUNT_ATTR_*, recursively), and idmapped through the user namespace
+// userns when that is not -1.
+func SetTreeAttr(fd int, set uint64, userns int) error {
+	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE, Attr_set: set}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 		return os.NewSyscallError("mount_setattr", err)
 	}
@@ -548,7 +560,7 @@ func applyOp(root int, op shared.FsOp, tree int) error {
 			return errorf("make %s read-only: %w", op.Target, err)
 		}
 		defer unix.Close(t)
-		fd, err := cloneAt(t, true)
+		fd, err := cloneAt(t, unix.MOUNT_ATTR_RDONLY)
 		if err != nil {
 			return errorf("make %s read-only: %w", op.Target, err)
 		}

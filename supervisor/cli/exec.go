@@ -27,6 +27,7 @@ type ExecCmd struct {
 	EnvFile           []string      `help:"Read NAME=VALUE lines for the agent from FILE (repeatable; # comments)." sep:"none" placeholder:"FILE"`
 	Workdir           string        `help:"Working directory of the agent (absolute)." placeholder:"DIR"`
 	Mount             []string      `help:"Bind mount SRC:DST[:ro] (repeatable; absolute paths)." sep:"none" placeholder:"SRC:DST[:ro]"`
+	MountOwner        string        `help:"Native as root: the host account (never root) whose --mount folders the agent may own; what the agent writes there lands as UID:GID's. Any other folder is read-only to the agent, its files shown as nobody." placeholder:"UID:GID"`
 	Memory            string        `help:"Memory limit, e.g. 512m or 2g (no swap beyond it)." placeholder:"SIZE"`
 	PidsLimit         int64         `help:"Maximum number of processes in the box." placeholder:"N"`
 	Network           string        `help:"Network: none (the default), bridge or host. host is refused without --allow-host-network." placeholder:"none|bridge|host"`
@@ -203,6 +204,16 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 	}
 	if o.Mounts, err = parseMounts(e.Mount); err != nil {
 		return nil, err
+	}
+	if e.MountOwner != "" {
+		uid, gid, err := parseUser(e.MountOwner)
+		if err != nil {
+			return nil, supervisor.UsageError("--mount-owner %q: %w", e.MountOwner, err)
+		}
+		if uid == 0 || gid == 0 {
+			return nil, supervisor.RefusedError("--mount-owner %q: root is never mapped onto the agent; name a host account that is not root", e.MountOwner)
+		}
+		o.MountOwner = &supervisor.HostIDs{UID: uid, GID: gid}
 	}
 	if o.CopyIn, o.CopyOut, err = parseCopies(e.CopyIn, e.CopyOut); err != nil {
 		return nil, err

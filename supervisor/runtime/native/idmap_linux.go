@@ -17,14 +17,20 @@ import (
 
 // Idmapped mounts (Linux 5.12+, file system permitting): a root
 // supervisor's box runs in a user namespace of its own, so the host
-// files of a --mount belong to nobody the box knows. Rather than chown
-// them, the mount is idmapped: the owner of the mount's source folder
-// (the controller, who filled it) shows in the box as the agent (the
-// spec's uid:gid, see boxIDs), and what the agent creates lands on the
-// host as that owner's. Files of other owners show as nobody (65534).
+// files of a --mount belong to nobody the box knows. A --mount whose
+// folder the host account the operator names (--mount-owner) owns is
+// idmapped: that account shows in the box as the agent (the spec's
+// uid:gid, see boxIDs), and what the agent creates lands on the host
+// as that account's. Every other --mount is bound as it is, read-only:
+// its files show as nobody and the agent reads only what the host lets
+// anyone read. No other host id, and never root (uid or gid 0), is
+// mapped onto the agent: root's owner could leave a set-uid root
+// program on the host, or read root's 0600 files. A read-write --mount
+// of a folder the named account does not own is refused (mountMapping).
 // A --image rootfs is idmapped the way the box's own namespace maps
 // ids (host 0-65535 show as box 0-65535): an image unpacked by root
 // shows its owners as the image meant them, read-only, nosuid, nodev.
+// Every --mount is nosuid and nodev.
 //
 // Without idmapped mounts (an older kernel, or a file system that does
 // not support them, e.g. some network or FUSE file systems), a
@@ -97,12 +103,65 @@ func idmapUserns(self string, ids boxIDs, k idmapKey) (*os.File, error) {
 	return f, nil
 }
 
+// mountMapping decides how a root supervisor's box sees a --mount
+// whose folder (source) host uid:gid owns: idmapped onto the agent when
+// the operator named exactly that account (named, --mount-owner), else
+// bound as it is, read-only. A read-write mount of any other folder is
+// refused: the agent could write there only as root or as a host
+// account nobody named.
+func mountMapping(source string, uid, gid uint32, named *supervisor.HostIDs, readOnly bool) (idmap bool, err error) {
+	if named != nil && named.UID != 0 && named.GID != 0 && uid == named.UID && gid == named.GID {
+		return true, nil
+	}
+	if readOnly {
+		return false, nil
+	}
+	who := fmt.Sprintf("host %d:%d", uid, gid)
+	switch {
+	case uid == 0 || gid == 0:
+		who = "root's (" + who + ")"
+	case named != nil:
+		who = who + "'s, not the --mount-owner " + fmt.Sprintf("%d:%d", named.UID, named.GID)
+	default:
+		who = who + "'s, and no --mount-owner names that account"
+	}
+	return false, supervisor.RefusedError("--mount %s: the folder is %s; the agent never acts as root or as a host account nobody named, so it is refused read-write: mount it read-only (:ro; its files show as nobody, readable where anyone may read), or chown it to an account that is not root and name it with --mount-owner UID:GID", source, who)
+}
+
+// checkMountOwners applies mountMapping to the --mounts of a root
+// supervisor's box before anything is created.
+func checkMountOwners(b *supervisor.Box) error {
+	for _, m := range b.Mounts {
+		src, err := boxinit.OpenHostSource(m.Source)
+		if err != nil {
+			return supervisor.RefusedError("%w", err)
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(src, &st)
+		unix.Close(src)
+		if err != nil {
+			return supervisor.SetupError("mount source %s: %w", m.Source, os.NewSyscallError("fstat", err))
+		}
+		if _, err := mountMapping(m.Source, st.Uid, st.Gid, b.MountOwner, m.ReadOnly); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindAttr are the attributes of a --mount's (or the rootfs's) tree.
+func bindAttr(readOnly bool) uint64 {
+	return boxinit.TreeAttr(readOnly, unix.MS_NOSUID|unix.MS_NODEV)
+}
+
 // idmapTree opens the host source of a --mount (or the rootfs) with no
-// symlink on the way, as a detached tree idmapped through the namespace
-// usernsFor returns (making it once) for its key. idmapped is false
-// when this kernel or file system has no idmapped mounts: then the tree
-// is returned as it is, for a read-only mount only.
-func idmapTree(source string, readOnly, rootfs bool, usernsFor func(idmapKey) (*os.File, error)) (tree int, idmapped bool, err error) {
+// symlink on the way, as a detached tree, nosuid and nodev: idmapped
+// through the namespace usernsFor returns (making it once) for its key
+// when mountMapping (or rootfs) says so, else bound as it is,
+// read-only. noIdmap is true when the tree was meant to be idmapped but
+// this kernel or file system has no idmapped mounts (then a read-only
+// mount only, bound as it is).
+func idmapTree(source string, readOnly, rootfs bool, named *supervisor.HostIDs, usernsFor func(idmapKey) (*os.File, error)) (tree int, noIdmap bool, err error) {
 	src, err := boxinit.OpenHostSource(source)
 	if err != nil {
 		return -1, false, err
@@ -114,51 +173,52 @@ func idmapTree(source string, readOnly, rootfs bool, usernsFor func(idmapKey) (*
 		if err := unix.Fstat(src, &st); err != nil {
 			return -1, false, fmt.Errorf("mount source %s: %w", source, os.NewSyscallError("fstat", err))
 		}
+		// Decided again on what was opened: the folder's owner may
+		// have changed since Create.
+		idmap, err := mountMapping(source, st.Uid, st.Gid, named, readOnly)
+		if err != nil {
+			return -1, false, err
+		}
+		if !idmap {
+			fd, err := cloneTreeAt(src, source, bindAttr(true), -1)
+			return fd, false, err
+		}
 		key = idmapKey{uid: st.Uid, gid: st.Gid}
 	}
 	ns, err := usernsFor(key)
 	if err != nil {
 		return -1, false, err
 	}
-	open := func() (int, error) {
-		fd, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
-		if err != nil {
-			return -1, fmt.Errorf("open %s for a bind mount: %w", source, os.NewSyscallError("open_tree", err))
-		}
-		if rootfs {
-			// Owners as the image meant them, but no set-id program and
-			// no device node of the image works in the box.
-			attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-			if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-				unix.Close(fd)
-				return -1, fmt.Errorf("make the rootfs %s nosuid and nodev: %w", source, os.NewSyscallError("mount_setattr", err))
-			}
-		}
-		return fd, nil
-	}
-	fd, err := open()
-	if err != nil {
-		return -1, false, err
-	}
-	ierr := boxinit.SetTreeAttr(fd, readOnly, int(ns.Fd()))
+	fd, ierr := cloneTreeAt(src, source, bindAttr(readOnly), int(ns.Fd()))
 	if ierr == nil {
-		return fd, true, nil
+		return fd, false, nil
 	}
-	unix.Close(fd)
 	if !errors.Is(ierr, unix.EINVAL) && !errors.Is(ierr, unix.ENOSYS) && !errors.Is(ierr, unix.EPERM) && !errors.Is(ierr, unix.EOPNOTSUPP) {
 		return -1, false, fmt.Errorf("idmap the mount of %s: %w", source, ierr)
 	}
 	if !readOnly {
-		return -1, false, fmt.Errorf("mount %s: this kernel or its file system has no idmapped mounts (%v), so the agent (its own host uid) could not write there; mount it read-only (:ro) or put it on a file system that supports them (ext4, xfs, btrfs on Linux 5.12+, tmpfs on 6.3+)", source, ierr)
+		return -1, false, fmt.Errorf("mount %s: this kernel or its file system has no idmapped mounts (%s), so the agent (its own host uid) could not write there; mount it read-only (:ro) or put it on a file system that supports them (ext4, xfs, btrfs on Linux 5.12+, tmpfs on 6.3+)", source, ierr.Error())
 	}
-	if fd, err = open(); err != nil {
-		return -1, false, err
+	fd, err = cloneTreeAt(src, source, bindAttr(true), -1)
+	return fd, true, err
+}
+
+// cloneTreeAt is a detached copy of the open source's mounts with the
+// attributes set, idmapped through userns when that is not -1 (the
+// error of that step is SetTreeAttr's, unwrapped).
+func cloneTreeAt(src int, source string, set uint64, userns int) (int, error) {
+	fd, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return -1, fmt.Errorf("open %s for a bind mount: %w", source, os.NewSyscallError("open_tree", err))
 	}
-	if err := boxinit.SetTreeAttr(fd, true, -1); err != nil {
+	if err := boxinit.SetTreeAttr(fd, set, userns); err != nil {
 		unix.Close(fd)
-		return -1, false, err
+		if userns >= 0 {
+			return -1, err
+		}
+		return -1, fmt.Errorf("open %s for a bind mount: %w", source, err)
 	}
-	return fd, false, nil
+	return fd, nil
 }
 
 // openTrees opens, as the supervisor (host root), every host path the
@@ -168,7 +228,7 @@ func idmapTree(source string, readOnly, rootfs bool, usernsFor func(idmapKey) (*
 // rootfs) is marked with the descriptor number the init stage will find
 // its tree under (firstFD, firstFD+1, ...); the files to pass are
 // returned in that order.
-func openTrees(cfg *nsinitConfig, self string, ids boxIDs, firstFD int, warn func(string, ...any)) (files []*os.File, err error) {
+func openTrees(cfg *nsinitConfig, self string, ids boxIDs, named *supervisor.HostIDs, firstFD int, warn func(string, ...any)) (files []*os.File, err error) {
 	users := map[idmapKey]*os.File{}
 	defer func() {
 		for _, f := range users {
@@ -197,11 +257,11 @@ func openTrees(cfg *nsinitConfig, self string, ids boxIDs, firstFD int, warn fun
 		return firstFD + len(files) - 1
 	}
 	if cfg.Root != "" {
-		fd, idmapped, err := idmapTree(cfg.Root, true, true, usernsFor)
+		fd, noIdmap, err := idmapTree(cfg.Root, true, true, nil, usernsFor)
 		if err != nil {
 			return files, fmt.Errorf("root: %w", err)
 		}
-		if !idmapped {
+		if noIdmap {
 			warn("no idmapped mount here: the rootfs's files show as nobody in the box", "rootfs", cfg.Root)
 		}
 		cfg.RootFD = add(fd, cfg.Root)
@@ -212,18 +272,18 @@ func openTrees(cfg *nsinitConfig, self string, ids boxIDs, firstFD int, warn fun
 			continue
 		}
 		if !op.Idmap {
-			fd, err := boxinit.CloneTree(op.Source, op.ReadOnly)
+			fd, err := boxinit.CloneTree(op.Source, boxinit.TreeAttr(op.ReadOnly, op.Flags))
 			if err != nil {
 				return files, err
 			}
 			op.TreeFD = add(fd, op.Source)
 			continue
 		}
-		fd, idmapped, err := idmapTree(op.Source, op.ReadOnly, false, usernsFor)
+		fd, noIdmap, err := idmapTree(op.Source, op.ReadOnly, false, named, usernsFor)
 		if err != nil {
 			return files, err
 		}
-		if !idmapped {
+		if noIdmap {
 			warn("no idmapped mount here: the read-only mount's files show as nobody in the box", "source", op.Source)
 		}
 		op.TreeFD = add(fd, op.Source)

@@ -2,6 +2,7 @@ package native
 
 import (
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -31,6 +32,43 @@ func TestIdmapMaps(t *testing.T) {
 		uids, gids := boxIDs{base: base, uid: uid, gid: gid}.maps(c.key)
 		if !reflect.DeepEqual(uids, c.uids) || !reflect.DeepEqual(gids, c.gids) {
 			t.Errorf("agent %d:%d, key %+v: maps %v %v, want %v %v", uid, gid, c.key, uids, gids, c.uids, c.gids)
+		}
+	}
+}
+
+// mountMapping: only the named account's own folder is mapped onto the
+// agent; root's, or an unnamed account's, is bound as it is read-only
+// and refused read-write (243).
+func TestMountMapping(t *testing.T) {
+	alice := &supervisor.HostIDs{UID: 1000, GID: 1000}
+	for _, c := range []struct {
+		name     string
+		uid, gid uint32
+		named    *supervisor.HostIDs
+		readOnly bool
+		idmap    bool
+		refused  string // "" when accepted
+	}{
+		{"root's, read-only", 0, 0, nil, true, false, ""},
+		{"root's, read-write", 0, 0, nil, false, false, "root's (host 0:0)"},
+		{"root's, read-write, another named", 0, 0, alice, false, false, "root's"},
+		{"root's group", 1000, 0, alice, false, false, "root's (host 1000:0)"},
+		{"named account's", 1000, 1000, alice, false, true, ""},
+		{"named account's, read-only", 1000, 1000, alice, true, true, ""},
+		{"named uid, other group", 1000, 27, alice, false, false, "not the --mount-owner 1000:1000"},
+		{"unnamed account's", 1000, 1000, nil, false, false, "no --mount-owner names"},
+		{"unnamed account's, read-only", 1000, 1000, nil, true, false, ""},
+		{"root named", 0, 0, &supervisor.HostIDs{}, false, false, "root's"},
+	} {
+		idmap, err := mountMapping("/src", c.uid, c.gid, c.named, c.readOnly)
+		if idmap != c.idmap {
+			t.Errorf("%s: idmap %v, want %v", c.name, idmap, c.idmap)
+		}
+		switch {
+		case c.refused == "" && err != nil:
+			t.Errorf("%s: %v, want it accepted", c.name, err)
+		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused) || supervisor.ExitCode(err, 0) != shared.ExitRefused):
+			t.Errorf("%s: %v, want a refusal (%d) that says %q", c.name, err, shared.ExitRefused, c.refused)
 		}
 	}
 }

@@ -293,6 +293,13 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err := checkMountTargets(b, root); err != nil {
 		return err
 	}
+	if os.Geteuid() == 0 {
+		if err := checkMountOwners(b); err != nil {
+			return err
+		}
+	} else if b.MountOwner != nil {
+		return supervisor.UsageError("--mount-owner is for a native box of a root supervisor (idmapped mounts); an unprivileged box maps no host account, and its agent writes to a --mount only where the host lets others write")
+	}
 	if os.Geteuid() != 0 {
 		if why := userNamespacesForbidden(); why != "" {
 			return supervisor.RefusedError("no permission for namespaces: %s", why)
@@ -777,7 +784,7 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 		}
 	}
 	if !p.rootless {
-		trees, err := openTrees(&p.cfg, n.opts.Self, boxIDs{base: p.idStart, uid: agentUID, gid: agentGID}, firstExtraFD+len(p.extra), func(msg string, args ...any) {
+		trees, err := openTrees(&p.cfg, n.opts.Self, boxIDs{base: p.idStart, uid: agentUID, gid: agentGID}, b.MountOwner, firstExtraFD+len(p.extra), func(msg string, args ...any) {
 			n.log.Warn(msg, append(args, "box", b.Name)...)
 		})
 		if err != nil {

@@ -106,6 +106,10 @@ func TestNsinitPlan(t *testing.T) {
 		if op.Op == "mount" && op.Flags&unix.MS_NOSUID == 0 {
 			t.Errorf("mount %s without nosuid", op.Target)
 		}
+		// Every bind but a device node's is nosuid and nodev.
+		if op.Op == "bind" && !strings.HasPrefix(op.Source, "/dev/") && op.Flags&(unix.MS_NOSUID|unix.MS_NODEV) != unix.MS_NOSUID|unix.MS_NODEV {
+			t.Errorf("bind %s <- %s without nosuid and nodev (flags %#x)", op.Target, op.Source, op.Flags)
+		}
 	}
 }
 

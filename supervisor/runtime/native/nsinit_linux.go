@@ -117,7 +117,7 @@ func minimalRootOps(h hostView) []fsOp {
 				ops = append(ops, fsOp{Op: "symlink", Source: link, Target: p})
 			}
 		case fi.IsDir() || fi.Mode().IsRegular():
-			ops = append(ops, fsOp{Op: "bind", Source: p, Target: p, ReadOnly: true, Mkdir: true})
+			ops = append(ops, fsOp{Op: "bind", Source: p, Target: p, ReadOnly: true, Mkdir: true, Flags: unix.MS_NOSUID | unix.MS_NODEV})
 		}
 	}
 	for _, d := range minimalRootDirs {
@@ -204,7 +204,7 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 		fsOp{Op: "symlink", Source: "/proc/self/fd/2", Target: "/dev/stderr"},
 		fsOp{Op: "mkdir", Target: boxWatcherDir, Mode: 0o755},
 		fsOp{Op: "file", Target: boxWatcherPath, Mode: 0o755},
-		fsOp{Op: "bind", Source: watcher, Target: boxWatcherPath, ReadOnly: true},
+		fsOp{Op: "bind", Source: watcher, Target: boxWatcherPath, ReadOnly: true, Flags: nosuid | nodev},
 		fsOp{Op: "mount", Source: "tmpfs", Target: "/tmp", Flags: nosuid | nodev, Data: "mode=1777," + TmpSize},
 	)
 	mounts := append([]supervisor.Mount(nil), b.Mounts...)
@@ -221,7 +221,9 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 				return nsinitConfig{}, fmt.Errorf("mount target %q: %s belongs to the box's own setup", m.Target, r)
 			}
 		}
-		ops = append(ops, fsOp{Op: "bind", Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, Mkdir: true, Idmap: true})
+		// No set-id program and no device node of a --mount works in
+		// the box.
+		ops = append(ops, fsOp{Op: "bind", Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, Mkdir: true, Idmap: true, Flags: nosuid | nodev})
 	}
 	// /dev is complete: make its tmpfs read-only (pts and shm stay as they are).
 	ops = append(ops, fsOp{Op: "readonly", Target: "/dev"})
