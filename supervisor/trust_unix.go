@@ -33,30 +33,52 @@ func CheckTrustedDir(dir string) error {
 		return err
 	}
 	euid := uint32(os.Geteuid())
-	p := abs
-	for first := true; ; first = false {
+	var st unix.Stat_t
+	if err := unix.Lstat(abs, &st); err != nil {
+		return fmt.Errorf("%s: %w", abs, os.NewSyscallError("lstat", err))
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s is not a folder (a symlink or file on the path to %s); name the real folder", abs, abs)
+	case st.Uid != euid:
+		return fmt.Errorf("%s is owned by uid %d, not by this supervisor (uid %d): anyone who owns it can plant entries; use a folder of your own", abs, st.Uid, euid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s is writable by group or others (mode %#o): anyone who can write there can plant entries; chmod go-w it or use a folder of your own", abs, st.Mode&0o7777)
+	}
+	if abs == "/" {
+		return nil
+	}
+	_, err = checkFoldersAbove(abs, euid)
+	return err
+}
+
+// checkFoldersAbove says why the folders from / down to abs's parent
+// would let someone other than uid euid or root swap an entry on the
+// path to abs, or nil: each is owned by euid or root and writable by
+// group or others only when it is a root-owned sticky folder (/tmp).
+// sticky reports whether abs's parent is such a folder: then abs's own
+// entry is safe only when euid or root owns abs.
+func checkFoldersAbove(abs string, euid uint32) (sticky bool, err error) {
+	for p, first := filepath.Dir(abs), true; ; p, first = filepath.Dir(p), false {
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil {
-			return fmt.Errorf("%s: %w", p, os.NewSyscallError("lstat", err))
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return fmt.Errorf("%s is not a folder (a symlink or file on the path to %s); name the real folder", p, abs)
+			return false, fmt.Errorf("%s: %w", p, os.NewSyscallError("lstat", err))
 		}
 		groupOther := st.Mode&0o022 != 0
 		switch {
-		case first && st.Uid != euid:
-			return fmt.Errorf("%s is owned by uid %d, not by this supervisor (uid %d): anyone who owns it can plant entries; use a folder of your own", p, st.Uid, euid)
-		case first && groupOther:
-			return fmt.Errorf("%s is writable by group or others (mode %#o): anyone who can write there can plant entries; chmod go-w it or use a folder of your own", p, st.Mode&0o7777)
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return false, fmt.Errorf("%s is not a folder (a symlink or file on the path to %s); name the real folder", p, abs)
 		case st.Uid != euid && st.Uid != 0:
-			return fmt.Errorf("%s (on the path to %s) is owned by uid %d, neither this supervisor (uid %d) nor root: its owner can swap the folder below it", p, abs, st.Uid, euid)
+			return false, fmt.Errorf("%s (on the path to %s) is owned by uid %d, neither this supervisor (uid %d) nor root: its owner can swap the folder below it", p, abs, st.Uid, euid)
 		case groupOther && !(st.Uid == 0 && st.Mode&unix.S_ISVTX != 0):
-			return fmt.Errorf("%s (on the path to %s) is writable by group or others (mode %#o) and not a root-owned sticky folder: others can swap the folder below it", p, abs, st.Mode&0o7777)
+			return false, fmt.Errorf("%s (on the path to %s) is writable by group or others (mode %#o) and not a root-owned sticky folder: others can swap the folder below it", p, abs, st.Mode&0o7777)
+		}
+		if first {
+			sticky = groupOther
 		}
 		if p == "/" {
-			return nil
+			return sticky, nil
 		}
-		p = filepath.Dir(p)
 	}
 }
 

@@ -516,7 +516,11 @@ func (e *Engine) apiCheckImage(ctx context.Context, c *apiClient, image string) 
 }
 
 func (e *Engine) apiCreate(ctx context.Context, c *apiClient, b *supervisor.Box) error {
-	_, err := c.do(ctx, http.MethodPost, "/containers/create", url.Values{"name": {b.Name}}, createBody(b, e.userns()), nil)
+	body := createBody(b, e.userns())
+	for i, v := range body.HostConfig.Binds {
+		body.HostConfig.Binds[i] = bindSpec(e.Kind, v)
+	}
+	_, err := c.do(ctx, http.MethodPost, "/containers/create", url.Values{"name": {b.Name}}, body, nil)
 	switch {
 	case err == nil:
 		return nil

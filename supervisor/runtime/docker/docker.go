@@ -208,10 +208,26 @@ func createArgs(kind string, b *supervisor.Box, userns string) []string {
 		a = append(a, "--workdir", c.WorkingDir)
 	}
 	for _, v := range h.Binds {
-		a = append(a, "--volume", v)
+		a = append(a, "--volume", bindSpec(kind, v))
 	}
 	a = append(a, "--entrypoint", c.Entrypoint[0], "--", c.Image)
 	return append(a, c.Cmd...)
+}
+
+// bindSpec is a bind (SRC:DST[:ro]) as kind takes it: Podman's binds
+// are nosuid and nodev, so no set-id program and no device node of a
+// host folder works in the box. dockerd refuses those options ("invalid
+// mode"); a Docker box holds the same line through no-new-privileges
+// (set-id bits grant nothing), no capabilities (no mknod) and its
+// device cgroup (no device but the box's own).
+func bindSpec(kind, v string) string {
+	if kind != "podman" {
+		return v
+	}
+	if strings.HasSuffix(v, ":ro") {
+		return v + ",nosuid,nodev"
+	}
+	return v + ":nosuid,nodev"
 }
 
 // startArgs starts the box attached to its stdin, stdout and stderr,
@@ -589,6 +605,9 @@ func (e *Engine) CheckImage(ctx context.Context, image string) error {
 }
 
 func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
+	if err := supervisor.CheckMountSources(b.Mounts); err != nil {
+		return err
+	}
 	if c := e.client(ctx); c != nil {
 		return e.apiCreate(ctx, c, b)
 	}

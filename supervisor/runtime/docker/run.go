@@ -75,6 +75,9 @@ func (e *Engine) OneStep(ctx context.Context) (supervisor.Info, bool, error) {
 // what podman says before that is a failure to create, said in the
 // error's one line instead.
 func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*supervisor.Started, func() error, error) {
+	if err := supervisor.CheckMountSources(b.Mounts); err != nil {
+		return nil, nil, err
+	}
 	dir, err := os.MkdirTemp("", runDirPattern(b))
 	if err != nil {
 		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)

@@ -19,7 +19,7 @@ func TestRunArgs(t *testing.T) {
 		"--log-driver", "none", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "SETPCAP", "--cap-add", "KILL", "--cap-add", "CHOWN", "--cap-add", "DAC_OVERRIDE",
 		"--security-opt", "no-new-privileges", "--userns", "auto", "--env", "GOMAXPROCS=1", "--env", "GODEBUG=profstackdepth=0",
 		"--label", "io.deathwatch.instance=i", "--label", "io.deathwatch.nonce=n",
-		"--network", "none", "--volume", "/w:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}
+		"--network", "none", "--volume", "/w:/dw/watcher:ro,nosuid,nodev", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("\n got %q\nwant %q", got, want)
 	}

@@ -128,9 +128,11 @@ func mountMapping(source string, uid, gid uint32, named *supervisor.HostIDs, rea
 	return false, supervisor.RefusedError("--mount %s: the folder is %s; the agent never acts as root or as a host account nobody named, so it is refused read-write: mount it read-only (:ro; its files show as nobody, readable where anyone may read), or chown it to an account that is not root and name it with --mount-owner UID:GID", source, who)
 }
 
-// checkMountOwners applies mountMapping to the --mounts of a root
-// supervisor's box before anything is created.
-func checkMountOwners(b *supervisor.Box) error {
+// checkMountSources opens every --mount source by descriptor with no
+// symlink on the way (refused, 243, as the setup would refuse it) and,
+// for a root supervisor's box, applies mountMapping, before anything is
+// created.
+func checkMountSources(b *supervisor.Box, root bool) error {
 	for _, m := range b.Mounts {
 		src, err := boxinit.OpenHostSource(m.Source)
 		if err != nil {
@@ -141,6 +143,9 @@ func checkMountOwners(b *supervisor.Box) error {
 		unix.Close(src)
 		if err != nil {
 			return supervisor.SetupError("mount source %s: %w", m.Source, os.NewSyscallError("fstat", err))
+		}
+		if !root {
+			continue
 		}
 		if _, err := mountMapping(m.Source, st.Uid, st.Gid, b.MountOwner, m.ReadOnly); err != nil {
 			return err

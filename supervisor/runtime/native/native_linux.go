@@ -293,11 +293,10 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err := checkMountTargets(b, root); err != nil {
 		return err
 	}
-	if os.Geteuid() == 0 {
-		if err := checkMountOwners(b); err != nil {
-			return err
-		}
-	} else if b.MountOwner != nil {
+	if err := checkMountSources(b, os.Geteuid() == 0); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 && b.MountOwner != nil {
 		return supervisor.UsageError("--mount-owner is for a native box of a root supervisor (idmapped mounts); an unprivileged box maps no host account, and its agent writes to a --mount only where the host lets others write")
 	}
 	if os.Geteuid() != 0 {

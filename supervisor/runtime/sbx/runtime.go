@@ -213,6 +213,9 @@ func (r *Runtime) CheckLimits(_, pids int64) error {
 
 // Create makes the sandbox, its nonce, the watcher check and the rules.
 func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
+	if err := supervisor.CheckMountSources(b.Mounts); err != nil {
+		return err
+	}
 	if d := b.State[stateScratch]; d != "" {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return supervisor.SetupError("make the scratch workspace of %s: %w", b.Name, err)

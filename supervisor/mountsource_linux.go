@@ -1,0 +1,54 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"deathwatch/shared/boxinit"
+)
+
+// CheckMountSources refuses (243) a --mount source an engine would be
+// handed as a path string before anything is created: one that passes
+// through a symlink (opened by descriptor with openat2
+// RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS, the native runtime's rule,
+// boxinit.OpenHostSource), or one whose way there someone else could
+// change after this check.
+//
+// An engine's daemon (dockerd, sbx) resolves the path again, in its own
+// process, after this check; a /proc/self/fd/N path would name the
+// daemon's descriptors, not ours. What makes the check hold until the
+// engine's own resolution is who may change the way: every folder from /
+// down to the source's parent is owned by this supervisor's uid or root
+// and writable by nobody else (a root-owned sticky folder such as /tmp
+// included, where only an entry's owner may rename it: then the source
+// itself must be ours or root's). A box's ids are neither, so no box
+// can swap a part of the way for a link between the check and the
+// engine's mount; the source's own contents may be the box's.
+func CheckMountSources(ms []Mount) error {
+	euid := uint32(os.Geteuid())
+	for _, m := range ms {
+		fd, err := boxinit.OpenHostSource(m.Source)
+		if err != nil {
+			return RefusedError("%w", err)
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		unix.Close(fd)
+		if err != nil {
+			return SetupError("mount source %s: %w", m.Source, os.NewSyscallError("fstat", err))
+		}
+		if m.Source == "/" {
+			continue
+		}
+		sticky, err := checkFoldersAbove(m.Source, euid)
+		if err == nil && sticky && st.Uid != euid && st.Uid != 0 {
+			err = fmt.Errorf("%s is owned by uid %d in a folder anyone may write to: its owner can swap it for a link", m.Source, st.Uid)
+		}
+		if err != nil {
+			return RefusedError("mount source %s: %w; the engine resolves the path again after this check, so mount a folder whose way there only you or root can change", m.Source, err)
+		}
+	}
+	return nil
+}
