@@ -351,6 +351,11 @@ type CopyReceiver struct {
 	// Chown gives every object written to UID:GID.
 	Chown    bool
 	UID, GID int
+	// ClearMode are mode bits cleared on every folder and file made
+	// (a copy-out's 0o022: nothing of the box's lands writable by the
+	// host's group or others), in the modes set and in the manifest
+	// written; the sender's manifest is verified as it was sent.
+	ClearMode uint32
 	// Symlink decides a symlink at p with target t: true makes it, false
 	// refuses it (it is not made, and Refused lists it). Nil makes all.
 	Symlink func(p, t string) bool
@@ -476,7 +481,7 @@ func (r *CopyReceiver) entry(b []byte) error {
 		}
 		t.dirs = append(t.dirs, c)
 		t.man.add(ManifestLine(c, nil))
-		t.text.WriteString(ManifestLine(c, nil))
+		t.text.WriteString(ManifestLine(r.landed(c), nil))
 	case CopyFile:
 		if r.Limit > 0 && t.bytes+c.Size > r.Limit {
 			return &CopyRefusedError{Reason: "the tree exceeds the limit of " + FormatSize(r.Limit) + " (refused whole, nothing kept)"}
@@ -641,18 +646,23 @@ func (r *CopyReceiver) sum(b []byte) error {
 	if err := r.own(fd, t.entry.Mode); err != nil {
 		return errors.New(where + ": " + err.Error())
 	}
-	line := ManifestLine(t.entry, got)
-	t.man.add(line)
-	t.text.WriteString(line)
+	t.man.add(ManifestLine(t.entry, got))
+	t.text.WriteString(ManifestLine(r.landed(t.entry), got))
 	t.files++
 	t.bytes += t.entry.Size
 	return nil
 }
 
-// own sets an object's mode, then its owner (with Chown): the mode
-// first, as the receiver is no longer the owner after.
+// landed is entry c as it lands (ClearMode cleared).
+func (r *CopyReceiver) landed(c CopyEntry) CopyEntry {
+	c.Mode &^= r.ClearMode
+	return c
+}
+
+// own sets an object's mode (ClearMode cleared), then its owner (with
+// Chown): the mode first, as the receiver is no longer the owner after.
 func (r *CopyReceiver) own(fd int, mode uint32) error {
-	if err := unix.Fchmod(fd, mode); err != nil {
+	if err := unix.Fchmod(fd, mode&^r.ClearMode); err != nil {
 		return errors.New("chmod: " + err.Error())
 	}
 	if r.Chown {

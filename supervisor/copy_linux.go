@@ -212,6 +212,9 @@ func (c *copies) openTree(root uint32) error {
 	bases[root] = path.Base(co.Box)
 	t := &exportTree{c: co, start: time.Now(), root: fd, recv: &shared.CopyReceiver{
 		Root: fd, Bases: bases, Limit: c.l.spec.CopyOutLimit, MaxEntries: c.l.spec.CopyOutMaxEntries, Symlink: shared.SymlinkStaysInside,
+		// The controller's files: its own (the supervisor makes them),
+		// never writable by the host's group or others.
+		ClearMode: 0o022,
 	}}
 	c.out[root] = t
 	return nil

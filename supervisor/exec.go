@@ -250,7 +250,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		x.Log = slog.New(slog.DiscardHandler)
 	}
 	fail := func(err error, def int) int {
-		fmt.Fprintf(x.Stderr, "supervisor: %v\n", err)
+		fmt.Fprintf(x.Stderr, "supervisor: %s\n", shared.Printable(err.Error()))
 		return ExitCode(err, def)
 	}
 	withDefaults := o.WithDefaults()
@@ -555,8 +555,11 @@ func (l *launch) emit(ev Event) {
 	}
 }
 
+// say writes one line of the supervisor's own; what a box chose in it
+// (a file name, the watcher's message) cannot reach the controller's
+// terminal as a control sequence (shared.Printable).
 func (l *launch) say(format string, args ...any) {
-	fmt.Fprintf(l.x.Stderr, "supervisor: "+format+"\n", args...)
+	fmt.Fprintf(l.x.Stderr, "supervisor: %s\n", shared.Printable(fmt.Sprintf(format, args...)))
 }
 
 // journal writes the entry in state, after the write in flight (if any)
@@ -1103,7 +1106,9 @@ func signalStatus(s os.Signal) int {
 
 func ptr[T any](v T) *T { return &v }
 
-// tailWriter forwards to w and remembers the last non-empty line.
+// tailWriter forwards to w and remembers the last non-empty line. What
+// it forwards is the box init's and the watcher's own stderr, from
+// inside the box: every line goes out shared.Printable.
 type tailWriter struct {
 	mu   sync.Mutex
 	w    io.Writer
@@ -1129,7 +1134,14 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 	if t.w == nil {
 		return len(p), nil
 	}
-	return t.w.Write(p)
+	parts := strings.Split(string(p), "\n")
+	for i, part := range parts {
+		parts[i] = shared.Printable(part)
+	}
+	if _, err := io.WriteString(t.w, strings.Join(parts, "\n")); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Last is the last complete (or pending) non-empty line.
