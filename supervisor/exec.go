@@ -696,6 +696,9 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	l.emit(Event{Event: EventCreated})
 	log.Info("created")
+	if l.box.Network == "bridge" {
+		l.say("%s", BridgeNetworkWarning)
+	}
 	l.crashAt(CrashAfterCreate)
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, st)

@@ -88,3 +88,19 @@ func TestSurvival(t *testing.T) {
 		}
 	}
 }
+
+// --network bridge: once the box exists, one warning line says what the
+// box reaches of the host; none says nothing.
+func TestExecBridgeWarning(t *testing.T) {
+	for _, network := range []string{"bridge", "none"} {
+		var stderr strings.Builder
+		Exec(context.Background(), &ExecOptions{
+			Instance: "lib", JournalDir: t.TempDir(), Runtime: "memrt", WatcherPath: "/bin/true", Network: network, NetworkSet: true,
+			UID: 1000, GID: 1000, Argv: []string{"true"},
+		}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal)})
+		n := strings.Count(stderr.String(), "supervisor: "+BridgeNetworkWarning+"\n")
+		if want := map[string]int{"bridge": 1, "none": 0}[network]; n != want {
+			t.Errorf("--network %s: the bridge warning %d times, want %d:\n%s", network, n, want, stderr.String())
+		}
+	}
+}

@@ -147,6 +147,12 @@ type Runtime interface {
 	HostPID(ctx context.Context, b *Box) (int, error)
 }
 
+// BridgeNetworkWarning is the line exec says once a box of --network
+// bridge exists: an engine's bridge routes the box to the host itself,
+// so what --network host opens on the loopback, a bridge opens on every
+// other address.
+const BridgeNetworkWarning = "warning: --network bridge: the box reaches the host through the engine's bridge: every host service listening on a non-loopback address (or on all addresses: 0.0.0.0, ::), and every network the host routes to; use --network none unless the agent needs them"
+
 // HostNetworkRefusal is why a box is refused --network host unless the
 // caller passes --allow-host-network, on every runtime: abstract unix
 // sockets belong to the network namespace, not to the file system, so
