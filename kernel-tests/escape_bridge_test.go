@@ -26,20 +26,7 @@ func hostAddress(t *testing.T) string {
 // what a bridge is), and the supervisor now says it in one warning
 // line; --network none reaches nothing and says nothing.
 func TestEscapeBridgeReach(t *testing.T) {
-	l, err := net.Listen("tcp4", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	l := listenOn(t, "tcp4", "0.0.0.0:0")
 	addr := hostAddress(t) + " " + strings.TrimPrefix(l.Addr().String(), "0.0.0.0:")
 	forEngine(t, func(t *testing.T, r *rig) {
 		for _, network := range []string{"bridge", "none"} {

@@ -182,9 +182,16 @@ func hostSocket(t *testing.T, p string) string {
 // for an abstract one), accepting and closing, until the test ends.
 func listenUnix(t *testing.T, p string) net.Listener {
 	t.Helper()
-	l, err := net.Listen("unix", p)
+	return listenOn(t, "unix", p)
+}
+
+// listenOn listens on address of network, accepting and closing every
+// connection, until the test ends.
+func listenOn(t *testing.T, network, address string) net.Listener {
+	t.Helper()
+	l, err := net.Listen(network, address)
 	if err != nil {
-		t.Fatalf("listen on %s: %v", p, err)
+		t.Fatalf("listen on %s: %v", address, err)
 	}
 	t.Cleanup(func() { l.Close() })
 	go func() {
