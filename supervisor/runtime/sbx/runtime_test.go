@@ -199,7 +199,8 @@ func TestProbeDialectAndCreateCodes(t *testing.T) {
 		code int
 	}{{"TEMPLATE\nother:1\n", shared.ExitImage}, {"TEMPLATE\ntmpl:1\n", shared.ExitSetupFailed}} {
 		f := &fakeSbx{answers: map[string]answer{"create*": {err: errors.New("create failed")}, "template ls": {out: tc.list}}}
-		b := testBox(supervisor.Mount{Source: "/w", Target: "/w"})
+		w := t.TempDir() // Create opens the source (supervisor.CheckMountSources)
+		b := testBox(supervisor.Mount{Source: w, Target: w})
 		b.Name = "dw-ci-20261130-151001-0123abcd"
 		if err := (&Runtime{run: f}).Create(ctx, b); supervisor.ExitCode(err, 0) != tc.code {
 			t.Errorf("Create with templates %q = %v (code %d), want %d", tc.list, err, supervisor.ExitCode(err, 0), tc.code)
