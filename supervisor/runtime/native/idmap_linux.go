@@ -17,9 +17,9 @@ import (
 
 // Idmapped mounts (Linux 5.12+, file system permitting): a root
 // supervisor's box runs in a user namespace of its own, so the host
-// files of a --mount belong to nobody the box knows. A --mount whose
-// folder the host account the operator names (--mount-owner) owns is
-// idmapped: that account shows in the box as the agent (the spec's
+// files of a --mount belong to nobody the box knows. A --mount of a
+// folder owned by the host account the operator names (--mount-owner)
+// is idmapped: that account shows in the box as the agent (the spec's
 // uid:gid, see boxIDs), and what the agent creates lands on the host
 // as that account's. Every other --mount is bound as it is, read-only:
 // its files show as nobody and the agent reads only what the host lets
