@@ -309,3 +309,28 @@ func TestLandedOwners(t *testing.T) {
 		}
 	}
 }
+
+// ClearMode: what lands (and the manifest written) has those bits
+// cleared; the tree is still verified against what was sent.
+func TestCopyClearMode(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(src, "t/d"), 0o777)
+	os.WriteFile(filepath.Join(src, "t/d/f"), []byte("f"), 0o777)
+	os.Chmod(filepath.Join(src, "t"), 0o777)
+	os.Chmod(filepath.Join(src, "t/d"), 0o777)
+	os.Chmod(filepath.Join(src, "t/d/f"), 0o777)
+	root, _ := unix.Open(dst, unix.O_PATH|unix.O_DIRECTORY, 0)
+	defer unix.Close(root)
+	r := &CopyReceiver{Root: root, Bases: []string{"out"}, ClearMode: 0o022}
+	if err := pipeTree(t, &CopySender{}, r, src, "t"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"out", "out/d", "out/d/f"} {
+		if fi, err := os.Lstat(filepath.Join(dst, p)); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s landed %v (%v), want mode 0755", p, fi.Mode(), err)
+		}
+	}
+	if m := string(r.Manifest()); strings.Contains(m, " 777 ") || !strings.Contains(m, " 755 ") {
+		t.Errorf("the manifest written does not say what landed:\n%s", m)
+	}
+}
