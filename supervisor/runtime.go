@@ -51,8 +51,8 @@ type Box struct {
 
 	Workdir   string
 	Mounts    []Mount
-	Memory    int64  // bytes; 0 = no limit
-	PidsLimit int64  // 0 = no limit
+	Memory    int64  // bytes; 0 = none asked (the runtime's default bound, DefaultMemory, where it can enforce one)
+	PidsLimit int64  // 0 = none asked (DefaultPidsLimit where the runtime can enforce it)
 	Network   string // none | bridge | host
 	// NetworkSet: the user named Network (--network); a runtime that has
 	// no engine network refuses any explicit mode.
@@ -65,6 +65,15 @@ type Box struct {
 	// (the spec's), for a runtime that maps them (native: idmapped
 	// mounts, per-box id slots). 0:0 is unset: shared.DefaultAgentUID:GID.
 	AgentUID, AgentGID uint32
+	// OwnIDs, set by a runtime at Create (or CreateStart), are ids of
+	// the box's own that replace the spec's agent ids: a runtime whose
+	// boxes run on the host's own ids gives each box ids no account and
+	// no other live box has. nil: the spec's ids stand.
+	OwnIDs *OwnIDs
+	// ReadWriteRoot: the box's root file system is writable
+	// (--read-write-root); by default it is read-only, and /tmp and
+	// /dev/shm are bounded tmpfs (TmpfsBytes, ShmBytes).
+	ReadWriteRoot bool
 	// HostPorts are the ports on the host's loopback the box may reach
 	// (--host-port); only a runtime whose descriptor says HostPorts gets
 	// any.
@@ -83,6 +92,27 @@ type Box struct {
 	// it is journaled so that reconcile can find the box again.
 	State map[string]string
 }
+
+// OwnIDs are a box's own agent and watcher ids (Box.OwnIDs).
+type OwnIDs struct {
+	AgentUID, AgentGID     uint32
+	WatcherUID, WatcherGID uint32
+}
+
+// The bounds every box gets where its runtime can enforce them and the
+// user asked for none. A fixed memory bound behaves the same on every
+// host and engine (the engine may run in a VM whose memory the
+// supervisor cannot see) and holds a build or a test suite; --memory
+// raises it. The pids bound stops a fork bomb far above what a build
+// starts. /tmp and /dev/shm are tmpfs of these sizes (their pages count
+// against the memory bound).
+const (
+	DefaultMemory    = 4 << 30
+	DefaultPidsLimit = 4096
+	TmpfsBytes       = 1 << 30
+	TmpfsInodes      = 262144
+	ShmBytes         = 256 << 20
+)
 
 // Info is what a runtime's probe found.
 type Info struct {

@@ -64,7 +64,7 @@ type Options struct {
 // DefaultPidsLimit is a box's pids limit when none is asked for and the
 // box has a cgroup (as root, or with a delegated one): a fork bomb stops
 // there, far above what a build or a test suite starts.
-const DefaultPidsLimit = 4096
+const DefaultPidsLimit = supervisor.DefaultPidsLimit
 
 // Native makes boxes from Linux namespaces and a cgroup, the way
 // bubblewrap does, with no daemon: the watcher binary builds the box's
