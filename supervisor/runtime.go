@@ -7,6 +7,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"deathwatch/shared"
@@ -139,6 +140,26 @@ type Started struct {
 // leave open on this host; doctor prints it.
 type WallsReporter interface {
 	Walls() []string
+}
+
+// BoundsReporter is a runtime that says which bounds its boxes get by
+// default on this host; doctor prints them.
+type BoundsReporter interface {
+	Bounds() []string
+}
+
+// DefaultBounds says the bounds a box gets when it asks for none:
+// pids and memory where the runtime enforces limits (else why it
+// cannot: then an explicit --pids-limit or --memory is refused), a
+// read-only root, and the bounded /tmp and /dev/shm.
+func DefaultBounds(limits bool, why string) []string {
+	var b []string
+	if limits {
+		b = append(b, fmt.Sprintf("pids %d (--pids-limit)", DefaultPidsLimit), fmt.Sprintf("memory %d MiB, no swap (--memory)", DefaultMemory>>20))
+	} else {
+		b = append(b, "no pids or memory bound: "+why+"; --pids-limit and --memory are refused")
+	}
+	return append(b, "root read-only (--read-write-root)", fmt.Sprintf("/tmp tmpfs %d MiB", TmpfsBytes>>20), fmt.Sprintf("/dev/shm %d MiB", ShmBytes>>20))
 }
 
 // Listed is a box a runtime reports, for reconcile.

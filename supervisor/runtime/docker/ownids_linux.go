@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/idslot"
 )
@@ -31,8 +32,10 @@ func ownIDSlots(euid int, env map[string]string) (*idslot.Ranges, error) {
 
 // takeOwnIDs gives box b, whose engine runs it on the host's own ids,
 // a slot of ids of its own: the agent runs as the slot's first id
-// (unless --user named one), the watcher as its second. No account,
-// file or process of the host has them, nor any other live box.
+// (unless --user named ids other than the default 1000:1000, which
+// stand: the operator chose that host id), the watcher as its second.
+// No account, file or process of the host has them, nor any other live
+// box.
 func (e *Engine) takeOwnIDs(b *supervisor.Box) error {
 	r, err := ownIDSlots(os.Geteuid(), envMap(os.Environ()))
 	if err != nil {
@@ -48,8 +51,8 @@ func (e *Engine) takeOwnIDs(b *supervisor.Box) error {
 	start, _ := strconv.ParseInt(b.State[idslot.State], 10, 64)
 	g := r.GIDStart(start)
 	ids := &supervisor.OwnIDs{AgentUID: uint32(start), AgentGID: uint32(g), WatcherUID: uint32(start + 1), WatcherGID: uint32(g + 1)}
-	if b.AgentUID != 0 || b.AgentGID != 0 {
-		ids.AgentUID, ids.AgentGID = b.AgentUID, b.AgentGID // the ids the operator named
+	if named := b.AgentUID != 0 || b.AgentGID != 0; named && (b.AgentUID != shared.DefaultAgentUID || b.AgentGID != shared.DefaultAgentGID) {
+		ids.AgentUID, ids.AgentGID = b.AgentUID, b.AgentGID
 	}
 	b.OwnIDs = ids
 	return nil

@@ -63,7 +63,8 @@ type Options struct {
 
 // DefaultPidsLimit is a box's pids limit when none is asked for and the
 // box has a cgroup (as root, or with a delegated one): a fork bomb stops
-// there, far above what a build or a test suite starts.
+// there, far above what a build or a test suite starts. The memory
+// bound is supervisor.DefaultMemory, on the same terms.
 const DefaultPidsLimit = supervisor.DefaultPidsLimit
 
 // Native makes boxes from Linux namespaces and a cgroup, the way
@@ -243,6 +244,23 @@ func (n *Native) Walls() []string {
 	return w
 }
 
+// Bounds says what a native box gets by default here (doctor): pids and
+// memory need a cgroup of the box's own (as root, or below a delegated
+// EnvCgroupParent).
+func (n *Native) Bounds() []string {
+	v, root, err := n.cgroupPlace()
+	if err == nil {
+		err = checkCgroupWritable(cgroupSpec{Version: v, Root: root, Group: n.opts.CgroupParent})
+	}
+	if err != nil {
+		return supervisor.DefaultBounds(false, "no cgroup of the box's own ("+err.Error()+"; delegate one with "+EnvCgroupParent+")")
+	}
+	if !hasController(v, root, "pids") || !hasController(v, root, "memory") {
+		return supervisor.DefaultBounds(false, "the cgroup has no pids or memory controller")
+	}
+	return supervisor.DefaultBounds(true, "")
+}
+
 // cgroupPlace is the cgroup version and mount to use.
 func (n *Native) cgroupPlace() (int, string, error) {
 	if n.opts.CgroupVersion != 0 {
@@ -309,11 +327,14 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err != nil {
 		return supervisor.SetupError("%w", err)
 	}
-	pids := b.PidsLimit
-	if pids == 0 && pidsController(v, cgRoot) {
+	pids, mem := b.PidsLimit, b.Memory
+	if pids == 0 && hasController(v, cgRoot, "pids") {
 		pids = DefaultPidsLimit
 	}
-	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, b.Memory, pids)
+	if mem == 0 && hasController(v, cgRoot, "memory") {
+		mem = supervisor.DefaultMemory
+	}
+	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, mem, pids)
 	if err != nil {
 		return supervisor.UsageError("%w", err)
 	}
