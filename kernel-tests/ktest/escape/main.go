@@ -18,6 +18,7 @@
 //	escape kill PID…      signal 0 to each process (kill:PID=…)
 //	escape ptrace PID…    attach to each process (ptrace:PID=…)
 //	escape pin PATH…      make each file immutable (pin:PATH=…)
+//	escape forks N        fork up to N children that wait (forks=COUNT/ERRNO), then end them
 package main
 
 import (
@@ -144,6 +145,35 @@ func main() {
 		// writable layer would make the engine's removal of the box fail.
 		for _, p := range args[1:] {
 			fmt.Printf("pin:%s=%s\n", p, errName(immutable.Set(p, true)))
+		}
+	case "forks":
+		// A fork bomb of bare forks: each child is one process (a Go
+		// child started by exec would be several threads), waiting in
+		// pause(2) until it is killed.
+		n, _ := strconv.Atoi(args[1])
+		runtime.LockOSThread()
+		var kids []int
+		res := "ok"
+		for len(kids) < n {
+			pid, _, e := syscall.RawSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0)
+			if e != 0 {
+				res = errName(e)
+				break
+			}
+			if pid == 0 {
+				for {
+					syscall.RawSyscall(syscall.SYS_PAUSE, 0, 0, 0)
+				}
+			}
+			kids = append(kids, int(pid))
+		}
+		fmt.Printf("forks=%d/%s\n", len(kids), res)
+		for _, k := range kids {
+			unix.Kill(k, unix.SIGKILL)
+		}
+		for range kids {
+			var ws unix.WaitStatus
+			unix.Wait4(-1, &ws, 0, nil)
 		}
 	case "oom-score":
 		b, err := os.ReadFile("/proc/self/oom_score_adj")

@@ -305,13 +305,21 @@ type apiRestart struct{ Name string }
 // pids limits (rootless on cgroup v1): then no default bound is asked
 // for (an explicit one is refused before, CheckLimits).
 type boxConf struct {
+	kind      string // "podman", else docker
 	userns    string
 	unbounded bool
 }
 
 // tmpOptions are the box's /tmp tmpfs options, the native runtime's
-// bounds.
-var tmpOptions = fmt.Sprintf("rw,nosuid,nodev,size=%d,nr_inodes=%d,mode=1777", supervisor.TmpfsBytes, supervisor.TmpfsInodes)
+// bounds. Podman refuses nr_inodes (an unknown mount option to it):
+// its boxes' /tmp is bounded in bytes alone.
+func tmpOptions(kind string) string {
+	o := fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", supervisor.TmpfsBytes)
+	if kind != "podman" {
+		o += fmt.Sprintf(",nr_inodes=%d", supervisor.TmpfsInodes)
+	}
+	return o
+}
 
 // createBody describes the box as an API request (createArgs spells the
 // same as CLI flags). Swap equal to memory: the limit is the limit.
@@ -337,7 +345,7 @@ func createBody(b *supervisor.Box, conf boxConf) apiCreate {
 			LogConfig: apiLogConfig{Type: "none"}, RestartPolicy: apiRestart{Name: "no"},
 			UsernsMode:     conf.userns,
 			ReadonlyRootfs: !b.ReadWriteRoot,
-			Tmpfs:          map[string]string{"/tmp": tmpOptions},
+			Tmpfs:          map[string]string{"/tmp": tmpOptions(conf.kind)},
 			ShmSize:        supervisor.ShmBytes,
 		},
 	}

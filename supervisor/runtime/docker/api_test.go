@@ -48,7 +48,7 @@ func TestCreateBody(t *testing.T) {
 				// Bounded by default: 4096 processes, 4 GiB without swap,
 				// a read-only root, /tmp 1 GiB and /dev/shm 256 MiB.
 				PidsLimit: &defPids, Memory: 4 << 30, MemorySwap: 4 << 30,
-				ReadonlyRootfs: true, Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,size=1073741824,nr_inodes=262144,mode=1777"}, ShmSize: 256 << 20,
+				ReadonlyRootfs: true, Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,size=1073741824,mode=1777,nr_inodes=262144"}, ShmSize: 256 << 20,
 			},
 		}
 	}
@@ -81,7 +81,10 @@ func TestCreateBody(t *testing.T) {
 		}},
 		{"watcher in image: no bind mount", func(b *supervisor.Box) { b.WatcherInImage = "/usr/local/bin/watcher" }, boxConf{},
 			func(c *apiCreate) { c.Entrypoint, c.HostConfig.Binds = []string{"/usr/local/bin/watcher"}, nil }},
-		{"user namespace", func(*supervisor.Box) {}, boxConf{userns: "auto"}, func(c *apiCreate) { c.HostConfig.UsernsMode = "auto" }},
+		{"podman: user namespace, no inode count (podman refuses nr_inodes)", func(*supervisor.Box) {}, boxConf{kind: "podman", userns: "auto"}, func(c *apiCreate) {
+			c.HostConfig.UsernsMode = "auto"
+			c.HostConfig.Tmpfs["/tmp"] = "rw,nosuid,nodev,size=1073741824,mode=1777"
+		}},
 		{"live FIFO: its folder read-only at /dev/.deathwatch", func(b *supervisor.Box) { b.LiveDir = "/run/deathwatch/live/dw-1" }, boxConf{},
 			func(c *apiCreate) {
 				c.HostConfig.Binds = append(c.HostConfig.Binds, "/run/deathwatch/live/dw-1:/dev/.deathwatch:ro")

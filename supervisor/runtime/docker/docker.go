@@ -173,6 +173,7 @@ func imageCheckArgs(kind, image string) []string {
 // It spells createBody's request as flags: one description of the box
 // serves the API and the CLI.
 func createArgs(kind string, b *supervisor.Box, conf boxConf) []string {
+	conf.kind = kind
 	c := createBody(b, conf)
 	h := c.HostConfig
 	a := []string{"create",
@@ -667,7 +668,7 @@ func (e *Engine) onHostIDs() bool {
 
 // boxConf is what the engine adds to a box's create request.
 func (e *Engine) boxConf() boxConf {
-	return boxConf{userns: e.userns(), unbounded: !e.enforcesLimits()}
+	return boxConf{kind: e.Kind, userns: e.userns(), unbounded: !e.enforcesLimits()}
 }
 
 // enforcesLimits reports whether the engine enforces memory and pids

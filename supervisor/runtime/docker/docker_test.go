@@ -9,7 +9,7 @@ import (
 )
 
 func TestCreateArgs(t *testing.T) {
-	const bounds = "(read-only root, bounded /tmp and /dev/shm)"
+	const bounds, tmpDocker = "(read-only root, bounded /tmp and /dev/shm)", "(the /tmp tmpfs)"
 	base := supervisor.Box{
 		Name: "dw-1", Image: "img", WatcherPath: "/opt/dw/watcher",
 		Labels: map[string]string{"io.deathwatch.nonce": "n", "io.deathwatch.instance": "i", "team": "a,b"},
@@ -36,7 +36,7 @@ func TestCreateArgs(t *testing.T) {
 		{"--read-write-root, ids of the box's own, an engine that cannot enforce limits", func(b *supervisor.Box) {
 			b.ReadWriteRoot = true
 			b.OwnIDs = &supervisor.OwnIDs{AgentUID: 7, AgentGID: 8, WatcherUID: 9, WatcherGID: 10}
-		}, []string{"--network", "none", "--tmpfs", "/tmp:rw,nosuid,nodev,size=1073741824,nr_inodes=262144,mode=1777", "--shm-size", "268435456",
+		}, []string{"--network", "none", "--tmpfs", tmpDocker, "--shm-size", "268435456",
 			"--volume", "/opt/dw/watcher:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin", "--watcher-user=9:10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,13 +44,20 @@ func TestCreateArgs(t *testing.T) {
 			tc.mod(&b)
 			for _, kind := range []string{"docker", "podman"} {
 				got := createArgs(kind, &b, boxConf{unbounded: b.ReadWriteRoot})
+				tmp := "/tmp:rw,nosuid,nodev,size=1073741824,mode=1777,nr_inodes=262144"
+				if kind == "podman" {
+					tmp = "/tmp:rw,nosuid,nodev,size=1073741824,mode=1777"
+				}
 				var want []string
 				for _, a := range append(append([]string{}, head...), tc.want...) {
-					if a == bounds {
-						want = append(want, "--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,size=1073741824,nr_inodes=262144,mode=1777", "--shm-size", "268435456")
-						continue
+					switch a {
+					case bounds:
+						want = append(want, "--read-only", "--tmpfs", tmp, "--shm-size", "268435456")
+					case tmpDocker:
+						want = append(want, tmp)
+					default:
+						want = append(want, a)
 					}
-					want = append(want, a)
 				}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("%s:\n got %q\nwant %q", kind, got, want)
