@@ -41,4 +41,3 @@ const State = "id-range"
 // DefaultDir holds the slot lock files of a root supervisor (tmpfs: a
 // reboot frees all). An unprivileged one keeps its own.
 const DefaultDir = "/run/deathwatch/idranges"
-
