@@ -165,7 +165,7 @@ func TestCopyRoundTrip(t *testing.T) {
 		// Inside: everything the copy made is the agent's (its uid:gid,
 		// the box's own on an engine that runs boxes on the host's ids);
 		// the executable runs; the hard links share an inode.
-		agent := `me=$(id -u):$(id -g); cd /tmp/tree && find . | while read -r p; do o=$(stat -c '%u:%g' "$p"); [ "$o" = "$me" ] && echo agent-owned || echo "$o"; done | sort -u && ./run.sh && ` +
+		agent := `me=$(id -u):$(id -g); cd /tmp/tree && find . | while read -r p; do o=$(stat -c '%u:%g' "$p") || continue; [ "$o" = "$me" ] && echo agent-owned || echo "$o"; done | sort -u && ./run.sh && ` +
 			`[ "$(stat -c %i a.txt)" = "$(stat -c %i sub/deep/hard2)" ] && echo same-inode && cat link`
 		args := []string{"--copy-in", src + ":/tmp/tree", "--copy-out", "/tmp/tree:" + out}
 		if r.Name == "docker" {

@@ -77,19 +77,9 @@ func TestEscapeEngineIDs(t *testing.T) {
 			idsA, idsB := hostIDsOf(t, a.agent), hostIDsOf(t, b.agent)
 			t.Logf("agent A pid %d host ids %v; agent B pid %d host ids %v", a.agent, idsA, b.agent, idsB)
 			for _, x := range boxes {
-				ids := hostIDsOf(t, x.agent)
-				for _, id := range ids {
+				for _, id := range hostIDsOf(t, x.agent) {
 					if who, ok := accounts[id]; ok {
 						t.Errorf("agent pid %d runs as host id %d, the host's account %s", x.agent, id, who)
-					}
-				}
-				// No host process but the agent's own has its uid.
-				for _, pid := range proc.PIDs() {
-					if pid == x.agent {
-						continue
-					}
-					if v, err := ktest.StatusField(pid, "Uid"); err == nil && strings.Fields(v)[0] == strconv.Itoa(ids[0]) {
-						t.Errorf("host process %d (%q) has the uid %d of agent pid %d", pid, strings.Join(ktest.Cmdline(pid), " "), ids[0], x.agent)
 					}
 				}
 			}
@@ -106,6 +96,18 @@ func TestEscapeEngineIDs(t *testing.T) {
 				}
 				t.Logf("shared ids, said: %v", warned)
 				return
+			}
+			// No host process but the agent's own has its uid.
+			for _, x := range boxes {
+				uid := strconv.Itoa(hostIDsOf(t, x.agent)[0])
+				for _, pid := range proc.PIDs() {
+					if pid == x.agent {
+						continue
+					}
+					if v, err := ktest.StatusField(pid, "Uid"); err == nil && strings.Fields(v)[0] == uid {
+						t.Errorf("host process %d (%q) has the uid %s of agent pid %d", pid, strings.Join(ktest.Cmdline(pid), " "), uid, x.agent)
+					}
+				}
 			}
 			// As box A's agent's host ids: signal and read box B's agent.
 			p := strconv.Itoa(b.agent)
