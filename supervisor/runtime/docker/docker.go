@@ -14,9 +14,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,7 +200,7 @@ func createArgs(kind string, b *supervisor.Box, conf boxConf) []string {
 	for _, e := range c.Env {
 		a = append(a, "--env", e)
 	}
-	for _, k := range sortedKeys(c.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
 		a = append(a, "--label", k+"="+c.Labels[k])
 	}
 	a = append(a, "--network", h.NetworkMode)
@@ -212,7 +213,7 @@ func createArgs(kind string, b *supervisor.Box, conf boxConf) []string {
 	if h.ReadonlyRootfs {
 		a = append(a, "--read-only")
 	}
-	for _, t := range sortedKeys(h.Tmpfs) {
+	for _, t := range slices.Sorted(maps.Keys(h.Tmpfs)) {
 		a = append(a, "--tmpfs", t+":"+h.Tmpfs[t])
 	}
 	if h.ShmSize > 0 {
@@ -226,16 +227,6 @@ func createArgs(kind string, b *supervisor.Box, conf boxConf) []string {
 	}
 	a = append(a, "--entrypoint", c.Entrypoint[0], "--", c.Image)
 	return append(a, c.Cmd...)
-}
-
-// sortedKeys are m's keys in order (argv is stable).
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // startArgs starts the box attached to its stdin, stdout and stderr,
