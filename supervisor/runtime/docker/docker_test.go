@@ -89,6 +89,14 @@ func TestHasSubIDs(t *testing.T) {
 			t.Errorf("hasSubIDs(%q) = %v", tc.file, got)
 		}
 	}
+	// A rootless user needs room for two boxes' 65536 ids, named by
+	// name or by uid.
+	me := []string{"2345", "dwtest"}
+	for file, want := range map[string]bool{"dwtest:100000:65536\n": false, "dwtest:100000:1048576\n": true, "2345:100000:131072\n": true} {
+		if got := hasSubIDs(file, me, 2*65536); got != want {
+			t.Errorf("hasSubIDs(%q, %v, 131072) = %v", file, me, got)
+		}
+	}
 }
 
 func TestEngineArgs(t *testing.T) {
