@@ -86,3 +86,28 @@ func cgroupUnified() bool {
 	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
 	return err == nil
 }
+
+// TestEscapeUnprivilegedPids (breach 5): an unprivileged native box
+// without a cgroup of its own had no pids bound (4,300 processes). Its
+// agent's host id is the box's alone, so a per-uid process limit
+// (RLIMIT_NPROC) is one per box: a fork bomb of bare forks stops below
+// the default pids bound, with EAGAIN.
+func TestEscapeUnprivilegedPids(t *testing.T) {
+	ktest.RequireRoot(t)
+	bins := ktest.Build(t)
+	requireUnprivilegedUserns(t)
+	esc := ktest.ToolPath(t, "escape")
+	cmd := ktest.AsUser(ktest.RootlessUser, bins.Supervisor, "exec", "--runtime", "native", "--journal", sharedTempDir(t),
+		"--watcher", bins.Watcher, "--mount", filepath.Dir(esc)+":"+escapeDir+":ro",
+		"--", escapeDir+"/escape", "forks", strconv.Itoa(supervisor.DefaultPidsLimit+1000))
+	res := runCmd(cmd)
+	t.Logf("exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	var n int
+	var why string
+	if _, err := fmt.Sscanf(strings.Replace(lines(res.stdout)["forks"], "/", " ", 1), "%d %s", &n, &why); err != nil {
+		t.Fatalf("forks: %q (exit %d, %s)", lines(res.stdout)["forks"], res.code, res.stderr)
+	}
+	if n >= supervisor.DefaultPidsLimit || why != "EAGAIN" {
+		t.Errorf("a fork bomb in an unprivileged native box made %d processes (%s), want fewer than %d and EAGAIN", n, why, supervisor.DefaultPidsLimit)
+	}
+}

@@ -42,8 +42,8 @@ type archived struct {
 
 // canStageArchive reports whether the launch's copy-in goes by the
 // runtime's archive. (A one-step runtime's client starts the box
-// itself, and an engine extracts an archive only into a writable root:
-// frames carry it then.)
+// itself, and an engine extracts an archive only into a writable root,
+// which has no tmpfs /tmp: frames carry it otherwise.)
 func (l *launch) canStageArchive(ctx context.Context) bool {
 	a, ok := l.rt.(ArchiveStager)
 	return len(l.o.CopyIn) > 0 && ok && !l.oneStep && l.box.ReadWriteRoot && a.CanPutArchive(ctx)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"deathwatch/shared"
 )
@@ -148,16 +149,24 @@ type BoundsReporter interface {
 	Bounds() []string
 }
 
-// DefaultBounds says the bounds a box gets when it asks for none:
-// pids and memory where the runtime enforces limits (else why it
-// cannot: then an explicit --pids-limit or --memory is refused), a
-// read-only root, and the bounded /tmp and /dev/shm.
-func DefaultBounds(limits bool, why string) []string {
-	var b []string
-	if limits {
-		b = append(b, fmt.Sprintf("pids %d (--pids-limit)", DefaultPidsLimit), fmt.Sprintf("memory %d MiB, no swap (--memory)", DefaultMemory>>20))
+// DefaultBounds says the bounds a box gets when it asks for none: pids
+// and memory where the runtime enforces them (else why it cannot: then
+// an explicit --pids-limit or --memory is refused), a read-only root,
+// and the bounded /tmp and /dev/shm.
+func DefaultBounds(pids, memory bool, why string) []string {
+	var b, none []string
+	if pids {
+		b = append(b, fmt.Sprintf("pids %d (--pids-limit)", DefaultPidsLimit))
 	} else {
-		b = append(b, "no pids or memory bound: "+why+"; --pids-limit and --memory are refused")
+		none = append(none, "pids")
+	}
+	if memory {
+		b = append(b, fmt.Sprintf("memory %d MiB, no swap (--memory)", DefaultMemory>>20))
+	} else {
+		none = append(none, "memory")
+	}
+	if len(none) > 0 {
+		b = append(b, "no "+strings.Join(none, " or ")+" bound: "+why+"; --pids-limit and --memory are refused")
 	}
 	return append(b, "root read-only (--read-write-root)", fmt.Sprintf("/tmp tmpfs %d MiB", TmpfsBytes>>20), fmt.Sprintf("/dev/shm %d MiB", ShmBytes>>20))
 }

@@ -326,9 +326,9 @@ func tmpOptions(kind string) string {
 // StdinOnce: the engine closes the box's stdin when our attach
 // ends (the supervisor died, or let go): the watcher's EOF. Unless the
 // box asks for its own, it gets the default pids and memory bounds
-// where the engine enforces them; the root is read-only unless
-// ReadWriteRoot (the engine's writable layer is bounded by nothing but
-// the host's disk). A box with ids of its own (OwnIDs) has the watcher
+// where the engine enforces them; the root is read-only and /tmp a
+// bounded tmpfs unless ReadWriteRoot (the engine's writable layer is
+// bounded by nothing but the host's disk). A box with ids of its own (OwnIDs) has the watcher
 // drop to its watcher ids (ids are not secret; the agent's travel in
 // the spec).
 func createBody(b *supervisor.Box, conf boxConf) apiCreate {
@@ -345,9 +345,14 @@ func createBody(b *supervisor.Box, conf boxConf) apiCreate {
 			LogConfig: apiLogConfig{Type: "none"}, RestartPolicy: apiRestart{Name: "no"},
 			UsernsMode:     conf.userns,
 			ReadonlyRootfs: !b.ReadWriteRoot,
-			Tmpfs:          map[string]string{"/tmp": tmpOptions(conf.kind)},
 			ShmSize:        supervisor.ShmBytes,
 		},
+	}
+	if !b.ReadWriteRoot {
+		// With a writable root, /tmp is the layer's, as the user asked
+		// (and the engine's archive endpoint, blind to the box's tmpfs
+		// mounts, reaches it).
+		c.HostConfig.Tmpfs = map[string]string{"/tmp": tmpOptions(conf.kind)}
 	}
 	if ids := b.OwnIDs; ids != nil {
 		c.Cmd = append(c.Cmd, fmt.Sprintf("--watcher-user=%d:%d", ids.WatcherUID, ids.WatcherGID))

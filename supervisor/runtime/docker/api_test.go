@@ -63,8 +63,8 @@ func TestCreateBody(t *testing.T) {
 		{"an engine that cannot enforce limits: no default bound", func(*supervisor.Box) {}, boxConf{unbounded: true}, func(c *apiCreate) {
 			c.HostConfig.PidsLimit, c.HostConfig.Memory, c.HostConfig.MemorySwap = nil, 0, 0
 		}},
-		{"--read-write-root: /tmp stays bounded", func(b *supervisor.Box) { b.ReadWriteRoot = true }, boxConf{}, func(c *apiCreate) {
-			c.HostConfig.ReadonlyRootfs = false
+		{"--read-write-root: /tmp is the layer's", func(b *supervisor.Box) { b.ReadWriteRoot = true }, boxConf{}, func(c *apiCreate) {
+			c.HostConfig.ReadonlyRootfs, c.HostConfig.Tmpfs = false, nil
 		}},
 		{"ids of the box's own: the watcher's on its command line", func(b *supervisor.Box) {
 			b.OwnIDs = &supervisor.OwnIDs{AgentUID: 1 << 31, AgentGID: 1 << 31, WatcherUID: 1<<31 + 1, WatcherGID: 1<<31 + 1}

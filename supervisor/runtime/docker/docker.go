@@ -807,7 +807,7 @@ func (e *Engine) CheckLimits(memory, pids int64) error {
 // Bounds says what a box of this engine gets by default (doctor; after
 // Probe).
 func (e *Engine) Bounds() []string {
-	return supervisor.DefaultBounds(e.enforcesLimits(), "rootless "+e.Kind+" on cgroup v1 cannot enforce limits (use a cgroup v2 host or a rootful engine)")
+	return supervisor.DefaultBounds(e.enforcesLimits(), e.enforcesLimits(), "rootless "+e.Kind+" on cgroup v1 cannot enforce limits (use a cgroup v2 host or a rootful engine)")
 }
 
 // cgroupV2 reports whether this host runs the unified hierarchy only.

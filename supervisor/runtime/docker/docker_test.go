@@ -9,7 +9,7 @@ import (
 )
 
 func TestCreateArgs(t *testing.T) {
-	const bounds, tmpDocker = "(read-only root, bounded /tmp and /dev/shm)", "(the /tmp tmpfs)"
+	const bounds = "(read-only root, bounded /tmp and /dev/shm)"
 	base := supervisor.Box{
 		Name: "dw-1", Image: "img", WatcherPath: "/opt/dw/watcher",
 		Labels: map[string]string{"io.deathwatch.nonce": "n", "io.deathwatch.instance": "i", "team": "a,b"},
@@ -36,7 +36,7 @@ func TestCreateArgs(t *testing.T) {
 		{"--read-write-root, ids of the box's own, an engine that cannot enforce limits", func(b *supervisor.Box) {
 			b.ReadWriteRoot = true
 			b.OwnIDs = &supervisor.OwnIDs{AgentUID: 7, AgentGID: 8, WatcherUID: 9, WatcherGID: 10}
-		}, []string{"--network", "none", "--tmpfs", tmpDocker, "--shm-size", "268435456",
+		}, []string{"--network", "none", "--shm-size", "268435456",
 			"--volume", "/opt/dw/watcher:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin", "--watcher-user=9:10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,8 +53,6 @@ func TestCreateArgs(t *testing.T) {
 					switch a {
 					case bounds:
 						want = append(want, "--read-only", "--tmpfs", tmp, "--shm-size", "268435456")
-					case tmpDocker:
-						want = append(want, tmp)
 					default:
 						want = append(want, a)
 					}

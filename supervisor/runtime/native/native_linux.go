@@ -253,12 +253,10 @@ func (n *Native) Bounds() []string {
 		err = checkCgroupWritable(cgroupSpec{Version: v, Root: root, Group: n.opts.CgroupParent})
 	}
 	if err != nil {
-		return supervisor.DefaultBounds(false, "no cgroup of the box's own ("+err.Error()+"; delegate one with "+EnvCgroupParent+")")
+		// An unprivileged box's ids are its own: RLIMIT_NPROC bounds its processes.
+		return supervisor.DefaultBounds(os.Geteuid() != 0, false, "no cgroup of the box's own ("+err.Error()+"; delegate one with "+EnvCgroupParent+")")
 	}
-	if !hasController(v, root, "pids") || !hasController(v, root, "memory") {
-		return supervisor.DefaultBounds(false, "the cgroup has no pids or memory controller")
-	}
-	return supervisor.DefaultBounds(true, "")
+	return supervisor.DefaultBounds(hasController(v, root, "pids"), hasController(v, root, "memory"), "the box's cgroup has no such controller")
 }
 
 // cgroupPlace is the cgroup version and mount to use.
@@ -1011,6 +1009,16 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 		if err := writeIDMaps(context.Background(), cmd.Process.Pid, uids, gids); err != nil {
 			l.kill()
 			return nil, supervisor.SetupError("%w", err)
+		}
+		if b.State[StateCgroup] == "" {
+			// No cgroup, so no pids.max: the agent's and the watcher's
+			// host ids are the box's alone, so a process limit per uid
+			// (inherited by everything the init starts) is one per box.
+			lim := unix.Rlimit{Cur: DefaultPidsLimit, Max: DefaultPidsLimit}
+			if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_NPROC, &lim, nil); err != nil {
+				l.kill()
+				return nil, supervisor.SetupError("limit the box's processes: %w", os.NewSyscallError("prlimit(RLIMIT_NPROC)", err))
+			}
 		}
 	}
 	// The slot names its init before the init runs anything: a slot is
