@@ -80,6 +80,7 @@ func TestEscapeEngineIDs(t *testing.T) {
 				for _, id := range hostIDsOf(t, x.agent) {
 					if who, ok := accounts[id]; ok {
 						t.Errorf("agent pid %d runs as host id %d, the host's account %s", x.agent, id, who)
+						break
 					}
 				}
 			}
