@@ -1,6 +1,8 @@
 package kerneltests
 
-// Copy-out through the engine's archive endpoint (Docker): the watcher
+// Copy-out through the engine's archive endpoint (Docker, from a box
+// with a writable root: --read-write-root; the endpoint does not see a
+// read-only root's tmpfs /tmp, and frames carry that): the watcher
 // sends the manifest of what may leave once the agent is dead; the host
 // reads the tree with GET /containers/{id}/archive (dockerd reads it as
 // root) and keeps only what the manifest names and hashes. (The round
@@ -118,7 +120,7 @@ func TestCopyArchiveOutRootOnly(t *testing.T) {
 		tw.WriteHeader(&tar.Header{Name: "res/hard", Typeflag: tar.TypeLink, Linkname: "res/secret"})
 		tw.Close()
 
-		p := r.pausedAt(t, supervisor.CrashAfterCreate, "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
+		p := r.pausedAt(t, supervisor.CrashAfterCreate, "--read-write-root", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
 			fmt.Sprintf(`cat /tmp/res/secret 2>/dev/null && echo read-it; echo mine > /tmp/res/f && ln -s %s /tmp/res/abs && ls -l /tmp/res`, victim))
 		p.engine(t, &r, &planted, "cp", "-", "BOX:/tmp")
 		if code := p.resume(); code != 0 || strings.Contains(p.stdout.String(), "read-it") {
@@ -166,7 +168,7 @@ func TestCopyArchiveOutTampered(t *testing.T) {
 		}
 		// The heartbeat outlasts the pause (the watcher waits for the host
 		// meanwhile, answering its pings).
-		p := r.pausedAt(t, supervisor.CrashBeforeFetch, "--heartbeat", "5m", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
+		p := r.pausedAt(t, supervisor.CrashBeforeFetch, "--heartbeat", "5m", "--read-write-root", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
 			`mkdir -p /tmp/res/sub && echo data > /tmp/res/f && echo more > /tmp/res/sub/g`)
 		p.engine(t, &r, nil, "cp", other, "BOX:/tmp/res/f")
 		if code := p.resume(); code != shared.ExitCopyFailed || !strings.Contains(p.stderr.String(), "verify-failed") || !strings.Contains(p.stderr.String(), "SHA-256") {
@@ -193,7 +195,7 @@ func TestCopyArchiveOutSupervisorKilled(t *testing.T) {
 		r.Setup(t, "cp")
 		t.Cleanup(func() { r.assertClean() })
 		out := r.mkdirOwned(t, "out")
-		p := r.pausedAt(t, supervisor.CrashBeforeFetch, "--copy-out", "/tmp/res:"+out, "--copy-out-limit", "2g", "--", "sh", "-c",
+		p := r.pausedAt(t, supervisor.CrashBeforeFetch, "--read-write-root", "--copy-out", "/tmp/res:"+out, "--copy-out-limit", "2g", "--", "sh", "-c",
 			`mkdir -p /tmp/res && dd if=/dev/zero of=/tmp/res/zeros bs=1M count=1024 2>/dev/null`)
 		p.cmd.Process.Signal(syscall.SIGCONT)
 		r.killMidCopy(t, p.cmd, "exported")

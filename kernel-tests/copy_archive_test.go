@@ -1,6 +1,7 @@
 package kerneltests
 
-// Copy-in through the engine's archive endpoint (Docker): the tree
+// Copy-in through the engine's archive endpoint (Docker, with a writable
+// root: --read-write-root): the tree
 // lands in the running box, its watcher waiting (and hashing the files
 // ahead as they land), and the watcher checks what landed against the
 // host's manifest before the agent runs. The box's file system can be
@@ -36,7 +37,7 @@ func TestCopyArchiveTampered(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				os.Remove(r.eventsFile())
-				p := r.pausedAt(t, supervisor.CrashAfterStage, "--heartbeat", "5m", "--copy-in", src+":/tmp/tree", "--", "sh", "-c", "echo agent-ran")
+				p := r.pausedAt(t, supervisor.CrashAfterStage, "--heartbeat", "5m", "--read-write-root", "--copy-in", src+":/tmp/tree", "--", "sh", "-c", "echo agent-ran")
 				p.engine(t, &r, nil, "cp", other, "BOX:"+c.target)
 				if code := p.resume(); code != shared.ExitCopyFailed || !strings.Contains(p.stderr.String(), "verify") || strings.Contains(p.stdout.String(), "agent-ran") {
 					t.Fatalf("exit %d (want %d, the agent never run)\nstdout: %s\nstderr: %s", code, shared.ExitCopyFailed, p.stdout.String(), p.stderr.String())

@@ -21,7 +21,8 @@ func TestNativeKillUnderLoad(t *testing.T) {
 	ktest.RequireRoot(t)
 	bins := ktest.Build(t)
 	esc := ktest.ToolPath(t, "escape")
-	mount := []string{"--mount", filepath.Dir(esc) + ":/tmp/dw-escape:ro", "--env", "E"}
+	// --memory above the hog: the default bound (4 GiB) would end it first.
+	mount := []string{"--mount", filepath.Dir(esc) + ":/tmp/dw-escape:ro", "--env", "E", "--memory", "8g"}
 	t.Setenv("E", "/tmp/dw-escape/escape")
 	for _, c := range []struct {
 		name, script string

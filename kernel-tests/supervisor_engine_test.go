@@ -28,6 +28,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/cli"
+	"deathwatch/supervisor/idslot"
 )
 
 // engineRigs are the rigs of the engines: docker, podman, rootless podman.
@@ -551,7 +552,15 @@ func TestSupervisorBoxSettings(t *testing.T) {
 			}
 		}
 		res := runCmd(r.supervisor(nil, append(args, "--", "sh", "-c", agent)...))
-		want := "/data\nfrom-host\nreadonly\nlo\nCapEff:\t0000000000000000\n1000\n"
+		uid := "1000"
+		if ls := strings.Split(res.stdout, "\n"); r.Name == "docker" && len(ls) > 5 {
+			// Rootful docker without userns-remap runs the box on the
+			// host's ids: the agent has an id of the box's own, above 2^31.
+			if u, _ := strconv.ParseUint(ls[5], 10, 32); u >= idslot.Base {
+				uid = ls[5]
+			}
+		}
+		want := "/data\nfrom-host\nreadonly\nlo\nCapEff:\t0000000000000000\n" + uid + "\n"
 		if slices.Contains(args, "--memory") {
 			want += "50\n67108864\n"
 		}

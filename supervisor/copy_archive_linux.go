@@ -42,10 +42,11 @@ type archived struct {
 
 // canStageArchive reports whether the launch's copy-in goes by the
 // runtime's archive. (A one-step runtime's client starts the box
-// itself: frames carry it.)
+// itself, and an engine extracts an archive only into a writable root,
+// which has no tmpfs /tmp: frames carry it otherwise.)
 func (l *launch) canStageArchive(ctx context.Context) bool {
 	a, ok := l.rt.(ArchiveStager)
-	return len(l.o.CopyIn) > 0 && ok && !l.oneStep && a.CanPutArchive(ctx)
+	return len(l.o.CopyIn) > 0 && ok && !l.oneStep && l.box.ReadWriteRoot && a.CanPutArchive(ctx)
 }
 
 // stageArchive puts the copy-in trees into the box: one tar stream

@@ -44,10 +44,12 @@ type ArchiveExporter interface {
 const CrashBeforeFetch = "before-fetch"
 
 // archiveOut reports whether the launch's copy-out goes by the
-// runtime's archive.
+// runtime's archive: only from a box with a writable root, whose /tmp
+// is its layer's (an engine's archive endpoint does not see the box's
+// tmpfs mounts); frames carry it otherwise.
 func (l *launch) archiveOut(ctx context.Context) bool {
 	a, ok := l.rt.(ArchiveExporter)
-	return len(l.o.CopyOut) > 0 && ok && a.CanGetArchive(ctx)
+	return len(l.o.CopyOut) > 0 && ok && l.box.ReadWriteRoot && a.CanGetArchive(ctx)
 }
 
 // manifestTree is one copy-out tree's manifest as the watcher sends

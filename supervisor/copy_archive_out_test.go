@@ -134,7 +134,7 @@ func TestCopyOutArchive(t *testing.T) {
 	theArchiveRT.boxRoot, theArchiveRT.tamper, theArchiveRT.gets = box, nil, 0
 	theArchiveRT.extra = []*tar.Header{{Name: "res/planted", Typeflag: tar.TypeReg, Size: 10, Mode: 0o644}, {Name: "../escape", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644}}
 	defer func() { theArchiveRT.extra = nil }()
-	run := runCopy(t, ExecOptions{Runtime: "copyrt-archive", CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
+	run := runCopy(t, ExecOptions{Runtime: "copyrt-archive", ReadWriteRoot: true, CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
 	if run.code != 0 || theArchiveRT.gets != 1 {
 		t.Fatalf("exit %d, %d GETs: %s", run.code, theArchiveRT.gets, run.stderr)
 	}
@@ -203,7 +203,7 @@ func TestCopyOutArchiveTampered(t *testing.T) {
 			box, out := archiveBox(t), t.TempDir()
 			theArchiveRT.boxRoot, theArchiveRT.tamper = box, tamper
 			defer func() { theArchiveRT.tamper = nil }()
-			run := runCopy(t, ExecOptions{Runtime: "copyrt-archive", CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
+			run := runCopy(t, ExecOptions{Runtime: "copyrt-archive", ReadWriteRoot: true, CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
 			last := run.events[len(run.events)-2]
 			if run.code != shared.ExitCopyFailed || last.Reason != string(shared.ReasonVerifyFailed) || !strings.Contains(run.stderr, "verify-failed") {
 				t.Fatalf("exit %d, exited %+v, stderr %s", run.code, last, run.stderr)
@@ -221,7 +221,7 @@ func TestCopyOutArchiveTampered(t *testing.T) {
 func TestCopyOutArchiveLimit(t *testing.T) {
 	box, out := archiveBox(t), t.TempDir()
 	theArchiveRT.boxRoot, theArchiveRT.tamper, theArchiveRT.gets = box, nil, 0
-	run := runCopy(t, ExecOptions{Runtime: "copyrt-archive", CopyOut: []CopyOut{{Box: "/res", HostDir: out}}, CopyOutLimit: 4096, CopyOutMaxEntries: 100})
+	run := runCopy(t, ExecOptions{Runtime: "copyrt-archive", ReadWriteRoot: true, CopyOut: []CopyOut{{Box: "/res", HostDir: out}}, CopyOutLimit: 4096, CopyOutMaxEntries: 100})
 	if run.code != shared.ExitCopyFailed || !strings.Contains(run.stderr, "limit") {
 		t.Fatalf("exit %d, %d GETs: %s", run.code, theArchiveRT.gets, run.stderr)
 	}

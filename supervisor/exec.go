@@ -84,6 +84,9 @@ type ExecOptions struct {
 	// AllowHostNetwork accepts --network host, which opens the host's
 	// abstract unix sockets and loopback to the agent (every runtime).
 	AllowHostNetwork bool
+	// ReadWriteRoot makes the box's root file system writable
+	// (--read-write-root); it is read-only by default.
+	ReadWriteRoot bool
 
 	// Copies (copy.go): trees into the box before the agent, and back
 	// out after it, over the control stream; CopyOutLimit bounds each
@@ -397,6 +400,7 @@ func newBox(o *ExecOptions) *Box {
 		State:          map[string]string{},
 
 		AllowHostNetwork: o.AllowHostNetwork,
+		ReadWriteRoot:    o.ReadWriteRoot,
 		AgentUID:         o.UID,
 		AgentGID:         o.GID,
 	}
@@ -689,6 +693,9 @@ func (l *launch) run(ctx context.Context) int {
 	if err := create(); err != nil {
 		l.say("%v", err)
 		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), st)
+	}
+	if ids := l.box.OwnIDs; ids != nil {
+		l.spec.UID, l.spec.GID = ids.AgentUID, ids.AgentGID
 	}
 	if err := l.journalBeside(StateCreated); err != nil {
 		l.say("%v", err)

@@ -7,7 +7,9 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
 
 	"deathwatch/shared"
 )
@@ -54,8 +56,8 @@ type Box struct {
 
 	Workdir   string
 	Mounts    []Mount
-	Memory    int64  // bytes; 0 = no limit
-	PidsLimit int64  // 0 = no limit
+	Memory    int64  // bytes; 0 = none asked (the runtime's default bound, DefaultMemory, where it can enforce one)
+	PidsLimit int64  // 0 = none asked (DefaultPidsLimit where the runtime can enforce it)
 	Network   string // none | bridge | host
 	// NetworkSet: the user named Network (--network); a runtime that has
 	// no engine network refuses any explicit mode.
@@ -73,6 +75,15 @@ type Box struct {
 	// runtime with idmapped mounts: native as root); nil: none, and no
 	// host id is ever mapped onto the agent.
 	MountOwner *HostIDs
+	// OwnIDs, set by a runtime at Create (or CreateStart), are ids of
+	// the box's own that replace the spec's agent ids: a runtime whose
+	// boxes run on the host's own ids gives each box ids no account and
+	// no other live box has. nil: the spec's ids stand.
+	OwnIDs *OwnIDs
+	// ReadWriteRoot: the box's root file system is writable
+	// (--read-write-root); by default it is read-only, and /tmp and
+	// /dev/shm are bounded tmpfs (TmpfsBytes, ShmBytes).
+	ReadWriteRoot bool
 	// HostPorts are the ports on the host's loopback the box may reach
 	// (--host-port); only a runtime whose descriptor says HostPorts gets
 	// any.
@@ -91,6 +102,27 @@ type Box struct {
 	// it is journaled so that reconcile can find the box again.
 	State map[string]string
 }
+
+// OwnIDs are a box's own agent and watcher ids (Box.OwnIDs).
+type OwnIDs struct {
+	AgentUID, AgentGID     uint32
+	WatcherUID, WatcherGID uint32
+}
+
+// The bounds every box gets where its runtime can enforce them and the
+// user asked for none. A fixed memory bound behaves the same on every
+// host and engine (the engine may run in a VM whose memory the
+// supervisor cannot see) and holds a build or a test suite; --memory
+// raises it. The pids bound stops a fork bomb far above what a build
+// starts. /tmp and /dev/shm are tmpfs of these sizes (their pages count
+// against the memory bound).
+const (
+	DefaultMemory    = 4 << 30
+	DefaultPidsLimit = 4096
+	TmpfsBytes       = 1 << 30
+	TmpfsInodes      = 262144
+	ShmBytes         = 256 << 20
+)
 
 // Info is what a runtime's probe found.
 type Info struct {
@@ -117,6 +149,34 @@ type Started struct {
 // leave open on this host; doctor prints it.
 type WallsReporter interface {
 	Walls() []string
+}
+
+// BoundsReporter is a runtime that says which bounds its boxes get by
+// default on this host; doctor prints them.
+type BoundsReporter interface {
+	Bounds() []string
+}
+
+// DefaultBounds says the bounds a box gets when it asks for none: pids
+// and memory where the runtime enforces them (else why it cannot: then
+// an explicit --pids-limit or --memory is refused), a read-only root,
+// and the bounded /tmp and /dev/shm.
+func DefaultBounds(pids, memory bool, why string) []string {
+	var b, none []string
+	if pids {
+		b = append(b, fmt.Sprintf("pids %d (--pids-limit)", DefaultPidsLimit))
+	} else {
+		none = append(none, "pids")
+	}
+	if memory {
+		b = append(b, fmt.Sprintf("memory %d MiB, no swap (--memory)", DefaultMemory>>20))
+	} else {
+		none = append(none, "memory")
+	}
+	if len(none) > 0 {
+		b = append(b, "no "+strings.Join(none, " or ")+" bound: "+why+"; --pids-limit and --memory are refused")
+	}
+	return append(b, "root read-only (--read-write-root)", fmt.Sprintf("/tmp tmpfs %d MiB", TmpfsBytes>>20), fmt.Sprintf("/dev/shm %d MiB", ShmBytes>>20))
 }
 
 // Listed is a box a runtime reports, for reconcile.

@@ -441,6 +441,18 @@ func TestExecSupervisorSIGKILL(t *testing.T) {
 	}
 }
 
+// journalSays reports whether an entry of the journal in dir is in state.
+func journalSays(dir, state string) bool {
+	es, _ := filepath.Glob(filepath.Join(dir, "*", "*.json"))
+	more, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, p := range append(es, more...) {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), `"state":"`+state+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
 // ls shows the journal's open entries with the engine's view of them,
 // and boxes of the instance that the journal does not know.
 func TestLs(t *testing.T) {
@@ -452,6 +464,11 @@ func TestLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFile(t, fe, "running")
+	// The started entry is written beside the watcher's handshake: the
+	// kill comes once it landed.
+	for i := 0; i < 200 && !journalSays(jdir, supervisor.StateStarted); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 	cmd.Process.Kill()
 	cmd.Wait()
 	// A box with the instance label that no journal entry knows.

@@ -32,6 +32,8 @@ type DoctorRuntime struct {
 	// Walls says what the runtime's boxes leave open here
 	// (supervisor.WallsReporter).
 	Walls []string `json:"walls,omitempty"`
+	// Bounds are what a box gets by default (supervisor.BoundsReporter).
+	Bounds []string `json:"bounds,omitempty"`
 }
 
 // DoctorWatcher is a watcher doctor looked for.
@@ -249,6 +251,9 @@ func probeRuntime(ctx context.Context, desc supervisor.Descriptor, allowRootful 
 		if wr, ok := rt.(supervisor.WallsReporter); ok {
 			dr.Walls = wr.Walls()
 		}
+		if br, ok := rt.(supervisor.BoundsReporter); ok {
+			dr.Bounds = br.Bounds()
+		}
 		if info.Detail != "" {
 			dr.Status += " (" + info.Detail + ")"
 		}
@@ -444,6 +449,11 @@ func WriteDoctorTable(w io.Writer, rep *DoctorReport) {
 			for _, l := range r.Walls {
 				fmt.Fprintf(w, "walls:            %s\n", l)
 			}
+		}
+	}
+	for _, r := range rep.Runtimes {
+		if len(r.Bounds) > 0 {
+			fmt.Fprintf(w, "%-18s%s\n", "bounds "+r.Name+":", strings.Join(r.Bounds, ", "))
 		}
 	}
 	switch {

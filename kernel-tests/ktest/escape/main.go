@@ -20,6 +20,7 @@
 //	escape pin PATH…      make each file immutable (pin:PATH=…)
 //	escape setid DST…     copy this program to each DST and chmod it 06755 (setid:DST=…)
 //	escape mountopts PATH… the options of the mount at each path (mountopts:PATH=rw,nosuid,…)
+//	escape forks N        fork up to N children that wait (forks=COUNT/ERRNO), then end them
 package main
 
 import (
@@ -174,6 +175,35 @@ func main() {
 				}
 			}
 			fmt.Printf("mountopts:%s=%s\n", p, r)
+		}
+	case "forks":
+		// A fork bomb of bare forks: each child is one process (a Go
+		// child started by exec would be several threads), waiting in
+		// pause(2) until it is killed.
+		n, _ := strconv.Atoi(args[1])
+		runtime.LockOSThread()
+		var kids []int
+		res := "ok"
+		for len(kids) < n {
+			pid, _, e := syscall.RawSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0)
+			if e != 0 {
+				res = errName(e)
+				break
+			}
+			if pid == 0 {
+				for {
+					syscall.RawSyscall(syscall.SYS_PAUSE, 0, 0, 0)
+				}
+			}
+			kids = append(kids, int(pid))
+		}
+		fmt.Printf("forks=%d/%s\n", len(kids), res)
+		for _, k := range kids {
+			unix.Kill(k, unix.SIGKILL)
+		}
+		for range kids {
+			var ws unix.WaitStatus
+			unix.Wait4(-1, &ws, 0, nil)
 		}
 	case "oom-score":
 		b, err := os.ReadFile("/proc/self/oom_score_adj")

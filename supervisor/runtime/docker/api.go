@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -288,16 +289,49 @@ type apiHostConfig struct {
 	Memory        int64  `json:",omitempty"`
 	MemorySwap    int64  `json:",omitempty"`
 	UsernsMode    string `json:",omitempty"`
+	// The box's writable places: a read-only root (unless
+	// --read-write-root), /tmp and /dev/shm bounded tmpfs.
+	ReadonlyRootfs bool              `json:",omitempty"`
+	Tmpfs          map[string]string `json:",omitempty"`
+	ShmSize        int64             `json:",omitempty"`
 }
 
 type apiLogConfig struct{ Type string }
 type apiRestart struct{ Name string }
 
+// boxConf is what a box's create request takes from the engine rather
+// than the box: the user-namespace mode ("auto": a range of the box's
+// own), and unbounded, set when the engine cannot enforce memory or
+// pids limits (rootless on cgroup v1): then no default bound is asked
+// for (an explicit one is refused before, CheckLimits).
+type boxConf struct {
+	kind      string // "podman", else docker
+	userns    string
+	unbounded bool
+}
+
+// tmpOptions are the box's /tmp tmpfs options, the native runtime's
+// bounds. Podman refuses nr_inodes (an unknown mount option to it):
+// its boxes' /tmp is bounded in bytes alone.
+func tmpOptions(kind string) string {
+	o := fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", supervisor.TmpfsBytes)
+	if kind != "podman" {
+		o += fmt.Sprintf(",nr_inodes=%d", supervisor.TmpfsInodes)
+	}
+	return o
+}
+
 // createBody describes the box as an API request (createArgs spells the
 // same as CLI flags). Swap equal to memory: the limit is the limit.
 // StdinOnce: the engine closes the box's stdin when our attach
-// ends (the supervisor died, or let go): the watcher's EOF.
-func createBody(b *supervisor.Box, userns string) apiCreate {
+// ends (the supervisor died, or let go): the watcher's EOF. Unless the
+// box asks for its own, it gets the default pids and memory bounds
+// where the engine enforces them; the root is read-only and /tmp a
+// bounded tmpfs unless ReadWriteRoot (the engine's writable layer is
+// bounded by nothing but the host's disk). A box with ids of its own (OwnIDs) has the watcher
+// drop to its watcher ids (ids are not secret; the agent's travel in
+// the spec).
+func createBody(b *supervisor.Box, conf boxConf) apiCreate {
 	no := false
 	c := apiCreate{
 		Image: b.Image, Cmd: []string{"--control=stdin"}, Env: slices.Clone(supervisor.WatcherEnv),
@@ -309,8 +343,19 @@ func createBody(b *supervisor.Box, userns string) apiCreate {
 			CapDrop: []string{"ALL"}, CapAdd: append([]string(nil), watcherCaps...),
 			SecurityOpt: []string{"no-new-privileges"}, Init: &no,
 			LogConfig: apiLogConfig{Type: "none"}, RestartPolicy: apiRestart{Name: "no"},
-			UsernsMode: userns,
+			UsernsMode:     conf.userns,
+			ReadonlyRootfs: !b.ReadWriteRoot,
+			ShmSize:        supervisor.ShmBytes,
 		},
+	}
+	if !b.ReadWriteRoot {
+		// With a writable root, /tmp is the layer's, as the user asked
+		// (and the engine's archive endpoint, blind to the box's tmpfs
+		// mounts, reaches it).
+		c.HostConfig.Tmpfs = map[string]string{"/tmp": tmpOptions(conf.kind)}
+	}
+	if ids := b.OwnIDs; ids != nil {
+		c.Cmd = append(c.Cmd, fmt.Sprintf("--watcher-user=%d:%d", ids.WatcherUID, ids.WatcherGID))
 	}
 	for k, v := range b.Labels {
 		c.Labels[k] = v
@@ -318,12 +363,20 @@ func createBody(b *supervisor.Box, userns string) apiCreate {
 	if c.HostConfig.NetworkMode == "" {
 		c.HostConfig.NetworkMode = "none"
 	}
-	if b.PidsLimit > 0 {
-		p := b.PidsLimit
-		c.HostConfig.PidsLimit = &p
+	pids, mem := b.PidsLimit, b.Memory
+	if !conf.unbounded {
+		if pids == 0 {
+			pids = supervisor.DefaultPidsLimit
+		}
+		if mem == 0 {
+			mem = supervisor.DefaultMemory
+		}
 	}
-	if b.Memory > 0 {
-		c.HostConfig.Memory, c.HostConfig.MemorySwap = b.Memory, b.Memory
+	if pids > 0 {
+		c.HostConfig.PidsLimit = &pids
+	}
+	if mem > 0 {
+		c.HostConfig.Memory, c.HostConfig.MemorySwap = mem, mem
 	}
 	for _, m := range b.Mounts {
 		v := m.Source + ":" + m.Target
@@ -429,7 +482,7 @@ func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, e
 		}
 	}
 	info, err := e.dockerInfo(ctx, c)
-	e.rootless = info.Rootless
+	e.rootless, e.hostIDs = info.Rootless, info.Detail == rootfulNoUserns
 	return info, err
 }
 
@@ -516,7 +569,7 @@ func (e *Engine) apiCheckImage(ctx context.Context, c *apiClient, image string) 
 }
 
 func (e *Engine) apiCreate(ctx context.Context, c *apiClient, b *supervisor.Box) error {
-	body := createBody(b, e.userns())
+	body := createBody(b, e.boxConf())
 	for i, v := range body.HostConfig.Binds {
 		body.HostConfig.Binds[i] = bindSpec(e.Kind, v)
 	}
@@ -668,8 +721,8 @@ func (e *Engine) apiList(ctx context.Context, c *apiClient, instance string) ([]
 }
 
 // userns is the user-namespace mode a box is created with: "auto" (a
-// range of its own) on a rootful podman that has the ids for it, else
-// the engine's default (docker: userns-remap where the daemon has it).
+// range of its own) on a podman that has the ids for it, else the
+// engine's default (docker: userns-remap where the daemon has it).
 func (e *Engine) userns() string {
 	if e.usernsAuto {
 		// 65536 ids: the watcher drops itself to uid 65533.
@@ -682,28 +735,58 @@ func (e *Engine) userns() string {
 // --userns=auto means.
 const podmanNoSubids = "rootful podman without subordinate ids for user \"containers\": boxes run with the host's root ids; add a containers range to /etc/subuid and /etc/subgid (e.g. containers:1073741824:268435456) so each box gets --userns=auto, or use rootless podman"
 
-// rootfulPodman settles a rootful podman's user namespace: --userns=auto
-// when the host has subordinate ids for "containers" (where podman
-// takes each box's range from), else the statement in info.Detail.
-func (e *Engine) rootfulPodman(info *supervisor.Info) {
-	if e.Kind != "podman" || !info.Present || info.Rootless {
+// podmanRootlessShared says what a rootless podman whose user has
+// subordinate ids for one box only means.
+const podmanRootlessShared = "rootless podman: this user's subordinate ids in /etc/subuid and /etc/subgid hold one box's 65536, so every box of this user runs on the same ids (one box's agent can signal another's); give the user at least 131072 (e.g. USER:100000:1048576) so each box gets --userns=auto"
+
+// podmanIDs settles a podman's user namespace: --userns=auto when the
+// host has the subordinate ids for more than one box (rootful: user
+// "containers"'s, where podman takes each box's range from; rootless:
+// the user's own), else the statement in info.Detail. A rootful podman
+// without them runs boxes on the host's ids: each takes ids of its own
+// (hostIDs).
+func (e *Engine) podmanIDs(info *supervisor.Info) {
+	if e.Kind != "podman" || !info.Present {
 		return
 	}
 	u, _ := os.ReadFile("/etc/subuid")
 	g, _ := os.ReadFile("/etc/subgid")
-	e.usernsAuto = hasSubIDs(string(u), "containers") && hasSubIDs(string(g), "containers")
+	if info.Rootless {
+		// A remote rootless service's user is not this one: its ids are unknown.
+		if e.podmanRemote() {
+			return
+		}
+		me := currentUser()
+		e.usernsAuto = hasSubIDs(string(u), me, 2*65536) && hasSubIDs(string(g), me, 2*65536)
+		if !e.usernsAuto && info.Detail == "" {
+			info.Detail = podmanRootlessShared
+		}
+		return
+	}
+	e.usernsAuto = hasSubIDs(string(u), []string{"containers"}, 65536) && hasSubIDs(string(g), []string{"containers"}, 65536)
+	e.hostIDs = !e.usernsAuto
 	if !e.usernsAuto && info.Detail == "" {
 		info.Detail = podmanNoSubids
 	}
 }
 
-// hasSubIDs reports whether an /etc/subuid-style file gives user a
-// range of at least 65536 ids.
-func hasSubIDs(file, user string) bool {
+// currentUser names this process's user as /etc/subuid may: by name
+// and by uid.
+func currentUser() []string {
+	names := []string{strconv.Itoa(os.Geteuid())}
+	if u, err := user.Current(); err == nil {
+		names = append(names, u.Username)
+	}
+	return names
+}
+
+// hasSubIDs reports whether an /etc/subuid-style file gives one of
+// the names of a user a range of at least n ids.
+func hasSubIDs(file string, user []string, n uint64) bool {
 	for _, l := range strings.Split(file, "\n") {
 		f := strings.Split(strings.TrimSpace(l), ":")
-		if len(f) == 3 && f[0] == user {
-			if n, err := strconv.ParseUint(f[2], 10, 64); err == nil && n >= 65536 {
+		if len(f) == 3 && slices.Contains(user, f[0]) {
+			if c, err := strconv.ParseUint(f[2], 10, 64); err == nil && c >= n {
 				return true
 			}
 		}

@@ -33,6 +33,7 @@ func TestCreateBody(t *testing.T) {
 		Name: "dw-1", Image: "img", WatcherPath: "/opt/dw/watcher",
 		Labels: map[string]string{"io.deathwatch.nonce": "n", "team": "a,b"},
 	}
+	defPids := int64(4096)
 	head := func() apiCreate {
 		return apiCreate{
 			Image: "img", Entrypoint: []string{"/dw/watcher"}, Cmd: []string{"--control=stdin"}, Env: []string{"GOMAXPROCS=1", "GODEBUG=profstackdepth=0"},
@@ -44,31 +45,47 @@ func TestCreateBody(t *testing.T) {
 				CapDrop: []string{"ALL"}, CapAdd: watcherCaps,
 				SecurityOpt: []string{"no-new-privileges"}, Init: &no,
 				LogConfig: apiLogConfig{Type: "none"}, RestartPolicy: apiRestart{Name: "no"},
+				// Bounded by default: 4096 processes, 4 GiB without swap,
+				// a read-only root, /tmp 1 GiB and /dev/shm 256 MiB.
+				PidsLimit: &defPids, Memory: 4 << 30, MemorySwap: 4 << 30,
+				ReadonlyRootfs: true, Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,size=1073741824,mode=1777,nr_inodes=262144"}, ShmSize: 256 << 20,
 			},
 		}
 	}
 	pids := int64(64)
 	for _, tc := range []struct {
-		name   string
-		mod    func(*supervisor.Box)
-		userns string
-		want   func(*apiCreate)
+		name string
+		mod  func(*supervisor.Box)
+		conf boxConf
+		want func(*apiCreate)
 	}{
-		{"minimal: network none, bind-mounted watcher", func(*supervisor.Box) {}, "", func(*apiCreate) {}},
+		{"minimal: network none, bind-mounted watcher", func(*supervisor.Box) {}, boxConf{}, func(*apiCreate) {}},
+		{"an engine that cannot enforce limits: no default bound", func(*supervisor.Box) {}, boxConf{unbounded: true}, func(c *apiCreate) {
+			c.HostConfig.PidsLimit, c.HostConfig.Memory, c.HostConfig.MemorySwap = nil, 0, 0
+		}},
+		{"--read-write-root: /tmp is the layer's", func(b *supervisor.Box) { b.ReadWriteRoot = true }, boxConf{}, func(c *apiCreate) {
+			c.HostConfig.ReadonlyRootfs, c.HostConfig.Tmpfs = false, nil
+		}},
+		{"ids of the box's own: the watcher's on its command line", func(b *supervisor.Box) {
+			b.OwnIDs = &supervisor.OwnIDs{AgentUID: 1 << 31, AgentGID: 1 << 31, WatcherUID: 1<<31 + 1, WatcherGID: 1<<31 + 1}
+		}, boxConf{}, func(c *apiCreate) { c.Cmd = append(c.Cmd, "--watcher-user=2147483649:2147483649") }},
 		{"limits, workdir, mounts", func(b *supervisor.Box) {
 			b.Network, b.PidsLimit, b.Memory, b.Workdir = "bridge", 64, 512<<20, "/work"
 			b.Mounts = []supervisor.Mount{{Source: "/src", Target: "/dst", ReadOnly: true}, {Source: "/a", Target: "/b"}}
-		}, "", func(c *apiCreate) {
+		}, boxConf{}, func(c *apiCreate) {
 			c.HostConfig.NetworkMode, c.HostConfig.PidsLimit = "bridge", &pids
 			// Swap equal to memory: the limit is the limit.
 			c.HostConfig.Memory, c.HostConfig.MemorySwap = 512<<20, 512<<20
 			c.WorkingDir = "/work"
 			c.HostConfig.Binds = []string{"/src:/dst:ro", "/a:/b", "/opt/dw/watcher:/dw/watcher:ro"}
 		}},
-		{"watcher in image: no bind mount", func(b *supervisor.Box) { b.WatcherInImage = "/usr/local/bin/watcher" }, "",
+		{"watcher in image: no bind mount", func(b *supervisor.Box) { b.WatcherInImage = "/usr/local/bin/watcher" }, boxConf{},
 			func(c *apiCreate) { c.Entrypoint, c.HostConfig.Binds = []string{"/usr/local/bin/watcher"}, nil }},
-		{"user namespace", func(*supervisor.Box) {}, "auto", func(c *apiCreate) { c.HostConfig.UsernsMode = "auto" }},
-		{"live FIFO: its folder read-only at /dev/.deathwatch", func(b *supervisor.Box) { b.LiveDir = "/run/deathwatch/live/dw-1" }, "",
+		{"podman: user namespace, no inode count (podman refuses nr_inodes)", func(*supervisor.Box) {}, boxConf{kind: "podman", userns: "auto"}, func(c *apiCreate) {
+			c.HostConfig.UsernsMode = "auto"
+			c.HostConfig.Tmpfs["/tmp"] = "rw,nosuid,nodev,size=1073741824,mode=1777"
+		}},
+		{"live FIFO: its folder read-only at /dev/.deathwatch", func(b *supervisor.Box) { b.LiveDir = "/run/deathwatch/live/dw-1" }, boxConf{},
 			func(c *apiCreate) {
 				c.HostConfig.Binds = append(c.HostConfig.Binds, "/run/deathwatch/live/dw-1:/dev/.deathwatch:ro")
 			}},
@@ -78,7 +95,7 @@ func TestCreateBody(t *testing.T) {
 			tc.mod(&b)
 			want := head()
 			tc.want(&want)
-			if got := createBody(&b, tc.userns); !reflect.DeepEqual(got, want) {
+			if got := createBody(&b, tc.conf); !reflect.DeepEqual(got, want) {
 				g, _ := json.Marshal(got)
 				w, _ := json.Marshal(want)
 				t.Errorf("\n got %s\nwant %s", g, w)
@@ -86,12 +103,13 @@ func TestCreateBody(t *testing.T) {
 		})
 	}
 	// The JSON says no engine init (the watcher is PID 1) in so many words.
-	j, _ := json.Marshal(createBody(&base, ""))
-	for _, s := range []string{`"Init":false`, `"StdinOnce":true`, `"Tty":false`, `"AutoRemove":true`} {
+	j, _ := json.Marshal(createBody(&base, boxConf{}))
+	for _, s := range []string{`"Init":false`, `"StdinOnce":true`, `"Tty":false`, `"AutoRemove":true`, `"ReadonlyRootfs":true`, `"PidsLimit":4096`} {
 		if !bytes.Contains(j, []byte(s)) {
 			t.Errorf("create body lacks %s: %s", s, j)
 		}
 	}
+	j, _ = json.Marshal(createBody(&base, boxConf{unbounded: true}))
 	if strings.Contains(string(j), "PidsLimit") || strings.Contains(string(j), "UsernsMode") {
 		t.Errorf("unset limits must be absent: %s", j)
 	}
@@ -484,7 +502,7 @@ func TestAPILifecycle(t *testing.T) {
 	if err := e.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(f.created, createBody(b, "")) {
+	if !reflect.DeepEqual(f.created, createBody(b, boxConf{})) {
 		t.Errorf("create body on the wire differs from the builder's: %+v", f.created)
 	}
 	st, err := e.Start(ctx, b)

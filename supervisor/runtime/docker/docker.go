@@ -14,9 +14,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,9 +37,15 @@ type Engine struct {
 	Log       *slog.Logger
 
 	rootless bool // what Probe found
-	// usernsAuto: a rootful podman whose host has subordinate ids for
-	// user "containers": each box gets a user namespace of its own.
+	// usernsAuto: a podman with the subordinate ids for a user
+	// namespace of each box's own (rootful: user "containers"'s;
+	// rootless: the user's, room for more than one box).
 	usernsAuto bool
+	// hostIDs: the engine runs boxes on the host's own ids (rootful
+	// docker without userns-remap, rootful podman without
+	// usernsAuto): each box takes ids of its own (ownids_linux.go).
+	// Docker's verdict may come later, from /info (onHostIDs).
+	hostIDs bool
 
 	apiOnce sync.Once
 	api     *apiClient // nil: the CLI serves
@@ -127,25 +134,29 @@ func podmanVersionArgs() []string {
 	return []string{"version", "--format", "{{.Client.Version}}"}
 }
 
-// parseInfo reads infoArgs' output.
-func parseInfo(kind, out string) (version string, rootless bool, err error) {
+// parseInfo reads infoArgs' output: the version, whether the engine is
+// rootless, and whether docker remaps user ids (userns-remap).
+func parseInfo(kind, out string) (version string, rootless, remap bool, err error) {
 	v, rest, ok := strings.Cut(strings.TrimSpace(out), "|")
 	if !ok || v == "" {
-		return "", false, fmt.Errorf("unexpected %s info output %q", kind, out)
+		return "", false, false, fmt.Errorf("unexpected %s info output %q", kind, out)
 	}
 	if kind == "podman" {
-		return v, rest == "true", nil
+		return v, rest == "true", false, nil
 	}
 	var opts []string
 	if err := json.Unmarshal([]byte(rest), &opts); err != nil {
-		return "", false, fmt.Errorf("parse docker security options %q: %w", rest, err)
+		return "", false, false, fmt.Errorf("parse docker security options %q: %w", rest, err)
 	}
 	for _, o := range opts {
-		if o == "name=rootless" || strings.HasPrefix(o, "name=rootless,") {
+		switch name, _, _ := strings.Cut(o, ","); name {
+		case "name=rootless":
 			rootless = true
+		case "name=userns":
+			remap = true
 		}
 	}
-	return v, rootless, nil
+	return v, rootless, remap, nil
 }
 
 // imageCheckArgs checks that an image exists locally. Podman's `image
@@ -161,10 +172,10 @@ func imageCheckArgs(kind, image string) []string {
 // control stream on its stdin, least privilege, no restart, no init of
 // the engine's own (the watcher is PID 1), auto-removal when it stops.
 // It spells createBody's request as flags: one description of the box
-// serves the API and the CLI. userns ("auto" for a rootful podman)
-// gives the box a user namespace of its own.
-func createArgs(kind string, b *supervisor.Box, userns string) []string {
-	c := createBody(b, userns)
+// serves the API and the CLI.
+func createArgs(kind string, b *supervisor.Box, conf boxConf) []string {
+	conf.kind = kind
+	c := createBody(b, conf)
 	h := c.HostConfig
 	a := []string{"create",
 		"--interactive", // keep stdin open: it is the control stream
@@ -189,12 +200,7 @@ func createArgs(kind string, b *supervisor.Box, userns string) []string {
 	for _, e := range c.Env {
 		a = append(a, "--env", e)
 	}
-	keys := make([]string, 0, len(c.Labels))
-	for k := range c.Labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
 		a = append(a, "--label", k+"="+c.Labels[k])
 	}
 	a = append(a, "--network", h.NetworkMode)
@@ -203,6 +209,15 @@ func createArgs(kind string, b *supervisor.Box, userns string) []string {
 	}
 	if h.Memory > 0 {
 		a = append(a, "--memory", strconv.FormatInt(h.Memory, 10), "--memory-swap", strconv.FormatInt(h.MemorySwap, 10))
+	}
+	if h.ReadonlyRootfs {
+		a = append(a, "--read-only")
+	}
+	for _, t := range slices.Sorted(maps.Keys(h.Tmpfs)) {
+		a = append(a, "--tmpfs", t+":"+h.Tmpfs[t])
+	}
+	if h.ShmSize > 0 {
+		a = append(a, "--shm-size", strconv.FormatInt(h.ShmSize, 10))
 	}
 	if c.WorkingDir != "" {
 		a = append(a, "--workdir", c.WorkingDir)
@@ -511,7 +526,7 @@ func (e *Engine) UsesAPI(ctx context.Context) bool { return e.client(ctx) != nil
 func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
 	if c := e.client(ctx); c != nil {
 		info, err := e.apiProbe(ctx, c)
-		e.rootfulPodman(&info)
+		e.podmanIDs(&info)
 		e.warnShared(info)
 		return info, err
 	}
@@ -523,7 +538,7 @@ func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
 // warnShared says once, on exec's stderr, what a rootful engine whose
 // boxes share the host's ids means.
 func (e *Engine) warnShared(info supervisor.Info) {
-	if e.Stderr != nil && (info.Detail == rootfulNoUserns || info.Detail == podmanNoSubids) {
+	if e.Stderr != nil && (info.Detail == rootfulNoUserns || info.Detail == podmanNoSubids || info.Detail == podmanRootlessShared) {
 		e.warnOnce.Do(func() { fmt.Fprintln(e.Stderr, "supervisor: warning: "+info.Detail) })
 	}
 }
@@ -545,7 +560,7 @@ func (e *Engine) cliProbe(ctx context.Context) (supervisor.Info, error) {
 		}
 		info.Present, info.Version, info.Rootless = true, strings.TrimSpace(string(out)), os.Geteuid() != 0
 		e.rootless = info.Rootless
-		e.rootfulPodman(&info)
+		e.podmanIDs(&info)
 		return info, nil
 	}
 	out, err := e.run(ctx, infoArgs(e.Kind))
@@ -557,14 +572,14 @@ func (e *Engine) cliProbe(ctx context.Context) (supervisor.Info, error) {
 		info.Detail = fmt.Sprintf("%s engine is not reachable: %v", e.Kind, err)
 		return info, supervisor.EngineError("%s", info.Detail)
 	}
-	v, rootless, err := parseInfo(e.Kind, string(out))
+	v, rootless, remap, err := parseInfo(e.Kind, string(out))
 	if err != nil {
 		info.Detail = err.Error()
 		return info, supervisor.EngineError("%s", info.Detail)
 	}
 	info.Present, info.Version, info.Rootless = true, v, rootless
-	e.rootless = rootless
-	e.rootfulPodman(&info)
+	e.rootless, e.hostIDs = rootless, e.Kind == "docker" && !rootless && !remap
+	e.podmanIDs(&info)
 	return info, nil
 }
 
@@ -604,14 +619,22 @@ func (e *Engine) CheckImage(ctx context.Context, image string) error {
 	return supervisor.EngineError("inspect image %s: %w", image, err)
 }
 
-func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
+func (e *Engine) Create(ctx context.Context, b *supervisor.Box) (err error) {
 	if err := supervisor.CheckMountSources(b.Mounts); err != nil {
 		return err
 	}
+	if err := e.ownIDs(b); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			e.dropOwnIDs(b)
+		}
+	}()
 	if c := e.client(ctx); c != nil {
 		return e.apiCreate(ctx, c, b)
 	}
-	if _, err := e.run(ctx, createArgs(e.Kind, b, e.userns())); err != nil {
+	if _, err := e.run(ctx, createArgs(e.Kind, b, e.boxConf())); err != nil {
 		if supervisor.ExitCode(err, 0) != 0 {
 			return err
 		}
@@ -619,6 +642,49 @@ func (e *Engine) Create(ctx context.Context, b *supervisor.Box) error {
 	}
 	return nil
 }
+
+// ownIDs gives the box ids of its own when the engine would run it on
+// the host's (takeOwnIDs).
+func (e *Engine) ownIDs(b *supervisor.Box) error {
+	if b.State == nil {
+		b.State = map[string]string{}
+	}
+	if !e.onHostIDs() {
+		return nil
+	}
+	return e.takeOwnIDs(b)
+}
+
+// onHostIDs reports whether the engine runs boxes on the host's own ids.
+// Docker's answer may still be on its way from /info (apiProbe): it is
+// waited for, as the box's ids depend on it; an /info that never
+// answered counts as yes (ids of the box's own fail closed under a
+// remapping daemon: the watcher cannot take them).
+func (e *Engine) onHostIDs() bool {
+	e.mu.Lock()
+	said := e.stated
+	e.mu.Unlock()
+	if said == nil {
+		return e.hostIDs
+	}
+	select {
+	case <-said:
+	case <-time.After(15 * time.Second):
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.statement.Present || e.statement.Detail == rootfulNoUserns
+}
+
+// boxConf is what the engine adds to a box's create request.
+func (e *Engine) boxConf() boxConf {
+	return boxConf{kind: e.Kind, userns: e.userns(), unbounded: !e.enforcesLimits()}
+}
+
+// enforcesLimits reports whether the engine enforces memory and pids
+// limits: a rootless engine on cgroup v1 has no cgroup of its own to
+// write them to.
+func (e *Engine) enforcesLimits() bool { return !e.rootless || hostCgroupUnified() }
 
 // Start runs `start --attach --interactive` attached, in its own
 // process group (supervisor.StartAttached).
@@ -637,12 +703,17 @@ func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 // (docker: "removal already in progress"; rootless podman was seen
 // saying "container not running"): a failed rm waits until the listing
 // no longer shows the box, then tries once more.
-func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) error {
+func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) (err error) {
 	if e.Kind == "podman" {
 		// Once the box is gone, nothing writes its cidfile (a one-step
 		// run's, also one a service that came up since did not make).
 		defer dropRunDirs(b)
 	}
+	defer func() {
+		if err == nil {
+			e.dropOwnIDs(b) // the box is gone: so are its processes
+		}
+	}()
 	if c := e.client(ctx); c != nil {
 		return e.apiRemove(ctx, c, b)
 	}
@@ -746,10 +817,16 @@ func (e *Engine) env() []string {
 // to (Podman prints "Resource limits are not supported and ignored on
 // cgroups V1 rootless systems" and runs the box without them).
 func (e *Engine) CheckLimits(memory, pids int64) error {
-	if (memory > 0 || pids > 0) && e.rootless && !hostCgroupUnified() {
+	if (memory > 0 || pids > 0) && !e.enforcesLimits() {
 		return supervisor.RefusedError("rootless %s on cgroup v1 cannot enforce --memory or --pids-limit (it would ignore them); use a cgroup v2 host, a rootful engine with --allow-rootful, or drop the limits", e.Kind)
 	}
 	return nil
+}
+
+// Bounds says what a box of this engine gets by default (doctor; after
+// Probe).
+func (e *Engine) Bounds() []string {
+	return supervisor.DefaultBounds(e.enforcesLimits(), e.enforcesLimits(), "rootless "+e.Kind+" on cgroup v1 cannot enforce limits (use a cgroup v2 host or a rootful engine)")
 }
 
 // cgroupV2 reports whether this host runs the unified hierarchy only.

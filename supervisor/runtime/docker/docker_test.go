@@ -9,6 +9,7 @@ import (
 )
 
 func TestCreateArgs(t *testing.T) {
+	const bounds = "(read-only root, bounded /tmp and /dev/shm)"
 	base := supervisor.Box{
 		Name: "dw-1", Image: "img", WatcherPath: "/opt/dw/watcher",
 		Labels: map[string]string{"io.deathwatch.nonce": "n", "io.deathwatch.instance": "i", "team": "a,b"},
@@ -23,15 +24,20 @@ func TestCreateArgs(t *testing.T) {
 		want []string // after head
 	}{
 		{"minimal: network none, bind-mounted watcher", func(*supervisor.Box) {},
-			[]string{"--network", "none", "--volume", "/opt/dw/watcher:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}},
+			[]string{"--network", "none", "--pids-limit", "4096", "--memory", "4294967296", "--memory-swap", "4294967296", bounds, "--volume", "/opt/dw/watcher:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}},
 		{"limits, workdir, mounts", func(b *supervisor.Box) {
 			b.Network, b.PidsLimit, b.Memory, b.Workdir = "bridge", 64, 512<<20, "/work"
 			b.Mounts = []supervisor.Mount{{Source: "/src", Target: "/dst", ReadOnly: true}, {Source: "/a", Target: "/b"}}
-		}, []string{"--network", "bridge", "--pids-limit", "64", "--memory", "536870912", "--memory-swap", "536870912", "--workdir", "/work",
+		}, []string{"--network", "bridge", "--pids-limit", "64", "--memory", "536870912", "--memory-swap", "536870912", bounds, "--workdir", "/work",
 			"--volume", "/src:/dst:ro", "--volume", "/a:/b",
 			"--volume", "/opt/dw/watcher:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}},
 		{"watcher in image: no bind mount", func(b *supervisor.Box) { b.WatcherInImage = "/usr/local/bin/watcher" },
-			[]string{"--network", "none", "--entrypoint", "/usr/local/bin/watcher", "--", "img", "--control=stdin"}},
+			[]string{"--network", "none", "--pids-limit", "4096", "--memory", "4294967296", "--memory-swap", "4294967296", bounds, "--entrypoint", "/usr/local/bin/watcher", "--", "img", "--control=stdin"}},
+		{"--read-write-root, ids of the box's own, an engine that cannot enforce limits", func(b *supervisor.Box) {
+			b.ReadWriteRoot = true
+			b.OwnIDs = &supervisor.OwnIDs{AgentUID: 7, AgentGID: 8, WatcherUID: 9, WatcherGID: 10}
+		}, []string{"--network", "none", "--shm-size", "268435456",
+			"--volume", "/opt/dw/watcher:/dw/watcher:ro", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin", "--watcher-user=9:10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := base
@@ -40,11 +46,20 @@ func TestCreateArgs(t *testing.T) {
 			podman := map[string]string{"/opt/dw/watcher:/dw/watcher:ro": "/opt/dw/watcher:/dw/watcher:ro,nosuid,nodev",
 				"/src:/dst:ro": "/src:/dst:ro,nosuid,nodev", "/a:/b": "/a:/b:nosuid,nodev"}
 			for _, kind := range []string{"docker", "podman"} {
-				got := createArgs(kind, &b, "")
-				want := append(append([]string{}, head...), tc.want...)
-				for i := 1; kind == "podman" && i < len(want); i++ {
-					if v, ok := podman[want[i]]; ok && want[i-1] == "--volume" {
-						want[i] = v
+				got := createArgs(kind, &b, boxConf{unbounded: b.ReadWriteRoot})
+				tmp := "/tmp:rw,nosuid,nodev,size=1073741824,mode=1777,nr_inodes=262144"
+				if kind == "podman" {
+					tmp = "/tmp:rw,nosuid,nodev,size=1073741824,mode=1777"
+				}
+				var want []string
+				for i, a := range append(append([]string{}, head...), tc.want...) {
+					switch v, ok := podman[a]; {
+					case a == bounds:
+						want = append(want, "--read-only", "--tmpfs", tmp, "--shm-size", "268435456")
+					case kind == "podman" && ok && i > 0 && want[len(want)-1] == "--volume":
+						want = append(want, v)
+					default:
+						want = append(want, a)
 					}
 				}
 				if !reflect.DeepEqual(got, want) {
@@ -57,7 +72,7 @@ func TestCreateArgs(t *testing.T) {
 
 func TestCreateArgsUserns(t *testing.T) {
 	b := supervisor.Box{Name: "dw-1", Image: "img", WatcherPath: "/w"}
-	a := strings.Join(createArgs("podman", &b, "auto"), " ")
+	a := strings.Join(createArgs("podman", &b, boxConf{userns: "auto"}), " ")
 	if !strings.Contains(a, "--security-opt no-new-privileges --userns auto --env") {
 		t.Errorf("podman --userns auto: %s", a)
 	}
@@ -73,8 +88,16 @@ func TestHasSubIDs(t *testing.T) {
 		{"containers:100000:1000\n", false}, // too few for one box
 		{"#containers:1:65536\nxcontainers:1:65536", false},
 	} {
-		if got := hasSubIDs(tc.file, "containers"); got != tc.want {
+		if got := hasSubIDs(tc.file, []string{"containers"}, 65536); got != tc.want {
 			t.Errorf("hasSubIDs(%q) = %v", tc.file, got)
+		}
+	}
+	// A rootless user needs room for two boxes' 65536 ids, named by
+	// name or by uid.
+	me := []string{"2345", "dwtest"}
+	for file, want := range map[string]bool{"dwtest:100000:65536\n": false, "dwtest:100000:1048576\n": true, "2345:100000:131072\n": true} {
+		if got := hasSubIDs(file, me, 2*65536); got != want {
+			t.Errorf("hasSubIDs(%q, %v, 131072) = %v", file, me, got)
 		}
 	}
 }
@@ -109,18 +132,20 @@ func TestParseInfo(t *testing.T) {
 		kind, out string
 		version   string
 		rootless  bool
+		remap     bool
 		err       bool
 	}{
-		{"docker", `20.10.24|["name=seccomp,profile=default"]` + "\n", "20.10.24", false, false},
-		{"docker", `25.0|["name=seccomp,profile=builtin","name=rootless","name=cgroupns"]`, "25.0", true, false},
-		{"podman", "4.3.1|true\n", "4.3.1", true, false},
-		{"podman", "4.3.1|false", "4.3.1", false, false},
-		{"docker", "garbage", "", false, true},
-		{"docker", "1|not json", "", false, true},
+		{"docker", `20.10.24|["name=seccomp,profile=default"]` + "\n", "20.10.24", false, false, false},
+		{"docker", `25.0|["name=seccomp,profile=builtin","name=rootless","name=cgroupns"]`, "25.0", true, false, false},
+		{"docker", `20.10.24|["name=seccomp,profile=default","name=userns"]`, "20.10.24", false, true, false},
+		{"podman", "4.3.1|true\n", "4.3.1", true, false, false},
+		{"podman", "4.3.1|false", "4.3.1", false, false, false},
+		{"docker", "garbage", "", false, false, true},
+		{"docker", "1|not json", "", false, false, true},
 	} {
-		v, r, err := parseInfo(tc.kind, tc.out)
-		if (err != nil) != tc.err || v != tc.version || r != tc.rootless {
-			t.Errorf("parseInfo(%s, %q) = %q %v %v", tc.kind, tc.out, v, r, err)
+		v, r, m, err := parseInfo(tc.kind, tc.out)
+		if (err != nil) != tc.err || v != tc.version || r != tc.rootless || m != tc.remap {
+			t.Errorf("parseInfo(%s, %q) = %q %v %v %v", tc.kind, tc.out, v, r, m, err)
 		}
 	}
 }

@@ -45,8 +45,8 @@ import (
 
 // runArgs is `run` with createArgs' box: the same flags, and --cidfile,
 // which podman writes once the box exists.
-func runArgs(kind string, b *supervisor.Box, userns, cidfile string) []string {
-	a := createArgs(kind, b, userns)
+func runArgs(kind string, b *supervisor.Box, conf boxConf, cidfile string) []string {
+	a := createArgs(kind, b, conf)
 	return append([]string{"run", "--cidfile", cidfile}, a[1:]...)
 }
 
@@ -65,7 +65,7 @@ func (e *Engine) OneStep(ctx context.Context) (supervisor.Info, bool, error) {
 	}
 	info.Present, info.Rootless = true, os.Geteuid() != 0
 	e.rootless = info.Rootless
-	e.rootfulPodman(&info)
+	e.podmanIDs(&info)
 	e.warnShared(info)
 	return info, true, nil
 }
@@ -78,15 +78,20 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 	if err := supervisor.CheckMountSources(b.Mounts); err != nil {
 		return nil, nil, err
 	}
+	if err := e.ownIDs(b); err != nil {
+		return nil, nil, err
+	}
 	dir, err := os.MkdirTemp("", runDirPattern(b))
 	if err != nil {
+		e.dropOwnIDs(b)
 		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
 	}
 	cid := filepath.Join(dir, "cid")
 	gate := &heldWriter{w: e.Stderr}
-	st, err := supervisor.StartAttached(e.command(nil, runArgs(e.Kind, b, e.userns(), cid)), e.Kind, b.Name, gate)
+	st, err := supervisor.StartAttached(e.command(nil, runArgs(e.Kind, b, e.boxConf(), cid)), e.Kind, b.Name, gate)
 	if err != nil {
 		os.RemoveAll(dir)
+		e.dropOwnIDs(b)
 		return nil, nil, err
 	}
 	// Remove takes the witness.

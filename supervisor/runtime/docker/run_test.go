@@ -14,17 +14,19 @@ import (
 func TestRunArgs(t *testing.T) {
 	b := supervisor.Box{Name: "dw-1", Image: "img", WatcherPath: "/w",
 		Labels: map[string]string{"io.deathwatch.nonce": "n", "io.deathwatch.instance": "i"}}
-	got := runArgs("podman", &b, "auto", "/tmp/dw-run-1/cid")
+	got := runArgs("podman", &b, boxConf{userns: "auto"}, "/tmp/dw-run-1/cid")
 	want := []string{"run", "--cidfile", "/tmp/dw-run-1/cid", "--interactive", "--name", "dw-1", "--pull", "never", "--init=false", "--restart", "no", "--rm",
 		"--log-driver", "none", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "SETPCAP", "--cap-add", "KILL", "--cap-add", "CHOWN", "--cap-add", "DAC_OVERRIDE",
 		"--security-opt", "no-new-privileges", "--userns", "auto", "--env", "GOMAXPROCS=1", "--env", "GODEBUG=profstackdepth=0",
 		"--label", "io.deathwatch.instance=i", "--label", "io.deathwatch.nonce=n",
-		"--network", "none", "--volume", "/w:/dw/watcher:ro,nosuid,nodev", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}
+		"--network", "none", "--pids-limit", "4096", "--memory", "4294967296", "--memory-swap", "4294967296",
+		"--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,size=1073741824,mode=1777", "--shm-size", "268435456",
+		"--volume", "/w:/dw/watcher:ro,nosuid,nodev", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("\n got %q\nwant %q", got, want)
 	}
 	// The same box as create's: one description serves both.
-	if c := createArgs("podman", &b, "auto"); !reflect.DeepEqual(got[3:], c[1:]) {
+	if c := createArgs("podman", &b, boxConf{userns: "auto"}); !reflect.DeepEqual(got[3:], c[1:]) {
 		t.Errorf("run's box %q differs from create's %q", got[3:], c[1:])
 	}
 }

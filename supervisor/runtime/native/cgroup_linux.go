@@ -70,15 +70,16 @@ func detectCgroup() (version int, root string, err error) {
 	return 0, "", errors.New("no cgroup file system is mounted at /sys/fs/cgroup")
 }
 
-// pidsController reports whether the pids controller is there to carry
-// a default limit (a v2 tree on a hybrid host may have no controllers).
-func pidsController(version int, root string) bool {
+// hasController reports whether controller (pids, memory) is there to
+// carry a default limit (a v2 tree on a hybrid host may have no
+// controllers).
+func hasController(version int, root, controller string) bool {
 	if version == 1 {
-		_, err := os.Stat(filepath.Join(root, "pids"))
+		_, err := os.Stat(filepath.Join(root, controller))
 		return err == nil
 	}
 	b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
-	return err == nil && strings.Contains(" "+strings.TrimSpace(string(b))+" ", " pids ")
+	return err == nil && strings.Contains(" "+strings.TrimSpace(string(b))+" ", " "+controller+" ")
 }
 
 // boxCgroupSpec works out a box's cgroup from its name and limits.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/idslot"
 	"deathwatch/supervisor/proc"
 	"encoding/json"
 	"errors"
@@ -62,8 +63,9 @@ type Options struct {
 
 // DefaultPidsLimit is a box's pids limit when none is asked for and the
 // box has a cgroup (as root, or with a delegated one): a fork bomb stops
-// there, far above what a build or a test suite starts.
-const DefaultPidsLimit = 4096
+// there, far above what a build or a test suite starts. The memory
+// bound is supervisor.DefaultMemory, on the same terms.
+const DefaultPidsLimit = supervisor.DefaultPidsLimit
 
 // Native makes boxes from Linux namespaces and a cgroup, the way
 // bubblewrap does, with no daemon: the watcher binary builds the box's
@@ -72,7 +74,7 @@ const DefaultPidsLimit = 4096
 type Native struct {
 	log  *slog.Logger
 	opts Options
-	ids  *idRanges // a root supervisor's slots (see ranges)
+	ids  *idslot.Ranges // a root supervisor's slots (see ranges)
 
 	pendingMu sync.Mutex
 	pending   map[string]*pendingPrep // by box name: Create's prep for Start
@@ -105,7 +107,7 @@ func New(log *slog.Logger, opts Options) *Native {
 			opts.IDRangeDir = RootlessIDSlotDir(opts.StateDir)
 		}
 	}
-	return &Native{log: log, opts: opts, ids: rootRanges(opts.IDRangeDir, "/etc"), pending: map[string]*pendingPrep{}}
+	return &Native{log: log, opts: opts, ids: idslot.Root(opts.IDRangeDir, "/etc"), pending: map[string]*pendingPrep{}}
 }
 
 // RootlessIDSlotDir is where an unprivileged supervisor whose native
@@ -121,7 +123,7 @@ func RootlessIDSlotDir(stateDir string) string {
 // ranges are the id slots this supervisor's boxes take: as root, the
 // block at IDRangeBase; unprivileged, two-id slots of the user's
 // subordinate ranges (read now: /etc/subuid may have changed).
-func (n *Native) ranges() (*idRanges, error) {
+func (n *Native) ranges() (*idslot.Ranges, error) {
 	if os.Geteuid() == 0 {
 		return n.ids, nil
 	}
@@ -136,8 +138,8 @@ func (n *Native) ranges() (*idRanges, error) {
 	if n.opts.IDRangeDir == "" {
 		return nil, errNoStateDir
 	}
-	return &idRanges{dir: n.opts.IDRangeDir, base: int64(us), gidBase: int64(gs), size: RootlessSlotIDs, slots: int64(min(uc, gc) / RootlessSlotIDs),
-		where: fmt.Sprintf("the user's subordinate ids %d-%d in /etc/subuid", us, us+min(uc, gc)-1)}, nil
+	return idslot.Sub(n.opts.IDRangeDir, int64(us), int64(gs), RootlessSlotIDs, int64(min(uc, gc)/RootlessSlotIDs),
+		fmt.Sprintf("the user's subordinate ids %d-%d in /etc/subuid", us, us+min(uc, gc)-1)), nil
 }
 
 var _ supervisor.Runtime = (*Native)(nil)
@@ -236,10 +238,25 @@ func (n *Native) Walls() []string {
 	}
 	if os.Geteuid() != 0 {
 		if r, err := n.ranges(); err == nil {
-			w = append(w, fmt.Sprintf("at most %d boxes of this user at once: each takes %d of %s", r.slots, RootlessSlotIDs, r.where))
+			w = append(w, fmt.Sprintf("at most %d boxes of this user at once: each takes %d of %s", r.Count(), RootlessSlotIDs, r.Where()))
 		}
 	}
 	return w
+}
+
+// Bounds says what a native box gets by default here (doctor): pids and
+// memory need a cgroup of the box's own (as root, or below a delegated
+// EnvCgroupParent).
+func (n *Native) Bounds() []string {
+	v, root, err := n.cgroupPlace()
+	if err == nil {
+		err = checkCgroupWritable(cgroupSpec{Version: v, Root: root, Group: n.opts.CgroupParent})
+	}
+	if err != nil {
+		// An unprivileged box's ids are its own: RLIMIT_NPROC bounds its processes.
+		return supervisor.DefaultBounds(os.Geteuid() != 0, false, "no cgroup of the box's own ("+err.Error()+"; delegate one with "+EnvCgroupParent+")")
+	}
+	return supervisor.DefaultBounds(hasController(v, root, "pids"), hasController(v, root, "memory"), "the box's cgroup has no such controller")
 }
 
 // cgroupPlace is the cgroup version and mount to use.
@@ -314,11 +331,14 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err != nil {
 		return supervisor.SetupError("%w", err)
 	}
-	pids := b.PidsLimit
-	if pids == 0 && pidsController(v, cgRoot) {
+	pids, mem := b.PidsLimit, b.Memory
+	if pids == 0 && hasController(v, cgRoot, "pids") {
 		pids = DefaultPidsLimit
 	}
-	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, b.Memory, pids)
+	if mem == 0 && hasController(v, cgRoot, "memory") {
+		mem = supervisor.DefaultMemory
+	}
+	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, mem, pids)
 	if err != nil {
 		return supervisor.UsageError("%w", err)
 	}
@@ -328,8 +348,8 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err != nil {
 		return supervisor.RefusedError("%w", err)
 	}
-	if !ids.holds(b.Name, b.State[StateIDRange]) {
-		start, err := ids.allocate(b.Name)
+	if !ids.Holds(b.Name, b.State[StateIDRange]) {
+		start, err := ids.Allocate(b.Name)
 		if err != nil {
 			return supervisor.RefusedError("%w", err)
 		}
@@ -337,7 +357,7 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	}
 	release := func() {
 		if st, err := strconv.ParseInt(b.State[StateIDRange], 10, 64); err == nil {
-			ids.release(b.Name, st)
+			ids.Release(b.Name, st)
 			delete(b.State, StateIDRange)
 		}
 	}
@@ -622,7 +642,7 @@ type startPrep struct {
 	root     string
 	rootless bool
 	cfg      nsinitConfig
-	ids      *idRanges
+	ids      *idslot.Ranges
 	idStart  int64
 	extra    []*os.File
 	cg       boxCgroup
@@ -731,7 +751,7 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 		return nil, supervisor.RefusedError("%w", err)
 	}
 	p.idStart, err = strconv.ParseInt(b.State[StateIDRange], 10, 64)
-	if err != nil || p.ids.slotOf(p.idStart) < 0 {
+	if err != nil || p.ids.SlotOf(p.idStart) < 0 {
 		return nil, supervisor.SetupError("the box has no host id range of its own (state %q); create it again", b.State[StateIDRange])
 	}
 	agentUID, agentGID := agentIDs(b)
@@ -991,15 +1011,25 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 	failed = false
 	if p.rootless {
 		agentUID, agentGID := agentIDs(b)
-		uids, gids := p.ids.rootlessMaps(p.idStart, os.Geteuid(), os.Getegid(), agentUID, agentGID)
+		uids, gids := rootlessMaps(p.ids, p.idStart, os.Geteuid(), os.Getegid(), agentUID, agentGID)
 		if err := writeIDMaps(context.Background(), cmd.Process.Pid, uids, gids); err != nil {
 			l.kill()
 			return nil, supervisor.SetupError("%w", err)
 		}
+		if b.State[StateCgroup] == "" {
+			// No cgroup, so no pids.max: the agent's and the watcher's
+			// host ids are the box's alone, so a process limit per uid
+			// (inherited by everything the init starts) is one per box.
+			lim := unix.Rlimit{Cur: DefaultPidsLimit, Max: DefaultPidsLimit}
+			if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_NPROC, &lim, nil); err != nil {
+				l.kill()
+				return nil, supervisor.SetupError("limit the box's processes: %w", os.NewSyscallError("prlimit(RLIMIT_NPROC)", err))
+			}
+		}
 	}
 	// The slot names its init before the init runs anything: a slot is
 	// taken back only once both the supervisor and the init are gone.
-	if err := p.ids.started(b.Name, p.idStart, cmd.Process.Pid); err != nil {
+	if err := p.ids.Started(b.Name, p.idStart, cmd.Process.Pid); err != nil {
 		l.kill()
 		return nil, supervisor.SetupError("record the box's init in its id slot: %w", err)
 	}
@@ -1033,7 +1063,7 @@ func namespaceError(err error, userns bool) error {
 }
 
 // writeIDMaps writes the box's uid and gid maps (see
-// idRanges.rootlessMaps) through the setuid helpers.
+// rootlessMaps) through the setuid helpers.
 func writeIDMaps(ctx context.Context, pid int, uids, gids []idTriple) error {
 	for _, m := range []struct {
 		tool string
@@ -1116,7 +1146,7 @@ func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 	} else if r == "" && len(errs) == 0 && b.Name != "" {
 		// A supervisor killed between Create and its journal entry:
 		// the slot names the box.
-		if err := ids.releaseAll(b.Name); err != nil {
+		if err := ids.ReleaseAll(b.Name); err != nil {
 			errs = append(errs, fmt.Errorf("release host id ranges of %s: %w", b.Name, err))
 		}
 	} else if r != "" && len(errs) == 0 {
@@ -1124,7 +1154,7 @@ func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 		// the next box.
 		st, err := strconv.ParseInt(r, 10, 64)
 		if err == nil {
-			err = ids.release(b.Name, st)
+			err = ids.Release(b.Name, st)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("release host id range %s: %w", r, err))

@@ -2,6 +2,7 @@ package native
 
 import (
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/idslot"
 	"os"
 	"reflect"
 	"strconv"
@@ -175,8 +176,8 @@ func TestNativeCloneFlags(t *testing.T) {
 // and the watcher take the two host ids of the box's slot, in the
 // subordinate uid and gid ranges.
 func TestIDMapArgs(t *testing.T) {
-	r := &idRanges{base: 100000, gidBase: 300000, size: RootlessSlotIDs, slots: 32768}
-	uids, gids := r.rootlessMaps(100006, 2345, 2346, 1000, 1001)
+	r := idslot.Sub(t.TempDir(), 100000, 300000, RootlessSlotIDs, 32768, "")
+	uids, gids := rootlessMaps(r, 100006, 2345, 2346, 1000, 1001)
 	for _, c := range []struct {
 		got, want []string
 	}{

@@ -1,8 +1,7 @@
-package native
+package idslot
 
 import (
 	"bufio"
-	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/proc"
 	"errors"
@@ -16,51 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A root supervisor gives every box a user namespace of its own, mapped
-// onto a dedicated block of host ids that no account, file or process of
-// the host uses: box id i is host id IDRangeBase + slot·IDRangeSize + i.
-// The block starts at 2^31, above where useradd and /etc/subuid put
-// anything (both stay below 2^31 by default), and slots that overlap a
-// range in /etc/subuid, /etc/subgid or an id in /etc/passwd, /etc/group
-// are skipped. A slot is held by a lock file (created O_EXCL) while the
-// box exists, so two live boxes never share a host uid; Remove (and so
-// reconcile) releases it.
-//
-// An unprivileged supervisor's boxes share its subordinate range
-// (/etc/subuid, /etc/subgid), so each takes a slot of RootlessSlotIDs
-// ids there, the same way: the agent's uid and the watcher's (65533)
-// are mapped onto the slot's two host ids, the caller's own id onto
-// the box's root, and nothing else. Two boxes of one user never share a
-// host id, so one's agent can neither signal, trace nor read /proc of
-// the other's, nor open the files it made.
-//
-// The lock file names the box, the supervisor that took it and, once
-// started, the box's init (each as pid and start time). A slot whose
-// supervisor and init are both provably gone (a SIGKILLed supervisor
-// whose journal entry was never reconciled) is taken back by the next
-// allocation: its box cannot run, since the init is PID 1 of the box
-// and it was never started, or has ended.
-const (
-	IDRangeBase  = 1 << 31
-	IDRangeSize  = 65536
-	IDRangeSlots = 4096 // 2^31 … 2^31+2^28: well inside the 32-bit id space
-	// RootlessSlotIDs is the size of an unprivileged box's slot: the
-	// agent's host id and the watcher's.
-	RootlessSlotIDs = 2
-)
-
-// StateIDRange is the box's host id range start, journaled so that
-// Remove (and reconcile) releases the slot.
-const StateIDRange = "id-range"
-
-// DefaultIDRangeDir holds the slot lock files of a root supervisor
-// (tmpfs: a reboot frees all). An unprivileged one keeps them next to
-// its native state (RootlessIDSlotDir).
-const DefaultIDRangeDir = "/run/deathwatch/idranges"
-
-// idRanges allocates host id slots for boxes: slot i is the ids
+// Ranges allocates host id slots for boxes: slot i is the ids
 // base + i·size … + size-1, for i below slots.
-type idRanges struct {
+type Ranges struct {
 	dir string
 	// taken reports host ids already in use on the host (accounts,
 	// subordinate ranges): a slot that overlaps one is never used.
@@ -73,10 +30,34 @@ type idRanges struct {
 	where string
 }
 
-// rootRanges are a root supervisor's slots, in dir.
-func rootRanges(dir, etc string) *idRanges {
-	return &idRanges{dir: dir, taken: hostIDSpans(etc), base: IDRangeBase, size: IDRangeSize, slots: IDRangeSlots,
-		where: fmt.Sprintf("host ids %d-%d", int64(IDRangeBase), int64(IDRangeBase)+IDRangeSize*IDRangeSlots-1)}
+// Root are a root supervisor's slots of the block at Base, in dir;
+// etc is where the host's account files are (/etc).
+func Root(dir, etc string) *Ranges {
+	return &Ranges{dir: dir, taken: hostIDSpans(etc), base: Base, size: Size, slots: Slots,
+		where: fmt.Sprintf("host ids %d-%d", int64(Base), int64(Base)+Size*Slots-1)}
+}
+
+// Sub are slots of size ids each in a range the caller was given (an
+// unprivileged user's subordinate ids): uids from uidBase, gids from
+// gidBase, count slots, lock files in dir; where names the range in a
+// refusal.
+func Sub(dir string, uidBase, gidBase, size, count int64, where string) *Ranges {
+	return &Ranges{dir: dir, base: uidBase, gidBase: gidBase, size: size, slots: count, where: where}
+}
+
+// Count is how many slots there are.
+func (r *Ranges) Count() int64 { return r.slots }
+
+// Where names the ids the slots come from.
+func (r *Ranges) Where() string { return r.where }
+
+// GIDStart is the first gid of the slot whose first uid is start (as
+// root a box's gids are its uids).
+func (r *Ranges) GIDStart(start int64) int64 {
+	if r.gidBase == 0 {
+		return start
+	}
+	return r.gidBase + r.SlotOf(start)*r.size
 }
 
 type idSpan struct{ start, count int64 }
@@ -124,25 +105,11 @@ func hostIDSpans(etc string) []idSpan {
 	return out
 }
 
-// idTriple is one line of a uid or gid map: the box's first id, the
-// host's, and how many.
-type idTriple struct{ box, host, count int64 }
-
-// rootlessMaps are the uid and gid maps of an unprivileged box whose
-// slot starts at host uid start: the caller (self) is the box's root,
-// and the agent's and the watcher's ids take the slot's two host ids.
-// No other id exists in the box.
-func (r *idRanges) rootlessMaps(start int64, selfUID, selfGID int, agentUID, agentGID uint32) (uids, gids []idTriple) {
-	g := r.gidBase + r.slotOf(start)*r.size
-	return []idTriple{{0, int64(selfUID), 1}, {int64(agentUID), start, 1}, {shared.DefaultWatcherUID, start + 1, 1}},
-		[]idTriple{{0, int64(selfGID), 1}, {int64(agentGID), g, 1}, {shared.DefaultWatcherGID, g + 1, 1}}
-}
-
 // slotStart is the first host id of slot i.
-func (r *idRanges) slotStart(i int64) int64 { return r.base + i*r.size }
+func (r *Ranges) slotStart(i int64) int64 { return r.base + i*r.size }
 
-// slotOf is the slot whose range starts at host id start, or -1.
-func (r *idRanges) slotOf(start int64) int64 {
+// SlotOf is the slot whose range starts at host id start, or -1.
+func (r *Ranges) SlotOf(start int64) int64 {
 	if start < r.base || (start-r.base)%r.size != 0 {
 		return -1
 	}
@@ -219,7 +186,7 @@ func selfLine() (string, error) {
 
 // lockDir takes an exclusive lock on the slot folder (against two
 // supervisors taking back the same stale slot) until unlock is called.
-func (r *idRanges) lockDir() (unlock func(), err error) {
+func (r *Ranges) lockDir() (unlock func(), err error) {
 	if err := supervisor.EnsureTrustedDir(r.dir); err != nil {
 		return nil, err
 	}
@@ -234,9 +201,9 @@ func (r *idRanges) lockDir() (unlock func(), err error) {
 	return func() { unix.Close(fd) }, nil
 }
 
-// allocate takes the first free slot for box and returns its first
+// Allocate takes the first free slot for box and returns its first
 // host id. Slots whose holder is provably gone are taken back first.
-func (r *idRanges) allocate(box string) (int64, error) {
+func (r *Ranges) Allocate(box string) (int64, error) {
 	owner, err := selfLine()
 	if err != nil {
 		return 0, err
@@ -280,7 +247,7 @@ func (r *idRanges) allocate(box string) (int64, error) {
 
 // reclaim removes the lock files whose holder is provably gone. The
 // caller holds the folder's lock.
-func (r *idRanges) reclaim() {
+func (r *Ranges) reclaim() {
 	es, err := os.ReadDir(r.dir)
 	if err != nil {
 		return
@@ -298,10 +265,10 @@ func (r *idRanges) reclaim() {
 	}
 }
 
-// started records the box's init (pid) in the lock file of the slot
+// Started records the box's init (pid) in the lock file of the slot
 // at host id start that box holds, before the init may run anything.
-func (r *idRanges) started(box string, start int64, pid int) error {
-	i := r.slotOf(start)
+func (r *Ranges) Started(box string, start int64, pid int) error {
+	i := r.SlotOf(start)
 	if i < 0 {
 		return fmt.Errorf("host id range %d is not one of the boxes' slots", start)
 	}
@@ -326,18 +293,18 @@ func (r *idRanges) started(box string, start int64, pid int) error {
 	return err
 }
 
-// release frees the slot at host id start when box holds it. A slot
+// Release frees the slot at host id start when box holds it. A slot
 // held by another box is left alone.
-func (r *idRanges) release(box string, start int64) error {
-	i := r.slotOf(start)
+func (r *Ranges) Release(box string, start int64) error {
+	i := r.SlotOf(start)
 	if i < 0 {
 		return fmt.Errorf("box state: host id range %d is not one of the boxes' ranges", start)
 	}
 	return r.locked(func() error { return r.releaseSlot(box, i) })
 }
 
-// releaseAll frees every slot that box holds.
-func (r *idRanges) releaseAll(box string) error {
+// ReleaseAll frees every slot that box holds.
+func (r *Ranges) ReleaseAll(box string) error {
 	return r.locked(func() error {
 		es, err := os.ReadDir(r.dir)
 		if err != nil {
@@ -359,7 +326,7 @@ func (r *idRanges) releaseAll(box string) error {
 // locked runs f holding the slot folder's lock (so that no allocation
 // takes the slot back meanwhile); a folder that does not exist holds
 // no slot.
-func (r *idRanges) locked(f func() error) error {
+func (r *Ranges) locked(f func() error) error {
 	if _, err := os.Lstat(r.dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -372,7 +339,7 @@ func (r *idRanges) locked(f func() error) error {
 }
 
 // releaseSlot removes slot i's lock file when box holds it.
-func (r *idRanges) releaseSlot(box string, i int64) error {
+func (r *Ranges) releaseSlot(box string, i int64) error {
 	p := filepath.Join(r.dir, strconv.FormatInt(i, 10))
 	b, err := supervisor.ReadTrustedFile(p, 4096)
 	if errors.Is(err, os.ErrNotExist) {
@@ -390,13 +357,13 @@ func (r *idRanges) releaseSlot(box string, i int64) error {
 	return nil
 }
 
-// holds reports whether box holds the slot whose start is the decimal
+// Holds reports whether box holds the slot whose start is the decimal
 // state value st (a second Create of the same box keeps its range).
-func (r *idRanges) holds(box, st string) bool {
+func (r *Ranges) Holds(box, st string) bool {
 	start, err := strconv.ParseInt(st, 10, 64)
-	if err != nil || r.slotOf(start) < 0 {
+	if err != nil || r.SlotOf(start) < 0 {
 		return false
 	}
-	b, err := supervisor.ReadTrustedFile(filepath.Join(r.dir, strconv.FormatInt(r.slotOf(start), 10)), 4096)
+	b, err := supervisor.ReadTrustedFile(filepath.Join(r.dir, strconv.FormatInt(r.SlotOf(start), 10)), 4096)
 	return err == nil && parseHolder(b).box == box
 }

@@ -1,4 +1,4 @@
-package native
+package idslot
 
 import (
 	"fmt"
@@ -10,16 +10,16 @@ import (
 	"testing"
 )
 
-func TestIDRanges(t *testing.T) {
+func TestRanges(t *testing.T) {
 	etc := t.TempDir()
 	// A subordinate range in slot 1, and an account in slot 3.
 	os.WriteFile(filepath.Join(etc, "subuid"), []byte("alice:2147549184:65536\n"), 0o644)
 	os.WriteFile(filepath.Join(etc, "passwd"), []byte("odd:x:2147680300:1::/:/bin/sh\n"), 0o644)
-	r := rootRanges(filepath.Join(t.TempDir(), "ranges"), etc)
+	r := Root(filepath.Join(t.TempDir(), "ranges"), etc)
 	slotStart := r.slotStart
 	var got []int64
 	for _, box := range []string{"a", "b", "c"} {
-		s, err := r.allocate(box)
+		s, err := r.Allocate(box)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,27 +32,27 @@ func TestIDRanges(t *testing.T) {
 		}
 	}
 	// Another box's slot is not released by a stranger's name.
-	if err := r.release("x", got[1]); err != nil {
+	if err := r.Release("x", got[1]); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := r.allocate("d"); s != slotStart(5) {
+	if s, _ := r.Allocate("d"); s != slotStart(5) {
 		t.Fatalf("after a stranger's release: %d, want slot 5", s)
 	}
-	if err := r.release("b", got[1]); err != nil {
+	if err := r.Release("b", got[1]); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := r.allocate("e"); s != slotStart(2) {
+	if s, _ := r.Allocate("e"); s != slotStart(2) {
 		t.Fatalf("after b's release: %d, want slot 2 again", s)
 	}
 	// A box whose state lost its range (killed before the journal
 	// entry) is found by name.
-	if err := r.releaseAll("a"); err != nil {
+	if err := r.ReleaseAll("a"); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := r.allocate("f"); s != slotStart(0) {
+	if s, _ := r.Allocate("f"); s != slotStart(0) {
 		t.Fatalf("after releaseAll(a): %d, want slot 0 again", s)
 	}
-	if err := r.release("b", 12345); err == nil {
+	if err := r.Release("b", 12345); err == nil {
 		t.Errorf("a start outside the block is released without complaint")
 	}
 }
@@ -61,8 +61,8 @@ func TestIDRanges(t *testing.T) {
 // supervisor that took it has ended, and so has the box's init when one
 // was recorded. A live holder, or a file that names no supervisor, is
 // never taken back.
-func TestIDSlotReclaim(t *testing.T) {
-	r := rootRanges(filepath.Join(t.TempDir(), "ranges"), t.TempDir())
+func TestSlotReclaim(t *testing.T) {
+	r := Root(filepath.Join(t.TempDir(), "ranges"), t.TempDir())
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestIDSlotReclaim(t *testing.T) {
 	}
 	alive := strings.Replace(self, "owner", "init", 1)
 	gone := fmt.Sprintf("owner %d 1\n", deadPID)
-	if _, err := r.allocate("first"); err != nil {
+	if _, err := r.Allocate("first"); err != nil {
 		t.Fatal(err)
 	}
 	files := map[int]string{
@@ -89,12 +89,12 @@ func TestIDSlotReclaim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := r.allocate("next")
+	s, err := r.Allocate("next")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s != r.slotStart(1) {
-		t.Errorf("next box got slot %d, want 1 (its supervisor is gone, it never started)", r.slotOf(s))
+		t.Errorf("next box got slot %d, want 1 (its supervisor is gone, it never started)", r.SlotOf(s))
 	}
 	for i, want := range map[int]bool{2: true, 3: true, 4: true, 5: false} {
 		_, err := os.Stat(filepath.Join(r.dir, strconv.Itoa(i)))
@@ -103,14 +103,14 @@ func TestIDSlotReclaim(t *testing.T) {
 		}
 	}
 	// The init is recorded, and then the slot is held while it runs.
-	if err := r.started("next", s, os.Getpid()); err != nil {
+	if err := r.Started("next", s, os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(filepath.Join(r.dir, "1"))
 	if h := parseHolder(b); h.box != "next" || h.initPID != os.Getpid() || h.owner != os.Getpid() || h.gone() {
 		t.Errorf("slot 1 after started: %q -> %+v", b, h)
 	}
-	if err := r.started("stranger", s, os.Getpid()); err == nil {
+	if err := r.Started("stranger", s, os.Getpid()); err == nil {
 		t.Errorf("a stranger recorded its init in another box's slot")
 	}
 }

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package docker
+
+import "deathwatch/supervisor"
+
+// takeOwnIDs: an engine on another OS runs its boxes in a VM of its own
+// (Docker Desktop), whose ids are not this host's.
+func (e *Engine) takeOwnIDs(b *supervisor.Box) error { return nil }
+
+func (e *Engine) dropOwnIDs(b *supervisor.Box) {}
