@@ -235,7 +235,7 @@ func TestChainControllerKilled(t *testing.T) {
 				marker := chainMarker(c.lang + c.mode)
 				ctl := startChain(t, r, c.lang, c.mode, n, nil, marker, chainAgent(marker, false)...)
 				ctl.until("ready")
-				ps := ctl.procs(2*n)
+				ps := ctl.procs(2 * n)
 				if c.mode == "thread" {
 					time.Sleep(2 * time.Second)
 					for _, p := range ps {
@@ -270,7 +270,7 @@ func TestChainControllerFD(t *testing.T) {
 			marker := chainMarker("fd")
 			ctl := startChain(t, r, "go", "fdshell", n, nil, marker, append([]string{"--controller-fd", "3"}, chainAgent(marker, false)...)...)
 			ctl.until("ready")
-			ps := ctl.procs(2*n)
+			ps := ctl.procs(2 * n)
 			at := ctl.kill()
 			took := chainDead(t, ps, at, "after SIGKILL of the controller (--controller-fd through a shell)")
 			t.Logf("%s: controller SIGKILL → last supervisor and agent dead through --controller-fd: %v", r.Name, took)
