@@ -130,6 +130,15 @@ func (w *Watch) gone(why string) {
 	})
 }
 
+// Doctor says in a line which controller link this host gives exec by
+// default, for `supervisor doctor`.
+func Doctor() string {
+	if Supported() == LinkPdeathsig {
+		return "pdeathsig (no pidfds: the supervisor dies when the parent thread that started it exits; start it from a thread that lives, or pass --controller-fd)"
+	}
+	return parentMechanism + " (the supervisor dies with its parent process; --controller-fd for a controller behind a shell or a pool)"
+}
+
 // Take takes the link s asks for (nil, nil when it asks for none). A
 // controller already gone is ErrGone; a descriptor or pid that cannot
 // be watched is an error that says which.

@@ -16,6 +16,9 @@ func Supported() string { return LinkParent }
 
 const pollRDHUP = 0
 
+// parentMechanism is how LinkParent watches the parent here.
+const parentMechanism = "kqueue"
+
 func isNoProcess(err error) bool { return errors.Is(err, unix.ESRCH) }
 
 func watchParent(start int) (*Watch, error) {

@@ -27,6 +27,9 @@ func Supported() string {
 // pollRDHUP is a socket peer's shutdown, seen without a read.
 const pollRDHUP = unix.POLLRDHUP
 
+// parentMechanism is how LinkParent watches the parent here.
+const parentMechanism = "pidfd"
+
 func isNoProcess(err error) bool { return errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist) }
 
 // watchParent takes a pidfd of the parent start, then checks that it is

@@ -12,6 +12,9 @@ import (
 // handle of the parent process.
 func Supported() string { return LinkParent }
 
+// parentMechanism is how LinkParent watches the parent here.
+const parentMechanism = "process handle"
+
 func isNoProcess(err error) bool { return errors.Is(err, windows.ERROR_INVALID_PARAMETER) }
 
 // watchParent opens a handle of the parent (Windows never reparents: a
