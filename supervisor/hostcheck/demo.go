@@ -148,6 +148,29 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	supStart, _ := proc.StartTime(sup)
 	res.BoxProcesses = len(procs)
 	say("2. stand-in controller (pid %d) runs supervisor exec (pid %d) as its child, box %s: %d processes, agents that ignore SIGTERM and escaped with setsid", ctl.Process.Pid, sup, box, len(procs))
+	// What the box has of its own beyond its processes (native: its
+	// cgroup), to check that nothing of it is left.
+	j, err := supervisor.OpenJournal(o.Journal, demoInstance)
+	if err != nil {
+		return res, err
+	}
+	entries, _, err := j.List()
+	if err != nil {
+		return res, err
+	}
+	rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log})
+	if err != nil {
+		return res, err
+	}
+	remainKind := ""
+	for _, e := range entries {
+		if r, ok := rt.(supervisor.Remainer); ok && e.Open() {
+			if kind, paths := r.Remains(supervisor.BoxFromEntry(e)); len(paths) > 0 {
+				remainKind = kind
+				res.Remains = append(res.Remains, paths...)
+			}
+		}
+	}
 	killed := time.Now()
 	if err := ctl.Process.Kill(); err != nil {
 		return res, supervisor.SetupError("SIGKILL the stand-in controller: %w", err)
@@ -176,29 +199,12 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	say("   SIGKILL controller -> agent tree dead after %v, box removed after %v", res.TreeDead.Round(10*time.Microsecond), time.Since(killed).Round(10*time.Microsecond))
 
 	// 3. A later cleanup: reconcile, as a restarted controller runs it,
-	// removes what the killed controller left (its box's empty cgroup
-	// and record) and closes its journal entry.
-	j, err := supervisor.OpenJournal(o.Journal, demoInstance)
-	if err != nil {
-		return res, err
-	}
-	entries, _, err := j.List()
-	if err != nil {
-		return res, err
-	}
-	rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log})
-	if err != nil {
-		return res, err
-	}
-	remainKind := ""
-	for _, e := range entries {
-		if r, ok := rt.(supervisor.Remainer); ok && e.Open() {
-			kind, paths := r.Remains(supervisor.BoxFromEntry(e))
-			if len(paths) > 0 {
-				remainKind = kind
-				res.Remains = append(res.Remains, paths...)
-				say("   its %s is still there (%s); the journal entry is open", kind, strings.Join(paths, ", "))
-			}
+	// removes what a killed supervisor leaves (its box's empty cgroup and
+	// record) and closes its journal entry; after a controller's death
+	// the supervisor removed them itself.
+	for _, d := range res.Remains {
+		if _, err := os.Stat(d); err == nil {
+			say("   its %s is still there (%s); the journal entry is open", remainKind, d)
 		}
 	}
 	rep, err := supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: demoInstance, JournalDir: o.Journal, Runtimes: []string{o.Runtime}, Log: o.Log})
