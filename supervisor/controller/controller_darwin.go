@@ -82,12 +82,3 @@ func watchExit(link string, pid int, why string) (*Watch, error) {
 	}()
 	return w, nil
 }
-
-func watchFD(fd int) (*Watch, error) {
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("--controller-fd %d: not an open descriptor: %w", fd, err)
-	}
-	w := newWatch(LinkFD, 0)
-	w.poll(fd, true, fmt.Sprintf("the controller's descriptor %d reached EOF", fd))
-	return w, nil
-}

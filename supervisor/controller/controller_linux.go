@@ -108,13 +108,3 @@ func exited(pidfd int) bool {
 	n, err := unix.Poll(fds, 0)
 	return err == nil && n > 0
 }
-
-func watchFD(fd int) (*Watch, error) {
-	// The descriptor must reach no engine client and no box.
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("--controller-fd %d: not an open descriptor: %w", fd, err)
-	}
-	w := newWatch(LinkFD, 0)
-	w.poll(fd, true, fmt.Sprintf("the controller's descriptor %d reached EOF", fd))
-	return w, nil
-}

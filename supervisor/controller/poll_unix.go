@@ -4,10 +4,22 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
 )
+
+// watchFD watches fd for EOF (--controller-fd).
+func watchFD(fd int) (*Watch, error) {
+	// The descriptor must reach no engine client and no box.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("--controller-fd %d: not an open descriptor: %w", fd, err)
+	}
+	w := newWatch(LinkFD, 0)
+	w.poll(fd, true, fmt.Sprintf("the controller's descriptor %d reached EOF", fd))
+	return w, nil
+}
 
 // poll waits in a goroutine until fd is readable or hung up: for a
 // pidfd that is its process's exit; for a pipe or socket (read set)

@@ -32,6 +32,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"deathwatch/supervisor/proc"
 )
 
 func main() {
@@ -113,13 +115,8 @@ func main() {
 
 // stopped reports whether pid is in state T (stopped).
 func stopped(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] == 'T'
+	st, err := proc.ReadStat(pid)
+	return err == nil && st.State == 'T'
 }
 
 func fail(format string, args ...any) {
