@@ -812,6 +812,9 @@ func (l *launch) early(code int, reason string, st *Started) int {
 // supervisor's exit status.
 func (l *launch) attend(st *Started, log *slog.Logger) int {
 	w := shared.NewWriter(st.Control)
+	// The controller's loss closes the stream at once, from the watch's
+	// goroutine: the watcher kills the box while this one is scheduled.
+	l.ctrl.OnLost(func() { st.Control.Close() })
 	done := make(chan struct{})
 	defer close(done)
 	ready := make(chan struct{})

@@ -68,6 +68,7 @@ type Watch struct {
 	mu      sync.Mutex
 	stop    func()
 	stopped bool
+	hooks   []func()
 }
 
 func newWatch(link string, pid int) *Watch {
@@ -103,6 +104,26 @@ func (w *Watch) Describe() string {
 	return w.Link
 }
 
+// OnLost runs f as soon as the controller is lost, on the watch's own
+// goroutine before Lost closes (at once when it is lost already): for
+// the one step that must not wait for another goroutine to be scheduled,
+// such as closing the box's control stream. f must not block.
+func (w *Watch) OnLost(f func()) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	select {
+	case <-w.lost:
+		w.mu.Unlock()
+		f()
+		return
+	default:
+	}
+	w.hooks = append(w.hooks, f)
+	w.mu.Unlock()
+}
+
 // Close stops watching (Lost stays open).
 func (w *Watch) Close() {
 	if w == nil {
@@ -118,13 +139,15 @@ func (w *Watch) Close() {
 
 // gone closes Lost with why, once; a watch closed by Close stays open.
 func (w *Watch) gone(why string) {
-	w.mu.Lock()
-	stopped := w.stopped
-	w.mu.Unlock()
-	if stopped {
-		return
-	}
 	w.once.Do(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.stopped {
+			return
+		}
+		for _, f := range w.hooks {
+			f()
+		}
 		w.why = why
 		close(w.lost)
 	})

@@ -85,10 +85,22 @@ func TestWatchFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
+	hooked := make(chan struct{})
+	w.OnLost(func() { close(hooked) })
 	wr.Write([]byte("data is not EOF\n"))
 	notLost(t, w, 200*time.Millisecond)
 	wr.Close()
 	lostWithin(t, w, 10*time.Second)
+	select {
+	case <-hooked:
+	default:
+		t.Fatal("Lost closed before the OnLost hook ran")
+	}
+	late := false
+	w.OnLost(func() { late = true })
+	if !late {
+		t.Fatal("an OnLost hook registered after the loss did not run at once")
+	}
 }
 
 func TestWatchFDNotOpen(t *testing.T) {
