@@ -396,3 +396,53 @@ func TestChainReconcileOrphan(t *testing.T) {
 		})
 	}
 }
+
+// TestChainSbx: the Go controller starts 2 sbx boxes (the emulator of
+// the documented CLI) and is SIGKILLed: no supervisor and no agent
+// survives, and the supervisors removed their sandboxes themselves.
+func TestChainSbx(t *testing.T) {
+	r := newSbxRig(t)
+	marker := chainMarker("sbx")
+	sup := append([]string{r.bin.Supervisor, "--instance", r.instance, "--journal", r.journal, "exec", "--runtime", "sbx", "--template", r.template}, chainAgent(marker, false)...)
+	cmd := exec.Command(ktest.ToolPath(t, "chainctl"), append([]string{"-n", "2", "--"}, sup...)...)
+	cmd.Env = r.s.Env
+	errf, err := os.Create(filepath.Join(t.TempDir(), "controller.err"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errf.Close()
+	cmd.Stderr = errf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &chain{t: t, cmd: cmd, marker: marker, lines: make(chan string, 64), stderr: errf.Name()}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			for _, p := range ktest.WithMarker(marker) {
+				syscall.Kill(p.PID, syscall.SIGKILL)
+			}
+			runCmd(r.supervisor(nil, "reconcile"))
+		}
+	})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	c.until("ready")
+	ps := c.procs(4)
+	took := chainDead(t, ps, c.kill(), "sbx: after SIGKILL of the controller")
+	t.Logf("sbx: controller SIGKILL → last of %d supervisors and agents dead: %v", len(ps), took)
+	if res := runCmd(r.supervisor(nil, "reconcile")); res.code != 0 {
+		t.Errorf("reconcile at restart: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	r.assertClean("after the controller's death")
+}
