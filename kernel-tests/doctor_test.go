@@ -78,7 +78,7 @@ func TestDoctor(t *testing.T) {
 			if rep.Staging == nil || rep.Staging.Mode != "bind" {
 				t.Errorf("staging %+v", rep.Staging)
 			}
-			if rep.Proof == nil || !rep.Proof.Pass || len(rep.Proof.Rows) != 6 {
+			if rep.Proof == nil || !rep.Proof.Pass || len(rep.Proof.Rows) != 8 {
 				t.Errorf("proof %+v", rep.Proof)
 			}
 			for _, inst := range []string{r.Instance + ".prove", r.Instance + ".doctor"} {

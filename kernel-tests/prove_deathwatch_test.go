@@ -62,8 +62,8 @@ func TestProveDeathwatch(t *testing.T) {
 			if code != 0 || !rep.Pass {
 				t.Errorf("exit %d, pass %v\n%s", code, rep.Pass, stderr)
 			}
-			if len(rep.Rows) != 6 {
-				t.Errorf("%d rows, want 6 (3 paths × dead/removed)", len(rep.Rows))
+			if len(rep.Rows) != 8 {
+				t.Errorf("%d rows, want 8 (4 paths × dead/removed)", len(rep.Rows))
 			}
 			for _, row := range rep.Rows {
 				if row.N != 10 || row.Max > row.Bound || row.P50 > row.P95 || row.P95 > row.Max {

@@ -123,6 +123,13 @@ const (
 	// same code. See copy.go.
 	ReasonVerifyFailed Reason = "verify-failed"
 	ReasonCopyRefused  Reason = "copy-refused"
+	// ReasonControllerLost: the supervisor's controller died (its parent
+	// process, --controller-pid's process, --controller-fd's EOF);
+	// ReasonOutputLost: a write of the agent's output to the supervisor's
+	// stdout or stderr failed (EPIPE: the controller's end is gone). The
+	// supervisor decides both and ended the box; code ExitControllerLost.
+	ReasonControllerLost Reason = "controller-lost"
+	ReasonOutputLost     Reason = "output-lost"
 )
 
 // Exit is the watcher's final record.

@@ -8,6 +8,7 @@ import (
 // Crash points: the lifecycle calls crashpoint at each of these, so that
 // the crash-window tests can SIGKILL the supervisor exactly there.
 const (
+	CrashBeforeWatch  = "before-watch"  // the parent read at start, its handle not yet taken
 	CrashAfterJournal = "after-journal" // intent journaled, nothing created yet
 	CrashInRun        = "in-run"        // a one-step runtime's client creates the box (journal: intent)
 	CrashAfterCreate  = "after-create"  // the box exists, not started (one-step: its client starts it)

@@ -38,6 +38,9 @@ func TestDecide(t *testing.T) {
 		{"host deadline backstop", streamEnd{ready: true, endedNow: true, pastDue: true}, "", shared.ExitDeadline, "deadline", "deadline", "outlived its deadline (1s)"},
 		{"stream ended after ready", streamEnd{ready: true}, "", shared.ExitLivenessLost, "liveness-lost", "liveness-lost", "without an exit record"},
 		{"stream broke after ready", streamEnd{ready: true, err: errors.New("bad frame")}, "", shared.ExitLivenessLost, "liveness-lost", "liveness-lost", "broke: bad frame"},
+		{"controller lost", streamEnd{exit: exit(shared.ReasonLivenessLost, shared.ExitLivenessLost, ""), ready: true, endedNow: true, lost: shared.ReasonControllerLost, lostWhy: "the controller (parent pid 42) exited"}, "", shared.ExitControllerLost, "controller-lost", "controller-lost", "parent pid 42"},
+		{"controller lost after a signal", streamEnd{ready: true, signal: syscall.SIGTERM, endedNow: true, lost: shared.ReasonControllerLost, lostWhy: "gone"}, "", shared.ExitControllerLost, "controller-lost", "controller-lost", "gone"},
+		{"output lost", streamEnd{ready: true, lost: shared.ReasonOutputLost, lostWhy: "write stdout: broken pipe"}, "", shared.ExitControllerLost, "output-lost", "output-lost", "broken pipe"},
 		{"ended before start", streamEnd{err: errors.New("eof")}, "exec: no such file", shared.ExitSetupFailed, "setup-failed", "setup-failed", "before the agent started (eof): exec: no such file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

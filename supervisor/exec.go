@@ -42,6 +42,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/shared/seccomp"
+	"deathwatch/supervisor/controller"
 )
 
 // ExecOptions is `supervisor exec` worked out as plain data. It holds
@@ -97,6 +98,14 @@ type ExecOptions struct {
 	// CopyOutMaxEntries bounds the entries of each copy-out tree (0:
 	// DefaultCopyOutMaxEntries).
 	CopyOutMaxEntries int64
+
+	// Controller is the link whose end ends the box (controller.Spec).
+	// The zero value watches nothing: a Go controller that calls Exec in
+	// its own process is the process whose death ends the box (the
+	// engine client or the native box's stream dies with it), so the
+	// library needs no watch. The CLI watches the supervisor's parent
+	// process by default (--controller-fd, --controller-pid, --detach).
+	Controller controller.Spec
 }
 
 // The bounds a box gets when its options do not say otherwise: no box
@@ -211,6 +220,28 @@ type ExecIO struct {
 	// ProveBind runs the bind proof for the live FIFO (livefifo.go)
 	// when this engine has no verdict yet; nil offers no live FIFO.
 	ProveBind BindProver
+	// Controller is a link to the controller already taken
+	// (WatchController): the CLI takes it before anything else. nil:
+	// Exec takes ExecOptions.Controller's.
+	Controller *controller.Watch
+}
+
+// WatchController takes the link to the controller that s asks for
+// (nil for none): exec's first step, before anything is created. A
+// controller already gone is ExitControllerLost; a descriptor or pid
+// that cannot be watched is a usage error.
+func WatchController(s controller.Spec) (*controller.Watch, error) {
+	crashpoint(CrashBeforeWatch)
+	w, err := controller.Take(s)
+	switch {
+	case errors.Is(err, controller.ErrGone):
+		return nil, WithCode(shared.ExitControllerLost, fmt.Errorf("%w; no box was started", err))
+	case err != nil && s.Parent && !s.HasFD && s.PID == 0:
+		return nil, SetupError("%w", err)
+	case err != nil:
+		return nil, UsageError("%w", err)
+	}
+	return w, nil
 }
 
 // Spec is the launch spec the options ask for.
@@ -258,6 +289,17 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 	withDefaults := o.WithDefaults()
 	o = &withDefaults
+	if x.Controller == nil {
+		w, err := WatchController(o.Controller)
+		if err != nil {
+			return fail(err, shared.ExitUsage)
+		}
+		defer w.Close()
+		x.Controller = w
+	}
+	if x.Controller != nil && x.Controller.Link == controller.LinkDetached {
+		fmt.Fprintf(x.Stderr, "supervisor: warning: --detach: the controller is not watched; its death leaves this box running until the heartbeat (%v) or the deadline (%v) ends it\n", o.Heartbeat, o.Deadline)
+	}
 	if w := (Survival{o.Heartbeat, o.Deadline, o.Grace}).warning(); w != "" {
 		fmt.Fprintf(x.Stderr, "supervisor: %s\n", w)
 	}
@@ -314,8 +356,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		entry: &JournalEntry{
 			LaunchID: box.LaunchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
 			Runtime: o.Runtime, Image: o.Image, Nonce: box.Nonce, Labels: box.Labels, Owner: owner,
-			State: StateIntent, Created: time.Now().UTC(),
+			Controller: controllerRecord(x.Controller, owner), State: StateIntent, Created: time.Now().UTC(),
 		},
+		ctrl: x.Controller,
 	}
 	if d, _ := Lookup(o.Runtime); d.IntentFinds {
 		// The runtime is named and its intent needs nothing the probe
@@ -548,6 +591,30 @@ type launch struct {
 	earlyIntent bool
 	// live is the box's live FIFO, nil for none (livefifo.go).
 	live *liveFIFO
+	// ctrl is the link to the controller (nil: none); its loss ends
+	// the box.
+	ctrl *controller.Watch
+}
+
+// controllerLost says, without waiting, whether the controller is gone.
+func (l *launch) controllerLost() bool {
+	select {
+	case <-l.ctrl.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// lost ends a launch whose controller is gone before the control
+// stream took over.
+func (l *launch) lost(st *Started) int {
+	l.say("%s; the box was ended", l.ctrl.Why())
+	if st != nil {
+		st.Control.Close()
+		st.Kill()
+	}
+	return l.early(shared.ExitControllerLost, string(shared.ReasonControllerLost), st)
 }
 
 func (l *launch) emit(ev Event) {
@@ -671,6 +738,9 @@ func (l *launch) run(ctx context.Context) int {
 	log.Info("journaled", "dir", l.j.Dir())
 	crashpoint(CrashAfterJournal)
 
+	if l.controllerLost() {
+		return l.lost(nil)
+	}
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, nil)
 	}
@@ -707,6 +777,9 @@ func (l *launch) run(ctx context.Context) int {
 		l.say("%s", BridgeNetworkWarning)
 	}
 	l.crashAt(CrashAfterCreate)
+	if l.controllerLost() {
+		return l.lost(st)
+	}
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, st)
 	}
@@ -746,6 +819,9 @@ func (l *launch) early(code int, reason string, st *Started) int {
 // supervisor's exit status.
 func (l *launch) attend(st *Started, log *slog.Logger) int {
 	w := shared.NewWriter(st.Control)
+	// The controller's loss closes the stream at once, from the watch's
+	// goroutine: the watcher kills the box while this one is scheduled.
+	l.ctrl.OnLost(func() { st.Control.Close() })
 	done := make(chan struct{})
 	defer close(done)
 	ready := make(chan struct{})
@@ -804,9 +880,10 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 	}()
 
 	type readResult struct {
-		exit  *shared.Exit
-		ready bool
-		err   error
+		exit   *shared.Exit
+		ready  bool
+		err    error
+		outErr error // a write of the agent's output failed
 	}
 	res := make(chan readResult, 1)
 	var readyOnce sync.Once
@@ -854,11 +931,17 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 					break
 				}
 				continue
-			case shared.FrameStdout:
-				l.x.Stdout.Write(f.Payload)
-				continue
-			case shared.FrameStderr:
-				l.x.Stderr.Write(f.Payload)
+			case shared.FrameStdout, shared.FrameStderr:
+				// Output nobody reads is the controller's loss (EPIPE: its
+				// end is gone), never dropped.
+				out, name := l.x.Stdout, "stdout"
+				if f.Type == shared.FrameStderr {
+					out, name = l.x.Stderr, "stderr"
+				}
+				if _, err := out.Write(f.Payload); err != nil {
+					o.outErr = fmt.Errorf("write the agent's output to the supervisor's %s: %w", name, err)
+					break
+				}
 				continue
 			case shared.FramePong:
 				continue
@@ -890,7 +973,7 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 		if in != nil {
 			in.end()
 		}
-		if o.err != nil {
+		if o.err != nil || o.outErr != nil {
 			// Fail closed: a broken stream ends the box.
 			st.Control.Close()
 		}
@@ -904,6 +987,7 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 		deadline <-chan time.Time
 		hardDone bool
 		pastDue  bool
+		ctrlLost bool
 	)
 	endNow := func(why string) {
 		if hardDone {
@@ -946,6 +1030,9 @@ wait:
 			} else {
 				endNow("second signal " + s.String())
 			}
+		case <-l.ctrl.Lost():
+			ctrlLost = true
+			endNow(l.ctrl.Why())
 		case <-hard:
 			endNow("the box did not stop within grace")
 		case <-deadline:
@@ -963,8 +1050,14 @@ wait:
 	if o.exit != nil {
 		log.Info("exited", "reason", o.exit.Reason, "code", o.exit.Code, "runtime", o.exit.Runtime, "sweep", o.exit.Sweep)
 	}
-	out := decide(streamEnd{exit: o.exit, ready: o.ready, err: o.err, signal: lastSig, endedNow: hardDone, pastDue: pastDue},
-		l.o.Deadline, l.tail.Last())
+	end := streamEnd{exit: o.exit, ready: o.ready, err: o.err, signal: lastSig, endedNow: hardDone, pastDue: pastDue}
+	switch {
+	case ctrlLost:
+		end.lost, end.lostWhy = shared.ReasonControllerLost, l.ctrl.Why()
+	case o.outErr != nil:
+		end.lost, end.lostWhy = shared.ReasonOutputLost, o.outErr.Error()
+	}
+	out := decide(end, l.o.Deadline, l.tail.Last())
 	if len(l.o.CopyOut) > 0 {
 		// A copy-out that failed fails the launch; one cut short by the
 		// stream's end leaves nothing behind either.
@@ -1002,6 +1095,10 @@ type streamEnd struct {
 	signal   os.Signal    // the last signal that asked the box to stop
 	endedNow bool         // the supervisor ended the box at once
 	pastDue  bool         // the host's deadline backstop fired
+	// lost is the controller's loss that ended the box (controller-lost
+	// or output-lost, "" none), lostWhy how it was lost.
+	lost    shared.Reason
+	lostWhy string
 }
 
 // outcome is the supervisor's verdict on a box that ran.
@@ -1022,6 +1119,9 @@ func decide(e streamEnd, deadline time.Duration, tail string) outcome {
 		return outcome{code: code, eventReason: string(reason), journalReason: string(reason), say: say}
 	}
 	switch {
+	case e.lost != "":
+		// The controller is gone: whatever the box did after, this ended it.
+		return same(shared.ExitControllerLost, e.lost, e.lostWhy+"; the box was ended")
 	case e.signal != nil && e.endedNow && (e.exit == nil || e.exit.Reason == shared.ReasonLivenessLost || e.exit.Reason == shared.ReasonStopped):
 		// We ended the box on a second signal: its liveness loss is ours,
 		// and so is the stop the first signal asked for (the watcher

@@ -34,6 +34,16 @@ type Owner struct {
 	PIDNS uint64 `json:"pid_ns,omitempty"`
 }
 
+// ControllerRecord is the owner's controller: the link the owner
+// watches (controller.Link*) and, where known, the controller's process
+// (PID 0: a descriptor's other end, not known). Detached, nothing is
+// watched and the record names the process that started the owner:
+// reconcile ends an owner whose controller is proven gone.
+type ControllerRecord struct {
+	Link string `json:"link"`
+	Owner
+}
+
 // JournalExit is how the agent ended, as the watcher reported it.
 type JournalExit struct {
 	Code   int    `json:"code"`
@@ -51,7 +61,10 @@ type JournalEntry struct {
 	Nonce    string            `json:"nonce"`
 	Labels   map[string]string `json:"labels"`
 	Owner    Owner             `json:"owner"`
-	State    string            `json:"state"`
+	// Controller is the process that started the owner and whose death
+	// it watches (nil: none, a library caller is its own controller).
+	Controller *ControllerRecord `json:"controller,omitempty"`
+	State      string            `json:"state"`
 	// RuntimeState is what the runtime recorded for itself (Box.State),
 	// e.g. the native runtime's cgroup path.
 	RuntimeState map[string]string `json:"runtime_state,omitempty"`

@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/proc"
 )
 
 // Reconcile outcomes.
@@ -40,7 +42,62 @@ type ReconcileItem struct {
 	// Instance is set for a box of the instance's probes (ProbeInstance,
 	// ProveInstance), empty for the instance's own.
 	Instance string `json:"instance,omitempty"`
-	Reason   string `json:"reason"`
+	// Owner is what became of the supervisor that owned the box:
+	// OwnerAlive, OwnerOrphan (alive, its controller gone: ended) or
+	// OwnerGone; "" when no journal entry names one.
+	Owner  string `json:"owner,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// What reconcile found of a journal entry's owner (ReconcileItem.Owner).
+const (
+	OwnerAlive  = "alive"  // the supervisor runs, and so does its controller (or none is recorded)
+	OwnerOrphan = "orphan" // the supervisor ran on after its controller died: reconcile ended it
+	OwnerGone   = "gone"   // the supervisor is proven gone
+)
+
+// orphanBound is how long an orphan supervisor has between SIGTERM
+// (it stops its agent with its grace, then removes its box) and SIGKILL.
+const orphanBound = 15 * time.Second
+
+// ownerState decides on an entry's owner: gone when proven so, else an
+// orphan when the controller it journaled is proven gone, else alive.
+// An owner whose controller is not known (none journaled, a descriptor's
+// other end) is alive. Pure: the proofs are passed in.
+func ownerState(ownerGone bool, ctrl *ControllerRecord, ctrlGone bool) string {
+	switch {
+	case ownerGone:
+		return OwnerGone
+	case ctrl != nil && ctrl.PID > 0 && ctrlGone:
+		return OwnerOrphan
+	}
+	return OwnerAlive
+}
+
+// ownerProof is entry.Owner.Proof, with an orphan owner ended first:
+// a supervisor alive whose journaled controller is proven gone gets
+// SIGTERM (it stops its agent and removes its box), SIGKILL after
+// orphanBound, and is then gone. It returns the entry as the journal
+// now has it (the ended owner may have closed it).
+func ownerProof(j *Journal, e *JournalEntry, log *slog.Logger) (cur *JournalEntry, state string, gone bool, why string) {
+	gone, why = e.Owner.Proof()
+	ctrlGone, ctrlWhy := false, ""
+	if !gone && e.Controller != nil && e.Controller.PID > 0 {
+		ctrlGone, ctrlWhy = e.Controller.Owner.Proof()
+	}
+	state = ownerState(gone, e.Controller, ctrlGone)
+	if state != OwnerOrphan {
+		return e, state, gone, why
+	}
+	log.Info("reconcile: ending an orphan supervisor", "pid", e.Owner.PID, "box", e.Box, "controller", ctrlWhy)
+	if err := proc.End(e.Owner.PID, e.Owner.StartTime, orphanBound); err != nil {
+		return e, OwnerAlive, false, fmt.Sprintf("%s, an orphan (its controller: %s), but ending it failed: %v", why, strings.Replace(ctrlWhy, "owner ", "", 1), err)
+	}
+	why = fmt.Sprintf("owner pid %d was an orphan (its controller: %s) and was ended", e.Owner.PID, strings.Replace(ctrlWhy, "owner ", "", 1))
+	if now, err := j.Get(e.LaunchID); err == nil {
+		e = now
+	}
+	return e, OwnerOrphan, true, why
 }
 
 // ProbeInstance is the instance of the staging probe's box: doctor's,
@@ -246,8 +303,17 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 				b.Labels, nonceWhy = withNonce(ctx, nr, b)
 			}
 			gone, ownerWhy := false, ""
-			if entry != nil {
-				gone, ownerWhy = entry.Owner.Proof()
+			if entry != nil && boxProof(instance, name, b, entry, true, "") == "" {
+				// Ours by every label: whose owner may be an orphan to end.
+				entry, it.Owner, gone, ownerWhy = ownerProof(j, entry, log)
+				byLaunch[entry.LaunchID] = entry
+				if it.Owner == OwnerOrphan && !entry.Open() {
+					// The ended owner removed its box and closed its entry.
+					seen[entry.LaunchID] = true
+					it.Outcome, it.Reason = ReconcileRemoved, ownerWhy+"; it removed its box"
+					rep.add(it)
+					continue
+				}
 			}
 			if why := boxProof(instance, name, b, entry, gone, ownerWhy); why != "" {
 				if nonceWhy != "" && b.Labels[shared.LabelNonce] == "" {
@@ -269,7 +335,7 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 
 	// Open entries whose box no runtime listed.
 	for _, e := range entries {
-		if !e.Open() || seen[e.LaunchID] {
+		if e = byLaunch[e.LaunchID]; !e.Open() || seen[e.LaunchID] {
 			continue
 		}
 		it := ReconcileItem{Box: e.Box, Runtime: e.Runtime, LaunchID: e.LaunchID}
@@ -278,7 +344,13 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 			rep.add(it)
 			continue
 		}
-		gone, ownerWhy := e.Owner.Proof()
+		e, state, gone, ownerWhy := ownerProof(j, e, log)
+		it.Owner = state
+		if state == OwnerOrphan && !e.Open() {
+			it.Outcome, it.Reason = ReconcileRemoved, ownerWhy+"; it removed its box"
+			rep.add(it)
+			continue
+		}
 		if !gone {
 			it.Reason = ownerWhy + "; its launch is in progress (" + e.State + ")"
 			rep.add(it)

@@ -236,8 +236,11 @@ func bwrapDeathTrial(t *testing.T, bwrap string, marker string) deathTimes {
 	})
 }
 
-// TestBenchDeath: SIGKILL of the controller → the last agent process
-// dead, the watcher against bwrap --die-with-parent, interleaved.
+// TestBenchDeath: SIGKILL of the control stream's holder (the
+// supervisor's place: a stand-in that holds the only host end) → the
+// last agent process dead, the watcher alone against bwrap
+// --die-with-parent, interleaved. The whole chain, a controller whose
+// child is the supervisor, is TestBenchSupervisorKill's.
 func TestBenchDeath(t *testing.T) {
 	requireBench(t)
 	ktest.RequireCmd(t, "unshare")
@@ -247,7 +250,7 @@ func TestBenchDeath(t *testing.T) {
 	}
 	w := ktest.Build(t).Watcher
 	trials := runsFromEnv("DEATHWATCH_BENCH_DEATH_TRIALS", 60)
-	s := newSection(t, rankDeath, fmt.Sprintf("death: controller SIGKILL → agent tree dead (setsid'd double fork + TERM-ignoring process), %d trials each, interleaved, pidfd exit times", trials),
+	s := newSection(t, rankDeath, fmt.Sprintf("death: stream holder SIGKILL → agent tree dead (setsid'd double fork + TERM-ignoring process), %d trials each, interleaved, pidfd exit times", trials),
 		"box", "what", "p50", "p95", "p99", "max", "trials > 10 ms")
 	var wa, wb, sa, sb, ba, bb []time.Duration
 	for i := 0; i < trials; i++ {
@@ -271,10 +274,10 @@ func TestBenchDeath(t *testing.T) {
 	row("watcher (PID 1, --control=stdin)", "box dead (+ watcher)", sb)
 	bst := row("bwrap --unshare-all --die-with-parent", "last agent process dead", ba)
 	row("bwrap --unshare-all --die-with-parent", "box dead (+ bwrap init)", bb)
-	s.Target("watcher --control=fd:3: controller SIGKILL → last agent process dead, p99", wst.P99, 10, "ms")
-	s.Target("watcher --control=stdin: controller SIGKILL → last agent process dead, p99", sst.P99, 10, "ms")
+	s.Target("watcher --control=fd:3: stream holder SIGKILL → last agent process dead, p99", wst.P99, 10, "ms")
+	s.Target("watcher --control=stdin: stream holder SIGKILL → last agent process dead, p99", sst.P99, 10, "ms")
 	s.Set("watcher_over_bwrap_p50", round3(wst.P50/bst.P50))
-	s.Note("the stand-in controller (ktest standin relay) holds the only host end of the watcher's control socket (fd) or the only write end of its stdin pipe (stdin); bwrap's parent is a shell that does not exec it; times run from just before kill(2) to the pidfd of each process turning readable")
+	s.Note("the stand-in (ktest standin relay, in the supervisor's place; the controller chain is the supervisor SIGKILL section's) holds the only host end of the watcher's control socket (fd) or the only write end of its stdin pipe (stdin); bwrap's parent is a shell that does not exec it; times run from just before kill(2) to the pidfd of each process turning readable")
 	s.Note("watcher/bwrap p50 ratio %.2f (bwrap anchor from the brief: p50 1.44 ms, max 2.8 ms)", wst.P50/bst.P50)
 	s.Log()
 }

@@ -312,8 +312,12 @@ func (r *rig) boxGone(box string) (bool, error) {
 }
 
 // killTrial starts the tree in a box, SIGKILLs the supervisor and times
-// the agent's death and (docker, podman) the box's removal.
-func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTrace) killResult {
+// the agent's death and (docker, podman) the box's removal. With
+// controller the supervisor runs as the child of a controller (sh, a
+// fork+exec as subprocess and os/exec do), and the controller is
+// SIGKILLed instead; the kernel timeline and the trace (the supervisor's
+// own death) are left out then.
+func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTrace, controller bool) killResult {
 	t.Helper()
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	extra := []string{"--events", events}
@@ -321,6 +325,9 @@ func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTra
 		extra = append(extra, "--pids-limit", "100")
 	}
 	argv := r.execArgs(extra, "/bin/busybox", "sh", "-c", treeScript, marker)
+	if controller {
+		argv = append([]string{"/bin/sh", "-c", `"$@"; exit $?`, "sh"}, argv...)
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "HOME=/root")
 	cmd.Stderr = os.Stderr
@@ -377,19 +384,27 @@ func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTra
 	if err != nil {
 		t.Fatal(err)
 	}
+	var t0 time.Time
+	kill := func() time.Time {
+		t0 = time.Now()
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatalf("SIGKILL the supervisor or its controller: %v", err)
+		}
+		return t0
+	}
+	if controller {
+		res := killResult{dead: timeDeath(t, procs, init.PID, kill).agent, tlError: "a controller trial"}
+		if r.Name != "native" {
+			res.removed = r.waitRemoved(t, box, t0)
+		}
+		return res
+	}
 	shim, err := kt.arm(init.PID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var t0 time.Time
 	pe.reset()
-	d := timeDeath(t, procs, init.PID, func() time.Time {
-		t0 = time.Now()
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatalf("SIGKILL the supervisor: %v", err)
-		}
-		return t0
-	})
+	d := timeDeath(t, procs, init.PID, kill)
 	res := killResult{dead: d.agent}
 	if evs, ok := pe.waitExit(init.PID, 5*time.Second); !ok {
 		res.tlError = "the watcher's exit was not heard"
@@ -404,17 +419,24 @@ func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTra
 	if r.Name == "native" {
 		return res
 	}
+	res.removed = r.waitRemoved(t, box, t0)
+	return res
+}
+
+// waitRemoved polls until the engine no longer has box and returns how
+// long after t0 that was.
+func (r *rig) waitRemoved(t *testing.T, box string, t0 time.Time) time.Duration {
+	t.Helper()
 	for {
 		gone, err := r.boxGone(box)
 		if err != nil {
 			t.Fatalf("%s: is box %s gone: %v", r.Name, box, err)
 		}
 		if gone {
-			res.removed = time.Since(t0)
-			return res
+			return time.Since(t0)
 		}
 		if time.Since(t0) > 30*time.Second {
-			t.Fatalf("%s: box %s still exists 30s after SIGKILL of the supervisor", r.Name, box)
+			t.Fatalf("%s: box %s still exists 30s after the SIGKILL", r.Name, box)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -424,7 +446,8 @@ func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTra
 // dead, and → the box removed by the engine.
 func TestBenchSupervisorKill(t *testing.T) {
 	requireBench(t)
-	s := newSection(t, rankSupervisorKill, "supervisor SIGKILL → agent tree dead (pidfd) and → box removed (engine no longer knows it), interleaved",
+	bwrap := ktest.RequireCmd(t, "bwrap")
+	s := newSection(t, rankSupervisorKill, "controller SIGKILL and supervisor SIGKILL → agent tree dead (pidfd) and → box removed (engine no longer knows it), beside bwrap --die-with-parent, interleaved",
 		"runtime", "what", "trials", "p50", "p95", "p99", "max", "trials > 10 ms")
 	trials := runsFromEnv("DEATHWATCH_BENCH_KILL_TRIALS", 20)
 	var live []*rig
@@ -445,9 +468,18 @@ func TestBenchSupervisorKill(t *testing.T) {
 	removed := map[string][]time.Duration{}
 	tls := map[string][]killTimeline{}
 	splits := map[string][]killSplit{}
+	cdead := map[string][]time.Duration{}
+	cremoved := map[string][]time.Duration{}
+	var bwrapDead []time.Duration
 	for i := 0; i < trials; i++ {
+		bwrapDead = append(bwrapDead, bwrapDeathTrial(t, bwrap, fmt.Sprintf("dwbench-kill-bwrap-%d-%d", os.Getpid(), i)).agent)
 		for _, r := range live {
-			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%d-%d", r.Name, os.Getpid(), i), pe, kt)
+			c := r.killTrial(t, fmt.Sprintf("dwbench-ctl-%s-%d-%d", r.Name, os.Getpid(), i), pe, kt, true)
+			cdead[r.Name] = append(cdead[r.Name], c.dead)
+			if r.Name != "native" {
+				cremoved[r.Name] = append(cremoved[r.Name], c.removed)
+			}
+			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%d-%d", r.Name, os.Getpid(), i), pe, kt, false)
 			dead[r.Name] = append(dead[r.Name], res.dead)
 			if res.tlError != "" {
 				t.Logf("%s trial %d: no kernel timeline: %s", r.Name, i, res.tlError)
@@ -464,11 +496,26 @@ func TestBenchSupervisorKill(t *testing.T) {
 		}
 	}
 	removeLimit := map[string]float64{"docker": 150, "podman": 400}
+	bst := summarize(bwrapDead)
+	s.Row("bwrap", "--die-with-parent: parent SIGKILL → last agent process dead", fmt.Sprint(bst.N), fms(bst.P50), fms(bst.P95), fms(bst.P99), fms(bst.Max), over10ms(bwrapDead))
+	s.Set("bwrap: dead", bst)
 	for _, r := range live {
+		cst := summarize(cdead[r.Name])
+		s.Row(r.Name, "controller SIGKILL → last agent process dead", fmt.Sprint(cst.N), fms(cst.P50), fms(cst.P95), fms(cst.P99), fms(cst.Max), over10ms(cdead[r.Name]))
+		s.Set(r.Name+": controller dead", cst)
+		if r.Name == "native" || r.Name == "docker" {
+			s.Target(r.Name+": controller SIGKILL → last agent process dead, p99", cst.P99, 10, "ms")
+		}
+		if r.Name != "native" {
+			crm := summarize(cremoved[r.Name])
+			s.Row(r.Name, "controller SIGKILL → box removed", fmt.Sprint(crm.N), fms(crm.P50), fms(crm.P95), fms(crm.P99), fms(crm.Max), "")
+			s.Set(r.Name+": controller removed", crm)
+		}
 		st := summarize(dead[r.Name])
-		s.Row(r.Name, "last agent process dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(dead[r.Name]))
+		s.Row(r.Name, "supervisor SIGKILL → last agent process dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(dead[r.Name]))
 		s.Set(r.Name+": dead", st)
 		s.Target(r.Name+": SIGKILL → last agent process dead, p99", st.P99, 10, "ms")
+		s.Target(r.Name+": controller SIGKILL p99 / supervisor SIGKILL p99", cst.P99/st.P99, 2, "x")
 		var first, last, exit, shim, shimEOF, woken, eof, kill, reaction, ownPath, killToFirst, liveWoken, streamWoken []time.Duration
 		for _, tl := range tls[r.Name] {
 			first, last, exit = append(first, tl.firstKill), append(last, tl.lastDead), append(exit, tl.initExit)
@@ -529,7 +576,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 			continue
 		}
 		rm := summarize(removed[r.Name])
-		s.Row(r.Name, "box removed", fmt.Sprint(rm.N), fms(rm.P50), fms(rm.P95), fms(rm.P99), fms(rm.Max), "")
+		s.Row(r.Name, "supervisor SIGKILL → box removed", fmt.Sprint(rm.N), fms(rm.P50), fms(rm.P95), fms(rm.P99), fms(rm.Max), "")
 		s.Set(r.Name+": removed", rm)
 		s.Target(r.Name+": SIGKILL → box removed, p95", rm.P95, removeLimit[r.Name], "ms")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/controller"
 )
 
 func parseExec(t *testing.T, args []string, env map[string]string) (*supervisor.ExecOptions, error) {
@@ -48,6 +49,7 @@ func TestExecOptions(t *testing.T) {
 		Mounts: []supervisor.Mount{{Source: src, Target: "/data", ReadOnly: true}}, Memory: 512 << 20, PidsLimit: 64,
 		Network: "bridge", NetworkSet: true, Deadline: time.Minute, Grace: 3 * time.Second, Heartbeat: 3 * time.Second,
 		WatcherPath: w, UID: 1001, GID: 1002, Argv: []string{"sh", "-c", "echo --not-a-flag"},
+		Controller: controller.Spec{Parent: true}, // the CLI watches its parent by default
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options\n got %+v\nwant %+v", o, want)

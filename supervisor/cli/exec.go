@@ -48,6 +48,9 @@ type ExecCmd struct {
 	CopyOut           []string      `help:"After the agent (also after a deadline or a failure), copy BOXPATH back to HOSTDIR/NAME with its manifest as HOSTDIR/NAME.manifest; never overwrites, never makes a symlink that leaves the tree (repeatable)." sep:"none" placeholder:"BOXPATH:HOSTDIR"`
 	CopyOutLimit      string        `help:"Refuse (exit 248, nothing kept) a copy-out tree whose files add up to more than SIZE." default:"1g" placeholder:"SIZE"`
 	CopyOutMaxEntries int64         `help:"Refuse (exit 248, nothing kept) a copy-out tree of more than N entries (folders, files, links): the host keeps each entry's path while the tree arrives." default:"1000000" placeholder:"N"`
+	ControllerFD      int           `help:"Die with the controller through descriptor N instead of the parent process: a pipe or socket whose other end only the controller holds; its EOF (the controller's death) ends the box (exit 249). For controllers that start the supervisor through a shell, sudo or a process pool." default:"-1" placeholder:"N"`
+	ControllerPID     string        `help:"Die with process PID instead of the parent process; :START, its start time (clock ticks since boot, /proc/PID/stat field 22), makes sure a reused pid is never taken for it." placeholder:"PID[:START]"`
+	Detach            bool          `help:"Watch no controller: the box outlives the process that started it (a warning says so); only --heartbeat and --deadline bound it, and a later reconcile of the instance ends it once that process is gone."`
 	Stage             string        `help:"How --copy-in reaches the box: copy (stream it), bind (a read-only bind mount; refused unless a nonce file proves this runtime shares the folder), auto (bind where proven, copy elsewhere)." enum:"copy,bind,auto" default:"copy"`
 
 	Command []string `arg:"" name:"cmd" passthrough:"partial" help:"The agent command and its arguments (after --)." placeholder:"CMD ARGS"`
@@ -67,6 +70,14 @@ Bounds by default: --heartbeat 10s (a frozen supervisor's box dies within about
 Signals: the first SIGINT, SIGTERM or SIGHUP stops the agent (TERM, --grace,
 KILL); a second one ends the box at once. SIGUSR1 and SIGUSR2 go to the agent.
 Under --tty the terminal is raw: ^C is a byte for the agent, not a signal.
+
+The controller: the supervisor dies with the process that started it (its parent,
+watched as a process: a pidfd on Linux), and ends the box as on a SIGKILL, in order:
+exit 249, reason controller-lost. --controller-fd N or --controller-pid PID name
+another controller; --detach watches none. A parent already gone at start is
+refused (249) before anything is created. A failed write of the agent's output to
+the supervisor's stdout or stderr (EPIPE: the reader is gone) ends the box too:
+exit 249, reason output-lost.
 
 Input: without --stdin or --tty the agent's stdin is /dev/null and the
 supervisor's stdin is never read. --stdin relays it (at most 256 KiB
@@ -91,6 +102,13 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	if err != nil {
 		return err
 	}
+	// The controller's handle first: a parent that is already gone gets
+	// no box, and no probe box either.
+	ctrl, err := supervisor.WatchController(o.Controller)
+	if err != nil {
+		return err
+	}
+	defer ctrl.Close()
 	ev, err := supervisor.OpenEvents(e.Events)
 	if err != nil {
 		return err
@@ -128,7 +146,7 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	}
 	c.code = supervisor.Exec(context.Background(), o, &supervisor.ExecIO{
 		Stdout: c.stdout, Stderr: stderr, Log: g.logger(stderr), Events: ev, Signals: sigs,
-		EngineEnv: engineEnv(env, e.Env), Stdin: in.stdin, Resize: in.resize,
+		EngineEnv: engineEnv(env, e.Env), Stdin: in.stdin, Resize: in.resize, Controller: ctrl,
 		ProveBind: func(ctx context.Context, runtime, dir string) (bool, string) {
 			st := e.stagingProbe(ctx, g, c, o, env, runtime, dir)
 			return st.Mode == "bind", st.Detail
@@ -233,6 +251,9 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 		if o.Memory, err = parseSize(e.Memory); err != nil {
 			return nil, supervisor.UsageError("--memory %q: %w", e.Memory, err)
 		}
+	}
+	if o.Controller, err = parseController(e.ControllerFD, e.ControllerPID, e.Detach); err != nil {
+		return nil, err
 	}
 	if o.UID, o.GID, err = parseUser(e.User); err != nil {
 		return nil, supervisor.UsageError("--user %q: %w", e.User, err)

@@ -10,7 +10,43 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/controller"
 )
+
+// parseController is the controller link of --controller-fd,
+// --controller-pid and --detach: the parent process when none is given.
+func parseController(fd int, pid string, detach bool) (controller.Spec, error) {
+	n := 0
+	for _, set := range []bool{fd >= 0, pid != "", detach} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return controller.Spec{}, supervisor.UsageError("--controller-fd, --controller-pid and --detach each name the controller link; pass one")
+	case fd >= 0 && fd <= 2:
+		return controller.Spec{}, supervisor.UsageError("--controller-fd %d: that is stdin, stdout or stderr; pass a descriptor of its own (3 or more)", fd)
+	case fd >= 0:
+		return controller.Spec{FD: fd, HasFD: true}, nil
+	case detach:
+		return controller.Spec{Detached: true}, nil
+	case pid != "":
+		p, st, _ := strings.Cut(pid, ":")
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return controller.Spec{}, supervisor.UsageError("--controller-pid %q: want PID or PID:START (positive numbers)", pid)
+		}
+		s := controller.Spec{PID: n}
+		if st != "" {
+			if s.StartTime, err = strconv.ParseUint(st, 10, 64); err != nil || s.StartTime == 0 {
+				return controller.Spec{}, supervisor.UsageError("--controller-pid %q: START is the process's start time in clock ticks (/proc/PID/stat field 22)", pid)
+			}
+		}
+		return s, nil
+	}
+	return controller.Spec{Parent: true}, nil
+}
 
 func parseLabels(in []string) (map[string]string, error) {
 	m := map[string]string{}

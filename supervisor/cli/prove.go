@@ -17,7 +17,7 @@ type ProveCmd struct {
 	Runtime        string        `help:"Runtime to prove: ${runtimes_list}." enum:"${runtimes}" default:"${default_prove}"`
 	Image          string        `help:"Image (docker/podman) or rootfs directory (native; default: the host's root read-only)." env:"DEATHWATCH_IMAGE"`
 	Trials         int           `help:"Trials per path." default:"10"`
-	Path           []string      `help:"Paths to prove (repeatable): sigkill, heartbeat, deadline." enum:"sigkill,heartbeat,deadline" default:"sigkill,heartbeat,deadline"`
+	Path           []string      `help:"Paths to prove (repeatable): controller, sigkill, heartbeat, deadline." enum:"controller,sigkill,heartbeat,deadline" default:"controller,sigkill,heartbeat,deadline"`
 	Bound          time.Duration `help:"Bound from the trigger to the last agent process dead (0: the runtime's default, 250ms); heartbeat and deadline add their own delay." default:"0s"`
 	RemoveBound    time.Duration `help:"Bound from the trigger to the box removed (0: the runtime's default — ${remove_bounds})." default:"0s"`
 	Heartbeat      time.Duration `help:"The heartbeat of the heartbeat path (pings go every third of it)." default:"1s"`
@@ -32,11 +32,15 @@ type ProveCmd struct {
 
 // Help is the long help of prove-deathwatch.
 func (ProveCmd) Help() string {
-	return `Proves the death-watch on this host: a stand-in controller (a child "supervisor exec"
-running an agent with a setsid'd and a TERM-ignoring descendant) is started, and once
-its agent is ready:
-  sigkill    the stand-in is SIGKILLed; measured until every process of the box is dead
-             and until the box is removed;
+	return `Proves the death-watch on this host: a stand-in (a child "supervisor exec" running an
+agent with a setsid'd and a TERM-ignoring descendant) is started, and once its agent is
+ready:
+  controller the stand-in's controller, a separate process (sh) that runs "supervisor
+             exec" as its child, is SIGKILLed: the supervisor sees its parent die and
+             ends the box; measured until every process of the box is dead and until
+             the box is removed;
+  sigkill    the supervisor itself is SIGKILLed: the watcher sees its control stream end;
+             measured the same;
   heartbeat  the stand-in is frozen (SIGSTOP) with --heartbeat; the watcher must notice
              the silence and kill the box;
   deadline   the stand-in is frozen, every agent process ignores TERM; the in-box

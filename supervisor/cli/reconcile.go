@@ -22,7 +22,11 @@ boxes that carry its label or its record in every installed runtime (and those o
 probes: INSTANCE.doctor for doctor's and --stage's, INSTANCE.prove for prove-deathwatch's
 trials, where the journal has a folder for them), and removes a box
 only when its labels and nonce match a journal entry AND the supervisor that owned it is
-proven gone (its pid is dead, or alive with another start time). Journal entries whose
+proven gone (its pid is dead, or alive with another start time). A supervisor that
+runs on although the controller journaled beside it is proven gone (an orphan: one
+started with --detach) is ended first, through a pidfd and only when its pid and start
+time match (SIGTERM: it stops its agent and removes its box; SIGKILL after 15s);
+--json's "owner" says alive, orphan or gone. Journal entries whose
 box is already gone are closed. A box it cannot prove it owns (no journal entry, nonce
 mismatch, owner still alive) is never touched: it is reported, and the exit status is
 247 (blocked). Running it twice changes nothing the second time.

@@ -110,13 +110,14 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 		return res, supervisor.SetupError("the agent's exit code came back as %d, not 7", res.AgentCode)
 	}
 
-	// 2. A stand-in controller: SIGKILL it while its agent runs.
+	// 2. A stand-in controller, a separate process (sh) that runs
+	// `supervisor exec` as its child: SIGKILL it while its agent runs.
 	events, evw, err := os.Pipe()
 	if err != nil {
 		return res, supervisor.SetupError("events pipe: %w", err)
 	}
 	defer events.Close()
-	ctl := exec.Command(o.Supervisor, o.execArgs("--events", "fd:3", "--", "/bin/sh", "-c", demoAgent)...)
+	ctl := exec.Command("sh", controllerArgs(o.Supervisor, o.execArgs("--events", "fd:3", "--", "/bin/sh", "-c", demoAgent))...)
 	ctl.ExtraFiles = []*os.File{evw}
 	ctl.Stderr = os.Stderr
 	stdout, err := ctl.StdoutPipe()
@@ -132,17 +133,44 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	if err != nil {
 		return res, err
 	}
-	initPID := 0
+	initPID, sup := 0, 0
 	for _, p := range proc.Children(ctl.Process.Pid) {
+		sup = p
+	}
+	for _, p := range proc.Children(sup) {
 		initPID = p
 	}
 	ns, err := proc.PIDNamespace(initPID)
 	if initPID == 0 || err != nil {
-		return res, supervisor.SetupError("find the box below the stand-in controller %d: %w", ctl.Process.Pid, err)
+		return res, supervisor.SetupError("find the box below the supervisor %d of the stand-in controller %d: %w", sup, ctl.Process.Pid, err)
 	}
 	procs := proc.InNamespace(ns)
+	supStart, _ := proc.StartTime(sup)
 	res.BoxProcesses = len(procs)
-	say("2. stand-in controller (pid %d) runs box %s: %d processes, agents that ignore SIGTERM and escaped with setsid", ctl.Process.Pid, box, len(procs))
+	say("2. stand-in controller (pid %d) runs supervisor exec (pid %d) as its child, box %s: %d processes, agents that ignore SIGTERM and escaped with setsid", ctl.Process.Pid, sup, box, len(procs))
+	// What the box has of its own beyond its processes (native: its
+	// cgroup), to check that nothing of it is left.
+	j, err := supervisor.OpenJournal(o.Journal, demoInstance)
+	if err != nil {
+		return res, err
+	}
+	entries, _, err := j.List()
+	if err != nil {
+		return res, err
+	}
+	rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log})
+	if err != nil {
+		return res, err
+	}
+	remainKind := ""
+	for _, e := range entries {
+		if r, ok := rt.(supervisor.Remainer); ok && e.Open() {
+			if kind, paths := r.Remains(supervisor.BoxFromEntry(e)); len(paths) > 0 {
+				remainKind = kind
+				res.Remains = append(res.Remains, paths...)
+			}
+		}
+	}
 	killed := time.Now()
 	if err := ctl.Process.Kill(); err != nil {
 		return res, supervisor.SetupError("SIGKILL the stand-in controller: %w", err)
@@ -164,32 +192,19 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 		time.Sleep(100 * time.Microsecond)
 	}
 	ctl.Wait()
-	say("   SIGKILL controller -> agent tree dead after %v", res.TreeDead.Round(10*time.Microsecond))
+	// The supervisor removes its box, then exits.
+	if _, left := proc.WaitDead([]proc.Proc{{PID: sup, Start: supStart}}, killed.Add(60*time.Second)); len(left) > 0 {
+		return res, supervisor.SetupError("the supervisor %d still runs 60s after its controller's SIGKILL", sup)
+	}
+	say("   SIGKILL controller -> agent tree dead after %v, box removed after %v", res.TreeDead.Round(10*time.Microsecond), time.Since(killed).Round(10*time.Microsecond))
 
 	// 3. A later cleanup: reconcile, as a restarted controller runs it,
-	// removes what the killed controller left (its box's empty cgroup
-	// and record) and closes its journal entry.
-	j, err := supervisor.OpenJournal(o.Journal, demoInstance)
-	if err != nil {
-		return res, err
-	}
-	entries, _, err := j.List()
-	if err != nil {
-		return res, err
-	}
-	rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log})
-	if err != nil {
-		return res, err
-	}
-	remainKind := ""
-	for _, e := range entries {
-		if r, ok := rt.(supervisor.Remainer); ok && e.Open() {
-			kind, paths := r.Remains(supervisor.BoxFromEntry(e))
-			if len(paths) > 0 {
-				remainKind = kind
-				res.Remains = append(res.Remains, paths...)
-				say("   its %s is still there (%s); the journal entry is open", kind, strings.Join(paths, ", "))
-			}
+	// removes what a killed supervisor leaves (its box's empty cgroup and
+	// record) and closes its journal entry; after a controller's death
+	// the supervisor removed them itself.
+	for _, d := range res.Remains {
+		if _, err := os.Stat(d); err == nil {
+			say("   its %s is still there (%s); the journal entry is open", remainKind, d)
 		}
 	}
 	rep, err := supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: demoInstance, JournalDir: o.Journal, Runtimes: []string{o.Runtime}, Log: o.Log})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/controller"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,18 +55,20 @@ type DoctorStaging struct {
 
 // DoctorReport is everything doctor found.
 type DoctorReport struct {
-	Runtimes     []DoctorRuntime `json:"runtimes"`
-	Cgroup       string          `json:"cgroup"`
-	Selected     string          `json:"selected,omitempty"`
-	Image        string          `json:"image,omitempty"`
-	HostWatcher  DoctorWatcher   `json:"host_watcher"`
-	ImageWatcher *DoctorWatcher  `json:"image_watcher,omitempty"`
-	Staging      *DoctorStaging  `json:"staging,omitempty"`
-	Proof        *ProveReport    `json:"proof,omitempty"`
-	Posture      string          `json:"posture"`
-	OK           bool            `json:"ok"`
-	Problems     []string        `json:"problems,omitempty"`
-	ProofSkipped bool            `json:"proof_skipped,omitempty"`
+	Runtimes []DoctorRuntime `json:"runtimes"`
+	Cgroup   string          `json:"cgroup"`
+	// Controller is the link to the controller exec takes by default here.
+	Controller   string         `json:"controller"`
+	Selected     string         `json:"selected,omitempty"`
+	Image        string         `json:"image,omitempty"`
+	HostWatcher  DoctorWatcher  `json:"host_watcher"`
+	ImageWatcher *DoctorWatcher `json:"image_watcher,omitempty"`
+	Staging      *DoctorStaging `json:"staging,omitempty"`
+	Proof        *ProveReport   `json:"proof,omitempty"`
+	Posture      string         `json:"posture"`
+	OK           bool           `json:"ok"`
+	Problems     []string       `json:"problems,omitempty"`
+	ProofSkipped bool           `json:"proof_skipped,omitempty"`
 	// Bound says how long a box can outlive its controller with the
 	// controller's settings (DoctorOptions.Survival) on this host.
 	Bound string `json:"bound"`
@@ -112,6 +115,7 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 	}
 
 	rep.Cgroup = cgroupMode()
+	rep.Controller = controller.Doctor()
 
 	// The runtime to check in depth.
 	switch {
@@ -423,6 +427,7 @@ func WriteDoctorTable(w io.Writer, rep *DoctorReport) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\ncgroup:           %s\n", rep.Cgroup)
+	fmt.Fprintf(w, "controller link:  %s\n", rep.Controller)
 	fmt.Fprintf(w, "selected runtime: %s\n", dash(rep.Selected))
 	hw := rep.HostWatcher
 	if hw.Present {

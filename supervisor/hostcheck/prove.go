@@ -29,9 +29,13 @@ import (
 
 // Proof paths.
 const (
-	PathSIGKILL   = "sigkill"   // the stand-in controller is SIGKILLed: the watcher sees EOF
-	PathHeartbeat = "heartbeat" // the stand-in is frozen (SIGSTOP): the watcher hears nothing for --heartbeat
-	PathDeadline  = "deadline"  // the stand-in is frozen and the agent ignores TERM: the in-box deadline ends it
+	// PathController: the stand-in controller (a shell that runs
+	// `supervisor exec` as its fork+exec child, as subprocess and os/exec
+	// do) is SIGKILLed: the supervisor sees its parent die and ends the box.
+	PathController = "controller"
+	PathSIGKILL    = "sigkill"   // the stand-in supervisor is SIGKILLed: the watcher sees EOF
+	PathHeartbeat  = "heartbeat" // the stand-in is frozen (SIGSTOP): the watcher hears nothing for --heartbeat
+	PathDeadline   = "deadline"  // the stand-in is frozen and the agent ignores TERM: the in-box deadline ends it
 )
 
 // The heartbeat and deadline paths' settings when not given (doctor
@@ -45,7 +49,7 @@ const (
 )
 
 // ProvePaths are all paths, in the order they run.
-var ProvePaths = []string{PathSIGKILL, PathHeartbeat, PathDeadline}
+var ProvePaths = []string{PathController, PathSIGKILL, PathHeartbeat, PathDeadline}
 
 // ProveOptions is `supervisor prove-deathwatch` as plain data.
 type ProveOptions struct {
@@ -171,6 +175,13 @@ func standinArgs(o *ProveOptions, path string) []string {
 	return append(a, "--", "sh", "-c", agent)
 }
 
+// controllerArgs is the controller path's stand-in: sh runs the
+// supervisor as its child (a command after it keeps sh from exec'ing
+// it) and waits, a controller in a few bytes.
+func controllerArgs(self string, args []string) []string {
+	return append([]string{"-c", `"$@"; exit $?`, "sh", self}, args...)
+}
+
 // deadBound is the agent-dead bound of a path.
 func (o *ProveOptions) deadBound(path string) (time.Duration, string) {
 	return o.pathBound(path, o.Bounds.Dead)
@@ -203,7 +214,7 @@ func (rep *ProveReport) FrozenSlack(heartbeat, def time.Duration) time.Duration 
 	for _, r := range rep.Rows {
 		switch {
 		case r.Measure != "agent-dead" || r.N == 0:
-		case r.Path == PathSIGKILL:
+		case r.Path == PathSIGKILL || r.Path == PathController:
 			slack, measured = max(slack, r.Max), true
 		case r.Path == PathHeartbeat:
 			slack, measured = max(slack, r.Max-heartbeat), true
@@ -365,6 +376,9 @@ func startStandin(o *ProveOptions, path, marker string) (*standin, error) {
 	}
 	s := &standin{done: make(chan struct{}), change: make(chan struct{})}
 	s.cmd = exec.Command(o.Self, standinArgs(o, path)...)
+	if path == PathController {
+		s.cmd = exec.Command("sh", controllerArgs(o.Self, standinArgs(o, path))...)
+	}
 	s.cmd.Env = o.EngineEnv
 	if marker != "" {
 		if s.cmd.Env == nil {

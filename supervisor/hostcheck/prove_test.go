@@ -31,6 +31,10 @@ func TestStandinArgs(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.path, got, tc.want)
 		}
 	}
+	// The controller path: sh runs the same exec as its child.
+	if got, want := controllerArgs("/sup", []string{"exec", "x"}), []string{"-c", `"$@"; exit $?`, "sh", "/sup", "exec", "x"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("controller stand-in %q, want %q", got, want)
+	}
 	// A runtime whose processes the host cannot see: the agent carries
 	// the marker; the image's watcher, never the host's.
 	vm := strings.Join(standinArgs(&ProveOptions{Instance: "i", JournalDir: "/j", Runtime: "vmrt", Watcher: "/w"}, PathSIGKILL), " ")
