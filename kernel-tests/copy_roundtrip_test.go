@@ -27,7 +27,7 @@ import (
 )
 
 // copyRigs are the rigs copies are tested on.
-var copyRigs = []string{"docker", "podman", "podman-rootless", "native"}
+var copyRigs = []string{"docker", "podman", "podman-rootless", "docker-rootless", "native"}
 
 func forCopyRig(t *testing.T, f func(t *testing.T, r *rig)) {
 	for _, proto := range rigs(t, copyRigs...) {
@@ -193,7 +193,7 @@ func TestCopyRoundTrip(t *testing.T) {
 				staged = ev.Files > 0 && ev.Bytes >= 64<<20
 				t.Logf("staged: %d files, %d bytes, %.3fs, by %s", ev.Files, ev.Bytes, ev.Seconds, ev.Transport)
 				// Docker's API has the archive endpoint; native has no engine.
-				if want := map[string]string{"docker": supervisor.TransportArchive, "native": supervisor.TransportFrames}[r.Name]; want != "" && ev.Transport != want {
+				if want := map[string]string{"docker": supervisor.TransportArchive, "docker-rootless": supervisor.TransportArchive, "native": supervisor.TransportFrames}[r.Name]; want != "" && ev.Transport != want {
 					t.Errorf("staged by %q, want %q", ev.Transport, want)
 				}
 			case "exported":
@@ -201,7 +201,7 @@ func TestCopyRoundTrip(t *testing.T) {
 				t.Logf("exported: %d files, %d bytes, %.3fs, by %s", ev.Files, ev.Bytes, ev.Seconds, ev.Transport)
 				// Docker's API reads the box's tree (GET archive); podman's
 				// archive is not used for copy-out.
-				if want := map[string]string{"docker": supervisor.TransportArchive, "podman": supervisor.TransportFrames, "podman-rootless": supervisor.TransportFrames, "native": supervisor.TransportFrames}[r.Name]; ev.Transport != want {
+				if want := map[string]string{"docker": supervisor.TransportArchive, "podman": supervisor.TransportFrames, "podman-rootless": supervisor.TransportFrames, "docker-rootless": supervisor.TransportArchive, "native": supervisor.TransportFrames}[r.Name]; ev.Transport != want {
 					t.Errorf("exported by %q, want %q", ev.Transport, want)
 				}
 			case "verified":

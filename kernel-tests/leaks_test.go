@@ -46,9 +46,10 @@ func boxesOnHost() map[string]bool {
 	}
 	ps := []string{"ps", "--all", "--filter", "label=" + shared.LabelManaged + "=true", "--format", "{{.Names}}"}
 	for where, cmd := range map[string]*exec.Cmd{
-		"docker":                          exec.Command("docker", ps...),
-		"podman":                          exec.Command("podman", ps...),
-		"podman of " + ktest.RootlessUser: ktest.AsUser(ktest.RootlessUser, "podman", ps...),
+		"docker":                                exec.Command("docker", ps...),
+		"podman":                                exec.Command("podman", ps...),
+		"podman of " + ktest.RootlessUser:       ktest.AsUser(ktest.RootlessUser, "podman", ps...),
+		"docker of " + ktest.DockerRootlessUser: ktest.AsUser(ktest.DockerRootlessUser, "docker", ps...),
 	} {
 		if b, err := cmd.Output(); err == nil {
 			add(where, strings.Fields(string(b)))

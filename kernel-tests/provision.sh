@@ -26,6 +26,12 @@
 #     /etc/subgid ranges, a runtime dir /run/user/2345 (tmpfs, as logind
 #     would make it), and its own containers.conf (runc, cgroupfs) and
 #     storage.conf (native overlay, runroot pinned under /run/user/2345).
+#   - Rootless Docker for a user of its own, dwdocker (uid 2346, its own
+#     /etc/subuid and /etc/subgid range): rootlesskit and slirp4netns from
+#     Debian, Debian's dockerd-rootless.sh (/usr/share/docker.io/contrib),
+#     the runtime dir /run/user/2346 (tmpfs), the daemon started as that
+#     user in the background, log in /var/log/dockerd-rootless.log, its
+#     socket /run/user/2346/docker.sock (DOCKER_HOST for that user).
 #   - What udev and systemd do on an ordinary machine and this one lacks:
 #     / made a shared mount (else rootless Podman warns on every command),
 #     /dev/net/tun mode 0666 (else slirp4netns, rootless Podman's network,
@@ -37,7 +43,8 @@
 # dockerd stopped, the test images and the provisioning probe gone,
 # rootful Podman's whole state (storage, networks, its network-backend
 # choice) reset, the containers.conf.d drop-in removed, the test user, its
-# home, runtime dir, rootless storage and sub-ids removed, the kernel
+# home, runtime dir, rootless storage and sub-ids removed (the same for
+# the rootless Docker user, its daemon stopped first), the kernel
 # tests' busybox root folders removed. The Debian packages stay installed
 # (removing them is neither safe nor quick); so do / as a shared mount and
 # /dev/net/tun's mode (what udev and systemd do on an ordinary machine).
@@ -61,8 +68,15 @@ DW_UID=${PROVISION_UID:-2345}
 DW_RUNDIR=/run/user/$DW_UID
 DOCKERD_LOG=/var/log/dockerd.log
 MARK="# managed by deathwatch kernel-tests/provision.sh; rewritten on every run"
+# The rootless Docker test user (kernel-tests/ktest/images.go expects it).
+DD_USER=dwdocker
+DD_UID=2346
+DD_RUNDIR=/run/user/$DD_UID
+DD_LOG=/var/log/dockerd-rootless.log
+DD_SCRIPT=/usr/share/docker.io/contrib/dockerd-rootless.sh
 PACKAGES=(docker.io podman runc uidmap busybox-static tini bubblewrap catatonit
 	dumb-init hyperfine iproute2 procps util-linux netavark aardvark-dns iptables
+	rootlesskit slirp4netns
 	containerd etcd-server containernetworking-plugins openssl curl)
 PROBE=deathwatch-provision:probe
 
@@ -79,15 +93,17 @@ die() {
 }
 
 RESET=
+ONLY=
 case "${1:-}" in
 "") ;;
 --reset) RESET=1 ;;
+--rootless-docker) ONLY=rootless-docker ;;
 -h | --help)
 	sed -n '2,/^$/p' "$0" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 *)
-	echo "provision: unknown argument '$1'; run '$0' to provision or '$0 --reset' to undo it" >&2
+	echo "provision: unknown argument '$1'; run '$0' to provision or '$0 --reset' to undo it ('$0 --rootless-docker' provisions rootless Docker alone)" >&2
 	exit 2
 	;;
 esac
@@ -102,6 +118,107 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 # dockerd).
 exec 9>/run/deathwatch-provision.lock
 flock 9
+
+# ------------------------------------------------------- rootless docker
+# as_dd runs a command as the rootless Docker user, from /, with the
+# environment that user's shell would have (DOCKER_HOST names its daemon).
+as_dd() {
+	(cd / && runuser -u "$DD_USER" -- env -i PATH="$PATH" HOME="$(getent passwd "$DD_USER" | cut -d: -f6)" \
+		USER="$DD_USER" XDG_RUNTIME_DIR="$DD_RUNDIR" DOCKER_HOST="unix://$DD_RUNDIR/docker.sock" LC_ALL=C "$@" 9>&-)
+}
+
+# dd_answers: the user's daemon answers and says it is rootless.
+dd_answers() {
+	as_dd docker info --format '{{json .SecurityOptions}}' 2>/dev/null | grep -q 'name=rootless'
+}
+
+# rootless_docker_reset stops the user's daemon and removes the user, its
+# home (the daemon's images and boxes), runtime dir and sub-ids.
+rootless_docker_reset() {
+	if getent passwd "$DD_USER" >/dev/null; then
+		home=$(getent passwd "$DD_USER" | cut -d: -f6)
+		# rootlesskit ends dockerd and the boxes' shims with it.
+		pkill -TERM -u "$DD_UID" -x rootlesskit 2>/dev/null || true
+		for _ in $(seq 1 40); do pgrep -u "$DD_UID" >/dev/null || break; sleep 0.25; done
+		pkill -KILL -u "$DD_UID" 2>/dev/null || true
+		sleep 0.2
+		userdel "$DD_USER" >/dev/null 2>&1 || true
+		rm -rf "$home"
+		step "reset docker rootless" "stopped its daemon, removed $DD_USER and its home"
+	fi
+	getent group "$DD_USER" >/dev/null && groupdel "$DD_USER" >/dev/null 2>&1
+	mountpoint -q "$DD_RUNDIR" && umount -l "$DD_RUNDIR"
+	rm -rf "$DD_RUNDIR"
+	for f in /etc/subuid /etc/subgid; do
+		[ -f "$f" ] && sed -i -e "/^$DD_USER:/d" "$f"
+	done
+	return 0
+}
+
+# rootless_docker_up makes the user, its sub-ids and runtime dir, and
+# starts its daemon when it does not answer.
+rootless_docker_up() {
+	[ -x "$DD_SCRIPT" ] || die "$DD_SCRIPT is missing; Debian's docker.io ships it (apt-get install --reinstall docker.io)"
+	for c in rootlesskit slirp4netns newuidmap; do
+		command -v "$c" >/dev/null || die "command $c is missing; apt-get install rootlesskit slirp4netns uidmap"
+	done
+	if ! getent passwd "$DD_USER" >/dev/null; then
+		useradd --uid "$DD_UID" --user-group --create-home --shell /bin/sh "$DD_USER" ||
+			die "useradd $DD_USER (uid $DD_UID) failed; is uid $DD_UID taken? (getent passwd $DD_UID)"
+		step "docker rootless user" "created $DD_USER (uid $DD_UID)"
+	else
+		[ "$(id -u "$DD_USER")" = "$DD_UID" ] || die "user $DD_USER exists with uid $(id -u "$DD_USER"), expected $DD_UID; remove it (userdel -r $DD_USER) and run again"
+		step "docker rootless user" "ok ($DD_USER uid $DD_UID)"
+	fi
+	local f start added=
+	for f in /etc/subuid /etc/subgid; do
+		touch "$f"
+		grep -q "^$DD_USER:" "$f" && continue
+		# The first 65536 ids after every user's range (podman's pool for
+		# --userns=auto, "containers", lies far above and is not a user's).
+		start=$(awk -F: 'BEGIN{m=100000} $1!="containers" {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
+		echo "$DD_USER:$start:65536" >>"$f"
+		added=added
+	done
+	step "docker rootless ids" "${added:-ok} ($(grep "^$DD_USER:" /etc/subuid | head -1) / $(grep "^$DD_USER:" /etc/subgid | head -1))"
+	if ! mountpoint -q "$DD_RUNDIR"; then
+		mkdir -p "$DD_RUNDIR"
+		mount -t tmpfs -o "mode=0700,uid=$DD_UID,gid=$DD_UID,size=256m" tmpfs "$DD_RUNDIR" ||
+			die "mount a tmpfs on $DD_RUNDIR failed"
+		step "docker rootless dir" "mounted tmpfs $DD_RUNDIR"
+	fi
+	if dd_answers; then
+		step "docker rootless" "ok (already running, DOCKER_HOST=unix://$DD_RUNDIR/docker.sock)"
+		return 0
+	fi
+	if pgrep -u "$DD_UID" -x rootlesskit >/dev/null; then
+		step "docker rootless" "running (pid $(pgrep -u "$DD_UID" -x rootlesskit | tr '\n' ' ')) but not answering yet; waiting"
+	else
+		# No systemd user session here: started by hand, detached from
+		# our session so that it outlives this script and the test run.
+		# 9>&-: the daemon must not inherit (and hold forever) our lock.
+		setsid -f runuser -u "$DD_USER" -- env -i PATH="/usr/share/docker.io/contrib:$PATH" \
+			HOME="$(getent passwd "$DD_USER" | cut -d: -f6)" USER="$DD_USER" XDG_RUNTIME_DIR="$DD_RUNDIR" \
+			"$DD_SCRIPT" >>"$DD_LOG" 2>&1 </dev/null 9>&-
+		step "docker rootless" "started (log $DD_LOG); waiting for docker info as $DD_USER"
+	fi
+	# Waited for by the clock, as rootful dockerd above.
+	local ok= end=$((SECONDS + 120))
+	while [ $SECONDS -lt $end ]; do
+		if dd_answers; then
+			ok=1
+			break
+		fi
+		sleep 0.5
+		pgrep -u "$DD_UID" -x rootlesskit >/dev/null || break
+	done
+	if [ -z "$ok" ]; then
+		tail -20 "$DD_LOG" >&2 || true
+		pgrep -u "$DD_UID" -x rootlesskit >/dev/null || die "rootless dockerd of $DD_USER exited while starting; see $DD_LOG"
+		die "rootless dockerd of $DD_USER did not answer docker info within 120s; see $DD_LOG"
+	fi
+	step "docker rootless" "ok (answering at unix://$DD_RUNDIR/docker.sock)"
+}
 
 # ------------------------------------------------------------------- reset
 if [ -n "$RESET" ]; then
@@ -142,6 +259,7 @@ if [ -n "$RESET" ]; then
 		step "reset user" "removed $DW_USER and its home"
 	fi
 	getent group "$DW_USER" >/dev/null && groupdel "$DW_USER" >/dev/null 2>&1
+	rootless_docker_reset
 	mountpoint -q "$DW_RUNDIR" && umount -l "$DW_RUNDIR"
 	rm -rf "$DW_RUNDIR"
 	for f in /etc/subuid /etc/subgid; do
@@ -189,6 +307,10 @@ if head -c 4096 "$(command -v busybox)" | grep -qa 'ld-linux'; then
 	die "$(command -v busybox) is dynamically linked; apt-get install busybox-static"
 fi
 step busybox "ok ($(command -v busybox), static)"
+if [ "$ONLY" = rootless-docker ]; then
+	rootless_docker_up
+	exit 0
+fi
 
 # ------------------------------------------------------------------ docker
 if docker info >/dev/null 2>&1; then
@@ -384,6 +506,7 @@ out=$(as_user podman info --format '{{.Host.Security.Rootless}} {{.Host.OCIRunti
 	die "rootless podman info as $DW_USER failed$(errtail)"
 [ "$out" = "true runc $driver $DW_RUNDIR/containers" ] || die "rootless podman as $DW_USER reports '$out', expected 'true runc $driver $DW_RUNDIR/containers'"
 step "podman rootless" "ok ($out)"
+rootless_docker_up
 
 # ------------------------------------------------------------ end to end
 # One busybox-only probe image per engine, imported from a tarball (there is
@@ -413,6 +536,7 @@ probe() { # name, engine argv...
 probe docker docker
 probe "podman rootful" podman
 probe "podman rootless" as_user podman
+probe "docker rootless" as_dd docker
 
 # ---------------------------------------------------------- kubernetes
 # The test cluster of the kubernetes runtime (kernel-tests/k8s/cluster.sh

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -181,6 +182,59 @@ func build(t *testing.T, cmd *exec.Cmd) {
 // provisioned (make test ran it first): a later run must succeed and
 // change nothing — no package installed, no file rewritten, no user
 // created, no daemon started.
+func TestProvisionDockerRootless(t *testing.T) {
+	ktest.RequireRoot(t)
+	ktest.RequireCmd(t, "docker")
+	u := ktest.DockerRootlessUser
+	out := runClean(t, ktest.AsUser(u, "docker", "info", "--format", "{{json .SecurityOptions}} {{.Driver}}"))
+	if !strings.Contains(out, `"name=rootless"`) {
+		t.Fatalf("docker info as %s says %q: not a rootless daemon (run kernel-tests/provision.sh)", u, out)
+	}
+	t.Logf("rootless dockerd of %s: %s", u, strings.TrimSpace(out))
+	// Its id range is its own: clear of the rootless Podman user's and of
+	// podman's --userns=auto pool.
+	ranges := subIDRanges(t)
+	mine, ok := ranges[u]
+	if !ok {
+		t.Fatalf("%s has no /etc/subuid range (run kernel-tests/provision.sh)", u)
+	}
+	for who, r := range ranges {
+		if who != u && r[0] < mine[0]+mine[1] && mine[0] < r[0]+r[1] {
+			t.Errorf("the sub-uid range of %s %v overlaps %s's %v", u, mine, who, r)
+		}
+	}
+	img := ktest.DockerRootlessImage(t)
+	if got := runClean(t, ktest.AsUser(u, "docker", "run", "--rm", "--network", "none", img, "/bin/sh", "-c", inBox)); got != inBoxWant {
+		t.Fatalf("rootless docker run %s printed %q, want %q", img, got, inBoxWant)
+	}
+	cmd := ktest.AsUser(u, "docker", "run", "--rm", "-i", "--network", "none", img, "/bin/cat")
+	cmd.Stdin = strings.NewReader("through stdin\n")
+	if got := runClean(t, cmd); got != "through stdin\n" {
+		t.Fatalf("rootless docker run -i cat printed %q", got)
+	}
+}
+
+// subIDRanges reads /etc/subuid: user → [start, count].
+func subIDRanges(t *testing.T) map[string][2]int {
+	b, err := os.ReadFile("/etc/subuid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string][2]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) != 3 {
+			continue
+		}
+		start, err1 := strconv.Atoi(f[1])
+		n, err2 := strconv.Atoi(f[2])
+		if err1 == nil && err2 == nil {
+			m[f[0]] = [2]int{start, n}
+		}
+	}
+	return m
+}
+
 func TestProvisionAgain(t *testing.T) {
 	ktest.RequireRoot(t)
 	cmd := exec.Command("bash", filepath.Join(ktest.RepoRoot(), "kernel-tests", "provision.sh"))

@@ -32,7 +32,7 @@ import (
 )
 
 // engineRigs are the rigs of the engines: docker, podman, rootless podman.
-var engineRigs = []string{"docker", "podman", "podman-rootless"}
+var engineRigs = []string{"docker", "podman", "podman-rootless", "docker-rootless"}
 
 // forEngine runs f once per engine, each with its own instance and journal.
 func forEngine(t *testing.T, f func(t *testing.T, r *rig)) {
@@ -442,7 +442,7 @@ func TestSupervisorRefusals(t *testing.T) {
 		// Missing engine: no CLI on PATH and (docker) no API to reach
 		// instead; with the API at hand docker needs no CLI at all.
 		missing := []string{"PATH=" + emptyPath}
-		if r.Name == "docker" {
+		if r.Runtime == "docker" {
 			missing = append(missing, "DOCKER_HOST=unix:///tmp/dw-no-dockerd.sock")
 		}
 		cases := []tc{
@@ -452,11 +452,11 @@ func TestSupervisorRefusals(t *testing.T) {
 			{"agent uid 0", nil, []string{"--user", "0:0", "--", "true"}, shared.ExitRefused, "root"},
 		}
 		switch r.Name {
-		case "docker":
+		case "docker", "docker-rootless":
 			// A stopped dockerd: point the client at a socket nobody serves.
 			cases = append(cases, tc{"dockerd down", []string{"DOCKER_HOST=unix:///tmp/dw-no-dockerd.sock"}, []string{"--", "true"}, shared.ExitEngine, "not reachable"})
 		case "podman-rootless":
-			// Rootless needs no --allow-rootful; the rootful engines without it are refused.
+			// Rootless (Podman or Docker) needs no --allow-rootful; the rootful engines without it are refused.
 		}
 		if r.User == "" {
 			cases = append(cases, tc{"rootful without --allow-rootful", nil, nil, shared.ExitRefused, "--allow-rootful"})

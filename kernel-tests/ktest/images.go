@@ -23,12 +23,15 @@ import (
 	"deathwatch/kernel-tests/ktest/ociimage"
 )
 
-// What kernel-tests/provision.sh sets up for rootless Podman.
+// What kernel-tests/provision.sh sets up for rootless Podman and Docker.
 const (
 	// RootlessUser is the unprivileged user that runs rootless Podman.
 	RootlessUser = "dwtest"
 	// RootlessUID is its uid (and gid).
 	RootlessUID = 2345
+	// DockerRootlessUser is the unprivileged user whose own rootless
+	// Docker daemon answers at DockerRootlessSocket.
+	DockerRootlessUser = "dwdocker"
 	// ImageRepo is the repository of the test images; the tag is a
 	// content hash of what the image holds (see DockerImage).
 	ImageRepo = "deathwatch-test"
@@ -356,6 +359,17 @@ func PodmanRootlessImage(t testing.TB, user string) string {
 	return image(t, "podman", user, func(args ...string) *exec.Cmd { return RootlessPodman(user, args...) })
 }
 
+// DockerRootlessImage is DockerImage for the rootless Docker daemon of
+// DockerRootlessUser, whose image store is its own.
+func DockerRootlessImage(t testing.TB) string {
+	t.Helper()
+	RequireCmd(t, "docker")
+	if _, err := DockerRootlessSocket(); err != nil {
+		t.Fatalf("rootless docker: %v", err)
+	}
+	return image(t, "docker", DockerRootlessUser, func(args ...string) *exec.Cmd { return AsUser(DockerRootlessUser, "docker", args...) })
+}
+
 func image(t testing.TB, engine, user string, command func(args ...string) *exec.Cmd) string {
 	t.Helper()
 	w := Build(t).Watcher
@@ -376,7 +390,7 @@ func image(t testing.TB, engine, user string, command func(args ...string) *exec
 	name := repo + ":busybox-" + sum[:16]
 	who := engine
 	if user != "" {
-		who = "rootless podman as " + user
+		who = "rootless " + engine + " as " + user
 	}
 	if err := command("image", "inspect", "--format", "{{.Id}}", name).Run(); err != nil {
 		cmd := command(importArgs(name)...)
@@ -409,15 +423,39 @@ func RuntimeDir(name string) (string, error) {
 	return dir, nil
 }
 
+// DockerRootlessSocket is the socket of DockerRootlessUser's daemon.
+func DockerRootlessSocket() (string, error) {
+	dir, err := RuntimeDir(DockerRootlessUser)
+	if err != nil {
+		return "", err
+	}
+	sock := filepath.Join(dir, "docker.sock")
+	if _, err := os.Stat(sock); err != nil {
+		return "", fmt.Errorf("rootless docker socket of %s: %w (kernel-tests/provision.sh starts its daemon)", DockerRootlessUser, err)
+	}
+	return sock, nil
+}
+
+// UserEnv is what a login of user would have that the engines read:
+// XDG_RUNTIME_DIR, and DOCKER_HOST for the rootless Docker user (as
+// dockerd-rootless-setuptool.sh tells its users to set).
+func UserEnv(user string) []string {
+	var env []string
+	if dir, err := RuntimeDir(user); err == nil {
+		env = append(env, "XDG_RUNTIME_DIR="+dir)
+		if user == DockerRootlessUser {
+			env = append(env, "DOCKER_HOST=unix://"+filepath.Join(dir, "docker.sock"))
+		}
+	}
+	return env
+}
+
 // AsUser returns a command that runs name args as user, the way the
 // rootless engine tests need it: through runuser, with the user's
-// XDG_RUNTIME_DIR, from / (rootless Podman fails in a working directory
-// the user cannot enter, such as /root).
+// UserEnv, from / (rootless Podman fails in a working directory the
+// user cannot enter, such as /root).
 func AsUser(user, name string, args ...string) *exec.Cmd {
-	argv := []string{"-u", user, "--", "env"}
-	if dir, err := RuntimeDir(user); err == nil {
-		argv = append(argv, "XDG_RUNTIME_DIR="+dir)
-	}
+	argv := append([]string{"-u", user, "--", "env"}, UserEnv(user)...)
 	argv = append(append(argv, name), args...)
 	cmd := exec.Command("runuser", argv...)
 	cmd.Dir = "/"

@@ -54,9 +54,15 @@ func RequireCmd(t testing.TB, name string) string {
 // user provision.sh creates for rootless Podman.
 func RootlessIDs(t testing.TB) (uid, gid int) {
 	t.Helper()
-	u, err := user.Lookup(RootlessUser)
+	return UserIDs(t, RootlessUser)
+}
+
+// UserIDs are the uid and gid of a user provision.sh creates.
+func UserIDs(t testing.TB, name string) (uid, gid int) {
+	t.Helper()
+	u, err := user.Lookup(name)
 	if err != nil {
-		t.Fatalf("look up %s: %v (run kernel-tests/provision.sh)", RootlessUser, err)
+		t.Fatalf("look up %s: %v (run kernel-tests/provision.sh)", name, err)
 	}
 	uid, _ = strconv.Atoi(u.Uid)
 	gid, _ = strconv.Atoi(u.Gid)
@@ -64,7 +70,7 @@ func RootlessIDs(t testing.TB) (uid, gid int) {
 }
 
 // CommandAs runs name as user ("" for root) in a minimal environment
-// (PATH, HOME, and for a user USER and XDG_RUNTIME_DIR) plus env, from
+// (PATH, HOME, and for a user USER and its UserEnv) plus env, from
 // /: what a controller running as that user would pass, and nothing of
 // the test's own environment.
 func CommandAs(username string, env []string, name string, args ...string) *exec.Cmd {
@@ -75,9 +81,8 @@ func CommandAs(username string, env []string, name string, args ...string) *exec
 		return cmd
 	}
 	u, _ := user.Lookup(username)
-	rd, _ := RuntimeDir(username)
 	cmd := exec.Command("setpriv", append([]string{"--reuid", u.Uid, "--regid", u.Gid, "--init-groups", "--", name}, args...)...)
-	cmd.Env = append(append(base, "HOME="+u.HomeDir, "USER="+username, "XDG_RUNTIME_DIR="+rd), env...)
+	cmd.Env = append(append(append(base, "HOME="+u.HomeDir, "USER="+username), UserEnv(username)...), env...)
 	cmd.Dir = "/"
 	return cmd
 }

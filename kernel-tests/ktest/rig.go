@@ -15,7 +15,7 @@ import (
 // windows, doctor, prove-deathwatch and the benchmarks all use it.
 type Rig struct {
 	T        *testing.T
-	Name     string // docker | podman | podman-rootless | native | native-unprivileged
+	Name     string // docker | podman | podman-rootless | docker-rootless | native | native-unprivileged
 	Runtime  string // what --runtime takes: docker | podman | native
 	User     string // "" = root
 	UID, GID int
@@ -28,7 +28,7 @@ type Rig struct {
 }
 
 // RigNames are every rig, in the order the tests run them.
-var RigNames = []string{"docker", "podman", "podman-rootless", "native", "native-unprivileged"}
+var RigNames = []string{"docker", "podman", "podman-rootless", "docker-rootless", "native", "native-unprivileged"}
 
 // Rigs returns the prototypes of the rigs named (every one when none
 // is): the engines' images are built and loaded, the binaries built.
@@ -49,6 +49,11 @@ func Rigs(t *testing.T, names ...string) []Rig {
 			r.Runtime, r.User = "podman", RootlessUser
 			r.UID, r.GID = RootlessIDs(t)
 			r.Image = PodmanRootlessImage(t, RootlessUser)
+		case "docker-rootless":
+			// Its own user and daemon (DOCKER_HOST in the user's env).
+			r.Runtime, r.User = "docker", DockerRootlessUser
+			r.UID, r.GID = UserIDs(t, DockerRootlessUser)
+			r.Image = DockerRootlessImage(t)
 		case "native":
 			r.NativeState = "/run/deathwatch/native"
 		case "native-unprivileged":
