@@ -64,15 +64,31 @@ func TestCrashDuringCreate(t *testing.T) {
 			marker := filepath.Join(r.Dir, "creating")
 			env := r.wrapEngine(t, slowCreate, marker)
 			var apiCreated <-chan struct{}
+			var extra []string
 			if r.Runtime == "docker" {
 				// Docker goes through its Engine API: the window is a
 				// create request in flight, held by a proxy before dockerd.
+				upstream := "/var/run/docker.sock"
+				if r.User != "" {
+					var err error
+					if upstream, err = ktest.DockerRootlessSocket(); err != nil {
+						t.Fatal(err)
+					}
+				}
 				var sock string
-				sock, apiCreated = slowCreateProxy(t, filepath.Join(r.Dir, "engine.sock"), "/var/run/docker.sock", marker)
+				sock, apiCreated = slowCreateProxy(t, filepath.Join(r.Dir, "engine.sock"), upstream, marker)
 				env = append(env, "DOCKER_HOST=unix://"+sock)
+				if r.User != "" {
+					if err := os.Chown(sock, r.UID, r.GID); err != nil {
+						t.Fatal(err)
+					}
+					// The proxy's listener is root: the supervisor takes
+					// the daemon behind it for a rootful one.
+					extra = append(extra, "--allow-rootful")
+				}
 			}
 
-			run := r.start(r.Instance, env, "--", "sh", "-c", cwAgent)
+			run := r.start(r.Instance, env, append(extra, "--", "sh", "-c", cwAgent)...)
 			if !run.waitFor(60*time.Second, func() bool { _, err := os.Stat(marker); return err == nil }) {
 				run.kill()
 				t.Fatalf("create never started:\n%s", run.stdout())

@@ -378,6 +378,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	d, _ := Lookup(rt.Name())
 	l.rt, l.oneStep, l.beside, l.entry.Runtime = rt, p.oneStep, d.IntentFinds, rt.Name()
 	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
+	if p.chosen != "" {
+		l.say("%s", p.chosen)
+	}
 	if len(o.HostPorts) > 0 && !d.HostPorts {
 		return fail(RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", rt.Name()), shared.ExitRefused)
 	}
@@ -455,6 +458,7 @@ type picked struct {
 	rt      Runtime
 	info    Info
 	oneStep bool
+	chosen  string // auto: the line that says what it chose and why
 }
 
 func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked, error) {
@@ -464,7 +468,8 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 		if err != nil {
 			return picked{}, err
 		}
-		if _, ok := rt.(ImageChecker); ok && o.Image == "" {
+		d, _ := Lookup(name)
+		if _, ok := rt.(ImageChecker); ok && o.Image == "" && !d.ImageOptional {
 			return picked{}, UsageError("--image is required for --runtime %s", name)
 		}
 		// usable says whether the probe found the engine usable.
@@ -479,7 +484,7 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 				}
 				return EngineError("%s", d)
 			}
-			if d, _ := Lookup(name); refuseRootful && d.Daemon && !info.Rootless && !o.AllowRootful {
+			if refuseRootful && d.Daemon && !info.Rootless && !o.AllowRootful {
 				return RefusedError("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
 			}
 			return nil
@@ -496,7 +501,13 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 				if err := usable(info, err); err != nil {
 					return picked{info: info}, err
 				}
-				return picked{rt, info, true}, nil
+				if ic, ok := rt.(ImageChecker); ok && !refuseRootful {
+					// auto picks an engine only when the image is there.
+					if err := ic.CheckImage(ctx, o.Image); err != nil {
+						return picked{info: info}, WithCode(ExitCode(err, shared.ExitImage), err)
+					}
+				}
+				return picked{rt: rt, info: info, oneStep: true}, nil
 			}
 		}
 		// The image check runs beside the probe (two engine round trips
@@ -528,17 +539,23 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 	if o.Runtime != "auto" && o.Runtime != "" {
 		return try(o.Runtime, true)
 	}
-	// auto: a rootless engine, else the daemonless native runtime, else
-	// a rootful engine when --allow-rootful accepts one.
+	// auto: in AutoOrder, the first rootless engine that has the image,
+	// else the daemonless native runtime, else the first rootful engine
+	// with the image when --allow-rootful accepts one.
 	var why []string
 	var rootful []picked
+	noImage := 0
 	for _, name := range AutoOrder() {
 		d, _ := Lookup(name)
 		p, err := try(name, false)
 		switch {
 		case err != nil:
 			why = append(why, err.Error())
+			if ExitCode(err, 0) == shared.ExitImage {
+				noImage++
+			}
 		case !d.Daemon || p.info.Rootless:
+			p.chosen = autoChoice(name, p.info, why)
 			return p, nil
 		case o.AllowRootful:
 			rootful = append(rootful, p)
@@ -547,9 +564,36 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 		}
 	}
 	if len(rootful) > 0 {
-		return rootful[0], nil
+		p := rootful[0]
+		p.chosen = autoChoice(p.rt.Name(), p.info, why)
+		return p, nil
 	}
-	return picked{}, EngineError("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
+	err := EngineError("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
+	if noImage > 0 {
+		// An engine works, the image is not in it: load the image.
+		return picked{}, WithCode(shared.ExitImage, err)
+	}
+	return picked{}, err
+}
+
+// autoChoice is the line that says which runtime auto chose and why,
+// with what it passed over on the way.
+func autoChoice(name string, info Info, passed []string) string {
+	mode := "no daemon"
+	if d, _ := Lookup(name); d.Daemon {
+		mode = "rootless"
+		if !info.Rootless {
+			mode = "rootful, accepted by --allow-rootful"
+		}
+	}
+	s := fmt.Sprintf("--runtime auto chose %s (%s, the image present)", name, mode)
+	if d, _ := Lookup(name); !d.Daemon {
+		s = fmt.Sprintf("--runtime auto chose %s (%s)", name, mode)
+	}
+	if len(passed) > 0 {
+		s += "; passed over: " + strings.Join(passed, "; ")
+	}
+	return s
 }
 
 // NewLaunchID is a sortable, unique launch id: UTC time and 32 random bits.

@@ -76,8 +76,9 @@ type Descriptor struct {
 	Daemon bool
 	// AutoRank is the runtime's place in --runtime auto (lower first; 0
 	// is never picked by auto). Auto takes the first usable runtime that
-	// has no daemon or a rootless one, else the first rootful one that
-	// --allow-rootful accepts.
+	// has no daemon or a rootless one and has the image (ImageChecker),
+	// else the first rootful one with the image that --allow-rootful
+	// accepts, and says on one line which it chose and why.
 	AutoRank int
 	// Bounds are the runtime's default prove-deathwatch bounds.
 	Bounds Bounds
@@ -120,6 +121,9 @@ type Descriptor struct {
 	// (a microVM cannot bind-mount the host's); this is the default
 	// --watcher-in-image, and a host --watcher is refused.
 	ImageWatcher string
+	// ImageOptional: the runtime runs a box without --image (native: on
+	// the host's root); its ImageChecker checks an image that is given.
+	ImageOptional bool
 	// HostPorts: the runtime honours --host-port (Box.HostPorts); any
 	// other runtime refuses it.
 	HostPorts bool
@@ -211,8 +215,9 @@ func AutoOrder() []string {
 }
 
 // AutoHelp says in words what --runtime auto does with the runtimes of
-// this build, e.g. "a rootless podman or docker, else native, else a
-// rootful engine with --allow-rootful".
+// this build, e.g. "the first of podman, docker that is rootless and has
+// the image, else native, else a rootful engine with the image and
+// --allow-rootful".
 func AutoHelp() string {
 	var daemons, others []string
 	for _, n := range AutoOrder() {
@@ -224,13 +229,13 @@ func AutoHelp() string {
 	}
 	var parts []string
 	if len(daemons) > 0 {
-		parts = append(parts, "a rootless "+strings.Join(daemons, " or "))
+		parts = append(parts, "the first of "+strings.Join(daemons, ", ")+" that is rootless and has the image")
 	}
 	if len(others) > 0 {
 		parts = append(parts, strings.Join(others, " or "))
 	}
 	if len(daemons) > 0 {
-		parts = append(parts, "a rootful engine with --allow-rootful")
+		parts = append(parts, "a rootful engine with the image and --allow-rootful")
 	}
 	if len(parts) == 0 {
 		return "no runtime in this build"

@@ -547,6 +547,32 @@ func TestExecAutoPicksRootless(t *testing.T) {
 	}
 }
 
+// auto picks an engine only when it has the image: local podman (first
+// in auto's order, driven by one `podman run`) lacks it, docker has it;
+// one line says what auto chose and what it passed over.
+func TestExecAutoNeedsImage(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{Agent: "exit:0", NoImageIn: "podman"})
+	r := runExec(t, fe, nil, "--runtime", "auto", "--allow-rootful", "--image", "img", "--", "true")
+	if r.code != 0 || len(r.events) == 0 || r.events[0].Runtime != "docker" {
+		t.Fatalf("exit %d, events %+v; stderr %s", r.code, r.events, r.stderr)
+	}
+	var line string
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(l, "--runtime auto chose") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "chose docker (rootful, accepted by --allow-rootful, the image present)") || !strings.Contains(line, "image img not found in podman") {
+		t.Errorf("auto's line %q; stderr %s", line, r.stderr)
+	}
+	// No engine has it: the image's exit status, not the engine's.
+	fe = newFakeEngine(t, fakeScenario{Agent: "exit:0", NoImage: true})
+	r = runExec(t, fe, nil, "--runtime", "auto", "--allow-rootful", "--image", "img", "--", "true")
+	if r.code != shared.ExitImage {
+		t.Errorf("no engine with the image: exit %d, want %d; stderr %s", r.code, shared.ExitImage, r.stderr)
+	}
+}
+
 // The ways a box can end without the watcher's exit record.
 func TestExecNoExitRecord(t *testing.T) {
 	for _, tc := range []struct {

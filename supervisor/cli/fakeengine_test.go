@@ -31,6 +31,7 @@ type fakeScenario struct {
 	InfoFail   string `json:"info_fail,omitempty"`   // stderr of a failing `info` (daemon down)
 	Rootless   bool   `json:"rootless,omitempty"`    // report a rootless engine
 	NoImage    bool   `json:"no_image,omitempty"`    // `image inspect` says no such image
+	NoImageIn  string `json:"no_image_in,omitempty"` // the same for one engine kind alone
 	CreateFail string `json:"create_fail,omitempty"` // stderr of a failing `create`
 	NoRemove   bool   `json:"no_remove,omitempty"`   // boxes are not auto-removed when start ends
 	// RmInProgress: `rm` answers "removal ... already in progress" (the
@@ -64,6 +65,9 @@ func fakeMain(kind string, args []string) int {
 	var sc fakeScenario
 	if b, err := os.ReadFile(filepath.Join(dir, "scenario.json")); err == nil {
 		json.Unmarshal(b, &sc)
+	}
+	if sc.NoImageIn == kind {
+		sc.NoImage = true
 	}
 	boxes := filepath.Join(dir, "boxes-"+kind) // each engine its own store
 	os.MkdirAll(boxes, 0o700)

@@ -160,6 +160,7 @@ func init() {
 		UnlistedRemains: true,
 		Volatile:        volatileStateDir(defaultNativeStateDir(), os.Getenv("XDG_RUNTIME_DIR")),
 		HostWatcherOnly: true,
+		ImageOptional:   true,
 		New: func(cfg supervisor.RuntimeConfig) (supervisor.Runtime, error) {
 			return New(cfg.Log, Options{Stderr: cfg.Stderr, CgroupParent: os.Getenv(EnvCgroupParent)}), nil
 		},
@@ -381,6 +382,13 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	}
 	n.prepareAhead(b, &plan)
 	return nil
+}
+
+// CheckImage checks a --image rootfs tree before anything is created
+// (none: the host's root).
+func (n *Native) CheckImage(_ context.Context, image string) error {
+	_, err := nativeRoot(image)
+	return err
 }
 
 // nativeRoot is the host folder that becomes the box's root: the host's
