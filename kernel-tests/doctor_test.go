@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/hostcheck"
@@ -120,5 +121,38 @@ func TestDoctorRefusesRootful(t *testing.T) {
 	code, rep, _ = r.doctor("--posture", "preferred", "--skip-proof")
 	if code != 0 || !rep.OK || rep.Selected != "native" {
 		t.Errorf("preferred: exit %d ok %v selected %q problems %v", code, rep.OK, rep.Selected, rep.Problems)
+	}
+}
+
+// The rootless Docker user has Podman on PATH too, and the image only
+// in its Docker store: --runtime auto (exec and doctor) passes its
+// rootless Podman over, says so on one line, and runs the box on
+// rootless Docker.
+func TestAutoPicksRootlessDocker(t *testing.T) {
+	r := *rigs(t, "docker-rootless")[0]
+	r.setup(t)
+	ktest.RequireCmd(t, "podman")
+	if err := r.Command(nil, "podman", "image", "exists", r.Image).Run(); err == nil {
+		t.Fatalf("%s's podman store has %s: the test needs it only in docker's", r.User, r.Image)
+	}
+	argv := []string{"--instance", r.Instance, "--journal", r.JournalDir(), "exec", "--runtime", "auto", "--image", r.Image, "--", "echo", "ran"}
+	cmd := r.Command(nil, r.Bin.Supervisor, argv...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("exec --runtime auto as %s: %v\n%s", r.User, err, stderr.String())
+	if err != nil || stdout.String() != "ran\n" {
+		t.Fatalf("exec: %v, stdout %q", err, stdout.String())
+	}
+	if s := stderr.String(); !strings.Contains(s, "--runtime auto chose docker (rootless, the image present)") || !strings.Contains(s, "not found in podman") {
+		t.Errorf("exec's stderr does not say that auto chose docker over podman for the image:\n%s", s)
+	}
+	code, rep, serr := r.doctor("--runtime", "auto", "--image", r.Image, "--posture", "preferred", "--skip-proof")
+	t.Logf("\n%s", doctorTable(rep))
+	if code != 0 || !rep.OK || rep.Selected != "docker" || !strings.Contains(rep.Chosen, "chose docker (rootless") {
+		t.Errorf("doctor: exit %d ok %v selected %q chosen %q problems %v\n%s", code, rep.OK, rep.Selected, rep.Chosen, rep.Problems, serr)
+	}
+	if row := runtimeRow(rep, "podman"); row.NoImage == "" {
+		t.Errorf("podman row says nothing of the missing image: %+v", row)
 	}
 }

@@ -555,7 +555,7 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 				noImage++
 			}
 		case !d.Daemon || p.info.Rootless:
-			p.chosen = autoChoice(name, p.info, why)
+			p.chosen = AutoChoice(name, p.info.Rootless, why)
 			return p, nil
 		case o.AllowRootful:
 			rootful = append(rootful, p)
@@ -565,7 +565,7 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 	}
 	if len(rootful) > 0 {
 		p := rootful[0]
-		p.chosen = autoChoice(p.rt.Name(), p.info, why)
+		p.chosen = AutoChoice(p.rt.Name(), p.info.Rootless, why)
 		return p, nil
 	}
 	err := EngineError("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
@@ -576,19 +576,16 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 	return picked{}, err
 }
 
-// autoChoice is the line that says which runtime auto chose and why,
-// with what it passed over on the way.
-func autoChoice(name string, info Info, passed []string) string {
-	mode := "no daemon"
+// AutoChoice is the line that says which runtime auto chose and why,
+// with what it passed over on the way (exec and doctor say it).
+func AutoChoice(name string, rootless bool, passed []string) string {
+	s := fmt.Sprintf("--runtime auto chose %s (no daemon)", name)
 	if d, _ := Lookup(name); d.Daemon {
-		mode = "rootless"
-		if !info.Rootless {
+		mode := "rootless"
+		if !rootless {
 			mode = "rootful, accepted by --allow-rootful"
 		}
-	}
-	s := fmt.Sprintf("--runtime auto chose %s (%s, the image present)", name, mode)
-	if d, _ := Lookup(name); !d.Daemon {
-		s = fmt.Sprintf("--runtime auto chose %s (%s)", name, mode)
+		s = fmt.Sprintf("--runtime auto chose %s (%s, the image present)", name, mode)
 	}
 	if len(passed) > 0 {
 		s += "; passed over: " + strings.Join(passed, "; ")

@@ -35,6 +35,9 @@ type DoctorRuntime struct {
 	Walls []string `json:"walls,omitempty"`
 	// Bounds are what a box gets by default (supervisor.BoundsReporter).
 	Bounds []string `json:"bounds,omitempty"`
+	// NoImage says why a usable runtime cannot run --image (it is not
+	// in the engine's store); auto passes such a runtime over.
+	NoImage string `json:"no_image,omitempty"`
 }
 
 // DoctorWatcher is a watcher doctor looked for.
@@ -60,6 +63,7 @@ type DoctorReport struct {
 	// Controller is the link to the controller exec takes by default here.
 	Controller   string         `json:"controller"`
 	Selected     string         `json:"selected,omitempty"`
+	Chosen       string         `json:"chosen,omitempty"` // auto: which runtime it chose and why
 	Image        string         `json:"image,omitempty"`
 	HostWatcher  DoctorWatcher  `json:"host_watcher"`
 	ImageWatcher *DoctorWatcher `json:"image_watcher,omitempty"`
@@ -109,7 +113,7 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 	// Runtimes.
 	usable := map[string]bool{}
 	for _, desc := range supervisor.Descriptors() {
-		dr := probeRuntime(ctx, desc, d.AllowRootful, env, log)
+		dr := probeRuntime(ctx, desc, d.AllowRootful, d.Image, env, log)
 		usable[desc.Name] = dr.Usable
 		rep.Runtimes = append(rep.Runtimes, dr)
 	}
@@ -125,12 +129,7 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 			problem("runtime %s is not usable: %s", d.Runtime, runtimeStatus(rep, d.Runtime))
 		}
 	default:
-		for _, name := range supervisor.AutoOrder() {
-			if usable[name] {
-				rep.Selected = name
-				break
-			}
-		}
+		rep.Selected, rep.Chosen = autoSelect(rep.Runtimes)
 		if rep.Selected == "" {
 			problem("no usable runtime (%s)", strings.Join(statuses(rep), "; "))
 		}
@@ -208,7 +207,38 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 	return rep
 }
 
-func probeRuntime(ctx context.Context, desc supervisor.Descriptor, allowRootful bool, env []string, log *slog.Logger) DoctorRuntime {
+// autoSelect is exec's --runtime auto over doctor's rows: in auto's
+// order, the first usable runtime with no daemon or a rootless one that
+// has the image, else the first usable rootful one that has it (a
+// rootful row is usable only with --allow-rootful).
+func autoSelect(rows []DoctorRuntime) (selected, chosen string) {
+	byName := map[string]DoctorRuntime{}
+	for _, r := range rows {
+		byName[r.Name] = r
+	}
+	var passed []string
+	rootful := ""
+	for _, name := range supervisor.AutoOrder() {
+		r := byName[name]
+		d, _ := supervisor.Lookup(name)
+		switch {
+		case !r.Usable:
+			passed = append(passed, name+": "+r.Status)
+		case r.NoImage != "":
+			passed = append(passed, r.NoImage)
+		case !d.Daemon || r.Mode == "rootless":
+			return name, supervisor.AutoChoice(name, r.Mode == "rootless", passed)
+		case rootful == "":
+			rootful = name
+		}
+	}
+	if rootful != "" {
+		return rootful, supervisor.AutoChoice(rootful, false, passed)
+	}
+	return "", ""
+}
+
+func probeRuntime(ctx context.Context, desc supervisor.Descriptor, allowRootful bool, image string, env []string, log *slog.Logger) DoctorRuntime {
 	name := desc.Name
 	dr := DoctorRuntime{Name: name}
 	if err := desc.Installed(env); err != nil {
@@ -263,6 +293,12 @@ func probeRuntime(ctx context.Context, desc supervisor.Descriptor, allowRootful 
 		}
 		if desc.Daemon && !info.Rootless {
 			dr.Status += " (rootful, allowed by --allow-rootful)"
+		}
+		if ic, ok := rt.(supervisor.ImageChecker); ok && image != "" {
+			if err := ic.CheckImage(pctx, image); err != nil {
+				dr.NoImage = err.Error()
+				dr.Status += "; " + dr.NoImage
+			}
 		}
 	}
 	return dr
@@ -429,6 +465,9 @@ func WriteDoctorTable(w io.Writer, rep *DoctorReport) {
 	fmt.Fprintf(w, "\ncgroup:           %s\n", rep.Cgroup)
 	fmt.Fprintf(w, "controller link:  %s\n", rep.Controller)
 	fmt.Fprintf(w, "selected runtime: %s\n", dash(rep.Selected))
+	if rep.Chosen != "" {
+		fmt.Fprintf(w, "                  %s\n", rep.Chosen)
+	}
 	hw := rep.HostWatcher
 	if hw.Present {
 		fmt.Fprintf(w, "host watcher:     %s (%s)\n", hw.Path, dash(hw.Version))

@@ -3,6 +3,9 @@ package hostcheck
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"deathwatch/supervisor"
 )
 
 func TestWriteDoctorTable(t *testing.T) {
@@ -23,5 +26,54 @@ func TestWriteDoctorTable(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// Three runtimes in auto's order as autoSelect's table sees them: two
+// engines and one without a daemon.
+func init() {
+	for _, d := range []supervisor.Descriptor{
+		{Name: "t-podman", Daemon: true, AutoRank: 1},
+		{Name: "t-docker", Daemon: true, AutoRank: 2},
+		{Name: "t-native", AutoRank: 3},
+	} {
+		d.New = func(supervisor.RuntimeConfig) (supervisor.Runtime, error) { return nil, nil }
+		d.Bounds = supervisor.Bounds{Dead: time.Second, Removed: time.Second}
+		supervisor.Register(d)
+	}
+}
+
+// doctor's auto picks what exec's would: a rootless engine that has the
+// image, else one without a daemon, else a rootful one with the image.
+func TestAutoSelect(t *testing.T) {
+	rootless := func(name string) DoctorRuntime {
+		return DoctorRuntime{Name: name, Usable: true, Mode: "rootless", Status: "usable"}
+	}
+	rootful := func(name string) DoctorRuntime {
+		return DoctorRuntime{Name: name, Usable: true, Mode: "rootful", Status: "usable (rootful, allowed by --allow-rootful)"}
+	}
+	noImage := func(r DoctorRuntime) DoctorRuntime {
+		r.NoImage = "image img not found in " + r.Name
+		return r
+	}
+	unusable := DoctorRuntime{Name: "t-native", Status: "not installed"}
+	for _, tc := range []struct {
+		name       string
+		rows       []DoctorRuntime
+		want, line string
+	}{
+		{"first rootless", []DoctorRuntime{rootless("t-podman"), rootless("t-docker"), unusable}, "t-podman", "chose t-podman (rootless, the image present)"},
+		{"image only in the second", []DoctorRuntime{noImage(rootless("t-podman")), rootless("t-docker"), unusable}, "t-docker", "chose t-docker (rootless, the image present); passed over: image img not found in t-podman"},
+		{"rootless before rootful", []DoctorRuntime{rootful("t-podman"), rootless("t-docker"), unusable}, "t-docker", "chose t-docker (rootless"},
+		{"no daemon before rootful", []DoctorRuntime{rootful("t-podman"), noImage(rootless("t-docker")), {Name: "t-native", Usable: true, Mode: "root"}}, "t-native", "chose t-native (no daemon)"},
+		{"rootful with the image", []DoctorRuntime{noImage(rootful("t-podman")), rootful("t-docker"), unusable}, "t-docker", "chose t-docker (rootful, accepted by --allow-rootful, the image present)"},
+		{"none", []DoctorRuntime{noImage(rootless("t-podman")), {Name: "t-docker", Status: "refused: rootful"}, unusable}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, line := autoSelect(tc.rows)
+			if got != tc.want || !strings.Contains(line, tc.line) {
+				t.Errorf("autoSelect = %q, %q; want %q and a line with %q", got, line, tc.want, tc.line)
+			}
+		})
 	}
 }
