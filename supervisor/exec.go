@@ -389,6 +389,11 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 			return fail(err, shared.ExitRefused)
 		}
 	}
+	if mc, ok := rt.(MountChecker); ok {
+		if err := mc.CheckMounts(ctx, box); err != nil {
+			return fail(err, shared.ExitRefused)
+		}
+	}
 	if p, ok := rt.(Preparer); ok {
 		if err := p.Prepare(ctx, box); err != nil {
 			return fail(err, shared.ExitRefused)

@@ -331,6 +331,14 @@ type LimitsChecker interface {
 	CheckLimits(memory, pids int64) error
 }
 
+// MountChecker is implemented by runtimes that can tell, before
+// anything is created, that the engine would bind another file than the
+// one the supervisor names (a rootless daemon's own copy of /etc or
+// /run); such a mount is refused (shared.ExitRefused).
+type MountChecker interface {
+	CheckMounts(ctx context.Context, b *Box) error
+}
+
 // Preparer is implemented by runtimes that work on the box before its
 // intent is journaled, when nothing exists yet: refuse what they cannot
 // honour (one line, nothing to clean up), name the box themselves

@@ -276,7 +276,8 @@ type apiCreate struct {
 }
 
 type apiHostConfig struct {
-	Binds         []string `json:",omitempty"`
+	Binds         []string   `json:",omitempty"` // podman's (bindSpec adds its options)
+	Mounts        []apiMount `json:",omitempty"` // docker's
 	NetworkMode   string
 	AutoRemove    bool
 	CapDrop       []string
@@ -294,6 +295,36 @@ type apiHostConfig struct {
 	ReadonlyRootfs bool              `json:",omitempty"`
 	Tmpfs          map[string]string `json:",omitempty"`
 	ShmSize        int64             `json:",omitempty"`
+}
+
+// apiMount is one bind mount. Unlike HostConfig.Binds, the engine
+// fails the create when Source is missing instead of making an empty
+// folder there.
+type apiMount struct {
+	Type     string // "bind"
+	Source   string
+	Target   string
+	ReadOnly bool `json:",omitempty"`
+}
+
+// bindMount is a bind mount of source at target.
+func bindMount(source, target string, readOnly bool) apiMount {
+	return apiMount{Type: "bind", Source: source, Target: target, ReadOnly: readOnly}
+}
+
+// bind adds a bind mount of source at target: docker's through Mounts
+// (a missing source fails the create), podman's as a Binds entry
+// SRC:DST[:ro], which bindSpec makes nosuid and nodev.
+func (h *apiHostConfig) bind(kind, source, target string, readOnly bool) {
+	if kind != "podman" {
+		h.Mounts = append(h.Mounts, bindMount(source, target, readOnly))
+		return
+	}
+	v := source + ":" + target
+	if readOnly {
+		v += ":ro"
+	}
+	h.Binds = append(h.Binds, v)
 }
 
 type apiLogConfig struct{ Type string }
@@ -379,20 +410,16 @@ func createBody(b *supervisor.Box, conf boxConf) apiCreate {
 		c.HostConfig.Memory, c.HostConfig.MemorySwap = mem, mem
 	}
 	for _, m := range b.Mounts {
-		v := m.Source + ":" + m.Target
-		if m.ReadOnly {
-			v += ":ro"
-		}
-		c.HostConfig.Binds = append(c.HostConfig.Binds, v)
+		c.HostConfig.bind(conf.kind, m.Source, m.Target, m.ReadOnly)
 	}
 	entry := b.WatcherInImage
 	if entry == "" {
 		entry = supervisor.WatcherMountPoint
-		c.HostConfig.Binds = append(c.HostConfig.Binds, b.WatcherPath+":"+supervisor.WatcherMountPoint+":ro")
+		c.HostConfig.bind(conf.kind, b.WatcherPath, supervisor.WatcherMountPoint, true)
 	}
 	if b.LiveDir != "" {
 		// The live FIFO's folder (livefifo.go).
-		c.HostConfig.Binds = append(c.HostConfig.Binds, b.LiveDir+":"+supervisor.LiveDirInBox+":ro")
+		c.HostConfig.bind(conf.kind, b.LiveDir, supervisor.LiveDirInBox, true)
 	}
 	c.Entrypoint = []string{entry}
 	return c

@@ -40,7 +40,9 @@ func TestCreateBody(t *testing.T) {
 			Labels:      map[string]string{"io.deathwatch.nonce": "n", "team": "a,b"},
 			AttachStdin: true, AttachStdout: true, AttachStderr: true, OpenStdin: true, StdinOnce: true,
 			HostConfig: apiHostConfig{
-				Binds: []string{"/opt/dw/watcher:/dw/watcher:ro"}, NetworkMode: "none", AutoRemove: true,
+				// Docker's binds go through Mounts (a missing source fails).
+				Mounts:      []apiMount{{Type: "bind", Source: "/opt/dw/watcher", Target: "/dw/watcher", ReadOnly: true}},
+				NetworkMode: "none", AutoRemove: true,
 				// The caps, one by one, are TestCreateArgs' (createArgs spells this body).
 				CapDrop: []string{"ALL"}, CapAdd: watcherCaps,
 				SecurityOpt: []string{"no-new-privileges"}, Init: &no,
@@ -77,17 +79,20 @@ func TestCreateBody(t *testing.T) {
 			// Swap equal to memory: the limit is the limit.
 			c.HostConfig.Memory, c.HostConfig.MemorySwap = 512<<20, 512<<20
 			c.WorkingDir = "/work"
-			c.HostConfig.Binds = []string{"/src:/dst:ro", "/a:/b", "/opt/dw/watcher:/dw/watcher:ro"}
+			c.HostConfig.Mounts = []apiMount{{Type: "bind", Source: "/src", Target: "/dst", ReadOnly: true}, {Type: "bind", Source: "/a", Target: "/b"},
+				{Type: "bind", Source: "/opt/dw/watcher", Target: "/dw/watcher", ReadOnly: true}}
 		}},
 		{"watcher in image: no bind mount", func(b *supervisor.Box) { b.WatcherInImage = "/usr/local/bin/watcher" }, boxConf{},
-			func(c *apiCreate) { c.Entrypoint, c.HostConfig.Binds = []string{"/usr/local/bin/watcher"}, nil }},
+			func(c *apiCreate) { c.Entrypoint, c.HostConfig.Mounts = []string{"/usr/local/bin/watcher"}, nil }},
 		{"podman: user namespace, no inode count (podman refuses nr_inodes)", func(*supervisor.Box) {}, boxConf{kind: "podman", userns: "auto"}, func(c *apiCreate) {
 			c.HostConfig.UsernsMode = "auto"
 			c.HostConfig.Tmpfs["/tmp"] = "rw,nosuid,nodev,size=1073741824,mode=1777"
+			// Podman's binds stay Binds entries (bindSpec adds nosuid,nodev).
+			c.HostConfig.Mounts, c.HostConfig.Binds = nil, []string{"/opt/dw/watcher:/dw/watcher:ro"}
 		}},
 		{"live FIFO: its folder read-only at /dev/.deathwatch", func(b *supervisor.Box) { b.LiveDir = "/run/deathwatch/live/dw-1" }, boxConf{},
 			func(c *apiCreate) {
-				c.HostConfig.Binds = append(c.HostConfig.Binds, "/run/deathwatch/live/dw-1:/dev/.deathwatch:ro")
+				c.HostConfig.Mounts = append(c.HostConfig.Mounts, apiMount{Type: "bind", Source: "/run/deathwatch/live/dw-1", Target: "/dev/.deathwatch", ReadOnly: true})
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

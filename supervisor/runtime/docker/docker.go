@@ -225,6 +225,9 @@ func createArgs(kind string, b *supervisor.Box, conf boxConf) []string {
 	for _, v := range h.Binds {
 		a = append(a, "--volume", bindSpec(kind, v))
 	}
+	for _, m := range h.Mounts {
+		a = append(a, "--mount", mountFlag(m))
+	}
 	a = append(a, "--entrypoint", c.Entrypoint[0], "--", c.Image)
 	return append(a, c.Cmd...)
 }
@@ -243,6 +246,22 @@ func bindSpec(kind, v string) string {
 		return v + ",nosuid,nodev"
 	}
 	return v + ":nosuid,nodev"
+}
+
+// mountFlag spells a bind mount as --mount takes it: comma-separated
+// key=value fields, read as CSV by the CLI (a field with a comma or a
+// quote is quoted).
+func mountFlag(m apiMount) string {
+	fields := []string{"type=" + m.Type, "source=" + m.Source, "target=" + m.Target}
+	if m.ReadOnly {
+		fields = append(fields, "readonly")
+	}
+	for i, f := range fields {
+		if strings.ContainsAny(f, ",\"\n") {
+			fields[i] = `"` + strings.ReplaceAll(f, `"`, `""`) + `"`
+		}
+	}
+	return strings.Join(fields, ",")
 }
 
 // startArgs starts the box attached to its stdin, stdout and stderr,
@@ -827,6 +846,42 @@ func (e *Engine) CheckLimits(memory, pids int64) error {
 // Probe).
 func (e *Engine) Bounds() []string {
 	return supervisor.DefaultBounds(e.enforcesLimits(), e.enforcesLimits(), "rootless "+e.Kind+" on cgroup v1 cannot enforce limits (use a cgroup v2 host or a rootful engine)")
+}
+
+// CheckMounts refuses a bind source that the engine's daemon resolves
+// to another file than this process does. A rootless daemon this user
+// runs lives in rootlesskit's mount namespace, which holds copies of
+// /etc and /run made when the daemon started: a folder made there since
+// is missing for the daemon. It is asked of a daemon that listens on a
+// local socket as this process's uid (the supervisor can read its root,
+// /proc/PID/root); any other is left to the engine.
+func (e *Engine) CheckMounts(ctx context.Context, b *supervisor.Box) error {
+	c := e.client(ctx)
+	if c == nil || c.ep.Scheme != "unix" {
+		return nil
+	}
+	uid, pid, ok := c.listener()
+	if !ok || pid <= 0 || uid != os.Getuid() {
+		return nil
+	}
+	type source struct{ what, path string }
+	var sources []source
+	for _, m := range b.Mounts {
+		sources = append(sources, source{"--mount " + m.Source + ":" + m.Target, m.Source})
+	}
+	if b.WatcherInImage == "" && b.WatcherPath != "" {
+		sources = append(sources, source{"the watcher " + b.WatcherPath, b.WatcherPath})
+	}
+	for _, s := range sources {
+		err := sameFileAs(pid, s.path)
+		switch {
+		case errors.Is(err, errNotSame):
+			return supervisor.RefusedError("%s: the %s daemon (pid %d) does not see %s as the supervisor does (a rootless daemon keeps its own copy of /etc and /run from its start: a path made there since is not in it); put it elsewhere, such as below $HOME or /tmp, or restart the daemon", s.what, e.Kind, pid, s.path)
+		case err != nil:
+			e.log().Debug("mount check", "source", s.path, "daemon pid", pid, "skipped", err)
+		}
+	}
+	return nil
 }
 
 // cgroupV2 reports whether this host runs the unified hierarchy only.

@@ -45,6 +45,9 @@ func TestCreateArgs(t *testing.T) {
 			// Podman's binds are nosuid and nodev; dockerd refuses those.
 			podman := map[string]string{"/opt/dw/watcher:/dw/watcher:ro": "/opt/dw/watcher:/dw/watcher:ro,nosuid,nodev",
 				"/src:/dst:ro": "/src:/dst:ro,nosuid,nodev", "/a:/b": "/a:/b:nosuid,nodev"}
+			// Docker's are --mount type=bind (a missing source fails).
+			docker := map[string]string{"/opt/dw/watcher:/dw/watcher:ro": "type=bind,source=/opt/dw/watcher,target=/dw/watcher,readonly",
+				"/src:/dst:ro": "type=bind,source=/src,target=/dst,readonly", "/a:/b": "type=bind,source=/a,target=/b"}
 			for _, kind := range []string{"docker", "podman"} {
 				got := createArgs(kind, &b, boxConf{unbounded: b.ReadWriteRoot})
 				tmp := "/tmp:rw,nosuid,nodev,size=1073741824,mode=1777,nr_inodes=262144"
@@ -53,11 +56,17 @@ func TestCreateArgs(t *testing.T) {
 				}
 				var want []string
 				for i, a := range append(append([]string{}, head...), tc.want...) {
-					switch v, ok := podman[a]; {
+					v, ok := podman[a]
+					dv, dok := docker[a]
+					switch {
 					case a == bounds:
 						want = append(want, "--read-only", "--tmpfs", tmp, "--shm-size", "268435456")
 					case kind == "podman" && ok && i > 0 && want[len(want)-1] == "--volume":
 						want = append(want, v)
+					case kind == "docker" && a == "--volume":
+						want = append(want, "--mount")
+					case kind == "docker" && dok && i > 0 && want[len(want)-1] == "--mount":
+						want = append(want, dv)
 					default:
 						want = append(want, a)
 					}
@@ -242,5 +251,21 @@ func TestImageWatcherArgs(t *testing.T) {
 	}
 	if got := inspectPidArgs("dw-1"); !reflect.DeepEqual(got, []string{"container", "inspect", "--format", "{{.State.Pid}}", "--", "dw-1"}) {
 		t.Errorf("inspectPidArgs %q", got)
+	}
+}
+
+// --mount fields are CSV: a path with a comma or a quote stays one field.
+func TestMountFlag(t *testing.T) {
+	for _, tc := range []struct {
+		m    apiMount
+		want string
+	}{
+		{bindMount("/src", "/dst", false), "type=bind,source=/src,target=/dst"},
+		{bindMount("/src", "/dst", true), "type=bind,source=/src,target=/dst,readonly"},
+		{bindMount("/a,b", `/c"d`, false), `type=bind,"source=/a,b","target=/c""d"`},
+	} {
+		if got := mountFlag(tc.m); got != tc.want {
+			t.Errorf("mountFlag(%+v) = %s, want %s", tc.m, got, tc.want)
+		}
 	}
 }
