@@ -60,3 +60,32 @@ func TestDockerRootlessMountSources(t *testing.T) {
 	}
 	r.assertClean()
 }
+
+// The rootless daemon's /info says it has no cgroups for its boxes
+// (this host: cgroup v1, driver none): a limit is refused before
+// anything is created, in the daemon's own words.
+func TestDockerRootlessLimitsRefused(t *testing.T) {
+	r := *rigs(t, "docker-rootless")[0]
+	r.Setup(t, "kt")
+	t.Cleanup(func() { r.removeLeftovers() })
+	out, err := r.Engine("info", "--format", "{{.MemoryLimit}} {{.PidsLimit}} {{.CgroupDriver}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the daemon's /info: MemoryLimit PidsLimit CgroupDriver = %s", strings.TrimSpace(string(out)))
+	enforces := strings.TrimSpace(string(out)) == "true true cgroupfs" || strings.TrimSpace(string(out)) == "true true systemd"
+	for _, limit := range [][]string{{"--memory", "64m"}, {"--pids-limit", "40"}} {
+		res := runCmd(r.supervisor(nil, append(limit, "--", "true")...))
+		t.Logf("%v: exit %d %s", limit, res.code, res.stderr)
+		switch {
+		case enforces && res.code != 0:
+			t.Errorf("%v on a daemon that enforces it: exit %d %s", limit, res.code, res.stderr)
+		case !enforces && (res.code != shared.ExitRefused || !strings.Contains(res.stderr, "would not enforce "+limit[0]) || !strings.Contains(res.stderr, "/info")):
+			t.Errorf("%v on a daemon without cgroups: exit %d %q, want %d naming the daemon's /info", limit, res.code, res.stderr, shared.ExitRefused)
+		}
+	}
+	if len(r.entries(r.Instance)) != 0 {
+		t.Errorf("a refused launch left journal entries: %+v", r.entries(r.Instance))
+	}
+	r.assertClean()
+}

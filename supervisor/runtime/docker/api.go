@@ -559,10 +559,16 @@ func (e *Engine) dockerInfo(ctx context.Context, c *apiClient) (supervisor.Info,
 	var r struct {
 		ServerVersion   string
 		SecurityOptions []string
+		daemonLimits
 	}
 	if _, err := c.do(ctx, http.MethodGet, "/info", nil, nil, &r); err != nil {
 		info.Detail = fmt.Sprintf("%s engine at %s is not usable: %v", e.Kind, c.ep, err)
 		return info, supervisor.EngineError("%s", info.Detail)
+	}
+	if e.Kind == "docker" {
+		e.mu.Lock()
+		e.limits = &r.daemonLimits
+		e.mu.Unlock()
 	}
 	var userns bool
 	for _, o := range r.SecurityOptions {
@@ -600,9 +606,25 @@ func (e *Engine) apiCreate(ctx context.Context, c *apiClient, b *supervisor.Box)
 	for i, v := range body.HostConfig.Binds {
 		body.HostConfig.Binds[i] = bindSpec(e.Kind, v)
 	}
-	_, err := c.do(ctx, http.MethodPost, "/containers/create", url.Values{"name": {b.Name}}, body, nil)
+	var reply struct{ Warnings []string }
+	_, err := c.do(ctx, http.MethodPost, "/containers/create", url.Values{"name": {b.Name}}, body, &reply)
 	switch {
 	case err == nil:
+		var pids int64
+		if p := body.HostConfig.PidsLimit; p != nil {
+			pids = *p
+		}
+		if rerr := limitWarning(e.Kind, body.HostConfig.Memory, pids, reply.Warnings); rerr != nil {
+			// The engine made the box without a limit it was asked for:
+			// it goes before anything runs in it.
+			if derr := e.apiRemove(ctx, c, b); derr != nil {
+				return fmt.Errorf("%w (and removing the box failed: %w)", rerr, derr)
+			}
+			return rerr
+		}
+		for _, w := range reply.Warnings {
+			e.log().Warn("engine create", "box", b.Name, "warning", w)
+		}
 		return nil
 	case statusOf(err) == http.StatusNotFound: // the image went away since the check
 		return supervisor.ImageError("create box %s: %v", b.Name, err)

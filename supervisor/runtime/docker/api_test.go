@@ -228,6 +228,10 @@ type fakeAPI struct {
 	// infoGate, when set, holds /info's answer until it is closed;
 	// pingGate the same for /_ping.
 	infoGate, pingGate chan struct{}
+	// info: more of /info's answer (MemoryLimit, ...); warnings: the
+	// create reply's Warnings.
+	info     map[string]any
+	warnings []string
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -286,7 +290,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if f.rootless {
 			opts = append(opts, "name=rootless")
 		}
-		js(200, map[string]any{"ServerVersion": "20.10.24", "SecurityOptions": opts})
+		ans := map[string]any{"ServerVersion": "20.10.24", "SecurityOptions": opts, "MemoryLimit": true, "PidsLimit": true, "CgroupDriver": "cgroupfs"}
+		for k, v := range f.info {
+			ans[k] = v
+		}
+		js(200, ans)
 	case p == "/libpod/info": // a podman service: its Docker /info names no rootless option
 		js(200, map[string]any{"host": map[string]any{"security": map[string]any{"rootless": f.rootless}}, "version": map[string]any{"Version": "4.3.1"}})
 	case strings.HasPrefix(p, "/images/"):
@@ -298,7 +306,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/containers/create":
 		json.NewDecoder(r.Body).Decode(&f.created)
 		f.boxes[r.URL.Query().Get("name")] = f.created.Labels
-		js(201, map[string]string{"Id": "c1"})
+		js(201, map[string]any{"Id": "c1", "Warnings": f.warnings})
 	case p == "/containers/json":
 		var filters map[string][]string
 		json.Unmarshal([]byte(r.URL.Query().Get("filters")), &filters)

@@ -63,7 +63,10 @@ type Engine struct {
 	// ("": the default, infomemo.go).
 	infoMemoDir string
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// limits is what docker's /info said the daemon enforces (nil: /info
+	// was not read before the box).
+	limits  *daemonLimits
 	removed map[string]chan error  // box → the engine's "removed" answer
 	runs    map[string]*runWitness // box → what its one-step run saw (run.go)
 }
@@ -703,7 +706,15 @@ func (e *Engine) boxConf() boxConf {
 // enforcesLimits reports whether the engine enforces memory and pids
 // limits: a rootless engine on cgroup v1 has no cgroup of its own to
 // write them to.
-func (e *Engine) enforcesLimits() bool { return !e.rootless || hostCgroupUnified() }
+func (e *Engine) enforcesLimits() bool {
+	e.mu.Lock()
+	l := e.limits
+	e.mu.Unlock()
+	if l != nil {
+		return l.enforces()
+	}
+	return !e.rootless || hostCgroupUnified()
+}
 
 // Start runs `start --attach --interactive` attached, in its own
 // process group (supervisor.StartAttached).
@@ -836,6 +847,12 @@ func (e *Engine) env() []string {
 // to (Podman prints "Resource limits are not supported and ignored on
 // cgroups V1 rootless systems" and runs the box without them).
 func (e *Engine) CheckLimits(memory, pids int64) error {
+	e.mu.Lock()
+	l := e.limits
+	e.mu.Unlock()
+	if l != nil {
+		return l.refuse(e.Kind, memory, pids)
+	}
 	if (memory > 0 || pids > 0) && !e.enforcesLimits() {
 		return supervisor.RefusedError("rootless %s on cgroup v1 cannot enforce --memory or --pids-limit (it would ignore them); use a cgroup v2 host, a rootful engine with --allow-rootful, or drop the limits", e.Kind)
 	}
