@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 )
 
@@ -88,4 +89,20 @@ func TestDockerRootlessLimitsRefused(t *testing.T) {
 		t.Errorf("a refused launch left journal entries: %+v", r.entries(r.Instance))
 	}
 	r.assertClean()
+}
+
+// The rootless Docker user without DOCKER_HOST: the rootful socket
+// refuses it, and the one line says which variable to set, to what.
+func TestDockerRootlessHostHint(t *testing.T) {
+	r := *rigs(t, "docker-rootless")[0]
+	r.Setup(t, "kt")
+	sock, err := ktest.DockerRootlessSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runCmd(r.supervisor([]string{"DOCKER_HOST="}, "--", "true"))
+	t.Logf("exit %d: %s", res.code, res.stderr)
+	if res.code != shared.ExitEngine || !strings.Contains(res.stderr, "set DOCKER_HOST=unix://"+sock) {
+		t.Errorf("exit %d, stderr %q: want %d and the hint to set DOCKER_HOST=unix://%s", res.code, res.stderr, shared.ExitEngine, sock)
+	}
 }

@@ -592,6 +592,10 @@ func (e *Engine) cliProbe(ctx context.Context) (supervisor.Info, error) {
 			return info, err
 		}
 		info.Detail = fmt.Sprintf("%s engine is not reachable: %v", e.Kind, err)
+		if e.Kind == "docker" {
+			env := envMap(e.env())
+			info.Detail += dockerHostHint(env, err.Error(), rootlessSocket(env))
+		}
 		return info, supervisor.EngineError("%s", info.Detail)
 	}
 	v, rootless, remap, err := parseInfo(e.Kind, string(out))

@@ -269,3 +269,25 @@ func TestMountFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestDockerHostHint(t *testing.T) {
+	denied := "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock"
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		failure string
+		sock    string
+		want    string // "" = no hint
+	}{
+		{"denied, a rootless socket there", map[string]string{}, denied, "/run/user/7/docker.sock", "set DOCKER_HOST=unix:///run/user/7/docker.sock"},
+		{"denied, none found", map[string]string{}, denied, "", "set DOCKER_HOST=unix://$XDG_RUNTIME_DIR/docker.sock"},
+		{"DOCKER_HOST set", map[string]string{"DOCKER_HOST": "unix:///x"}, denied, "/run/user/7/docker.sock", ""},
+		{"a context named", map[string]string{"DOCKER_CONTEXT": "remote"}, denied, "", ""},
+		{"daemon down", map[string]string{}, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?", "", ""},
+	} {
+		got := dockerHostHint(tc.env, tc.failure, tc.sock)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: hint %q, want one with %q", tc.name, got, tc.want)
+		}
+	}
+}

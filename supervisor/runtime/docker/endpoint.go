@@ -110,6 +110,34 @@ func dockerEndpoint(env map[string]string) (endpoint, error) {
 	return endpoint{Scheme: "unix", Addr: "/var/run/docker.sock", From: "default"}, nil
 }
 
+// dockerHostHint is what to add to a failure to reach docker when
+// nothing named the endpoint (no DOCKER_HOST, no context) and the
+// rootful socket refused this user: the rootless daemon's socket is
+// named by DOCKER_HOST alone. rootlessSock is $XDG_RUNTIME_DIR/docker.sock
+// when it exists, else "".
+func dockerHostHint(env map[string]string, failure, rootlessSock string) string {
+	if env["DOCKER_HOST"] != "" || (env["DOCKER_CONTEXT"] != "" && env["DOCKER_CONTEXT"] != "default") || !strings.Contains(strings.ToLower(failure), "permission denied") {
+		return ""
+	}
+	if rootlessSock != "" {
+		return "; DOCKER_HOST is not set, so the rootful socket /var/run/docker.sock was tried: a rootless daemon of yours listens at " + rootlessSock + ", set DOCKER_HOST=unix://" + rootlessSock
+	}
+	return "; DOCKER_HOST is not set, so the rootful socket /var/run/docker.sock was tried: for rootless docker set DOCKER_HOST=unix://$XDG_RUNTIME_DIR/docker.sock (dockerd-rootless-setuptool.sh prints it)"
+}
+
+// rootlessSocket is $XDG_RUNTIME_DIR/docker.sock when it exists.
+func rootlessSocket(env map[string]string) string {
+	d := env["XDG_RUNTIME_DIR"]
+	if d == "" {
+		return ""
+	}
+	p := filepath.Join(d, "docker.sock")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
 // configDir is the docker CLI's configuration directory.
 func configDir(env map[string]string) string {
 	if d := env["DOCKER_CONFIG"]; d != "" {
