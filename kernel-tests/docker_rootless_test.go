@@ -2,12 +2,17 @@ package kerneltests
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
 // A rootless Docker daemon lives in rootlesskit's mount namespace, with
@@ -104,5 +109,71 @@ func TestDockerRootlessHostHint(t *testing.T) {
 	t.Logf("exit %d: %s", res.code, res.stderr)
 	if res.code != shared.ExitEngine || !strings.Contains(res.stderr, "set DOCKER_HOST=unix://"+sock) {
 		t.Errorf("exit %d, stderr %q: want %d and the hint to set DOCKER_HOST=unix://%s", res.code, res.stderr, shared.ExitEngine, sock)
+	}
+}
+
+// The rootless daemon dies under a running box (SIGKILL of its dockerd):
+// the supervisor owns the box's user namespace, so it ends the box
+// itself at once — every box process is dead by the time it exits 245,
+// instead of living until the heartbeat — and names the shim the dead
+// daemon leaves. The daemon is started again and reconcile removes
+// what is left.
+func TestDockerRootlessDaemonDies(t *testing.T) {
+	r := &rig{Rig: ktest.Rigs(t, "docker-rootless")[0]}
+	r.setup(t)
+	t.Cleanup(func() {
+		// The daemon back (provision.sh guards this piece with a lock of
+		// its own), then the box's remains are reconcile's.
+		out, err := exec.Command("bash", filepath.Join(ktest.RepoRoot(), "kernel-tests", "provision.sh"), "--rootless-docker").CombinedOutput()
+		if err != nil {
+			t.Fatalf("restart the rootless daemon: %v\n%s", err, out)
+		}
+		if code, rep, stderr := r.reconcile(r.Instance); code != 0 {
+			t.Errorf("reconcile after the daemon's restart: exit %d %+v\n%s", code, rep, stderr)
+		}
+	})
+	run := r.start(r.Instance, nil, "--", "sh", "-c", cwAgent)
+	if !run.waitFor(60*time.Second, func() bool { return strings.Contains(run.stdout(), "armed") }) {
+		run.kill()
+		t.Fatalf("the agent never armed:\n%s", run.stdout())
+	}
+	ev := run.event(supervisor.EventJournaled)
+	procs := r.boxProcs(ev.Box, nil)
+	if len(procs) < 4 {
+		run.kill()
+		t.Fatalf("box processes %s: want the watcher, the agent and its two descendants", ktest.Describe(procs))
+	}
+	out, err := exec.Command("pgrep", "-u", strconv.Itoa(r.UID), "-x", "dockerd").Output()
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil || pid <= 0 {
+		run.kill()
+		t.Fatalf("no dockerd of %s (%v)", r.User, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	select {
+	case <-run.done:
+	case <-time.After(60 * time.Second):
+		run.kill()
+		t.Fatal("the supervisor did not exit within 60s of the daemon's death")
+	}
+	var alive []ktest.Proc
+	for _, p := range procs {
+		if p.Alive() {
+			alive = append(alive, p)
+		}
+	}
+	code := run.cmd.ProcessState.ExitCode()
+	t.Logf("daemon SIGKILLed; the supervisor exited %d after %v:\n%s", code, time.Since(t0).Round(time.Millisecond), run.stdout())
+	if len(alive) > 0 {
+		t.Errorf("box processes alive when the supervisor exited: %s", ktest.Describe(alive))
+	}
+	if code != shared.ExitLivenessLost {
+		t.Errorf("exit %d, want %d", code, shared.ExitLivenessLost)
+	}
+	if !strings.Contains(run.stdout(), "shim") || !strings.Contains(run.stdout(), "reconcile removes box "+ev.Box) {
+		t.Errorf("the supervisor did not name the shim left for reconcile:\n%s", run.stdout())
 	}
 }

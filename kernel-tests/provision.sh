@@ -32,6 +32,8 @@
 #     the runtime dir /run/user/2346 (tmpfs), the daemon started as that
 #     user in the background, log in /var/log/dockerd-rootless.log, its
 #     socket /run/user/2346/docker.sock (DOCKER_HOST for that user).
+#     `provision.sh --rootless-docker` provisions (and restarts) this piece
+#     alone, under a lock of its own.
 #   - What udev and systemd do on an ordinary machine and this one lacks:
 #     / made a shared mount (else rootless Podman warns on every command),
 #     /dev/net/tun mode 0666 (else slirp4netns, rootless Podman's network,
@@ -115,16 +117,20 @@ export DEBIAN_FRONTEND=noninteractive
 export LC_ALL=C
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 # One provisioning at a time (parallel `make test` runs would race to start
-# dockerd).
-exec 9>/run/deathwatch-provision.lock
-flock 9
+# dockerd). --rootless-docker touches only its user's pieces, which
+# rootless_docker_up guards with a lock of their own: a test restarting
+# that daemon need not wait for a whole provisioning.
+if [ "$ONLY" != rootless-docker ]; then
+	exec 9>/run/deathwatch-provision.lock
+	flock 9
+fi
 
 # ------------------------------------------------------- rootless docker
 # as_dd runs a command as the rootless Docker user, from /, with the
 # environment that user's shell would have (DOCKER_HOST names its daemon).
 as_dd() {
 	(cd / && runuser -u "$DD_USER" -- env -i PATH="$PATH" HOME="$(getent passwd "$DD_USER" | cut -d: -f6)" \
-		USER="$DD_USER" XDG_RUNTIME_DIR="$DD_RUNDIR" DOCKER_HOST="unix://$DD_RUNDIR/docker.sock" LC_ALL=C "$@" 9>&-)
+		USER="$DD_USER" XDG_RUNTIME_DIR="$DD_RUNDIR" DOCKER_HOST="unix://$DD_RUNDIR/docker.sock" LC_ALL=C "$@" 9>&- 8>&-)
 }
 
 # dd_answers: the user's daemon answers and says it is rootless.
@@ -158,6 +164,8 @@ rootless_docker_reset() {
 # rootless_docker_up makes the user, its sub-ids and runtime dir, and
 # starts its daemon when it does not answer.
 rootless_docker_up() {
+	exec 8>/run/deathwatch-provision-docker-rootless.lock
+	flock 8
 	[ -x "$DD_SCRIPT" ] || die "$DD_SCRIPT is missing; Debian's docker.io ships it (apt-get install --reinstall docker.io)"
 	for c in rootlesskit slirp4netns newuidmap; do
 		command -v "$c" >/dev/null || die "command $c is missing; apt-get install rootlesskit slirp4netns uidmap"
@@ -199,7 +207,7 @@ rootless_docker_up() {
 		# 9>&-: the daemon must not inherit (and hold forever) our lock.
 		setsid -f runuser -u "$DD_USER" -- env -i PATH="/usr/share/docker.io/contrib:$PATH" \
 			HOME="$(getent passwd "$DD_USER" | cut -d: -f6)" USER="$DD_USER" XDG_RUNTIME_DIR="$DD_RUNDIR" \
-			"$DD_SCRIPT" >>"$DD_LOG" 2>&1 </dev/null 9>&-
+			"$DD_SCRIPT" >>"$DD_LOG" 2>&1 </dev/null 9>&- 8>&-
 		step "docker rootless" "started (log $DD_LOG); waiting for docker info as $DD_USER"
 	fi
 	# Waited for by the clock, as rootful dockerd above.

@@ -956,6 +956,9 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 					l.emit(Event{Event: EventReady, PID: rd.PID})
 					log.Info("ready", "agent_pid", rd.PID)
 					close(ready)
+					if en, ok := l.rt.(Ender); ok {
+						go en.Pin(l.ctx, l.box)
+					}
 					// The watcher opened the live FIFO before the agent
 					// started: its name is not needed any more.
 					l.live.remove()
@@ -1104,6 +1107,16 @@ wait:
 		end.lost, end.lostWhy = shared.ReasonOutputLost, o.outErr.Error()
 	}
 	out := decide(end, l.o.Deadline, l.tail.Last())
+	if en, ok := l.rt.(Ender); ok && o.exit == nil && o.ready {
+		// The stream ended without the watcher's word (the engine died
+		// under the box?): end the box now rather than at its heartbeat.
+		left, err := en.End(l.box)
+		if err != nil {
+			l.say("the box may still run: ending it without the engine failed: %v", err)
+		} else if left != "" {
+			l.say("%s", left)
+		}
+	}
 	if len(l.o.CopyOut) > 0 {
 		// A copy-out that failed fails the launch; one cut short by the
 		// stream's end leaves nothing behind either.

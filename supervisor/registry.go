@@ -339,6 +339,19 @@ type MountChecker interface {
 	CheckMounts(ctx context.Context, b *Box) error
 }
 
+// Ender is implemented by runtimes whose boxes the supervisor can end
+// without the engine, when the engine dies under a box (a rootless
+// daemon of the supervisor's own uid: it owns the box's user
+// namespace). Pin is called once the box is ready and notes what
+// identifies its PID 1; End, called when the control stream ended
+// without an exit record, kills that process (so the box's whole PID
+// namespace), waits until it is gone, and says what of the engine is
+// left for reconcile (a shim), or "".
+type Ender interface {
+	Pin(ctx context.Context, b *Box)
+	End(b *Box) (left string, err error)
+}
+
 // Preparer is implemented by runtimes that work on the box before its
 // intent is journaled, when nothing exists yet: refuse what they cannot
 // honour (one line, nothing to clean up), name the box themselves
