@@ -177,3 +177,18 @@ func TestDockerRootlessDaemonDies(t *testing.T) {
 		t.Errorf("the supervisor did not name the shim left for reconcile:\n%s", run.stdout())
 	}
 }
+
+// An agent id the rootless daemon's user namespace does not map: one
+// line naming the id and the ranges the box has, refused (243), instead
+// of "start id: invalid argument".
+func TestDockerRootlessAgentIDUnmapped(t *testing.T) {
+	r := *rigs(t, "docker-rootless")[0]
+	r.Setup(t, "kt")
+	t.Cleanup(func() { r.removeLeftovers() })
+	res := runCmd(r.supervisor(nil, "--user", "70000:70000", "--", "id"))
+	t.Logf("exit %d: %s", res.code, res.stderr)
+	if res.code != shared.ExitRefused || !strings.Contains(res.stderr, "agent id outside this box's user namespace: uid 70000") || res.stdout != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %d and the line naming uid 70000", res.code, res.stdout, res.stderr, shared.ExitRefused)
+	}
+	r.assertClean()
+}

@@ -124,6 +124,12 @@ func (w *watcher) run() int {
 			// agent cannot be confined. A refusal, not a failed exec.
 			return w.setupFailed(shared.ExitRefused, "not root in the box (uid "+itoa(os.Geteuid())+"): cannot drop the agent's privileges ("+err.Error()+"); refusing to start it; run the watcher as root in the box (sbx exec -u root)")
 		}
+		if errors.Is(err, syscall.EINVAL) && a.Cred != nil {
+			// setuid/setgid to an id the box's user namespace does not map.
+			if which := unmapped(a.Cred.Uid, a.Cred.Gid); which != "" {
+				return w.setupFailed(shared.ExitRefused, "agent id outside this box's user namespace: "+which+"; pick --user inside it (a rootless engine maps only its user's subordinate ids)")
+			}
+		}
 		return w.setupFailed(execStatus(err), "start "+a.Argv[0]+": "+err.Error())
 	}
 	w.started = time.Now()
