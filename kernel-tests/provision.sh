@@ -420,13 +420,21 @@ fi
 DW_HOME=$(getent passwd "$DW_USER" | cut -d: -f6)
 [ -d "$DW_HOME" ] || { mkdir -p "$DW_HOME" && chown "$DW_USER:$DW_USER" "$DW_HOME"; }
 
+# DW_SUBIDS ids: rootless Podman gives each box a range of 65536 of its
+# own (--userns=auto:size=65536), so the user's range must hold as many
+# boxes as the tests run at once; a smaller range of an earlier run is
+# replaced.
+DW_SUBIDS=2097152
 subids_changed=
 for f in /etc/subuid /etc/subgid; do
 	touch "$f"
-	if grep -q "^$DW_USER:" "$f"; then continue; fi
-	# The first 65536 ids after every range already handed out.
-	start=$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
-	echo "$DW_USER:$start:65536" >>"$f"
+	have=$(awk -F: -v u="$DW_USER" '$1==u {print $3; exit}' "$f")
+	[ -n "$have" ] && [ "$have" -ge "$DW_SUBIDS" ] && continue
+	sed -i -e "/^$DW_USER:/d" "$f"
+	# The first ids after every user's range (podman's pool for
+	# --userns=auto, "containers", lies far above and is not a user's).
+	start=$(awk -F: 'BEGIN{m=100000} $1!="containers" {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
+	echo "$DW_USER:$start:$DW_SUBIDS" >>"$f"
 	subids_changed=1
 done
 step "subordinate ids" "${subids_changed:+added; }$(grep "^$DW_USER:" /etc/subuid | head -1) / $(grep "^$DW_USER:" /etc/subgid | head -1)"
