@@ -1,9 +1,10 @@
 // Package seccomp builds the syscall filter every box's agent runs
-// under: a classic BPF program for seccomp(SECCOMP_SET_MODE_FILTER),
-// modelled on Docker's default profile for a process without
-// capabilities. The supervisor compiles it and sends it in the launch
-// spec; the watcher only installs it, so the PID-1 binary carries no
-// filter compiler.
+// under: a classic BPF program for seccomp(SECCOMP_SET_MODE_FILTER)
+// that allows what syscalls.go lists (Docker's default profile for a
+// process without capabilities, less what we refuse beyond it) and
+// refuses everything else. The supervisor compiles it and sends it in
+// the launch spec; the watcher only installs it, so the PID-1 binary
+// carries no filter compiler.
 //
 // One program serves both supported architectures (x86_64 and arm64):
 // it branches on seccomp_data.arch, so it does not depend on the
@@ -23,6 +24,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"strings"
 )
 
 // Insn is one classic BPF instruction (struct sock_filter).
@@ -55,106 +57,70 @@ const (
 	offArg0 = 16 // seccomp_data.args[0], low word (both arches are little-endian)
 
 	x32Bit       = 0x40000000 // __X32_SYSCALL_BIT
-	cloneNewUser = 0x10000000 // CLONE_NEWUSER
+	setID        = 0o6000     // S_ISUID | S_ISGID
 	eperm        = 1
 	enosys       = 38
+	eafnosupport = 97
 )
 
 // Options are what a spec may change in the filter.
 type Options struct {
 	// AllowUserns lets the agent make nested user namespaces, and with
-	// them the calls that only work inside one: unshare and clone with
-	// namespace flags, clone3, setns, and the mount family.
+	// them the calls that only work inside one (syscalls.go's nested).
 	AllowUserns bool
 }
 
-// action is what a rule does with a matching call.
-type action int
+// verb is what the filter does with a call.
+type verb uint8
 
 const (
-	deny            action = iota // EPERM
-	noClone3                      // ENOSYS: libc falls back to clone, whose flags the filter can see
-	noNewUser                     // EPERM when args[0] has CLONE_NEWUSER (clone, unshare)
-	safePersonality               // EPERM unless args[0] is one of Docker's allowed personas
+	absent      verb = iota // ENOSYS
+	allow                   // as it is
+	refuse                  // EPERM
+	noNamespace             // EPERM when args[0] has a namespace flag (clone, unshare)
+	personality             // EPERM unless args[0] is one of personas
+	families                // EAFNOSUPPORT unless args[0] is one of boxFamilies
+	noSetID                 // EPERM when args[arg] has S_ISUID or S_ISGID (the chmod family)
 )
 
-// rule is one syscall by its number on each architecture (-1: the
-// architecture has no such call).
+// rule is a verb and the argument it reads.
 type rule struct {
-	name         string
-	amd64, arm64 int
-	do           action
-	userns       bool // lifted by AllowUserns
+	do  verb
+	arg uint8
 }
 
-// rules is Docker's default profile seen from an agent without
-// capabilities: the calls Docker leaves out or grants only with a
-// capability the agent never has, plus io_uring (Docker 25+).
-// ptrace, kcmp, process_vm_* and name_to_handle_at stay allowed, as in
-// Docker on kernels 4.8 and later.
-var rules = []rule{
-	{"keyctl", 250, 219, deny, false},
-	{"add_key", 248, 217, deny, false},
-	{"request_key", 249, 218, deny, false},
-	{"bpf", 321, 280, deny, false},
-	{"perf_event_open", 298, 241, deny, false},
-	{"userfaultfd", 323, 282, deny, false},
-	{"kexec_load", 246, 104, deny, false},
-	{"kexec_file_load", 320, 294, deny, false},
-	{"init_module", 175, 105, deny, false},
-	{"finit_module", 313, 273, deny, false},
-	{"delete_module", 176, 106, deny, false},
-	{"create_module", 174, -1, deny, false},
-	{"get_kernel_syms", 177, -1, deny, false},
-	{"query_module", 178, -1, deny, false},
-	{"clock_settime", 227, 112, deny, false},
-	{"clock_adjtime", 305, 266, deny, false},
-	{"settimeofday", 164, 170, deny, false},
-	{"adjtimex", 159, 171, deny, false},
-	{"swapon", 167, 224, deny, false},
-	{"swapoff", 168, 225, deny, false},
-	{"reboot", 169, 142, deny, false},
-	{"acct", 163, 89, deny, false},
-	{"quotactl", 179, 60, deny, false},
-	{"quotactl_fd", 443, 443, deny, false},
-	{"lookup_dcookie", 212, 18, deny, false},
-	{"io_uring_setup", 425, 425, deny, false},
-	{"io_uring_enter", 426, 426, deny, false},
-	{"io_uring_register", 427, 427, deny, false},
-	{"open_by_handle_at", 304, 265, deny, false},
-	{"iopl", 172, -1, deny, false},
-	{"ioperm", 173, -1, deny, false},
-	{"nfsservctl", 180, 42, deny, false},
-	{"syslog", 103, 116, deny, false},
-	{"uselib", 134, -1, deny, false},
-	{"ustat", 136, -1, deny, false},
-	{"sysfs", 139, -1, deny, false},
-	{"_sysctl", 156, -1, deny, false},
-	{"fanotify_init", 300, 262, deny, false},
-	{"personality", 135, 92, safePersonality, false},
-	// Namespaces and mounts.
-	{"mount", 165, 40, deny, true},
-	{"umount2", 166, 39, deny, true},
-	{"pivot_root", 155, 41, deny, true},
-	{"move_mount", 429, 429, deny, true},
-	{"open_tree", 428, 428, deny, true},
-	{"fsopen", 430, 430, deny, true},
-	{"fsconfig", 431, 431, deny, true},
-	{"fsmount", 432, 432, deny, true},
-	{"fspick", 433, 433, deny, true},
-	{"mount_setattr", 442, 442, deny, true},
-	{"setns", 308, 268, deny, true},
-	{"unshare", 272, 97, noNewUser, true},
-	{"clone", 56, 220, noNewUser, true},
-	{"clone3", 435, 435, noClone3, true},
+// policy is every named call's rule for o.
+func policy(o Options) map[string]rule {
+	p := map[string]rule{}
+	for _, n := range fields(allowed) {
+		p[n] = rule{do: allow}
+	}
+	for _, n := range fields(refused) {
+		p[n] = rule{do: refuse}
+	}
+	for _, n := range fields(nested) {
+		switch {
+		case o.AllowUserns:
+			p[n] = rule{do: allow}
+		case n == "clone" || n == "unshare":
+			p[n] = rule{do: noNamespace}
+		case n == "clone3":
+			// Its flags sit in memory the filter cannot read: ENOSYS makes
+			// the C library fall back to clone, whose flags it can.
+			p[n] = rule{do: absent}
+		default:
+			p[n] = rule{do: refuse}
+		}
+	}
+	for n, r := range checked() {
+		p[n] = r
+	}
+	return p
 }
-
-// personas are the personality(2) arguments Docker allows: PER_LINUX,
-// PER_LINUX32, UNAME26, PER_LINUX32|UNAME26 and the query 0xffffffff.
-var personas = []uint32{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
 
 // Program is the filter for o.
 func Program(o Options) []Insn {
+	pol := policy(o)
 	p := []Insn{
 		ld(offArch),
 		jump(jeqK, ArchX86_64, 1, 0),
@@ -162,45 +128,83 @@ func Program(o Options) []Insn {
 	}
 	// x86_64: x32 calls (the same numbers with bit 30 set) kill.
 	p = append(p, ld(offNr), jump(jgeK, x32Bit, 0, 1), ret(RetKill))
-	p = append(p, arch(o, func(r rule) int { return r.amd64 })...)
+	p = append(p, arch(pol, 0)...)
 	arm := len(p)
 	p[2].K = uint32(arm - 3)
 	p = append(p, jump(jeqK, ArchAArch64, 1, 0), ret(RetKill), ld(offNr))
-	return append(p, arch(o, func(r rule) int { return r.arm64 })...)
+	return append(p, arch(pol, 1)...)
 }
 
 // jumpAlways is BPF_JMP | BPF_JA.
 const jumpAlways = 0x05
 
-// arch is the rules for one architecture, with the syscall number in
-// A on entry. Every rule is self-contained: a call that does not match
-// falls through with A intact; a match returns.
-func arch(o Options, nr func(rule) int) []Insn {
-	var p []Insn
-	for _, r := range rules {
-		n := nr(r)
-		if n < 0 || (r.userns && o.AllowUserns) {
+// arch is the policy for one architecture (its column in numbers),
+// with the syscall number in A on entry: the numbers in ascending runs
+// of one rule, each "below the run's end: its rule", so a number
+// reaches the first run that holds it; past the last, ENOSYS. Every
+// rule's body returns.
+func arch(pol map[string]rule, col int) []Insn {
+	var rules []rule // by number; absent where no call is named
+	for _, c := range numbers {
+		r, ok := pol[c.name]
+		n := int(c.nr[col])
+		if !ok || n < 0 {
 			continue
 		}
-		var body []Insn
-		switch r.do {
-		case deny:
-			body = []Insn{ret(RetErrno | eperm)}
-		case noClone3:
-			body = []Insn{ret(RetErrno | enosys)}
-		case noNewUser:
-			body = []Insn{ld(offArg0), jump(jsetK, cloneNewUser, 0, 1), ret(RetErrno | eperm), ret(RetAllow)}
-		case safePersonality:
-			body = []Insn{ld(offArg0)}
-			for i, v := range personas {
-				body = append(body, jump(jeqK, v, uint8(len(personas)-i), 0))
-			}
-			body = append(body, ret(RetErrno|eperm), ret(RetAllow))
+		for len(rules) <= n {
+			rules = append(rules, rule{do: absent})
 		}
-		p = append(p, jump(jeqK, uint32(n), 0, uint8(len(body))))
-		p = append(p, body...)
+		rules[n] = r
 	}
-	return append(p, ret(RetAllow))
+	var p []Insn
+	for lo := 0; lo < len(rules); {
+		hi := lo
+		for hi+1 < len(rules) && rules[hi+1] == rules[lo] {
+			hi++
+		}
+		body := rules[lo].body()
+		p = append(p, jump(jgeK, uint32(hi+1), uint8(len(body)), 0))
+		p = append(p, body...)
+		lo = hi + 1
+	}
+	return append(p, ret(RetErrno|enosys))
+}
+
+// body is the instructions of r, entered with the number in A.
+func (r rule) body() []Insn {
+	switch r.do {
+	case allow:
+		return []Insn{ret(RetAllow)}
+	case refuse:
+		return []Insn{ret(RetErrno | eperm)}
+	case noNamespace:
+		return []Insn{ld(offArg0), jump(jsetK, namespaceFlags, 0, 1), ret(RetErrno | eperm), ret(RetAllow)}
+	case personality:
+		return oneOf(personas, RetErrno|eperm)
+	case families:
+		return oneOf(boxFamilies, RetErrno|eafnosupport)
+	case noSetID:
+		return []Insn{ld(offArg0 + 8*uint32(r.arg)), jump(jsetK, setID, 0, 1), ret(RetErrno | eperm), ret(RetAllow)}
+	}
+	return []Insn{ret(RetErrno | enosys)}
+}
+
+// oneOf allows a call whose args[0] is one of vs and returns otherwise.
+func oneOf(vs []uint32, otherwise uint32) []Insn {
+	p := []Insn{ld(offArg0)}
+	for i, v := range vs {
+		p = append(p, jump(jeqK, v, uint8(len(vs)-i), 0))
+	}
+	return append(p, ret(otherwise), ret(RetAllow))
+}
+
+// fields are the names in a list of syscalls.go.
+func fields(s string) []string { return strings.Fields(s) }
+
+// call is one syscall's numbers on x86_64 and arm64 (-1: none there).
+type call struct {
+	name string
+	nr   [2]int16
 }
 
 func ld(off uint32) Insn                            { return Insn{Code: ldAbsW, K: off} }

@@ -21,6 +21,8 @@
 //	escape setid DST…     copy this program to each DST and chmod it 06755 (setid:DST=…)
 //	escape mountopts PATH… the options of the mount at each path (mountopts:PATH=rw,nosuid,…)
 //	escape forks N        fork up to N children that wait (forks=COUNT/ERRNO), then end them
+//	escape filter DIR     the allowlist: socket families, calls it does not
+//	                      name, NUMA policy, set-id modes on a file in DIR
 package main
 
 import (
@@ -205,6 +207,8 @@ func main() {
 			var ws unix.WaitStatus
 			unix.Wait4(-1, &ws, 0, nil)
 		}
+	case "filter":
+		escapeFilter(args[1])
 	case "oom-score":
 		b, err := os.ReadFile("/proc/self/oom_score_adj")
 		fmt.Printf("oom_score_adj=%s%v\n", strings.TrimSpace(string(b)), errOrEmpty(err))
@@ -301,4 +305,76 @@ func escapeKeys(serial int) {
 	} else {
 		fmt.Println("plant=ok")
 	}
+}
+
+// escapeFilter tries what the allowlist refuses: socket families a box
+// does not use (AF_VSOCK reaches a VM host's hypervisor services), a
+// call Docker's profile does not name (file_getattr, move_pages), a
+// number past every table, the NUMA policy calls, and set-id bits on a
+// file of its own (the file's mode after is mode=…).
+func escapeFilter(dir string) {
+	for _, f := range []struct {
+		name   string
+		family int
+	}{{"unix", unix.AF_UNIX}, {"inet", unix.AF_INET}, {"netlink", unix.AF_NETLINK}, {"vsock", unix.AF_VSOCK}, {"alg", unix.AF_ALG}} {
+		fd, err := unix.Socket(f.family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if f.family == unix.AF_VSOCK || f.family == unix.AF_ALG {
+			fd, err = unix.Socket(f.family, map[int]int{unix.AF_VSOCK: unix.SOCK_STREAM, unix.AF_ALG: unix.SOCK_SEQPACKET}[f.family]|unix.SOCK_CLOEXEC, 0)
+		}
+		if err == nil {
+			unix.Close(fd)
+		}
+		fmt.Printf("socket-%s=%s\n", f.name, errName(err))
+	}
+	call := func(name string, trap uintptr, a ...uintptr) {
+		a = append(a, 0, 0, 0, 0, 0, 0)
+		_, _, e := unix.Syscall6(trap, a[0], a[1], a[2], a[3], a[4], a[5])
+		fmt.Println(name + "=" + result(e))
+	}
+	root, _ := unix.BytePtrFromString("/")
+	var attr [64]byte
+	cwd := unix.AT_FDCWD
+	fdcwd := uintptr(cwd)
+	call("file_getattr", unix.SYS_FILE_GETATTR, fdcwd, uintptr(unsafe.Pointer(root)), uintptr(unsafe.Pointer(&attr[0])), 24, 0)
+	call("move_pages", unix.SYS_MOVE_PAGES, 0, 0, 0, 0, 0, 0)
+	call("nr-1000", 1000)
+	call("mbind", unix.SYS_MBIND, 0, 0, 0, 0, 0, 0)
+	call("set_mempolicy", unix.SYS_SET_MEMPOLICY, 0, 0, 0)
+
+	f := dir + "/dw-setid"
+	if err := os.WriteFile(f, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		fmt.Println("create=" + errName(err))
+		return
+	}
+	path, _ := unix.BytePtrFromString(f)
+	p := uintptr(unsafe.Pointer(path))
+	fd, err := unix.Open(f, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fmt.Println("open=" + errName(err))
+		return
+	}
+	defer unix.Close(fd)
+	for _, c := range []struct {
+		name string
+		trap uintptr
+		args []uintptr
+	}{
+		{"chmod-4755", unix.SYS_FCHMODAT, []uintptr{fdcwd, p, 0o4755}},
+		{"chmod-2755", unix.SYS_FCHMODAT, []uintptr{fdcwd, p, 0o2755}},
+		{"fchmod-6755", unix.SYS_FCHMOD, []uintptr{uintptr(fd), 0o6755}},
+		{"fchmodat2-4755", unix.SYS_FCHMODAT2, []uintptr{fdcwd, p, 0o4755, 0}},
+		{"fchmodat2-2755-nofollow", unix.SYS_FCHMODAT2, []uintptr{fdcwd, p, 0o2755, unix.AT_SYMLINK_NOFOLLOW}},
+		{"chmod-755", unix.SYS_FCHMODAT, []uintptr{fdcwd, p, 0o755}},
+	} {
+		call(c.name, c.trap, c.args...)
+	}
+	if runtime.GOARCH == "amd64" {
+		call("chmod(2)-4755", 90 /* SYS_CHMOD */, p, 0o4755)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(f, &st); err != nil {
+		fmt.Println("mode=" + errName(err))
+		return
+	}
+	fmt.Printf("mode=%04o\n", st.Mode&0o7777)
 }
