@@ -1,12 +1,14 @@
 package kerneltests
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
+	"deathwatch/shared/landlock"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/hostcheck"
 )
@@ -56,6 +58,9 @@ func TestDoctor(t *testing.T) {
 			}
 			if len(rep.Runtimes) != len(supervisor.RuntimeNames()) || rep.Selected != r.Runtime || rep.Cgroup == "" {
 				t.Errorf("runtimes %+v, selected %q, cgroup %q", rep.Runtimes, rep.Selected, rep.Cgroup)
+			}
+			if abi, err := landlock.ABI(); err != nil || !strings.HasPrefix(rep.Landlock, fmt.Sprintf("ABI %d: the agent's abstract unix sockets and signals are scoped", abi)) {
+				t.Errorf("landlock %q; the kernel's ABI %d (%v)", rep.Landlock, abi, err)
 			}
 			row := runtimeRow(rep, r.Runtime)
 			if !row.Usable || row.Version == "" {

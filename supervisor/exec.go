@@ -83,7 +83,8 @@ type ExecOptions struct {
 	Stdin      bool
 
 	// AllowHostNetwork accepts --network host, which opens the host's
-	// abstract unix sockets and loopback to the agent (every runtime).
+	// loopback to the agent, and its abstract unix sockets on a kernel
+	// without Landlock scopes (every runtime).
 	AllowHostNetwork bool
 	// ReadWriteRoot makes the box's root file system writable
 	// (--read-write-root); it is read-only by default.

@@ -63,8 +63,9 @@ type Box struct {
 	// no engine network refuses any explicit mode.
 	NetworkSet bool
 	// AllowHostNetwork accepts Network "host", which opens the host's
-	// abstract unix sockets and loopback to the agent (HostNetworkRefusal
-	// otherwise, on every runtime).
+	// loopback to the agent, and its abstract unix sockets on a kernel
+	// without Landlock scopes (HostNetworkRefusal otherwise, on every
+	// runtime).
 	AllowHostNetwork bool
 	// AgentUID and AgentGID are the ids the agent runs as in the box
 	// (the spec's), for a runtime that maps them (native: idmapped
@@ -214,7 +215,9 @@ type Runtime interface {
 const BridgeNetworkWarning = "warning: --network bridge: the box reaches the host through the engine's bridge: every host service listening on a non-loopback address (or on all addresses: 0.0.0.0, ::), and every network the host routes to; use --network none unless the agent needs them"
 
 // HostNetworkRefusal is why a box is refused --network host unless the
-// caller passes --allow-host-network, on every runtime: abstract unix
-// sockets belong to the network namespace, not to the file system, so
-// neither a minimal root nor a container image hides them.
-const HostNetworkRefusal = "--network host: the box would share the host's network namespace, so the agent could connect to every abstract unix socket of the host (X11's @/tmp/.X11-unix, D-Bus, containerd, systemd) and every port on its loopback; pass --allow-host-network to accept that, or use --network none"
+// caller passes --allow-host-network, on every runtime: loopback ports
+// and abstract unix sockets belong to the network namespace, not to the
+// file system, so neither a minimal root nor a container image hides
+// them (the agent's Landlock domain scopes the sockets where the kernel
+// has ABI 6).
+const HostNetworkRefusal = "--network host: the box would share the host's network namespace, so the agent could connect to every port on its loopback, and on a kernel without Landlock ABI 6 to every abstract unix socket of the host (X11's @/tmp/.X11-unix, D-Bus, containerd, systemd); pass --allow-host-network to accept that, or use --network none"

@@ -205,6 +205,7 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		Setsid:      true,
 		Setctty:     spec.TTY,
 		NewKeyring:  true,
+		Scoped:      true,
 		Filter:      filter,
 		OOMScore:    agentOOMScore,
 		CgroupTasks: w.cfg.AgentCgroupFD,

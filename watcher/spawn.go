@@ -28,9 +28,12 @@ type agent struct {
 	DropCaps bool
 	Setsid   bool
 	// The box's walls (control mode): a session keyring of its own, a
-	// syscall filter installed right before the fork, and an
-	// oom_score_adj that makes the agent the OOM killer's first choice.
+	// Landlock domain that scopes abstract sockets and signals to the
+	// agent's processes (scopeThread), a syscall filter installed right
+	// before the fork, and an oom_score_adj that makes the agent the OOM
+	// killer's first choice.
 	NewKeyring bool
+	Scoped     bool
 	Filter     []seccomp.Insn
 	OOMScore   int // 0: the watcher's own
 	// CgroupTasks is a v1 "tasks" file the spawning thread joins before
@@ -70,10 +73,11 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 // bounding set are per-thread attributes the child inherits at clone,
 // and the rest of the watcher keeps its own.
 //
-// The session keyring and the syscall filter are per-thread too, and
-// taken on the same thread, in that order (the filter denies keyctl).
+// The session keyring, the Landlock domain and the syscall filter are
+// per-thread too, and taken on the same thread, in that order (the
+// filter denies keyctl).
 func spawn(a *agent) (pid int, err error) {
-	if !a.DropCaps && !a.NewKeyring && a.Filter == nil && a.CgroupTasks == 0 {
+	if !a.DropCaps && !a.NewKeyring && !a.Scoped && a.Filter == nil && a.CgroupTasks == 0 {
 		return syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
 	}
 	if a.OOMScore != 0 {
@@ -149,11 +153,12 @@ func joinThreadCgroup(fd int) error {
 }
 
 // taintThread applies to the calling thread what the agent inherits
-// from it: dropCaps, a new session keyring, the syscall filter. It must
-// be called with the OS thread locked.
+// from it: dropCaps, a new session keyring, the Landlock domain, the
+// syscall filter. It must be called with the OS thread locked.
 func taintThread(a *agent) error {
-	if a.DropCaps || a.Filter != nil {
-		// no_new_privs: also what lets an unprivileged thread install a filter.
+	if a.DropCaps || a.Scoped || a.Filter != nil {
+		// no_new_privs: also what lets an unprivileged thread install a
+		// filter or enter a Landlock domain.
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", err)
 		}
@@ -165,6 +170,11 @@ func taintThread(a *agent) error {
 	}
 	if a.NewKeyring {
 		if err := joinNewSessionKeyring(); err != nil {
+			return err
+		}
+	}
+	if a.Scoped {
+		if err := scopeThread(); err != nil {
 			return err
 		}
 	}

@@ -60,6 +60,9 @@ type DoctorStaging struct {
 type DoctorReport struct {
 	Runtimes []DoctorRuntime `json:"runtimes"`
 	Cgroup   string          `json:"cgroup"`
+	// Landlock is the kernel's ABI and what the agent's domain scopes
+	// (landlockStatus).
+	Landlock string `json:"landlock"`
 	// Controller is the link to the controller exec takes by default here.
 	Controller   string         `json:"controller"`
 	Selected     string         `json:"selected,omitempty"`
@@ -120,6 +123,7 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 
 	rep.Cgroup = cgroupMode()
 	rep.Controller = controller.Doctor()
+	rep.Landlock = landlockStatus()
 
 	// The runtime to check in depth.
 	switch {
@@ -464,6 +468,7 @@ func WriteDoctorTable(w io.Writer, rep *DoctorReport) {
 	tw.Flush()
 	fmt.Fprintf(w, "\ncgroup:           %s\n", rep.Cgroup)
 	fmt.Fprintf(w, "controller link:  %s\n", rep.Controller)
+	fmt.Fprintf(w, "landlock:         %s\n", rep.Landlock)
 	fmt.Fprintf(w, "selected runtime: %s\n", dash(rep.Selected))
 	if rep.Chosen != "" {
 		fmt.Fprintf(w, "                  %s\n", rep.Chosen)

@@ -23,6 +23,9 @@
 //	escape forks N        fork up to N children that wait (forks=COUNT/ERRNO), then end them
 //	escape filter DIR     the allowlist: socket families, calls it does not
 //	                      name, NUMA policy, set-id modes on a file in DIR
+//	escape abstract-self  listen on an abstract socket and connect to it
+//	escape kill-cmd ARG…  say uid=UID:GID, wait for another process whose
+//	                      argv is ARG…, signal 0 to it (kill-cmd=…)
 package main
 
 import (
@@ -34,6 +37,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -209,6 +213,10 @@ func main() {
 		}
 	case "filter":
 		escapeFilter(args[1])
+	case "abstract-self":
+		escapeAbstractSelf()
+	case "kill-cmd":
+		escapeKillCmd(args[1:])
 	case "oom-score":
 		b, err := os.ReadFile("/proc/self/oom_score_adj")
 		fmt.Printf("oom_score_adj=%s%v\n", strings.TrimSpace(string(b)), errOrEmpty(err))
@@ -377,4 +385,49 @@ func escapeFilter(dir string) {
 		return
 	}
 	fmt.Printf("mode=%04o\n", st.Mode&0o7777)
+}
+
+// escapeAbstractSelf: an abstract socket of the agent's own is
+// reachable (scoping keeps out only what was made outside its domain).
+func escapeAbstractSelf() {
+	name := fmt.Sprintf("@dw-escape-self-%d", os.Getpid())
+	l, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Bind(l, &unix.SockaddrUnix{Name: name})
+	}
+	if err == nil {
+		err = unix.Listen(l, 1)
+	}
+	if err == nil {
+		var c int
+		if c, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err == nil {
+			err = unix.Connect(c, &unix.SockaddrUnix{Name: name})
+			unix.Close(c)
+		}
+	}
+	unix.Close(l)
+	fmt.Println("abstract-self=" + errName(err))
+}
+
+// escapeKillCmd waits (30 s at most) for a process that is not its own
+// whose argv is argv — one the test starts in the box from outside, as
+// the agent's uid — and signals it.
+func escapeKillCmd(argv []string) {
+	fmt.Printf("uid=%d:%d\n", os.Getuid(), os.Getgid())
+	want := strings.Join(argv, "\x00") + "\x00"
+	for i := 0; i < 600; i++ {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			if b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); string(b) == want {
+				fmt.Printf("kill-cmd=%s\n", errName(unix.Kill(pid, 0)))
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Println("kill-cmd=not-found")
 }

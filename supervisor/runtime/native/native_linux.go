@@ -231,7 +231,7 @@ func (n *Native) Probe(ctx context.Context) (supervisor.Info, error) {
 // Walls says what a native box leaves open on this host (doctor).
 func (n *Native) Walls() []string {
 	w := []string{
-		"--network host is refused unless --allow-host-network: the box would share the host's network namespace, whose abstract unix sockets (X11, D-Bus, containerd, systemd) and loopback ports its agent could reach",
+		"--network host is refused unless --allow-host-network: the box would share the host's network namespace, whose loopback ports its agent could reach, and its abstract unix sockets (X11, D-Bus, containerd, systemd) on a kernel without Landlock ABI 6",
 	}
 	if v, _, err := n.cgroupPlace(); err == nil && v == 2 {
 		// On v1 the agent has a memory cgroup of its own (AgentMemoryGroup).

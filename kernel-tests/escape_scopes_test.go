@@ -1,0 +1,129 @@
+package kerneltests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared/landlock"
+	"deathwatch/supervisor"
+	"deathwatch/supervisor/runtime/native"
+)
+
+// requireScopes fails the test on a kernel without Landlock scopes.
+func requireScopes(t *testing.T) {
+	t.Helper()
+	if abi, err := landlock.ABI(); err != nil || abi < landlock.ScopeABI {
+		t.Fatalf("Landlock ABI %d (%v): the agent's scopes need ABI %d (Linux 6.12 with landlock in the lsm= list)", abi, err, landlock.ScopeABI)
+	}
+}
+
+// TestEscapeScopes: the agent's Landlock domain on every runtime. With
+// --network host (and --allow-host-network) the box shares the host's
+// abstract unix sockets: the agent connected to a host process's; now
+// EPERM, while an abstract socket of its own works. A process put in
+// the box from outside (docker exec, podman exec, nsenter), as the
+// agent's own uid: the agent could signal it; now EPERM.
+//
+// Rootful Podman cannot start a --network host box here (runc's sysfs
+// mount in the box's --userns=auto namespace is refused, on main too):
+// its box runs with no network, where the host's abstract socket is out
+// of reach anyway, and holds the other two cases.
+func TestEscapeScopes(t *testing.T) {
+	requireScopes(t)
+	for _, proto := range rigs(t) {
+		t.Run(proto.Name, func(t *testing.T) {
+			r := *proto
+			r.setup(t)
+			name := "@" + newMarker(t)
+			listenUnix(t, name)
+			esc := ktest.ToolPath(t, "escape")
+			e := escapeDir + "/escape"
+			script := e + " connect " + name + "; " + e + " abstract-self; exec " + e + " kill-cmd sleep 1001"
+			network := []string{"--network", "host", "--allow-host-network"}
+			want := map[string]string{"connect:" + name: "EPERM", "abstract-self": "ok", "kill-cmd": "EPERM"}
+			if r.Name == "podman" {
+				network = nil
+				want["connect:"+name] = "ECONNREFUSED"
+			}
+			run := r.start(r.Instance, nil, append(network, "--mount", filepath.Dir(esc)+":"+escapeDir+":ro", "--", "sh", "-c", script)...)
+			defer func() {
+				select {
+				case <-run.done:
+				default:
+					run.kill()
+				}
+			}()
+			var uid string
+			if !run.waitFor(60*time.Second, func() bool {
+				uid = lines(run.stdout())["uid"]
+				return uid != "" && run.event(supervisor.EventReady) != nil
+			}) {
+				t.Fatalf("the agent did not start: %s", run.stdout())
+			}
+			r.join(t, run.event(supervisor.EventReady).Box, uid, "sleep", "1001")
+			select {
+			case <-run.done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the agent did not finish: %s", run.stdout())
+			}
+			got := lines(run.stdout())
+			t.Logf("agent: %v", got)
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s=%q, want %q", k, got[k], v)
+				}
+			}
+			r.assertClean()
+		})
+	}
+}
+
+// join starts argv in the running box as uid ("UID:GID") from outside
+// it, as an operator does: the engine's exec, or nsenter into the
+// native box's PID (and user) namespace. The process is killed when
+// the test ends.
+func (r *rig) join(t *testing.T, box, uid string, argv ...string) {
+	t.Helper()
+	var cmd *exec.Cmd
+	if r.Runtime == "native" {
+		pid := ""
+		for _, e := range r.entries(r.Instance) {
+			if e.Box == box {
+				pid = e.RuntimeState[native.StateInitPID]
+			}
+		}
+		if pid == "" {
+			t.Fatalf("no journaled init pid for box %s", box)
+		}
+		u, g, _ := strings.Cut(uid, ":")
+		args := []string{"-t", pid, "-p", "-S", u, "-G", g}
+		if own, _ := os.Readlink("/proc/self/ns/user"); own != readlink("/proc/"+pid+"/ns/user") {
+			args = append(args, "-U")
+		}
+		cmd = exec.Command("nsenter", append(append(args, "--"), argv...)...)
+	} else {
+		cmd = r.Engine(append([]string{"exec", "-u", uid, box}, argv...)...)
+	}
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%v: %v", cmd.Args, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if out.Len() > 0 {
+			t.Logf("%v: %s", cmd.Args, out)
+		}
+	})
+}
+
+func readlink(p string) string {
+	s, _ := os.Readlink(p)
+	return s
+}
