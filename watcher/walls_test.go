@@ -3,10 +3,12 @@ package watcher
 import (
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"deathwatch/shared/landlock"
 	"deathwatch/shared/seccomp"
 	"golang.org/x/sys/unix"
 )
@@ -54,5 +56,41 @@ func TestSpawnWalls(t *testing.T) {
 	}
 	if after, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false); err != nil || after != before {
 		t.Errorf("the test's session keyring changed: %d -> %d (%v)", before, after, err)
+	}
+}
+
+// TestSpawnScoped: the agent's Landlock domain keeps out the process
+// that spawned it (a signal to it is refused) and nothing else: the
+// test process itself keeps signalling as before. Needs no privilege
+// (no_new_privs allows the domain).
+func TestSpawnScoped(t *testing.T) {
+	if abi, err := landlock.ABI(); err != nil || abi < landlock.ScopeABI {
+		t.Skipf("no Landlock scopes here (ABI %d, %v)", abi, err)
+	}
+	sh := "/bin/sh"
+	if _, err := os.Stat(sh); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "kill -0 " + strconv.Itoa(os.Getpid()) + " 2>/dev/null && echo parent=ok || echo parent=refused; kill -0 $$ && echo self=ok"
+	pid, err := spawn(&agent{Path: sh, Argv: []string{sh, "-c", script}, Files: []uintptr{0, w.Fd(), w.Fd()}, Scoped: true})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, 4096)
+	n, _ := r.Read(out)
+	if got := string(out[:n]); got != "parent=refused\nself=ok\n" {
+		t.Errorf("the scoped child said %q, want parent=refused and self=ok", got)
+	}
+	if err := syscall.Kill(os.Getpid(), 0); err != nil {
+		t.Errorf("the test process lost its own signals: %v", err)
 	}
 }
