@@ -92,6 +92,12 @@ var dockerDifferences = map[string]string{
 	"fchmodat":      "checked: as chmod",
 	"fchmodat2":     "checked: as chmod",
 	"socketpair":    "checked: the socket families of a box, as socket (Docker checks only socket)",
+	"creat":         "checked: as chmod, for the mode a file is created with",
+	"open":          "checked: as creat, when it creates (O_CREAT, O_TMPFILE)",
+	"openat":        "checked: as open",
+	"mknod":         "checked: as creat",
+	"mknodat":       "checked: as creat",
+	"openat2":       "absent (ENOSYS): its mode is in memory the filter cannot read, so it would plant set-id files past the open check; callers fall back to openat",
 	"unshare":       "checked: allowed without namespace flags (CLONE_FILES, CLONE_FS), as clone; Docker refuses it without CAP_SYS_ADMIN",
 }
 

@@ -58,6 +58,8 @@ const (
 
 	x32Bit       = 0x40000000 // __X32_SYSCALL_BIT
 	setID        = 0o6000     // S_ISUID | S_ISGID
+	oCreat       = 0x40       // O_CREAT (x86_64 and arm64)
+	oTmpfile     = 0x400000   // __O_TMPFILE (x86_64 and arm64)
 	eperm        = 1
 	enosys       = 38
 	eafnosupport = 97
@@ -74,19 +76,20 @@ type Options struct {
 type verb uint8
 
 const (
-	absent      verb = iota // ENOSYS
-	allow                   // as it is
-	refuse                  // EPERM
-	noNamespace             // EPERM when args[0] has a namespace flag (clone, unshare)
-	personality             // EPERM unless args[0] is one of personas
-	families                // EAFNOSUPPORT unless args[0] is one of boxFamilies
-	noSetID                 // EPERM when args[arg] has S_ISUID or S_ISGID (the chmod family)
+	absent        verb = iota // ENOSYS
+	allow                     // as it is
+	refuse                    // EPERM
+	noNamespace               // EPERM when args[0] has a namespace flag (clone, unshare)
+	personality               // EPERM unless args[0] is one of personas
+	families                  // EAFNOSUPPORT unless args[0] is one of boxFamilies
+	noSetID                   // EPERM when args[arg] has S_ISUID or S_ISGID (the chmod family, mknod)
+	noSetIDCreate             // EPERM when args[flags] creates a file and args[arg] has S_ISUID or S_ISGID (open)
 )
 
-// rule is a verb and the argument it reads.
+// rule is a verb and the arguments it reads.
 type rule struct {
-	do  verb
-	arg uint8
+	do         verb
+	arg, flags uint8
 }
 
 // policy is every named call's rule for o.
@@ -184,10 +187,19 @@ func (r rule) body() []Insn {
 	case families:
 		return oneOf(boxFamilies, RetErrno|eafnosupport)
 	case noSetID:
-		return []Insn{ld(offArg0 + 8*uint32(r.arg)), jump(jsetK, setID, 0, 1), ret(RetErrno | eperm), ret(RetAllow)}
+		return []Insn{ld(argOff(r.arg)), jump(jsetK, setID, 0, 1), ret(RetErrno | eperm), ret(RetAllow)}
+	case noSetIDCreate:
+		return []Insn{
+			ld(argOff(r.flags)), jump(jsetK, oCreat|oTmpfile, 0, 3),
+			ld(argOff(r.arg)), jump(jsetK, setID, 0, 1),
+			ret(RetErrno | eperm), ret(RetAllow),
+		}
 	}
 	return []Insn{ret(RetErrno | enosys)}
 }
+
+// argOff is the offset of args[i]'s low word in seccomp_data.
+func argOff(i uint8) uint32 { return offArg0 + 8*uint32(i) }
 
 // oneOf allows a call whose args[0] is one of vs and returns otherwise.
 func oneOf(vs []uint32, otherwise uint32) []Insn {

@@ -15,8 +15,8 @@ package seccomp
 // and arch_prctl and modify_ldt (Docker's x86_64 additions).
 const allowed = `
 accept accept4 access alarm arch_prctl bind brk cachestat capget capset chdir chown
-clock_getres clock_gettime clock_nanosleep close close_range connect copy_file_range creat
-dup dup2 dup3 epoll_create epoll_create1 epoll_ctl epoll_ctl_old epoll_pwait epoll_pwait2
+clock_getres clock_gettime clock_nanosleep close close_range connect copy_file_range dup
+dup2 dup3 epoll_create epoll_create1 epoll_ctl epoll_ctl_old epoll_pwait epoll_pwait2
 epoll_wait epoll_wait_old eventfd eventfd2 execve execveat exit exit_group faccessat
 faccessat2 fadvise64 fallocate fanotify_mark fchdir fchown fchownat fcntl fdatasync
 fgetxattr flistxattr flock fork fremovexattr fsetxattr fstat fstatfs fsync ftruncate futex
@@ -28,34 +28,33 @@ inotify_add_watch inotify_init inotify_init1 inotify_rm_watch io_cancel io_destr
 io_getevents io_pgetevents io_setup io_submit ioctl ioprio_get ioprio_set kill
 landlock_add_rule landlock_create_ruleset landlock_restrict_self lchown lgetxattr link
 linkat listen listmount listxattr listxattrat llistxattr lremovexattr lseek lsetxattr lstat
-madvise map_shadow_stack membarrier memfd_create memfd_secret mincore mkdir mkdirat mknod
-mknodat mlock mlock2 mlockall mmap modify_ldt mprotect mq_getsetattr mq_notify mq_open
-mq_timedreceive mq_timedsend mq_unlink mremap mseal msgctl msgget msgrcv msgsnd msync
-munlock munlockall munmap name_to_handle_at nanosleep newfstatat open openat openat2 pause
-pidfd_open pidfd_send_signal pipe pipe2 pkey_alloc pkey_free pkey_mprotect poll ppoll prctl
-pread64 preadv preadv2 prlimit64 process_mrelease process_vm_readv process_vm_writev
-pselect6 ptrace pwrite64 pwritev pwritev2 read readahead readlink readlinkat readv recvfrom
-recvmmsg recvmsg remap_file_pages removexattr removexattrat rename renameat renameat2
-restart_syscall rmdir rseq rt_sigaction rt_sigpending rt_sigprocmask rt_sigqueueinfo
-rt_sigreturn rt_sigsuspend rt_sigtimedwait rt_tgsigqueueinfo sched_get_priority_max
-sched_get_priority_min sched_getaffinity sched_getattr sched_getparam sched_getscheduler
-sched_rr_get_interval sched_setaffinity sched_setattr sched_setparam sched_setscheduler
-sched_yield seccomp select semctl semget semop semtimedop sendfile sendmmsg sendmsg sendto
-set_robust_list set_thread_area set_tid_address setfsgid setfsuid setgid setgroups setitimer
-setpgid setpriority setregid setresgid setresuid setreuid setrlimit setsid setsockopt setuid
-setxattr setxattrat shmat shmctl shmdt shmget shutdown sigaltstack signalfd signalfd4 splice
-stat statfs statmount statx symlink symlinkat sync sync_file_range syncfs sysinfo tee tgkill
-time timer_create timer_delete timer_getoverrun timer_gettime timer_settime timerfd_create
-timerfd_gettime timerfd_settime times tkill truncate umask uname unlink unlinkat uretprobe
-utime utimensat utimes vfork vmsplice wait4 waitid write writev
+madvise map_shadow_stack membarrier memfd_create memfd_secret mincore mkdir mkdirat mlock
+mlock2 mlockall mmap modify_ldt mprotect mq_getsetattr mq_notify mq_open mq_timedreceive
+mq_timedsend mq_unlink mremap mseal msgctl msgget msgrcv msgsnd msync munlock munlockall
+munmap name_to_handle_at nanosleep newfstatat pause pidfd_open pidfd_send_signal pipe pipe2
+pkey_alloc pkey_free pkey_mprotect poll ppoll prctl pread64 preadv preadv2 prlimit64
+process_mrelease process_vm_readv process_vm_writev pselect6 ptrace pwrite64 pwritev
+pwritev2 read readahead readlink readlinkat readv recvfrom recvmmsg recvmsg remap_file_pages
+removexattr removexattrat rename renameat renameat2 restart_syscall rmdir rseq rt_sigaction
+rt_sigpending rt_sigprocmask rt_sigqueueinfo rt_sigreturn rt_sigsuspend rt_sigtimedwait
+rt_tgsigqueueinfo sched_get_priority_max sched_get_priority_min sched_getaffinity
+sched_getattr sched_getparam sched_getscheduler sched_rr_get_interval sched_setaffinity
+sched_setattr sched_setparam sched_setscheduler sched_yield seccomp select semctl semget
+semop semtimedop sendfile sendmmsg sendmsg sendto set_robust_list set_thread_area
+set_tid_address setfsgid setfsuid setgid setgroups setitimer setpgid setpriority setregid
+setresgid setresuid setreuid setrlimit setsid setsockopt setuid setxattr setxattrat shmat
+shmctl shmdt shmget shutdown sigaltstack signalfd signalfd4 splice stat statfs statmount
+statx symlink symlinkat sync sync_file_range syncfs sysinfo tee tgkill time timer_create
+timer_delete timer_getoverrun timer_gettime timer_settime timerfd_create timerfd_gettime
+timerfd_settime times tkill truncate umask uname unlink unlinkat uretprobe utime utimensat
+utimes vfork vmsplice wait4 waitid write writev
 `
 
-// refused get EPERM: what Docker answers a container without the
-// capability these need (mbind and the other NUMA policy calls need
-// CAP_SYS_NICE there), and the calls we refuse beyond Docker:
-// the kernel keyring (a box's secrets are in its session keyring),
-// io_uring (a second syscall table the filter cannot see), and the
-// calls that set the host's clock, which Docker allows for reading it.
+// refused get EPERM, Docker's answer: calls Docker grants only with a
+// capability the agent never has (mbind and the other NUMA policy calls
+// need CAP_SYS_NICE there, kcmp CAP_SYS_PTRACE), calls it leaves out
+// (the kernel keyring, io_uring, modules, kexec), and adjtimex and
+// clock_adjtime, which Docker allows for reading the host's clock.
 const refused = `
 acct add_key adjtimex bpf clock_adjtime clock_settime create_module delete_module
 fanotify_init finit_module get_kernel_syms get_mempolicy init_module io_uring_enter
@@ -87,10 +86,19 @@ func checked() map[string]rule {
 		"personality": {do: personality},
 		// No set-id bits from a box: a set-id file left in a folder the host
 		// shares would run with the agent's ids for anyone on the host.
+		// The kernel keeps them from a mode given at creation too (open,
+		// creat, openat with O_CREAT or O_TMPFILE, mknod); openat2's mode
+		// sits in memory the filter cannot read, so openat2 is absent
+		// (ENOSYS: the C library and Go fall back to openat).
 		"chmod":     {do: noSetID, arg: 1},
 		"fchmod":    {do: noSetID, arg: 1},
 		"fchmodat":  {do: noSetID, arg: 2},
 		"fchmodat2": {do: noSetID, arg: 2},
+		"mknod":     {do: noSetID, arg: 1},
+		"mknodat":   {do: noSetID, arg: 2},
+		"creat":     {do: noSetID, arg: 1},
+		"open":      {do: noSetIDCreate, flags: 1, arg: 2},
+		"openat":    {do: noSetIDCreate, flags: 2, arg: 3},
 	}
 }
 

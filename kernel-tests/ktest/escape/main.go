@@ -319,16 +319,18 @@ func escapeKeys(serial int) {
 // does not use (AF_VSOCK reaches a VM host's hypervisor services), a
 // call Docker's profile does not name (file_getattr, move_pages), a
 // number past every table, the NUMA policy calls, and set-id bits on a
-// file of its own (the file's mode after is mode=…).
+// file of its own (the file's mode after is mode=…) and on the files it
+// creates (setid-files= names those that have them).
 func escapeFilter(dir string) {
 	for _, f := range []struct {
-		name   string
-		family int
-	}{{"unix", unix.AF_UNIX}, {"inet", unix.AF_INET}, {"netlink", unix.AF_NETLINK}, {"vsock", unix.AF_VSOCK}, {"alg", unix.AF_ALG}} {
-		fd, err := unix.Socket(f.family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if f.family == unix.AF_VSOCK || f.family == unix.AF_ALG {
-			fd, err = unix.Socket(f.family, map[int]int{unix.AF_VSOCK: unix.SOCK_STREAM, unix.AF_ALG: unix.SOCK_SEQPACKET}[f.family]|unix.SOCK_CLOEXEC, 0)
-		}
+		name         string
+		family, kind int
+	}{
+		{"unix", unix.AF_UNIX, unix.SOCK_DGRAM}, {"inet", unix.AF_INET, unix.SOCK_DGRAM},
+		{"netlink", unix.AF_NETLINK, unix.SOCK_DGRAM}, {"vsock", unix.AF_VSOCK, unix.SOCK_STREAM},
+		{"alg", unix.AF_ALG, unix.SOCK_SEQPACKET},
+	} {
+		fd, err := unix.Socket(f.family, f.kind|unix.SOCK_CLOEXEC, 0)
 		if err == nil {
 			unix.Close(fd)
 		}
@@ -367,17 +369,17 @@ func escapeFilter(dir string) {
 		trap uintptr
 		args []uintptr
 	}{
-		{"chmod-4755", unix.SYS_FCHMODAT, []uintptr{fdcwd, p, 0o4755}},
-		{"chmod-2755", unix.SYS_FCHMODAT, []uintptr{fdcwd, p, 0o2755}},
+		{"fchmodat-4755", unix.SYS_FCHMODAT, []uintptr{fdcwd, p, 0o4755}},
+		{"fchmodat-2755", unix.SYS_FCHMODAT, []uintptr{fdcwd, p, 0o2755}},
 		{"fchmod-6755", unix.SYS_FCHMOD, []uintptr{uintptr(fd), 0o6755}},
 		{"fchmodat2-4755", unix.SYS_FCHMODAT2, []uintptr{fdcwd, p, 0o4755, 0}},
 		{"fchmodat2-2755-nofollow", unix.SYS_FCHMODAT2, []uintptr{fdcwd, p, 0o2755, unix.AT_SYMLINK_NOFOLLOW}},
-		{"chmod-755", unix.SYS_FCHMODAT, []uintptr{fdcwd, p, 0o755}},
+		{"fchmodat-755", unix.SYS_FCHMODAT, []uintptr{fdcwd, p, 0o755}},
 	} {
 		call(c.name, c.trap, c.args...)
 	}
 	if runtime.GOARCH == "amd64" {
-		call("chmod(2)-4755", 90 /* SYS_CHMOD */, p, 0o4755)
+		call("chmod-4755", 90 /* SYS_CHMOD */, p, 0o4755)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(f, &st); err != nil {
@@ -385,6 +387,31 @@ func escapeFilter(dir string) {
 		return
 	}
 	fmt.Printf("mode=%04o\n", st.Mode&0o7777)
+
+	// Set-id bits given at creation: open, mknod, openat2.
+	fd, err = unix.Open(dir+"/dw-open", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o4755)
+	if err == nil {
+		unix.Close(fd)
+	}
+	fmt.Println("open-4755=" + errName(err))
+	fmt.Println("mknod-2755=" + errName(unix.Mknod(dir+"/dw-mknod", unix.S_IFREG|0o2755, 0)))
+	fd, err = unix.Openat2(unix.AT_FDCWD, dir+"/dw-openat2", &unix.OpenHow{Flags: unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC, Mode: 0o4755})
+	if err == nil {
+		unix.Close(fd)
+	}
+	fmt.Println("openat2-4755=" + errName(err))
+	fd, err = unix.Open(dir+"/dw-open-plain", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o755)
+	if err == nil {
+		unix.Close(fd)
+	}
+	fmt.Println("open-755=" + errName(err))
+	var setid []string
+	for _, n := range []string{"dw-setid", "dw-open", "dw-mknod", "dw-openat2", "dw-open-plain"} {
+		if unix.Stat(dir+"/"+n, &st) == nil && st.Mode&0o6000 != 0 {
+			setid = append(setid, fmt.Sprintf("%s:%04o", n, st.Mode&0o7777))
+		}
+	}
+	fmt.Println("setid-files=" + strings.Join(setid, ","))
 }
 
 // escapeAbstractSelf: an abstract socket of the agent's own is
