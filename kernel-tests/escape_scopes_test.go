@@ -102,7 +102,7 @@ func (r *rig) join(t *testing.T, box, uid string, argv ...string) {
 		}
 		u, g, _ := strings.Cut(uid, ":")
 		args := []string{"-t", pid, "-p", "-S", u, "-G", g}
-		if own, _ := os.Readlink("/proc/self/ns/user"); own != readlink("/proc/"+pid+"/ns/user") {
+		if readlink("/proc/self/ns/user") != readlink("/proc/"+pid+"/ns/user") {
 			args = append(args, "-U")
 		}
 		cmd = exec.Command("nsenter", append(append(args, "--"), argv...)...)
@@ -123,6 +123,7 @@ func (r *rig) join(t *testing.T, box, uid string, argv ...string) {
 	})
 }
 
+// readlink is the link's target, "" when it cannot be read.
 func readlink(p string) string {
 	s, _ := os.Readlink(p)
 	return s
