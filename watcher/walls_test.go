@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -17,10 +18,6 @@ import (
 // the child: the test process keeps no filter and its own session
 // keyring. Needs no privilege (no_new_privs allows the filter).
 func TestSpawnWalls(t *testing.T) {
-	sh := "/bin/sh"
-	if _, err := os.Stat(sh); err != nil {
-		t.Skip("no /bin/sh")
-	}
 	runtime.LockOSThread() // keyrings are per thread: ask the same one twice
 	defer runtime.UnlockOSThread()
 	before, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false)
@@ -31,25 +28,9 @@ func TestSpawnWalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &agent{Path: sh, Argv: []string{sh, "-c", "grep '^Seccomp:' /proc/self/status"},
-		Files: []uintptr{0, w.Fd(), w.Fd()}, NewKeyring: true, Filter: prog}
-	pid, err := spawn(a)
-	w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ws syscall.WaitStatus
-	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
-		t.Fatal(err)
-	}
-	out := make([]byte, 4096)
-	n, _ := r.Read(out)
-	if !strings.Contains(string(out[:n]), "Seccomp:\t2") {
-		t.Errorf("child status: %q, want Seccomp: 2", out[:n])
+	out := shOutput(t, "grep '^Seccomp:' /proc/self/status", &agent{NewKeyring: true, Filter: prog})
+	if !strings.Contains(out, "Seccomp:\t2") {
+		t.Errorf("child status: %q, want Seccomp: 2", out)
 	}
 	if s, _ := os.ReadFile("/proc/self/status"); !strings.Contains(string(s), "Seccomp:\t0") {
 		t.Errorf("the test process got a filter too")
@@ -67,6 +48,19 @@ func TestSpawnScoped(t *testing.T) {
 	if abi, err := landlock.ABI(); err != nil || abi < landlock.ScopeABI {
 		t.Skipf("no Landlock scopes here (ABI %d, %v)", abi, err)
 	}
+	script := "kill -0 " + strconv.Itoa(os.Getpid()) + " 2>/dev/null && echo parent=ok || echo parent=refused; kill -0 $$ && echo self=ok"
+	if got := shOutput(t, script, &agent{Scoped: true}); got != "parent=refused\nself=ok\n" {
+		t.Errorf("the scoped child said %q, want parent=refused and self=ok", got)
+	}
+	if err := syscall.Kill(os.Getpid(), 0); err != nil {
+		t.Errorf("the test process lost its own signals: %v", err)
+	}
+}
+
+// shOutput spawns a, with /bin/sh -c script as its command, and returns
+// what it wrote to its stdout and stderr.
+func shOutput(t *testing.T, script string, a *agent) string {
+	t.Helper()
 	sh := "/bin/sh"
 	if _, err := os.Stat(sh); err != nil {
 		t.Skip("no /bin/sh")
@@ -75,8 +69,9 @@ func TestSpawnScoped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := "kill -0 " + strconv.Itoa(os.Getpid()) + " 2>/dev/null && echo parent=ok || echo parent=refused; kill -0 $$ && echo self=ok"
-	pid, err := spawn(&agent{Path: sh, Argv: []string{sh, "-c", script}, Files: []uintptr{0, w.Fd(), w.Fd()}, Scoped: true})
+	defer r.Close()
+	a.Path, a.Argv, a.Files = sh, []string{sh, "-c", script}, []uintptr{0, w.Fd(), w.Fd()}
+	pid, err := spawn(a)
 	w.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -85,12 +80,6 @@ func TestSpawnScoped(t *testing.T) {
 	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	out := make([]byte, 4096)
-	n, _ := r.Read(out)
-	if got := string(out[:n]); got != "parent=refused\nself=ok\n" {
-		t.Errorf("the scoped child said %q, want parent=refused and self=ok", got)
-	}
-	if err := syscall.Kill(os.Getpid(), 0); err != nil {
-		t.Errorf("the test process lost its own signals: %v", err)
-	}
+	out, _ := io.ReadAll(r)
+	return string(out)
 }
