@@ -26,7 +26,7 @@ func requireScopes(t *testing.T) {
 // --network host (and --allow-host-network) the box shares the host's
 // abstract unix sockets: the agent connected to a host process's; now
 // EPERM, while an abstract socket of its own works. A process put in
-// the box from outside (docker exec, podman exec, nsenter), as the
+// the box from outside (nsenter, as an operator's exec does), as the
 // agent's own uid: the agent could signal it; now EPERM.
 //
 // Rootful Podman cannot start a --network host box here (runc's sysfs
@@ -84,31 +84,30 @@ func TestEscapeScopes(t *testing.T) {
 }
 
 // join starts argv in the running box as uid ("UID:GID") from outside
-// it, as an operator does: the engine's exec, or nsenter into the
-// native box's PID (and user) namespace. The process is killed when
-// the test ends.
+// it, as an operator does: nsenter into the PID (and user) namespace of
+// the box's PID 1 (the engines' exec refuses the high ids rootful
+// Docker's boxes run on). The process is killed when the test ends.
 func (r *rig) join(t *testing.T, box, uid string, argv ...string) {
 	t.Helper()
-	var cmd *exec.Cmd
+	pid := ""
 	if r.Runtime == "native" {
-		pid := ""
 		for _, e := range r.entries(r.Instance) {
 			if e.Box == box {
 				pid = e.RuntimeState[native.StateInitPID]
 			}
 		}
-		if pid == "" {
-			t.Fatalf("no journaled init pid for box %s", box)
-		}
-		u, g, _ := strings.Cut(uid, ":")
-		args := []string{"-t", pid, "-p", "-S", u, "-G", g}
-		if readlink("/proc/self/ns/user") != readlink("/proc/"+pid+"/ns/user") {
-			args = append(args, "-U")
-		}
-		cmd = exec.Command("nsenter", append(append(args, "--"), argv...)...)
-	} else {
-		cmd = r.Engine(append([]string{"exec", "-u", uid, box}, argv...)...)
+	} else if out, err := r.Engine("container", "inspect", "--format", "{{.State.Pid}}", box).Output(); err == nil {
+		pid = strings.TrimSpace(string(out))
 	}
+	if pid == "" || pid == "0" {
+		t.Fatalf("no PID 1 for box %s", box)
+	}
+	u, g, _ := strings.Cut(uid, ":")
+	args := []string{"-t", pid, "-p", "-S", u, "-G", g}
+	if readlink("/proc/self/ns/user") != readlink("/proc/"+pid+"/ns/user") {
+		args = append(args, "-U")
+	}
+	cmd := exec.Command("nsenter", append(append(args, "--"), argv...)...)
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
