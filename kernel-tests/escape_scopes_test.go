@@ -31,8 +31,10 @@ func requireScopes(t *testing.T) {
 //
 // Rootful Podman cannot start a --network host box here (runc's sysfs
 // mount in the box's --userns=auto namespace is refused, on main too):
-// its box runs with no network, where the host's abstract socket is out
-// of reach anyway, and holds the other two cases.
+// its box runs with no network. Rootless Docker's host network is
+// rootlesskit's namespace, not the host's. In both the host's abstract
+// socket is out of reach anyway (ECONNREFUSED), and the box holds the
+// other two cases.
 func TestEscapeScopes(t *testing.T) {
 	requireScopes(t)
 	for _, proto := range rigs(t) {
@@ -46,8 +48,11 @@ func TestEscapeScopes(t *testing.T) {
 			script := e + " connect " + name + "; " + e + " abstract-self; exec " + e + " kill-cmd sleep 1001"
 			network := []string{"--network", "host", "--allow-host-network"}
 			want := map[string]string{"connect:" + name: "EPERM", "abstract-self": "ok", "kill-cmd": "EPERM"}
-			if r.Name == "podman" {
+			switch r.Name {
+			case "podman":
 				network = nil
+				want["connect:"+name] = "ECONNREFUSED"
+			case "docker-rootless":
 				want["connect:"+name] = "ECONNREFUSED"
 			}
 			run := r.start(r.Instance, nil, append(network, "--mount", filepath.Dir(esc)+":"+escapeDir+":ro", "--", "sh", "-c", script)...)
