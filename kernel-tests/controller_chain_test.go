@@ -79,23 +79,42 @@ type chain struct {
 func startChain(t *testing.T, r *rig, lang, mode string, n int, env []string, marker string, supArgs ...string) *chain {
 	t.Helper()
 	sup := append([]string{r.Bin.Supervisor}, r.ExecArgs(r.Instance, supArgs...)...)
-	var cmd *exec.Cmd
+	command := func(name string, args ...string) *exec.Cmd { return r.Command(env, name, args...) }
+	return runChain(t, chainController(t, lang, mode, n, r.Dir, command, sup), marker, r.Dir, func() { r.reconcile(r.Instance) })
+}
+
+// chainController is the controller in lang (go: chainctl; python:
+// chainPython, written into dir) in mode, starting n copies of the
+// supervisor argv sup; command makes its process (as whom, with what
+// environment).
+func chainController(t *testing.T, lang, mode string, n int, dir string, command func(name string, args ...string) *exec.Cmd, sup []string) *exec.Cmd {
+	t.Helper()
 	switch lang {
 	case "go":
-		cmd = r.Command(env, ktest.ToolPath(t, "chainctl"), append([]string{"-n", strconv.Itoa(n), "-mode", mode, "--"}, sup...)...)
+		return command(ktest.ToolPath(t, "chainctl"), append([]string{"-n", strconv.Itoa(n), "-mode", mode, "--"}, sup...)...)
 	case "python":
 		// The system's python3: one in root's home is not the rig user's.
 		py := "/usr/bin/python3"
 		if _, err := os.Stat(py); err != nil {
 			t.Fatalf("python3 is needed to play a Python controller: %v", err)
 		}
-		script := filepath.Join(r.Dir, "controller.py")
+		script := filepath.Join(dir, "controller.py")
 		if err := os.WriteFile(script, []byte(chainPython), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd = r.Command(env, py, append([]string{script, mode, strconv.Itoa(n)}, sup...)...)
+		return command(py, append([]string{script, mode, strconv.Itoa(n)}, sup...)...)
 	}
-	c := &chain{t: t, cmd: cmd, marker: marker, lines: make(chan string, 64), stderr: filepath.Join(r.Dir, fmt.Sprintf("controller-%d.err", time.Now().UnixNano()))}
+	t.Fatalf("no controller in %q (want go or python)", lang)
+	return nil
+}
+
+// runChain starts the controller cmd with its (and its children's)
+// stderr in a file of dir and its stdout read line by line. The test's
+// cleanup kills it; when the test failed, also what carries marker, and
+// then calls reconcile.
+func runChain(t *testing.T, cmd *exec.Cmd, marker, dir string, reconcile func()) *chain {
+	t.Helper()
+	c := &chain{t: t, cmd: cmd, marker: marker, lines: make(chan string, 64), stderr: filepath.Join(dir, fmt.Sprintf("controller-%d.err", time.Now().UnixNano()))}
 	errf, err := os.Create(c.stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +138,7 @@ func startChain(t *testing.T, r *rig, lang, mode string, n int, env []string, ma
 				syscall.Kill(p.PID, syscall.SIGKILL)
 			}
 			time.Sleep(time.Second)
-			r.reconcile(r.Instance)
+			reconcile()
 		}
 	})
 	go func() {
@@ -404,39 +423,12 @@ func TestChainSbx(t *testing.T) {
 	r := newSbxRig(t)
 	marker := chainMarker("sbx")
 	sup := append([]string{r.bin.Supervisor, "--instance", r.instance, "--journal", r.journal, "exec", "--runtime", "sbx", "--template", r.template}, chainAgent(marker, false)...)
-	cmd := exec.Command(ktest.ToolPath(t, "chainctl"), append([]string{"-n", "2", "--"}, sup...)...)
-	cmd.Env = r.s.Env
-	errf, err := os.Create(filepath.Join(t.TempDir(), "controller.err"))
-	if err != nil {
-		t.Fatal(err)
+	command := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(name, args...)
+		cmd.Env = r.s.Env
+		return cmd
 	}
-	defer errf.Close()
-	cmd.Stderr = errf
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &chain{t: t, cmd: cmd, marker: marker, lines: make(chan string, 64), stderr: errf.Name()}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			for _, p := range ktest.WithMarker(marker) {
-				syscall.Kill(p.PID, syscall.SIGKILL)
-			}
-			runCmd(r.supervisor(nil, "reconcile"))
-		}
-	})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-	}()
+	c := runChain(t, chainController(t, "go", "main", 2, t.TempDir(), command, sup), marker, t.TempDir(), func() { runCmd(r.supervisor(nil, "reconcile")) })
 	c.until("ready")
 	ps := c.procs(4)
 	took := chainDead(t, ps, c.kill(), "sbx: after SIGKILL of the controller")
