@@ -75,7 +75,7 @@ type chain struct {
 
 // startChain starts a controller (lang go or python) in mode with n
 // supervisors of the rig running supArgs (after ExecArgs), as the rig's
-// user, and waits until every agent said ready.
+// user, and returns it (the test reads its lines with until).
 func startChain(t *testing.T, r *rig, lang, mode string, n int, env []string, marker string, supArgs ...string) *chain {
 	t.Helper()
 	sup := append([]string{r.Bin.Supervisor}, r.ExecArgs(r.Instance, supArgs...)...)

@@ -21,7 +21,8 @@ import (
 
 // startChain starts a controller (lang go or python) in mode with n
 // supervisors of the rig running supArgs (after execArgs), as root with
-// the cluster's environment, and returns it.
+// the cluster's environment, and returns it (the test reads its lines
+// with until).
 func (r *k8sRig) startChain(t *testing.T, lang, mode string, n int, marker string, supArgs ...string) *chain {
 	t.Helper()
 	sup := append([]string{r.bin.Supervisor}, r.execArgs(supArgs...)...)
