@@ -407,7 +407,7 @@ func TestKubernetesProveAndDoctor(t *testing.T) {
 		t.Fatalf("prove-deathwatch: %v %v\n%s\n%s", err, jerr, o.String(), e.String())
 	}
 	t.Logf("prove-deathwatch --runtime kubernetes (%v):\n%s", time.Since(t0).Round(time.Second), proveTable(rep))
-	if err != nil || !rep.Pass || len(rep.Rows) != 6 {
+	if err != nil || !rep.Pass || len(rep.Rows) != 8 { // four paths (controller, sigkill, heartbeat, deadline) × dead, removed
 		t.Errorf("prove-deathwatch: %v, pass %v, %d rows\n%s", err, rep.Pass, len(rep.Rows), e.String())
 	}
 	if ps := r.k.Pods(t, shared.LabelInstance+"="+r.instance+".prove"); len(ps) != 0 {

@@ -48,11 +48,16 @@ func TestNativeIsolation(t *testing.T) {
 
 	rw, ro := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(ro, "hello"), []byte("hello=from-host\n"), 0o644)
+	// The read-write folder is the account's that --mount-owner names
+	// (never root's: a root-owned folder is refused read-write).
+	os.Chown(rw, mountedOwner, mountedOwner)
 	b := newBox(t, bins)
 	b.Mounts = []supervisor.Mount{{Source: rw, Target: "/tmp/w"}, {Source: ro, Target: "/tmp/ro", ReadOnly: true}}
-	// The agent (1000) owns the mounts' files (idmapped from their host
-	// owner, root): only the read-only mount keeps it from writing
-	// there, not file permissions. The root is nobody's it knows.
+	b.MountOwner = &supervisor.HostIDs{UID: mountedOwner, GID: mountedOwner}
+	// The agent (1000) owns the read-write mount's files (idmapped from
+	// the named owner); the read-only one is root's, its files shown as
+	// nobody and readable where anyone may read. The root is nobody's
+	// it knows.
 	spec := agentSpec("/bin/sh", "-c", probeScript)
 	b.Workdir, spec.Workdir = "/tmp/w", "/tmp/w"
 	r := runBox(t, rt, b, spec, nil)
@@ -63,7 +68,9 @@ func TestNativeIsolation(t *testing.T) {
 	got := lines(r.Stdout)
 	want := map[string]string{
 		"ppid": "1", "hostsleep": "0", "wrote": "", "wrote-sysctl": "", "tmp": "ok", "ifaces": "lo", "sysnet": "lo", "loflags": "0x9", "hostname": b.Name,
-		"uid": "1000", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "cgroups": "/", "fds": "0 1 2 3", // ls's own directory is the 3
+		// cgroups: the box's own namespace, the agent in the memory
+		// cgroup's agent child below the watcher (the default bound).
+		"uid": "1000", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "cgroups": "/ /agent", "fds": "0 1 2 3", // ls's own directory is the 3
 	}
 	for k, v := range want {
 		if strings.TrimSpace(got[k]) != v {
