@@ -36,6 +36,7 @@
 #     alone, under a lock of its own.
 #   - What udev and systemd do on an ordinary machine and this one lacks:
 #     / made a shared mount (else rootless Podman warns on every command),
+#     tracefs on /sys/kernel/tracing (make bench's kill trace),
 #     /dev/net/tun mode 0666 (else slirp4netns, rootless Podman's network,
 #     fails; runs with --network none work either way).
 #
@@ -482,6 +483,15 @@ if [ -c /dev/net/tun ]; then
 	fi
 else
 	step "tun device" "none: rootless Podman runs need --network none"
+fi
+
+# tracefs, as systemd mounts it: make bench's kill trace reads the
+# kernel's signal and wake-up events from an instance of its own.
+if [ -d /sys/kernel/tracing ] && ! mountpoint -q /sys/kernel/tracing; then
+	mount -t tracefs nodev /sys/kernel/tracing 2>"$ERRLOG" || die "mount tracefs on /sys/kernel/tracing failed$(errtail)"
+	step tracefs "mounted /sys/kernel/tracing (as systemd does)"
+else
+	step tracefs "ok"
 fi
 
 user_conf="$MARK
