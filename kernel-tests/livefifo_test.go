@@ -66,8 +66,9 @@ func liveBox(t *testing.T, r *rig) (*exec.Cmd, string, map[string]string) {
 // FIFO (for reading or writing: a writer would keep the box alive past
 // the supervisor) nor list its folder or the watcher's descriptors, and
 // the host's folder is not in the box; on the host the folder is the
-// supervisor's alone until the watcher holds the FIFO (ready), and gone
-// from then on.
+// supervisor's alone, the FIFO is gone once the watcher holds it
+// (ready), and the folder, the box's bind source, stays empty until the
+// box is removed: docker cp of the running box works.
 func TestEscapeLiveFIFO(t *testing.T) {
 	forLive(t, func(t *testing.T, r *rig) {
 		// Stopped after start, before the spec: the folder as the box got it.
@@ -100,11 +101,21 @@ func TestEscapeLiveFIFO(t *testing.T) {
 		if v := rep["host-folder"]; !strings.Contains(v, "No such file") {
 			t.Errorf("agent host-folder: %q, want the host's /run/deathwatch absent from the box", v)
 		}
-		if _, err := os.Lstat(filepath.Join(supervisor.LiveRoot, box)); !os.IsNotExist(err) {
-			t.Errorf("the live FIFO folder is still on the host after ready: %v", err)
+		dir = filepath.Join(supervisor.LiveRoot, box)
+		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+			t.Errorf("after ready the live FIFO folder holds %v (%v), want it there and empty", ents, err)
+		}
+		if st, err := os.Lstat(dir); err != nil || st.Mode() != os.ModeDir|0o700 || st.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("after ready the live FIFO folder is %v (%v), want root's 0700", st, err)
+		}
+		if out, err := r.Engine("cp", box+":/etc/passwd", "-").CombinedOutput(); err != nil {
+			t.Errorf("docker cp from the running box: %v\n%s", err, out)
 		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			t.Errorf("the live FIFO folder is still on the host after the launch: %v", err)
+		}
 	})
 }
 

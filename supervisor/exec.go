@@ -962,7 +962,7 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 					}
 					// The watcher opened the live FIFO before the agent
 					// started: its name is not needed any more.
-					l.live.remove()
+					l.live.unlink()
 					if len(l.o.CopyIn) > 0 {
 						cp.staged()
 					}

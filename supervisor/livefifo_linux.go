@@ -304,12 +304,21 @@ func holdApart(fd int) (release func(), err error) {
 	}, nil
 }
 
-// remove deletes the FIFO's folder (os.RemoveAll follows no link): at
-// ready, once the watcher holds the FIFO open (the pipe lives on in the
-// two ends, the box's bind keeps the deleted folder, still 0700: the
-// agent's opens fail with EACCES as before), and again when the box is
-// removed, for a launch that never got to ready. A supervisor killed
-// before ready leaves the folder to reconcile.
+// unlink deletes the FIFO's name at ready, once the watcher holds it
+// open (the pipe lives on in the two ends): nothing on the host can open
+// it from then on. The folder stays, empty and 0700, as long as the box:
+// it is the source of the box's bind, and an engine binds every source
+// again for each request on the box's files (Docker's archive endpoint:
+// docker cp, a copy-out), which fails whole on a source that is gone.
+func (lf *liveFIFO) unlink() {
+	if lf != nil {
+		os.Remove(filepath.Join(lf.dir, LiveFIFOName))
+	}
+}
+
+// remove deletes the FIFO's folder (os.RemoveAll follows no link) once
+// the box is removed. A supervisor killed before that leaves the folder
+// to reconcile.
 func (lf *liveFIFO) remove() {
 	if lf != nil {
 		os.RemoveAll(lf.dir)

@@ -13,8 +13,9 @@ import (
 )
 
 // makeLiveFIFO makes a fresh 0700 folder and a 0600 FIFO of the
-// supervisor's own, holding the nonce for the watcher; close is the
-// watcher's EOF, remove leaves nothing.
+// supervisor's own, holding the nonce for the watcher; unlink (at
+// ready) takes the FIFO's name and keeps the folder, a box's bind
+// source; close is the watcher's EOF, remove leaves nothing.
 func TestMakeLiveFIFO(t *testing.T) {
 	root := t.TempDir()
 	lf, err := makeLiveFIFO(root, "dw-box", "0123456789abcdef")
@@ -41,6 +42,13 @@ func TestMakeLiveFIFO(t *testing.T) {
 	}
 	if _, err := makeLiveFIFO(root, "dw-box", "x"); err == nil {
 		t.Error("a second FIFO for the same box: want an error (the folder must be fresh)")
+	}
+	lf.unlink()
+	if ents, err := os.ReadDir(lf.dir); err != nil || len(ents) != 0 {
+		t.Errorf("after unlink the folder holds %v (%v), want it there and empty", ents, err)
+	}
+	if st, err := os.Lstat(lf.dir); err != nil || st.Mode() != os.ModeDir|0o700 {
+		t.Errorf("after unlink the folder is %v (%v), want it kept 0700", st, err)
 	}
 	lf.close()
 	if _, err := r.Read(buf); err != io.EOF {

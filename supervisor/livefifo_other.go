@@ -9,6 +9,7 @@ type liveFIFO struct{}
 
 func (l *launch) armLive(context.Context) {}
 func (lf *liveFIFO) close()               {}
+func (lf *liveFIFO) unlink()              {}
 func (lf *liveFIFO) remove()              {}
 func removeLiveDir(string)                {}
 func dropStaleProbes(string)              {}
