@@ -342,10 +342,13 @@ type boxConf struct {
 }
 
 // tmpOptions are the box's /tmp tmpfs options, the native runtime's
-// bounds. Podman refuses nr_inodes (an unknown mount option to it):
-// its boxes' /tmp is bounded in bytes alone.
+// bounds. exec is spelled out: Docker adds noexec to a tmpfs that does
+// not say, and /tmp is where a read-only root's box keeps what it runs
+// (a copy-in's scripts, a build's binaries). Podman refuses nr_inodes
+// (an unknown mount option to it): its boxes' /tmp is bounded in bytes
+// alone.
 func tmpOptions(kind string) string {
-	o := fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", supervisor.TmpfsBytes)
+	o := fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,mode=1777", supervisor.TmpfsBytes)
 	if kind != "podman" {
 		o += fmt.Sprintf(",nr_inodes=%d", supervisor.TmpfsInodes)
 	}

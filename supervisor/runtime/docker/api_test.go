@@ -50,7 +50,7 @@ func TestCreateBody(t *testing.T) {
 				// Bounded by default: 4096 processes, 4 GiB without swap,
 				// a read-only root, /tmp 1 GiB and /dev/shm 256 MiB.
 				PidsLimit: &defPids, Memory: 4 << 30, MemorySwap: 4 << 30,
-				ReadonlyRootfs: true, Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,size=1073741824,mode=1777,nr_inodes=262144"}, ShmSize: 256 << 20,
+				ReadonlyRootfs: true, Tmpfs: map[string]string{"/tmp": "rw,exec,nosuid,nodev,size=1073741824,mode=1777,nr_inodes=262144"}, ShmSize: 256 << 20,
 			},
 		}
 	}
@@ -86,7 +86,7 @@ func TestCreateBody(t *testing.T) {
 			func(c *apiCreate) { c.Entrypoint, c.HostConfig.Mounts = []string{"/usr/local/bin/watcher"}, nil }},
 		{"podman: user namespace, no inode count (podman refuses nr_inodes)", func(*supervisor.Box) {}, boxConf{kind: "podman", userns: "auto"}, func(c *apiCreate) {
 			c.HostConfig.UsernsMode = "auto"
-			c.HostConfig.Tmpfs["/tmp"] = "rw,nosuid,nodev,size=1073741824,mode=1777"
+			c.HostConfig.Tmpfs["/tmp"] = "rw,exec,nosuid,nodev,size=1073741824,mode=1777"
 			// Podman's binds stay Binds entries (bindSpec adds nosuid,nodev).
 			c.HostConfig.Mounts, c.HostConfig.Binds = nil, []string{"/opt/dw/watcher:/dw/watcher:ro"}
 		}},

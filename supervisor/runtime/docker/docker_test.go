@@ -50,9 +50,9 @@ func TestCreateArgs(t *testing.T) {
 				"/src:/dst:ro": "type=bind,source=/src,target=/dst,readonly", "/a:/b": "type=bind,source=/a,target=/b"}
 			for _, kind := range []string{"docker", "podman"} {
 				got := createArgs(kind, &b, boxConf{unbounded: b.ReadWriteRoot})
-				tmp := "/tmp:rw,nosuid,nodev,size=1073741824,mode=1777,nr_inodes=262144"
+				tmp := "/tmp:rw,exec,nosuid,nodev,size=1073741824,mode=1777,nr_inodes=262144"
 				if kind == "podman" {
-					tmp = "/tmp:rw,nosuid,nodev,size=1073741824,mode=1777"
+					tmp = "/tmp:rw,exec,nosuid,nodev,size=1073741824,mode=1777"
 				}
 				var want []string
 				for i, a := range append(append([]string{}, head...), tc.want...) {

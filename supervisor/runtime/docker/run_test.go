@@ -20,7 +20,7 @@ func TestRunArgs(t *testing.T) {
 		"--security-opt", "no-new-privileges", "--userns", "auto", "--env", "GOMAXPROCS=1", "--env", "GODEBUG=profstackdepth=0",
 		"--label", "io.deathwatch.instance=i", "--label", "io.deathwatch.nonce=n",
 		"--network", "none", "--pids-limit", "4096", "--memory", "4294967296", "--memory-swap", "4294967296",
-		"--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,size=1073741824,mode=1777", "--shm-size", "268435456",
+		"--read-only", "--tmpfs", "/tmp:rw,exec,nosuid,nodev,size=1073741824,mode=1777", "--shm-size", "268435456",
 		"--volume", "/w:/dw/watcher:ro,nosuid,nodev", "--entrypoint", "/dw/watcher", "--", "img", "--control=stdin"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("\n got %q\nwant %q", got, want)
