@@ -104,14 +104,20 @@ func copyTree(t *testing.T, root string, sparse int64) {
 		must(err)
 	}
 	must(f.Close())
-	must(os.Chmod(filepath.Join(root, "sticky"), 0o1777))
+	// os.Chmod takes a FileMode: the sticky bit is ModeSticky (0o1000
+	// is no bit of it).
+	must(os.Chmod(filepath.Join(root, "sticky"), os.ModeSticky|0o777))
 	must(os.Chmod(filepath.Join(root, "ro"), 0o555))
+	if fi, err := os.Lstat(filepath.Join(root, "sticky")); err != nil || fi.Mode()&os.ModeSticky == 0 {
+		t.Fatalf("the tree's sticky folder is not sticky: %v %v", fi, err)
+	}
 }
 
 // treeState describes a tree as a copy must keep it: per path its
-// type, permission bits, size, content digest or link target, and which
-// paths share an inode.
-func treeState(t *testing.T, root string) (map[string]string, [][]string) {
+// type, permission bits (a folder's and a file's without clear) and
+// sticky bit, size, content digest or link target, and which paths
+// share an inode.
+func treeState(t *testing.T, root string, clear os.FileMode) (map[string]string, [][]string) {
 	t.Helper()
 	out := map[string]string{}
 	inodes := map[uint64][]string{}
@@ -125,7 +131,14 @@ func treeState(t *testing.T, root string) (map[string]string, [][]string) {
 			return err
 		}
 		st := fi.Sys().(*syscall.Stat_t)
-		desc := fmt.Sprintf("%v %o", fi.Mode().Type(), fi.Mode().Perm()|fi.Mode()&os.ModeSticky)
+		perm := fi.Mode().Perm()
+		if fi.Mode()&os.ModeSymlink == 0 {
+			perm &^= clear // a symlink's own mode is always 0777
+		}
+		desc := fmt.Sprintf("%v %#o", fi.Mode().Type(), perm)
+		if fi.Mode()&os.ModeSticky != 0 {
+			desc += " sticky"
+		}
 		switch {
 		case fi.Mode().IsRegular():
 			b, err := os.ReadFile(p)
@@ -161,65 +174,91 @@ func TestCopyRoundTrip(t *testing.T) {
 		src := filepath.Join(r.mkdirOwned(t, "in"), "tree")
 		copyTree(t, src, 64<<20)
 		r.chownTree(t, filepath.Dir(src))
-		out := r.mkdirOwned(t, "out")
-		// Inside: everything the copy made is the agent's (its uid:gid,
-		// the box's own on an engine that runs boxes on the host's ids);
-		// the executable runs; the hard links share an inode.
-		agent := `me=$(id -u):$(id -g); cd /tmp/tree && find . | while read -r p; do o=$(stat -c '%u:%g' "$p") || continue; [ "$o" = "$me" ] && echo agent-owned || echo "$o"; done | sort -u && ./run.sh && ` +
-			`[ "$(stat -c %i a.txt)" = "$(stat -c %i sub/deep/hard2)" ] && echo same-inode && cat link`
-		args := []string{"--copy-in", src + ":/tmp/tree", "--copy-out", "/tmp/tree:" + out}
-		if r.Name == "docker" {
-			// The archive put needs a writable root (else frames carry the copy).
-			args = append(args, "--read-write-root")
+		// Docker's boxes twice: the default read-only root (frames both
+		// ways, the tree in the tmpfs /tmp) and --read-write-root (the
+		// archive endpoint both ways, /tmp the layer's).
+		roots := []string{"default"}
+		if r.Runtime == "docker" {
+			roots = append(roots, "read-write-root")
 		}
-		res := runCmd(r.supervisor(nil, append(args, "--", "sh", "-c", agent)...))
-		if res.code != 0 {
-			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
-		}
-		if want := "agent-owned\nran\nsame-inode\nhello\n"; res.stdout != want {
-			t.Errorf("inside the box:\n%s\nwant:\n%s", res.stdout, want)
-		}
-		assertSameTree(t, src, filepath.Join(out, "tree"))
-		var st syscall.Stat_t
-		if err := syscall.Stat(filepath.Join(out, "tree", "sparse"), &st); err != nil || st.Blocks*512 > 8<<20 {
-			t.Errorf("the sparse file came back with %d bytes allocated of %d (%v)", st.Blocks*512, st.Size, err)
-		}
-		checkManifest(t, filepath.Join(out, "tree.manifest"), filepath.Join(out, "tree"))
-		evs := r.events()
-		var staged, exported, verified bool
-		for _, ev := range evs {
-			switch ev.Event {
-			case "staged":
-				staged = ev.Files > 0 && ev.Bytes >= 64<<20
-				t.Logf("staged: %d files, %d bytes, %.3fs, by %s", ev.Files, ev.Bytes, ev.Seconds, ev.Transport)
-				// Docker's API has the archive endpoint; native has no engine.
-				if want := map[string]string{"docker": supervisor.TransportArchive, "docker-rootless": supervisor.TransportArchive, "native": supervisor.TransportFrames}[r.Name]; want != "" && ev.Transport != want {
-					t.Errorf("staged by %q, want %q", ev.Transport, want)
-				}
-			case "exported":
-				exported = ev.Files > 0 && ev.Path == filepath.Join(out, "tree")
-				t.Logf("exported: %d files, %d bytes, %.3fs, by %s", ev.Files, ev.Bytes, ev.Seconds, ev.Transport)
-				// Docker's API reads the box's tree (GET archive); podman's
-				// archive is not used for copy-out.
-				if want := map[string]string{"docker": supervisor.TransportArchive, "podman": supervisor.TransportFrames, "podman-rootless": supervisor.TransportFrames, "docker-rootless": supervisor.TransportArchive, "native": supervisor.TransportFrames}[r.Name]; ev.Transport != want {
-					t.Errorf("exported by %q, want %q", ev.Transport, want)
-				}
-			case "verified":
-				verified = ev.Path == filepath.Join(out, "tree.manifest")
-			}
-		}
-		if !staged || !exported || !verified {
-			t.Errorf("events staged %v exported %v verified %v: %+v", staged, exported, verified, evs)
+		for _, root := range roots {
+			t.Run(root, func(t *testing.T) { copyRoundTrip(t, r, src, root) })
 		}
 	})
 }
 
+// copyRoundTrip copies src into a box whose root is "default" or
+// "read-write-root" and back out, and checks both ends.
+func copyRoundTrip(t *testing.T, r *rig, src, root string) {
+	readWriteRoot := root == "read-write-root"
+	os.Remove(r.eventsFile())
+	out := filepath.Join(r.mkdirOwned(t, "out"), root)
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.chownTree(t, out)
+	// Inside: everything the copy made is the agent's (its uid:gid,
+	// the box's own on an engine that runs boxes on the host's ids);
+	// the executable runs; the hard links share an inode.
+	agent := `me=$(id -u):$(id -g); cd /tmp/tree && find . -exec stat -c '%u:%g' {} + | sort -u | while read -r o; do [ "$o" = "$me" ] && echo agent-owned || echo "$o"; done && ./run.sh && ` +
+		`[ "$(stat -c %i a.txt)" = "$(stat -c %i sub/deep/hard2)" ] && echo same-inode && cat link`
+	args := []string{"--copy-in", src + ":/tmp/tree", "--copy-out", "/tmp/tree:" + out}
+	if readWriteRoot {
+		args = append(args, "--read-write-root")
+	}
+	res := runCmd(r.supervisor(nil, append(args, "--", "sh", "-c", agent)...))
+	if res.code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
+	}
+	if want := "agent-owned\nran\nsame-inode\nhello\n"; res.stdout != want {
+		t.Errorf("inside the box:\n%s\nwant:\n%s", res.stdout, want)
+	}
+	assertSameTree(t, src, filepath.Join(out, "tree"))
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(out, "tree", "sparse"), &st); err != nil || st.Blocks*512 > 8<<20 {
+		t.Errorf("the sparse file came back with %d bytes allocated of %d (%v)", st.Blocks*512, st.Size, err)
+	}
+	checkManifest(t, filepath.Join(out, "tree.manifest"), filepath.Join(out, "tree"))
+	// Docker's API has the archive endpoint, used from a writable root
+	// only (it does not see a tmpfs /tmp); podman's archive is not used
+	// for copy-out, nor is it the transport of its copy-in here.
+	want := supervisor.TransportFrames
+	if readWriteRoot {
+		want = supervisor.TransportArchive
+	}
+	evs := r.events()
+	var staged, exported, verified bool
+	for _, ev := range evs {
+		switch ev.Event {
+		case "staged":
+			staged = ev.Files > 0 && ev.Bytes >= 64<<20
+			t.Logf("staged: %d files, %d bytes, %.3fs, by %s", ev.Files, ev.Bytes, ev.Seconds, ev.Transport)
+			if ev.Transport != want {
+				t.Errorf("staged by %q, want %q", ev.Transport, want)
+			}
+		case "exported":
+			exported = ev.Files > 0 && ev.Path == filepath.Join(out, "tree")
+			t.Logf("exported: %d files, %d bytes, %.3fs, by %s", ev.Files, ev.Bytes, ev.Seconds, ev.Transport)
+			if ev.Transport != want {
+				t.Errorf("exported by %q, want %q", ev.Transport, want)
+			}
+		case "verified":
+			verified = ev.Path == filepath.Join(out, "tree.manifest")
+		}
+	}
+	if !staged || !exported || !verified {
+		t.Errorf("events staged %v exported %v verified %v: %+v", staged, exported, verified, evs)
+	}
+}
+
 // assertSameTree: back holds what src held, path for path (type, mode,
-// size, content, link target) and with the same hard links.
+// size, content, link target) and with the same hard links. A copy-out
+// lands nothing writable by the host's group or others: back's modes
+// are src's without those bits.
 func assertSameTree(t *testing.T, src, back string) {
 	t.Helper()
-	got, gotLinks := treeState(t, back)
-	want, wantLinks := treeState(t, src)
+	got, gotLinks := treeState(t, back, 0)
+	want, wantLinks := treeState(t, src, 0o022)
 	for p, w := range want {
 		if got[p] != w {
 			t.Errorf("%q: came back as %q, went in as %q", p, got[p], w)
