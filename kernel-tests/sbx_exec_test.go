@@ -404,7 +404,8 @@ func TestSbxExecNotRoot(t *testing.T) {
 
 // prove-deathwatch and doctor through the registry: prove counts the
 // agent's processes from inside the sandbox (the host cannot see a VM's)
-// and measures reconcile's removal; doctor lists sbx.
+// and measures the removal (the supervisor's own on the controller path,
+// reconcile's on the others); doctor lists sbx.
 func TestSbxExecProveDoctor(t *testing.T) {
 	r := newSbxRig(t)
 	res := runCmd(r.supervisor(nil, "prove-deathwatch", "--runtime", "sbx", "--image", r.template, "--trials", "2", "--json"))
@@ -421,7 +422,7 @@ func TestSbxExecProveDoctor(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &proof); err != nil {
 		t.Fatalf("prove --json: %v", err)
 	}
-	if res.code != 0 || !proof.Pass || len(proof.Rows) != 6 {
+	if res.code != 0 || !proof.Pass || len(proof.Rows) != 8 { // four paths (controller, sigkill, heartbeat, deadline) × dead, removed
 		t.Errorf("prove-deathwatch --runtime sbx: exit %d, pass %v, %d rows", res.code, proof.Pass, len(proof.Rows))
 	}
 	for _, row := range proof.Rows {

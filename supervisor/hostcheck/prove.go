@@ -643,8 +643,9 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 // countedTrial is a trial on a runtime whose box's processes the host
 // cannot see: the agent's processes (they carry the marker in their
 // environment) are counted from inside the box until none is left, and
-// the box is removed by reconcile once the stand-in is gone. The dead
-// time is an upper bound: the first count that found none.
+// the box is removed by reconcile once the stand-in is gone (or by the
+// stand-in's supervisor itself, on the controller path). The dead time
+// is an upper bound (countedDead).
 func countedTrial(ctx context.Context, o *ProveOptions, path string, rt supervisor.Runtime, counter supervisor.ProcessCounter, s *standin, ready supervisor.Event, marker string) (*trialResult, error) {
 	box := &supervisor.Box{Name: ready.Box, LaunchID: ready.LaunchID}
 	env := proveMarkerEnv + "=" + marker
@@ -668,19 +669,8 @@ func countedTrial(ctx context.Context, o *ProveOptions, path string, rt supervis
 	defer delay.Stop()
 	trigger := s.pull(path, ready)
 	deadBound, _ := o.deadBound(path)
-	for end := trigger.Add(deadBound + 2*time.Second); ; {
-		n, err := counter.CountProcesses(ctx, box, env)
-		if err == nil && n == 0 {
-			res.dead = time.Since(trigger)
-			break
-		}
-		if time.Now().After(end) {
-			res.dead = time.Since(trigger)
-			res.deadLeft = fmt.Sprintf("%d agent processes still counted in box %s (last error: %v)", n, ready.Box, err)
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	at, left := countedDead(ctx, rt, counter, box, env, trigger.Add(deadBound+2*time.Second))
+	res.dead, res.deadLeft = at.Sub(trigger), left
 	res.hostDelay = delay.Stop()
 	s.kill()
 	rep, rerr := supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
@@ -698,6 +688,37 @@ func countedTrial(ctx context.Context, o *ProveOptions, path string, rt supervis
 		res.removedLeft = joinNonEmpty(res.removedLeft, fmt.Sprintf("box %s still there after reconcile (%v)", ready.Box, err))
 	}
 	return res, nil
+}
+
+// boxLister is the part of a runtime countedDead asks.
+type boxLister interface {
+	Exists(ctx context.Context, b *supervisor.Box) (bool, error)
+}
+
+// countedDead counts the box's processes that carry env until none is
+// left, and returns when that was first seen; past end it returns what
+// was still counted. A box the runtime no longer lists has none left:
+// its processes end with it. On the controller path the supervisor
+// removes its box itself, and a count cannot run in a box being
+// removed, so the box's absence is often the first sight of the
+// agent's death. Either sight comes after the death: the time is an
+// upper bound.
+func countedDead(ctx context.Context, rt boxLister, counter supervisor.ProcessCounter, box *supervisor.Box, env string, end time.Time) (time.Time, string) {
+	for {
+		n, err := counter.CountProcesses(ctx, box, env)
+		if err == nil && n == 0 {
+			return time.Now(), ""
+		}
+		if err != nil {
+			if there, lerr := rt.Exists(ctx, box); lerr == nil && !there {
+				return time.Now(), ""
+			}
+		}
+		if time.Now().After(end) {
+			return time.Now(), fmt.Sprintf("%d agent processes still counted in box %s (last error: %v)", n, box.Name, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func joinNonEmpty(a, b string) string {

@@ -1,6 +1,8 @@
 package hostcheck
 
 import (
+	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -134,5 +136,66 @@ func TestFrozenSlack(t *testing.T) {
 	}
 	if got := (&ProveReport{}).FrozenSlack(time.Second, 250*time.Millisecond); got != 250*time.Millisecond {
 		t.Errorf("slack without a proof %v", got)
+	}
+}
+
+// vmBox plays a box whose processes are counted from inside: counts are
+// what each count answers in turn (the last repeats); a negative count
+// fails, as a count in a box being removed does; listed says whether the
+// runtime lists the box at that count.
+type vmBox struct {
+	counts []int
+	listed []bool
+	i      int
+	asked  int // Exists calls
+}
+
+func (v *vmBox) CountProcesses(context.Context, *supervisor.Box, string) (int, error) {
+	n := v.counts[min(v.i, len(v.counts)-1)]
+	v.i++
+	if n < 0 {
+		return 0, errors.New(`sbx exec: exit status 1: ERROR: sandbox "x" not found`)
+	}
+	return n, nil
+}
+
+func (v *vmBox) Exists(context.Context, *supervisor.Box) (bool, error) {
+	v.asked++
+	return v.listed[min(v.i-1, len(v.listed)-1)], nil
+}
+
+func TestCountedDead(t *testing.T) {
+	box := &supervisor.Box{Name: "x"}
+	for _, tc := range []struct {
+		name   string
+		v      vmBox
+		left   bool
+		counts int // -1: as many as the wait allows
+		asks   int // listings asked for; -1: as many as the wait allows
+	}{
+		// The agent's processes end while the box is still there: the
+		// listing is asked only after a failed count.
+		{"counted to none", vmBox{counts: []int{3, 3, 0}, listed: []bool{true}}, false, 3, 0},
+		// The supervisor removed the box before a count found none (the
+		// controller path): the box's absence is the agent's death.
+		{"box removed", vmBox{counts: []int{3, -1}, listed: []bool{true, false}}, false, 2, 1},
+		// A count that fails in a box still listed proves nothing.
+		{"count failed, box listed", vmBox{counts: []int{3, -1, -1, 0}, listed: []bool{true}}, false, 4, 2},
+		{"never ends", vmBox{counts: []int{3}, listed: []bool{true}}, true, -1, 0},
+		{"count fails, box listed", vmBox{counts: []int{-1}, listed: []bool{true}}, true, -1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := tc.v
+			_, left := countedDead(context.Background(), &v, &v, box, "M=1", time.Now().Add(100*time.Millisecond))
+			if (left != "") != tc.left {
+				t.Errorf("left %q, want left %v", left, tc.left)
+			}
+			if tc.counts >= 0 && v.i != tc.counts {
+				t.Errorf("%d counts, want %d", v.i, tc.counts)
+			}
+			if tc.asks >= 0 && v.asked != tc.asks {
+				t.Errorf("%d listings, want %d", v.asked, tc.asks)
+			}
+		})
 	}
 }
