@@ -519,6 +519,23 @@ users:
 // (In this file, not an escape_*_test.go: the kubernetes tests run after
 // TestK8sClusterDownLeavesNothing restarts the cluster, which drops the
 // images a test process imported before it.)
+// TestKubernetesLargeWrites: a spec frame and stdin writes larger than
+// one websocket frame (4 KiB) reach the watcher intact through the
+// cluster's attach: a long command line (the spec with the syscall
+// filter is then past 4 KiB) and 100,000 bytes of --stdin, counted by
+// the agent.
+func TestKubernetesLargeWrites(t *testing.T) {
+	r := newK8sRig(t)
+	script := "wc -c; : " + strings.Repeat("x", 10000)
+	c := r.cmd(nil, r.execArgs("--stdin", "--", "sh", "-c", script)...)
+	c.Stdin = bytes.NewReader(bytes.Repeat([]byte("y"), 100000))
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	if err := c.Run(); err != nil || strings.TrimSpace(o.String()) != "100000" {
+		t.Fatalf("exec: %v, stdout %q (want 100000), stderr %q", err, o.String(), e.String())
+	}
+}
+
 // TestEscapeKubernetesAPI: an agent in a kubernetes box looks for the
 // cluster's API the ways a workload usually finds it, and finds none: no
 // service-account token mounted, no KUBERNETES_* variables in its

@@ -121,17 +121,28 @@ func (s *Stream) readLoop(stdout *io.PipeWriter, stderr io.Writer) {
 // Read reads the container's stdout.
 func (s *Stream) Read(p []byte) (int, error) { return s.r.Read(p) }
 
-// Write writes p to the container's stdin.
+// stdinMessage bounds the stdin bytes of one message: a message that
+// gorilla/websocket writes as more than one frame (past its 4 KiB write
+// buffer) reaches the container's stdin corrupted by the cluster's
+// stream relay, so every message fits in one frame.
+const stdinMessage = 2048
+
+// Write writes p to the container's stdin, in messages of at most
+// stdinMessage bytes each.
 func (s *Stream) Write(p []byte) (int, error) {
-	msg := make([]byte, 1+len(p))
-	msg[0] = chanStdin
-	copy(msg[1:], p)
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if err := s.ws.WriteMessage(websocket.BinaryMessage, msg); err != nil {
-		return 0, err
+	msg := make([]byte, 1+min(len(p), stdinMessage))
+	msg[0] = chanStdin
+	n := 0
+	for n < len(p) {
+		k := copy(msg[1:], p[n:])
+		if err := s.ws.WriteMessage(websocket.BinaryMessage, msg[:1+k]); err != nil {
+			return n, err
+		}
+		n += k
 	}
-	return len(p), nil
+	return n, nil
 }
 
 // Close ends the container's stdin (the watcher sees EOF): v5 closes
