@@ -714,8 +714,8 @@ func (r *rig) crashAt(point string, d *cwDecoys) cwCell {
 	if r.exists(box) {
 		leaks = append(leaks, "box "+box)
 	}
-	if _, err := os.Lstat(filepath.Join(supervisor.LiveRoot, box)); err == nil {
-		leaks = append(leaks, "live FIFO folder "+filepath.Join(supervisor.LiveRoot, box))
+	if _, err := os.Lstat(filepath.Join(r.liveRoot(), box)); err == nil {
+		leaks = append(leaks, "live FIFO folder "+filepath.Join(r.liveRoot(), box))
 	}
 	for _, e := range r.entries(r.Instance) {
 		if e.Open() && e.LaunchID != d.aliveLaunch && e.LaunchID != d.nonceLaunch {

@@ -14,31 +14,50 @@ import (
 	"deathwatch/supervisor"
 )
 
-// The live FIFO (supervisor/livefifo.go): on rootful local Docker a root
-// supervisor holds the write end of a FIFO bind-mounted read-only into
-// the box, beside the control stream.
+// The live FIFO (supervisor/livefifo.go): on local Docker whose daemon
+// runs as the supervisor's uid (rootful Docker for a root supervisor,
+// the user's rootless Docker for the user) the supervisor holds the
+// write end of a FIFO bind-mounted read-only into the box, beside the
+// control stream.
 
 // liveScript is the agent of the live FIFO tests: as uid 1000 it tries
 // to open the FIFO for reading and for writing, to list its folder and
-// the watcher's descriptors, and to see the host's folder; then it says
-// "checked" and sleeps.
-const liveScript = `
+// the watcher's descriptors, and to see the host's folder hostDir; then
+// it says "checked" and sleeps.
+func liveScript(hostDir string) string {
+	return `
 try() { what=$1; shift; if out=$( ("$@") 2>&1 >/dev/null); then echo "$what: ok"; else echo "$what: $out"; fi; }
 try open-read sh -c 'exec 3</dev/.deathwatch/live'
 try open-write sh -c 'exec 3>/dev/.deathwatch/live'
 try list-folder ls /dev/.deathwatch
 try watcher-fds ls /proc/1/fd
-try host-folder ls /run/deathwatch
+try host-folder ls ` + hostDir + `
 echo checked
 exec sleep 1000
 `
+}
 
-// liveBox starts the agent in a Docker box, waits for its report and
-// returns the running supervisor, the box and the report's lines.
-func liveBox(t *testing.T, r *rig) (*exec.Cmd, string, map[string]string) {
+// liveRoot is the host folder of the rig's supervisor's live FIFOs'
+// folders: /run's as root, below the user's runtime folder for a user.
+func (r *rig) liveRoot() string {
+	r.T.Helper()
+	if r.User == "" {
+		return supervisor.LiveRoot
+	}
+	dir, err := ktest.RuntimeDir(r.User)
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	return supervisor.LiveRootFor(r.UID, dir)
+}
+
+// liveBox starts the agent in a Docker box with the exec flags extra,
+// waits for its report and returns the running supervisor, the box and
+// the report's lines.
+func liveBox(t *testing.T, r *rig, extra ...string) (*exec.Cmd, string, map[string]string) {
 	t.Helper()
 	os.Remove(r.eventsFile())
-	cmd := r.supervisor(nil, "--", "sh", "-c", liveScript)
+	cmd := r.supervisor(nil, append(extra, "--", "sh", "-c", liveScript(filepath.Dir(r.liveRoot())))...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +85,8 @@ func liveBox(t *testing.T, r *rig) (*exec.Cmd, string, map[string]string) {
 // FIFO (for reading or writing: a writer would keep the box alive past
 // the supervisor) nor list its folder or the watcher's descriptors, and
 // the host's folder is not in the box; on the host the folder is the
-// supervisor's alone, the FIFO is gone once the watcher holds it
+// supervisor's uid's alone (root's, or the rootless daemon's user's),
+// the FIFO is gone once the watcher holds it
 // (ready), and the folder, the box's bind source, stays empty until the
 // box is removed: docker cp of the running box works.
 func TestEscapeLiveFIFO(t *testing.T) {
@@ -77,12 +97,12 @@ func TestEscapeLiveFIFO(t *testing.T) {
 			t.Fatal(err)
 		}
 		box := r.waitEvent(supervisor.EventStarted, 30*time.Second).Box
-		dir := filepath.Join(supervisor.LiveRoot, box)
+		dir := filepath.Join(r.liveRoot(), box)
 		for p, want := range map[string]os.FileMode{dir: os.ModeDir | 0o700, filepath.Join(dir, supervisor.LiveFIFOName): os.ModeNamedPipe | 0o600} {
 			if st, err := os.Lstat(p); err != nil {
 				t.Errorf("no %s on the host (the launch was not offered a live FIFO): %v", p, err)
-			} else if s := st.Sys().(*syscall.Stat_t); st.Mode() != want || s.Uid != 0 {
-				t.Errorf("%s: mode %v uid %d, want %v of root's", p, st.Mode(), s.Uid, want)
+			} else if s := st.Sys().(*syscall.Stat_t); st.Mode() != want || int(s.Uid) != r.UID {
+				t.Errorf("%s: mode %v uid %d, want %v of uid %d's", p, st.Mode(), s.Uid, want, r.UID)
 			}
 		}
 		stopped.Process.Kill()
@@ -99,14 +119,14 @@ func TestEscapeLiveFIFO(t *testing.T) {
 			}
 		}
 		if v := rep["host-folder"]; !strings.Contains(v, "No such file") {
-			t.Errorf("agent host-folder: %q, want the host's /run/deathwatch absent from the box", v)
+			t.Errorf("agent host-folder: %q, want the host's %s absent from the box", v, filepath.Dir(r.liveRoot()))
 		}
-		dir = filepath.Join(supervisor.LiveRoot, box)
+		dir = filepath.Join(r.liveRoot(), box)
 		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
 			t.Errorf("after ready the live FIFO folder holds %v (%v), want it there and empty", ents, err)
 		}
-		if st, err := os.Lstat(dir); err != nil || st.Mode() != os.ModeDir|0o700 || st.Sys().(*syscall.Stat_t).Uid != 0 {
-			t.Errorf("after ready the live FIFO folder is %v (%v), want root's 0700", st, err)
+		if st, err := os.Lstat(dir); err != nil || st.Mode() != os.ModeDir|0o700 || int(st.Sys().(*syscall.Stat_t).Uid) != r.UID {
+			t.Errorf("after ready the live FIFO folder is %v (%v), want uid %d's 0700", st, err, r.UID)
 		}
 		if out, err := r.Engine("cp", box+":/etc/passwd", "-").CombinedOutput(); err != nil {
 			t.Errorf("docker cp from the running box: %v\n%s", err, out)
@@ -137,7 +157,7 @@ func TestDockerLiveFIFO(t *testing.T) {
 				t.Fatal(err)
 			}
 			box := r.waitEvent(supervisor.EventCreated, 30*time.Second).Box
-			dir := filepath.Join(supervisor.LiveRoot, box)
+			dir := filepath.Join(r.liveRoot(), box)
 			if !ktest.WaitFor(30*time.Second, func() bool { _, err := os.Lstat(dir); return err == nil }) {
 				t.Fatalf("%s: no live FIFO folder %s", point, dir)
 			}
@@ -156,9 +176,66 @@ func TestDockerLiveFIFO(t *testing.T) {
 	})
 }
 
-// forLive runs f on the rigs that offer a live FIFO (rootful Docker).
+// TestLiveFIFOAlone: the live FIFO ends the box by itself. The engine's
+// path to the box is frozen (the box's containerd-shim stopped: the
+// box's stdin cannot reach EOF) and the heartbeat is off, so when the
+// supervisor is SIGKILLed only the FIFO's end can tell the watcher: the
+// agent dies all the same. With the shim let go the engine removes the
+// box; the FIFO was gone from the host since ready, and reconcile
+// removes its folder, the killed supervisor's one leftover.
+func TestLiveFIFOAlone(t *testing.T) {
+	forLive(t, func(t *testing.T, r *rig) {
+		cmd, box, _ := liveBox(t, r, "--heartbeat", "0")
+		procs := r.boxProcs(box, nil)
+		if len(procs) < 2 {
+			t.Fatalf("box processes %s: want the watcher and the agent", ktest.Describe(procs))
+		}
+		init, err := ktest.ReadStat(procs[0].PID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shim, err := ktest.ReadStat(init.PPID)
+		if err != nil || !strings.HasPrefix(shim.Comm, "containerd-shim") {
+			t.Fatalf("the box's init %d has parent %+v (%v), want its containerd-shim", init.PID, shim, err)
+		}
+		if err := syscall.Kill(shim.PID, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(shim.PID, syscall.SIGCONT) })
+		dir := filepath.Join(r.liveRoot(), box)
+		if _, err := os.Lstat(filepath.Join(dir, supervisor.LiveFIFOName)); !os.IsNotExist(err) {
+			t.Errorf("the live FIFO is still on the host after ready: %v", err)
+		}
+
+		t0 := time.Now()
+		cmd.Process.Kill()
+		cmd.Wait()
+		took, left := ktest.WaitDead(procs, t0, 4*ktest.Slack)
+		if len(left) > 0 {
+			t.Fatalf("with the engine's path frozen, box processes %s still run %v after SIGKILL of the supervisor: the live FIFO did not end the box", ktest.Describe(left), took)
+		}
+		t.Logf("%s, engine's path frozen: SIGKILL of the supervisor → every box process dead %v", r.Name, took.Round(time.Millisecond))
+
+		syscall.Kill(shim.PID, syscall.SIGCONT)
+		if !ktest.WaitFor(30*time.Second, func() bool { return !r.exists(box) }) {
+			t.Fatalf("box %s still there 30s after its shim was let go", box)
+		}
+		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+			t.Errorf("after the box the killed supervisor's live FIFO folder holds %v (%v), want it there and empty", ents, err)
+		}
+		if code, rep, stderr := r.reconcile(r.Instance); code != 0 || len(rep.Closed) == 0 {
+			t.Fatalf("reconcile: exit %d, %+v, %s", code, rep, stderr)
+		}
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			t.Errorf("reconcile left the live FIFO folder %s: %v", dir, err)
+		}
+	})
+}
+
+// forLive runs f on the rigs that offer a live FIFO (Docker, rootful
+// and rootless).
 func forLive(t *testing.T, f func(t *testing.T, r *rig)) {
-	for _, r := range rigs(t, "docker") {
+	for _, r := range rigs(t, "docker", "docker-rootless") {
 		t.Run(r.Name, func(t *testing.T) {
 			r.Setup(t, "lf")
 			t.Cleanup(func() { r.removeLeftovers() })

@@ -285,7 +285,7 @@ func TestSupervisorSIGKILL(t *testing.T) {
 			t.Errorf("reconcile: exit %d, %d closed (want %d): %s", code, len(rep.Closed), trials, stderr)
 		}
 		for _, row := range rows {
-			if _, err := os.Lstat(filepath.Join(supervisor.LiveRoot, row.Box)); err == nil {
+			if _, err := os.Lstat(filepath.Join(r.liveRoot(), row.Box)); err == nil {
 				t.Errorf("box %s: its live FIFO folder is left after reconcile", row.Box)
 			}
 		}

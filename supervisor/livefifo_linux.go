@@ -17,10 +17,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// LiveRoot is the folder of the live FIFOs' folders: a root-only folder
-// of the supervisor's run directory. Only a root supervisor offers a
-// live FIFO: the FIFO is then owned by an id no agent runs as.
+// LiveRoot is the folder of a root supervisor's live FIFOs' folders: a
+// root-only folder of its run directory.
 const LiveRoot = "/run/deathwatch/live"
+
+// LiveRootFor is the folder of the live FIFOs' folders of a supervisor
+// running as euid: LiveRoot as root, else deathwatch/live below the
+// user's runtime folder runtimeDir ($XDG_RUNTIME_DIR: the user's own,
+// cleared at boot, and where a rootless daemon of the user keeps its
+// socket, so it can bind what is below it); "" for none (no absolute
+// runtimeDir).
+func LiveRootFor(euid int, runtimeDir string) string {
+	switch {
+	case euid == 0:
+		return LiveRoot
+	case filepath.IsAbs(runtimeDir):
+		return filepath.Join(runtimeDir, "deathwatch", "live")
+	}
+	return ""
+}
+
+// liveRoot is this supervisor's LiveRootFor.
+func liveRoot() string { return LiveRootFor(os.Geteuid(), os.Getenv("XDG_RUNTIME_DIR")) }
 
 // liveFIFO is one box's live FIFO as the supervisor holds it.
 type liveFIFO struct {
@@ -33,13 +51,15 @@ type liveFIFO struct {
 }
 
 // armLive gives the launch a live FIFO where it is safe and proven:
-// a root supervisor, an agent that is not root, the host's watcher (it
-// knows the spec field), a runtime that binds it (LiveBinder) and a
-// bind proof for this engine. Anything else leaves the launch as it
-// was: the control stream alone.
+// an agent that is not root, the host's watcher (it knows the spec
+// field), a runtime that binds it and whose boxes' root is the
+// supervisor's own uid (LiveBinder: root for a rootful engine, the
+// user for the user's rootless one; the FIFO is then owned by an id no
+// agent runs as) and a bind proof for this engine. Anything else leaves
+// the launch as it was: the control stream alone.
 func (l *launch) armLive(ctx context.Context) {
 	lb, ok := l.rt.(LiveBinder)
-	if !ok || l.x.ProveBind == nil || os.Geteuid() != 0 || l.spec.AllowRoot || l.box.WatcherInImage != "" {
+	if !ok || l.x.ProveBind == nil || l.spec.AllowRoot || l.box.WatcherInImage != "" {
 		return
 	}
 	key, ok := lb.LiveKey(ctx)
@@ -121,6 +141,9 @@ const refutedFor = 10 * time.Minute
 // gives up within a minute (hostcheck's probe timeout), so a folder of
 // ours older than ten is no live proof's.
 func dropStaleProbes(root string) {
+	if root == "" {
+		return
+	}
 	dirs, _ := filepath.Glob(filepath.Join(root, "probe-*"))
 	for _, d := range dirs {
 		st, err := os.Lstat(d)
@@ -133,14 +156,18 @@ func dropStaleProbes(root string) {
 	}
 }
 
-// liveRootDir makes LiveRoot (and its parents) if need be and checks
-// that it is the supervisor's own, writable by no one else
-// (EnsureTrustedDir).
+// liveRootDir makes liveRoot (and its parents, 0700) if need be and
+// checks that it is the supervisor's own, writable by no one else, with
+// no link on its path (EnsureTrustedDir).
 func liveRootDir() (string, error) {
-	if err := EnsureTrustedDir(LiveRoot); err != nil {
+	root := liveRoot()
+	if root == "" {
+		return "", errors.New("no folder for live FIFOs: set XDG_RUNTIME_DIR")
+	}
+	if err := EnsureTrustedDir(root); err != nil {
 		return "", err
 	}
-	return LiveRoot, nil
+	return root, nil
 }
 
 // ownedFile reports whether p is a regular file of the supervisor's own
@@ -160,12 +187,16 @@ func ownedFile(p string) bool {
 // wait for a reader that may never come and O_WRONLY|O_NONBLOCK fails
 // without one; the supervisor's own read end changes nothing for the
 // watcher, which sees EOF once no write end is left. Every step works
-// on descriptors, following no link.
+// on descriptors, following no link (root's own path included:
+// RESOLVE_NO_SYMLINKS).
 func makeLiveFIFO(root, box, nonce string) (*liveFIFO, error) {
 	if box == "" || box != filepath.Base(box) || box[0] == '.' {
 		return nil, fmt.Errorf("live FIFO: bad box name %q", box)
 	}
-	rfd, err := unix.Open(root, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_RDONLY, 0)
+	rfd, err := unix.Openat2(unix.AT_FDCWD, root, &unix.OpenHow{
+		Flags:   unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_RDONLY,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: root, Err: err}
 	}
@@ -326,12 +357,13 @@ func (lf *liveFIFO) remove() {
 }
 
 // removeLiveDir deletes box's live FIFO folder, if any, for reconcile:
-// only a real folder of the supervisor's own under LiveRoot.
+// only a real folder of the supervisor's own under liveRoot.
 func removeLiveDir(box string) {
-	if box == "" || box != filepath.Base(box) || box[0] == '.' {
+	root := liveRoot()
+	if root == "" || box == "" || box != filepath.Base(box) || box[0] == '.' {
 		return
 	}
-	dir := filepath.Join(LiveRoot, box)
+	dir := filepath.Join(root, box)
 	st, err := os.Lstat(dir)
 	if err != nil || !st.IsDir() {
 		return

@@ -71,6 +71,13 @@ func TestMakeLiveFIFO(t *testing.T) {
 	if _, err := makeLiveFIFO(link, "dw-other", "x"); err == nil {
 		t.Error("a root that is a symlink: want an error")
 	}
+	// Nor one on the path above it.
+	if err := os.Mkdir(filepath.Join(root, "live"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := makeLiveFIFO(filepath.Join(link, "live"), "dw-other", "x"); err == nil {
+		t.Error("a root below a symlink: want an error")
+	}
 }
 
 // liveRT is a runtime that offers a live FIFO; only Name is used.
@@ -194,5 +201,26 @@ func heldApart(t *testing.T) {
 	lf.close()
 	if n, tasks := holders(); n != 0 || len(tasks) != 0 {
 		t.Fatalf("after close the FIFO is still open: %d in the process's table, tasks %v", n, tasks)
+	}
+}
+
+// A root supervisor keeps its live FIFOs below /run; a user below its
+// own runtime folder, where the user's rootless daemon can bind them;
+// a user without one (or a relative one) has none.
+func TestLiveRootFor(t *testing.T) {
+	for _, tc := range []struct {
+		euid       int
+		runtimeDir string
+		want       string
+	}{
+		{0, "/run/user/0", LiveRoot},
+		{0, "", LiveRoot},
+		{2346, "/run/user/2346", "/run/user/2346/deathwatch/live"},
+		{2346, "", ""},
+		{2346, "run/user/2346", ""},
+	} {
+		if got := LiveRootFor(tc.euid, tc.runtimeDir); got != tc.want {
+			t.Errorf("LiveRootFor(%d, %q) = %q, want %q", tc.euid, tc.runtimeDir, got, tc.want)
+		}
 	}
 }

@@ -13,6 +13,10 @@ func (lf *liveFIFO) unlink()              {}
 func (lf *liveFIFO) remove()              {}
 func removeLiveDir(string)                {}
 func dropStaleProbes(string)              {}
+func liveRoot() string                    { return "" }
 
 // LiveRoot: no live FIFO's folder on this system.
 const LiveRoot = ""
+
+// LiveRootFor: no live FIFO's folder on this system.
+func LiveRootFor(int, string) string { return "" }

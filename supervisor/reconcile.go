@@ -231,7 +231,7 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 		rep.add(ReconcileItem{Runtime: "journal", Reason: b.Error() + "; look at it, then remove it by hand"})
 	}
 	pruneJournalTemps(j.Dir(), staleTemp)
-	dropStaleProbes(LiveRoot) // what live FIFO bind proofs killed midway left
+	dropStaleProbes(liveRoot()) // what live FIFO bind proofs killed midway left
 	byLaunch := map[string]*JournalEntry{}
 	inJournal := map[string]bool{}
 	for _, e := range entries {

@@ -568,11 +568,6 @@ func (e *Engine) dockerInfo(ctx context.Context, c *apiClient) (supervisor.Info,
 		info.Detail = fmt.Sprintf("%s engine at %s is not usable: %v", e.Kind, c.ep, err)
 		return info, supervisor.EngineError("%s", info.Detail)
 	}
-	if e.Kind == "docker" {
-		e.mu.Lock()
-		e.limits = &r.daemonLimits
-		e.mu.Unlock()
-	}
 	var userns bool
 	for _, o := range r.SecurityOptions {
 		switch name, _, _ := strings.Cut(o, ","); name {
@@ -581,6 +576,11 @@ func (e *Engine) dockerInfo(ctx context.Context, c *apiClient) (supervisor.Info,
 		case "name=userns":
 			userns = true
 		}
+	}
+	if e.Kind == "docker" {
+		e.mu.Lock()
+		e.limits, e.remaps = &r.daemonLimits, userns
+		e.mu.Unlock()
 	}
 	info.Present, info.Version = true, r.ServerVersion
 	if e.Kind == "docker" && !info.Rootless && !userns {

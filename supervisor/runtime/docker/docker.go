@@ -66,7 +66,10 @@ type Engine struct {
 	mu sync.Mutex
 	// limits is what docker's /info said the daemon enforces (nil: /info
 	// was not read before the box).
-	limits  *daemonLimits
+	limits *daemonLimits
+	// remaps: docker's /info said the daemon remaps user ids
+	// (userns-remap).
+	remaps  bool
 	pins    map[string]pinnedInit  // box → its PID 1, for End (ender_linux.go)
 	removed map[string]chan error  // box → the engine's "removed" answer
 	runs    map[string]*runWitness // box → what its one-step run saw (run.go)

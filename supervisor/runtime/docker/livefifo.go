@@ -14,10 +14,12 @@ import (
 // more read-only bind (createBody); LiveKey and LiveIDs say where it may
 // be offered (a Linux supervisor only).
 
-// LiveKey names a rootful Docker engine on this host's unix socket by
-// the socket's path and inode (a restarted or replaced daemon makes a
-// new socket, and is proven anew). Podman, the CLI, a tcp:// or ssh://
-// engine and a listener that is not root get no live FIFO.
+// LiveKey names a Docker engine on this host's unix socket that runs as
+// the supervisor's uid (a rootful daemon for a root supervisor, the
+// user's rootless daemon for the user) by the socket's path and inode
+// (a restarted or replaced daemon makes a new socket, and is proven
+// anew). Podman, the CLI, a tcp:// or ssh:// engine and a listener of
+// another uid get no live FIFO.
 func (e *Engine) LiveKey(ctx context.Context) (string, bool) {
 	if e.Kind != "docker" {
 		return "", false
@@ -26,7 +28,7 @@ func (e *Engine) LiveKey(ctx context.Context) (string, bool) {
 	if c == nil || c.ep.Scheme != "unix" || dockerServerVersion(c.server) == "" {
 		return "", false
 	}
-	if uid, ok := c.listenerUID(); !ok || uid != 0 {
+	if uid, ok := c.listenerUID(); !ok || uid != os.Geteuid() {
 		return "", false
 	}
 	st, err := os.Stat(c.ep.Addr)
@@ -40,9 +42,12 @@ func (e *Engine) LiveKey(ctx context.Context) (string, bool) {
 	return fmt.Sprintf("docker %s dev %d ino %d", c.ep.Addr, s.Dev, s.Ino), true
 }
 
-// LiveIDs asks the daemon (/info) whether it keeps the host's ids: a
-// rootless or userns-remap daemon maps the box's root to an id that
-// cannot open a FIFO of the host's root.
+// LiveIDs asks the daemon (/info) whether its boxes' root is its own
+// uid, which LiveKey found to be the supervisor's: a daemon without
+// userns-remap runs them as itself (a rootful one as the host's root, a
+// rootless one as uid 0 of rootlesskit's namespace, its user on the
+// host); a userns-remap daemon maps the box's root to an id that cannot
+// open the supervisor's FIFO.
 func (e *Engine) LiveIDs(ctx context.Context) (bool, error) {
 	c := e.client(ctx)
 	if c == nil {
@@ -52,5 +57,8 @@ func (e *Engine) LiveIDs(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return !info.Rootless && info.Detail == rootfulNoUserns, nil
+	e.mu.Lock()
+	remaps := e.remaps
+	e.mu.Unlock()
+	return info.Rootless && !remaps || info.Detail == rootfulNoUserns, nil
 }
