@@ -18,11 +18,12 @@ import (
 // memory bound. Now, with no flag asking for any, a box's agent finds
 // its root read-only, /tmp and /dev/shm bounded tmpfs it can write, a
 // fork bomb stopped at the default pids bound and the default memory
-// bound on its cgroup. Rootless Podman on cgroup v1 cannot enforce
-// limits: doctor says so for it, and the fork bomb is not tried there.
+// bound on its cgroup. Rootless Podman and rootless Docker on cgroup v1
+// cannot enforce limits: doctor says so for them, and the fork bomb is
+// not tried there.
 func TestEscapeEngineBounds(t *testing.T) {
 	esc := ktest.ToolPath(t, "escape")
-	for _, proto := range rigs(t, "docker", "podman", "podman-rootless") {
+	for _, proto := range rigs(t, "docker", "podman", "podman-rootless", "docker-rootless") {
 		r := *proto
 		t.Run(r.Name, func(t *testing.T) {
 			r.setup(t)
@@ -59,9 +60,9 @@ func TestEscapeEngineBounds(t *testing.T) {
 				}
 			}
 			if !limits {
-				doc := runCmd(r.Command(nil, r.Bin.Supervisor, "doctor", "--runtime", "podman", "--skip-proof", "--posture", "preferred"))
-				if !strings.Contains(doc.stdout, "bounds podman:    no pids or memory bound: rootless podman on cgroup v1 cannot enforce limits") {
-					t.Errorf("doctor as %s does not say that rootless podman's boxes have no pids or memory bound:\n%s%s", r.User, doc.stdout, doc.stderr)
+				doc := runCmd(r.Command(nil, r.Bin.Supervisor, "doctor", "--runtime", r.Runtime, "--skip-proof", "--posture", "preferred"))
+				if want := "bounds " + r.Runtime + ":    no pids or memory bound: rootless " + r.Runtime + " on cgroup v1 cannot enforce limits"; !strings.Contains(doc.stdout, want) {
+					t.Errorf("doctor as %s does not say that rootless %s's boxes have no pids or memory bound:\n%s%s", r.User, r.Runtime, doc.stdout, doc.stderr)
 				}
 				return
 			}
