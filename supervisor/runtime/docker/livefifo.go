@@ -60,5 +60,5 @@ func (e *Engine) LiveIDs(ctx context.Context) (bool, error) {
 	e.mu.Lock()
 	remaps := e.remaps
 	e.mu.Unlock()
-	return info.Rootless && !remaps || info.Detail == rootfulNoUserns, nil
+	return info.Rootless && !remaps || info.Detail == rootfulNoUserns && os.Geteuid() == 0, nil
 }
