@@ -275,6 +275,7 @@ func payloadCases() []payloadCase {
 	spec := withCopies(fullSpec())
 	spec.CopyOutArchive = true
 	spec.LiveFIFO = "/dev/.deathwatch/live"
+	spec.Writable, spec.RequireLandlock = []string{"/tmp", "/dev/null"}, true
 	credit := Credit{Bytes: StdinWindowSize}
 	return []payloadCase{
 		{"credit", FrameStdinCredit, credit, credit.Marshal, func(b []byte) (any, error) { return ParseCredit(b) }},
@@ -528,11 +529,19 @@ func specTails(b []byte) map[int]bool {
 	if err != nil {
 		return nil
 	}
+	noWalls := len(withoutWalls(s).Marshal())
+	s = withoutWalls(s)
 	noLive := len(withoutLive(s).Marshal())
 	s = withoutLive(s)
 	noArc := len(noArchive(s).Marshal())
 	s = noArchive(s)
-	return map[int]bool{noLive: true, noArc: true, len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true, len(noEntryLimit(s).Marshal()): true}
+	return map[int]bool{noWalls: true, noLive: true, noArc: true, len(oldSpec(s).Marshal()): true, len(oldSpec(noCopies(s)).Marshal()): true, len(noStdin(noCopies(s)).Marshal()): true, len(noCopies(s).Marshal()): true, len(noEntryLimit(s).Marshal()): true}
+}
+
+// withoutWalls is s as a supervisor before the write limits sent it.
+func withoutWalls(s Spec) Spec {
+	s.Writable, s.RequireLandlock = nil, false
+	return s
 }
 
 // withoutLive is s as a supervisor before live_fifo sent it.

@@ -24,6 +24,7 @@ const (
 	MaxArgs      = 4096
 	MaxEnv       = 4096
 	MaxLinks     = 256
+	MaxWritable  = 256
 	MaxStringLen = 128 << 10
 	// MaxDuration bounds the deadline, the grace and the heartbeat, so
 	// that their sum (a supervisor waits for deadline + grace + a
@@ -93,6 +94,18 @@ type Spec struct {
 	// (livefifo.go), or "" for none: a second, earlier alarm beside
 	// the control stream, which stays the contract.
 	LiveFIFO string
+
+	// Writable are the box paths the agent may write in (a folder: its
+	// whole tree; a file: that file), enforced by the agent's Landlock
+	// domain; every other path of the box refuses the agent's writes.
+	// Empty: no write limits (a writable root, or a spec from a
+	// supervisor that predates the field). See watcher/landlock.go.
+	Writable []string
+	// RequireLandlock refuses (ExitRefused) to start the agent on a
+	// kernel that cannot give it the whole Landlock layer (write limits
+	// and scopes, landlock.ScopeABI); without it such a kernel loses
+	// that layer, said in one line.
+	RequireLandlock bool
 }
 
 // Validate names the first bad field.
@@ -188,6 +201,14 @@ func (s *Spec) Validate() error {
 			return bad("live_fifo", err)
 		}
 	}
+	if len(s.Writable) > MaxWritable {
+		return bad("writable", itoa(len(s.Writable))+" paths exceed the limit of "+itoa(MaxWritable))
+	}
+	for i, p := range s.Writable {
+		if err := checkPath(p); err != "" {
+			return bad(nth("writable", i), err)
+		}
+	}
 	return s.Fits()
 }
 
@@ -275,7 +296,8 @@ func (s Spec) Marshal() []byte {
 	// later one is set, so that a spec without them is byte for byte
 	// what an older supervisor sent (and one encoding per spec holds: the
 	// last group present is never all zero).
-	live := s.LiveFIFO != ""
+	walls := len(s.Writable) > 0 || s.RequireLandlock
+	live := s.LiveFIFO != "" || walls
 	if s.AllowUserns || len(s.Seccomp) > 0 || s.Stdin || s.hasCopies() || live {
 		e.boolean(s.AllowUserns)
 		e.str(string(s.Seccomp))
@@ -296,6 +318,10 @@ func (s Spec) Marshal() []byte {
 	}
 	if live {
 		e.str(s.LiveFIFO)
+	}
+	if walls {
+		e.strs(s.Writable)
+		e.boolean(s.RequireLandlock)
 	}
 	return e.b
 }
@@ -372,8 +398,18 @@ func ParseSpec(b []byte) (Spec, error) {
 	// ... or here: no live FIFO.
 	if d.err == nil && len(d.b) > 0 {
 		s.LiveFIFO = d.str("live_fifo")
-		if d.err == nil && s.LiveFIFO == "" {
+		if d.err == nil && s.LiveFIFO == "" && len(d.b) == 0 {
 			d.fail("live_fifo", "present but empty (non-canonical)")
+		}
+	}
+	// ... or here: no write limits.
+	if d.err == nil && len(d.b) > 0 {
+		if s.Writable = d.strs("writable"); len(s.Writable) == 0 {
+			s.Writable = nil
+		}
+		s.RequireLandlock = d.boolean("require_landlock")
+		if d.err == nil && len(s.Writable) == 0 && !s.RequireLandlock {
+			d.fail("writable/require_landlock", "present but empty (non-canonical)")
 		}
 	}
 	return s, d.done()

@@ -41,6 +41,13 @@ func TestSpecRoundTrip(t *testing.T) {
 		"tty":        {Argv: []string{"sh"}, UID: 1000, GID: 1000, TTY: true, Rows: 24, Cols: 80},
 		"live only":  {Argv: []string{"sh"}, UID: 1000, GID: 1000, LiveFIFO: "/dev/.deathwatch/live"},
 		"full, live": func() Spec { s := fullSpec(); s.LiveFIFO = "/dev/.deathwatch/live"; return s }(),
+		"writable":   {Argv: []string{"sh"}, UID: 1000, GID: 1000, Writable: []string{"/tmp", "/dev/null"}},
+		"required":   {Argv: []string{"sh"}, UID: 1000, GID: 1000, RequireLandlock: true},
+		"full, walls": func() Spec {
+			s := withCopies(fullSpec())
+			s.LiveFIFO, s.Writable, s.RequireLandlock = "/l", []string{"/tmp"}, true
+			return s
+		}(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := s.Marshal()
@@ -152,6 +159,9 @@ func TestSpecValidateNamesTheBadField(t *testing.T) {
 		{"window size without tty", ok(func(s *Spec) { s.Rows, s.Cols = 24, 80 }), "rows/cols"},
 		{"live fifo relative", ok(func(s *Spec) { s.LiveFIFO = "dev/live" }), "live_fifo"},
 		{"live fifo unclean", ok(func(s *Spec) { s.LiveFIFO = "/dev/../live" }), "live_fifo"},
+		{"writable relative", ok(func(s *Spec) { s.Writable = []string{"/tmp", "work"} }), "writable[1]"},
+		{"writable unclean", ok(func(s *Spec) { s.Writable = []string{"/tmp/"} }), "writable[0]"},
+		{"writable too many", ok(func(s *Spec) { s.Writable = make([]string, MaxWritable+1) }), "writable"},
 		{"over one frame", ok(func(s *Spec) { s.Env = make1("BIG="+strings.Repeat("x", MaxStringLen-4), 9) }), "size"},
 	}
 	for _, c := range cases {
@@ -220,6 +230,7 @@ func TestParseSpecMalformed(t *testing.T) {
 		{"trailing", append(func() []byte {
 			s := withCopies(fullSpec())
 			s.CopyOutArchive, s.LiveFIFO = true, "/l"
+			s.Writable, s.RequireLandlock = []string{"/tmp"}, true
 			return s.Marshal()
 		}(), 9), "trailing"},
 		{"max entries 0", append(func() []byte { s := withCopies(fullSpec()); s.CopyOutMaxEntries = 0; return s.Marshal() }(), 0), "non-canonical"},
@@ -341,5 +352,28 @@ func TestSpecLiveFIFOField(t *testing.T) {
 	}
 	if got, err := ParseSpec(with); err != nil || got.LiveFIFO != s.LiveFIFO {
 		t.Fatalf("ParseSpec = %q, %v", got.LiveFIFO, err)
+	}
+}
+
+// A spec without write limits is byte for byte what a supervisor before
+// the fields sent; one with them carries them as its last group, whose
+// empty form is refused (one encoding per spec).
+func TestSpecWritableField(t *testing.T) {
+	s := fullSpec()
+	s.LiveFIFO = "/dev/.deathwatch/live"
+	before := s.Marshal()
+	s.Writable = []string{"/tmp", "/work"}
+	with := s.Marshal()
+	if !bytes.HasPrefix(with, before) {
+		t.Fatal("the write limits changed the bytes of the fields before them")
+	}
+	var e enc
+	e.strs(nil)
+	e.boolean(false)
+	if _, err := ParseSpec(append(before[:len(before):len(before)], e.b...)); err == nil || !strings.Contains(err.Error(), "writable") {
+		t.Fatalf("ParseSpec(empty writable group) = %v; want a non-canonical error naming writable", err)
+	}
+	if got, err := ParseSpec(with); err != nil || !reflect.DeepEqual(got.Writable, s.Writable) || got.RequireLandlock {
+		t.Fatalf("ParseSpec = %q %v, %v", got.Writable, got.RequireLandlock, err)
 	}
 }

@@ -89,6 +89,9 @@ type ExecOptions struct {
 	// ReadWriteRoot makes the box's root file system writable
 	// (--read-write-root); it is read-only by default.
 	ReadWriteRoot bool
+	// RequireLandlock refuses a box whose kernel lacks Landlock's write
+	// limits or scopes (--require-landlock; Spec.RequireLandlock).
+	RequireLandlock bool
 
 	// Copies (copy.go): trees into the box before the agent, and back
 	// out after it, over the control stream; CopyOutLimit bounds each
@@ -257,7 +260,8 @@ func (o *ExecOptions) Spec() shared.Spec {
 		Grace:     o.Grace,
 		Heartbeat: o.Heartbeat,
 
-		AllowUserns: o.AllowUserns,
+		AllowUserns:     o.AllowUserns,
+		RequireLandlock: o.RequireLandlock,
 
 		TTY:   o.TTY,
 		Rows:  o.Rows,
@@ -409,6 +413,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 				return fail(UsageError("%w", err), shared.ExitUsage)
 			}
 		}
+	}
+	if err := l.limitWrites(); err != nil {
+		return fail(err, shared.ExitUsage)
 	}
 	return l.run(ctx)
 }

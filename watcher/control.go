@@ -191,6 +191,16 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 			return nil, w.setupFailed(shared.ExitUsage, "spec: seccomp: "+err.Error())
 		}
 	}
+	plan, warn, err := planLandlock(spec.Writable, spec.RequireLandlock)
+	var refused *refusedError
+	switch {
+	case errors.As(err, &refused):
+		return nil, w.setupFailed(shared.ExitRefused, err.Error())
+	case err != nil:
+		return nil, w.setupFailed(shared.ExitSetupFailed, err.Error())
+	case warn != "":
+		logf(warn)
+	}
 	w.oom = newOOMCounter()
 	return &agent{
 		Argv:     spec.Argv,
@@ -205,7 +215,7 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		Setsid:      true,
 		Setctty:     spec.TTY,
 		NewKeyring:  true,
-		Scoped:      true,
+		Landlock:    plan,
 		Filter:      filter,
 		OOMScore:    agentOOMScore,
 		CgroupTasks: w.cfg.AgentCgroupFD,
@@ -213,8 +223,10 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 }
 
 // closeChildEnds drops the watcher's copies of the agent's stdio, so
-// that the output pipes reach EOF when the box's last writer dies.
-func (w *watcher) closeChildEnds(*agent) {
+// that the output pipes reach EOF when the box's last writer dies, and
+// the descriptors of its Landlock rules.
+func (w *watcher) closeChildEnds(a *agent) {
+	a.Landlock.close()
 	for _, f := range w.childEnds {
 		f.Close()
 	}

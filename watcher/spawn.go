@@ -29,11 +29,12 @@ type agent struct {
 	Setsid   bool
 	// The box's walls (control mode): a session keyring of its own, a
 	// Landlock domain that scopes abstract sockets and signals to the
-	// agent's processes (scopeThread), a syscall filter installed right
+	// agent's processes and limits its writes to the box's writable
+	// paths (landlock.go; nil: none), a syscall filter installed right
 	// before the fork, and an oom_score_adj that makes the agent the OOM
 	// killer's first choice.
 	NewKeyring bool
-	Scoped     bool
+	Landlock   *landlockPlan
 	Filter     []seccomp.Insn
 	OOMScore   int // 0: the watcher's own
 	// CgroupTasks is a v1 "tasks" file the spawning thread joins before
@@ -77,7 +78,7 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 // per-thread too, and taken on the same thread, in that order (the
 // filter denies keyctl).
 func spawn(a *agent) (pid int, err error) {
-	if !a.DropCaps && !a.NewKeyring && !a.Scoped && a.Filter == nil && a.CgroupTasks == 0 {
+	if !a.DropCaps && !a.NewKeyring && a.Landlock == nil && a.Filter == nil && a.CgroupTasks == 0 {
 		return syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
 	}
 	if a.OOMScore != 0 {
@@ -156,7 +157,7 @@ func joinThreadCgroup(fd int) error {
 // from it: dropCaps, a new session keyring, the Landlock domain, the
 // syscall filter. It must be called with the OS thread locked.
 func taintThread(a *agent) error {
-	if a.DropCaps || a.Scoped || a.Filter != nil {
+	if a.DropCaps || a.Landlock != nil || a.Filter != nil {
 		// no_new_privs: also what lets an unprivileged thread install a
 		// filter or enter a Landlock domain.
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -173,8 +174,8 @@ func taintThread(a *agent) error {
 			return err
 		}
 	}
-	if a.Scoped {
-		if err := scopeThread(); err != nil {
+	if a.Landlock != nil {
+		if err := restrictThread(a.Landlock); err != nil {
 			return err
 		}
 	}

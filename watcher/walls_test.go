@@ -49,7 +49,11 @@ func TestSpawnScoped(t *testing.T) {
 		t.Skipf("no Landlock scopes here (ABI %d, %v)", abi, err)
 	}
 	script := "kill -0 " + strconv.Itoa(os.Getpid()) + " 2>/dev/null && echo parent=ok || echo parent=refused; kill -0 $$ && echo self=ok"
-	if got := shOutput(t, script, &agent{Scoped: true}); got != "parent=refused\nself=ok\n" {
+	plan, _, err := planLandlock(nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := shOutput(t, script, &agent{Landlock: plan}); got != "parent=refused\nself=ok\n" {
 		t.Errorf("the scoped child said %q, want parent=refused and self=ok", got)
 	}
 	if err := syscall.Kill(os.Getpid(), 0); err != nil {
@@ -82,4 +86,31 @@ func shOutput(t *testing.T, script string, a *agent) string {
 	}
 	out, _ := io.ReadAll(r)
 	return string(out)
+}
+
+// TestSpawnWriteLimits: the agent writes in its writable paths (a
+// folder's tree, a device file, its stdout through /proc) and nowhere
+// else, while the test process keeps writing where it did. Needs no
+// privilege.
+func TestSpawnWriteLimits(t *testing.T) {
+	if abi, err := landlock.ABI(); err != nil || abi < landlock.WriteABI {
+		t.Skipf("no Landlock write limits here (ABI %d, %v)", abi, err)
+	}
+	allowed, other := t.TempDir(), t.TempDir()
+	plan, warn, err := planLandlock([]string{allowed, "/dev/null", "/proc", allowed + "/missing"}, true)
+	if err != nil || warn != "" {
+		t.Fatalf("planLandlock: %v %q", err, warn)
+	}
+	script := `w() { (echo x > "$1") 2>/dev/null && echo "$1=ok" || echo "$1=refused"; }
+mkdir -p ` + allowed + `/d/e && w ` + allowed + `/d/e/f; mv ` + allowed + `/d/e/f ` + allowed + `/g && echo mv=ok
+w ` + other + `/f; w /dev/null; echo out > /dev/stdout
+mkdir ` + other + `/d 2>/dev/null || echo mkdir=refused`
+	got := shOutput(t, script, &agent{Landlock: plan})
+	want := allowed + "/d/e/f=ok\nmv=ok\n" + other + "/f=refused\n/dev/null=ok\nout\nmkdir=refused\n"
+	if got != want {
+		t.Errorf("the limited child said\n%s\nwant\n%s", got, want)
+	}
+	if err := os.WriteFile(other+"/mine", nil, 0o600); err != nil {
+		t.Errorf("the test process lost its own writes: %v", err)
+	}
 }

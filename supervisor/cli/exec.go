@@ -30,7 +30,8 @@ type ExecCmd struct {
 	MountOwner        string        `help:"Native as root: the host account (never root) whose --mount folders the agent may own; what the agent writes there lands as UID:GID's. Any other folder is read-only to the agent, its files shown as nobody." placeholder:"UID:GID"`
 	Memory            string        `help:"Memory limit, e.g. 512m or 2g (no swap beyond it; default 4g where the runtime can enforce it)." placeholder:"SIZE"`
 	PidsLimit         int64         `help:"Maximum number of processes in the box (default 4096 where the runtime can enforce it)." placeholder:"N"`
-	ReadWriteRoot     bool          `help:"Make the box's root file system writable (docker, podman: the engine's writable layer, unbounded on the host's disk). By default it is read-only; /tmp and /dev/shm are bounded tmpfs."`
+	ReadWriteRoot     bool          `help:"Make the box's root file system writable (docker, podman: the engine's writable layer, unbounded on the host's disk). By default it is read-only; /tmp and /dev/shm are bounded tmpfs, and the agent writes only there, in its read-write --mount folders and devices (Landlock, ABI 3, Linux 6.2)."`
+	RequireLandlock   bool          `help:"Refuse (243) to start the agent on a kernel (the box's: a microVM's own) without Landlock's write limits and scopes (ABI 6, Linux 6.12). Without it such a kernel loses that layer: one line says so when it is the write limits."`
 	Network           string        `help:"Network: none (the default), bridge or host. host is refused without --allow-host-network." placeholder:"none|bridge|host"`
 	AllowHostNet      bool          `name:"allow-host-network" help:"Accept --network host: the agent then shares the host's network namespace, so it can connect to every port on its loopback, and on a kernel without Landlock ABI 6 to every abstract unix socket of the host (X11, D-Bus, containerd, systemd). On a rootless engine, host is the engine's own namespace (rootless Docker: rootlesskit's; rootless Podman: the host's, as its user)."`
 	Deadline          time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"1h"`
@@ -163,7 +164,7 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 		NamePrefix: e.Name, RunKey: e.RunKey, Workdir: e.Workdir, PidsLimit: e.PidsLimit,
 		Network: e.Network, NetworkSet: e.Network != "", Deadline: e.Deadline, Grace: e.Grace, Heartbeat: e.Heartbeat,
 		AllowRootful: e.AllowRootful, AllowUserns: e.AllowUserns, AllowHostNetwork: e.AllowHostNet, WatcherInImage: e.WatcherInImage, Argv: e.Command,
-		TTY: e.TTY, Stdin: e.Stdin, ReadWriteRoot: e.ReadWriteRoot,
+		TTY: e.TTY, Stdin: e.Stdin, ReadWriteRoot: e.ReadWriteRoot, RequireLandlock: e.RequireLandlock,
 	}
 	if len(e.HostPort) > 0 {
 		o.HostPorts = e.HostPort

@@ -7,9 +7,10 @@ import (
 )
 
 // landlockStatus says what the host kernel's Landlock gives the agent's
-// domain (the watcher scopes it where the ABI allows, and says nothing
-// where it does not: this line is where an operator learns it). A box
-// in a VM (sbx, Docker Desktop) runs on the VM's kernel, not this one.
+// domain (the watcher limits its writes and scopes it where the ABI
+// allows; below WriteABI it says so per box, below ScopeABI only this
+// line does). A box in a VM (sbx, Docker Desktop) runs on the VM's
+// kernel, not this one.
 func landlockStatus() string {
 	return landlockLine(landlock.ABI())
 }
@@ -17,11 +18,21 @@ func landlockStatus() string {
 // landlockLine is the line for an ABI probe's result. Pure: tested
 // without a kernel.
 func landlockLine(abi int, err error) string {
-	switch {
-	case err != nil:
-		return fmt.Sprintf("none (%v): boxes run without the Landlock layer; abstract unix sockets and signals are not scoped to the box (needs ABI %d, Linux 6.12, landlock in the lsm= list)", err, landlock.ScopeABI)
-	case abi < landlock.ScopeABI:
-		return fmt.Sprintf("ABI %d: boxes run without the Landlock layer; abstract unix sockets and signals are not scoped to the box (needs ABI %d, Linux 6.12)", abi, landlock.ScopeABI)
+	what := fmt.Sprintf("ABI %d", abi)
+	if err != nil {
+		abi, what = 0, fmt.Sprintf("none (%v; landlock must be in the lsm= list)", err)
 	}
-	return fmt.Sprintf("ABI %d: the agent's abstract unix sockets and signals are scoped to its box", abi)
+	writes := "the agent's writes limited to the box's writable paths"
+	if abi < landlock.WriteABI {
+		writes = fmt.Sprintf("the agent's writes not limited (needs ABI %d, Linux 6.2)", landlock.WriteABI)
+	}
+	scopes := "its abstract unix sockets and signals scoped to the box"
+	if abi < landlock.ScopeABI {
+		scopes = fmt.Sprintf("its abstract unix sockets and signals not scoped (needs ABI %d, Linux 6.12)", landlock.ScopeABI)
+	}
+	line := what + ": " + writes + ", " + scopes
+	if abi < landlock.ScopeABI {
+		line += "; --require-landlock refuses such a host"
+	}
+	return line
 }

@@ -391,3 +391,12 @@ var (
 	_ supervisor.LimitsChecker  = (*Runtime)(nil)
 	_ supervisor.ProcessCounter = (*Runtime)(nil)
 )
+
+// Writable is the scratch workspace of a sandbox made without --mount:
+// the agent's one folder of the host's, writable like a --mount.
+func (r *Runtime) Writable(b *supervisor.Box) []string {
+	if d := b.State[stateScratch]; d != "" {
+		return []string{d}
+	}
+	return nil
+}
