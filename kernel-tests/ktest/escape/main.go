@@ -15,6 +15,7 @@
 //	escape statfs PATH…   size and inodes of each file system (statfs:PATH=BYTES/INODES)
 //	escape stat PATH…     owner of each file (stat:PATH=UID:GID)
 //	escape write PATH…    create each file, mode 0600 (write:PATH=…)
+//	escape create PATH…   open each for writing, made if missing, nothing written (create:PATH=…)
 //	escape kill PID…      signal 0 to each process (kill:PID=…)
 //	escape ptrace PID…    attach to each process (ptrace:PID=…)
 //	escape pin PATH…      make each file immutable (pin:PATH=…)
@@ -132,6 +133,14 @@ func main() {
 	case "write":
 		for _, p := range args[1:] {
 			fmt.Printf("write:%s=%s\n", p, errName(os.WriteFile(p, []byte("written by the agent"), 0o600)))
+		}
+	case "create":
+		for _, p := range args[1:] {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600)
+			if err == nil {
+				f.Close()
+			}
+			fmt.Printf("create:%s=%s\n", p, errName(err))
 		}
 	case "kill":
 		for _, a := range args[1:] {
