@@ -22,7 +22,10 @@ package idslot
 // supervisor and init are both provably gone (a SIGKILLed supervisor
 // whose journal entry was never reconciled) is taken back by the next
 // allocation: its box cannot run, since the init is PID 1 of the box
-// and it was never started, or has ended.
+// and it was never started, or has ended. A box whose init an engine
+// starts (Docker) has an engine-held slot instead (EngineHeld): once
+// its supervisor is gone it is taken back only when the engine no
+// longer has the box.
 //
 // A slot handed to a new box can own files an old box left on the host
 // (in a --mount source). Those files cannot be set-id: the box's syscall

@@ -28,6 +28,11 @@ type Ranges struct {
 	gidBase int64
 	// where says, in a refusal, which ids the slots come from.
 	where string
+	// EngineHas, when set, asks the engine of the allocating runtime
+	// whether it still has a box (by name): an engine-held slot
+	// (EngineHeld) whose supervisor is gone is taken back only when the
+	// engine answers no. nil: such slots are kept.
+	EngineHas func(box string) (bool, error)
 }
 
 // Root are a root supervisor's slots of the block at Base, in dir;
@@ -122,19 +127,25 @@ func (r *Ranges) SlotOf(start int64) int64 {
 
 // slotHolder is what a slot's lock file says: the box, the supervisor
 // that took the slot and the box's init, each a pid and its start time
-// (0: not recorded).
+// (0: not recorded), and whether the box's init is an engine's
+// (engineHeld: its pid is never recorded; EngineHeld).
 type slotHolder struct {
 	box                   string
 	owner, initPID        int
 	ownerStart, initStart uint64
+	engineHeld            bool
 }
 
-// parseHolder reads a lock file: the box's name, then "owner PID START"
-// and "init PID START" lines.
+// parseHolder reads a lock file: the box's name, then "owner PID START",
+// "engine-held" and "init PID START" lines.
 func parseHolder(b []byte) (h slotHolder) {
 	ls := strings.Split(strings.TrimSpace(string(b)), "\n")
 	h.box = strings.TrimSpace(ls[0])
 	for _, l := range ls[1:] {
+		if strings.TrimSpace(l) == engineHeldLine {
+			h.engineHeld = true
+			continue
+		}
 		f := strings.Fields(l)
 		if len(f) != 3 {
 			continue
@@ -161,18 +172,34 @@ func running(pid int, start uint64) bool {
 	return err == nil && got == start && !proc.Zombie(pid)
 }
 
+// engineHeldLine marks a slot whose box's init is an engine's
+// (EngineHeld).
+const engineHeldLine = "engine-held"
+
 // gone reports whether the slot's holder is provably gone: the lock
 // file names the supervisor that took it, that process has ended, and
-// so has the box's init when one was recorded. A file that names no
-// supervisor (an older format, or a torn write) is never taken back.
-func (h slotHolder) gone() bool {
+// so has the box's init when one was recorded, or, for an engine-held
+// slot, the engine no longer has the box (engineHas; nil or an engine
+// that cannot say: kept). A file that names no supervisor (an older
+// format, or a torn write) is never taken back.
+func (h slotHolder) gone(engineHas func(string) (bool, error)) bool {
 	if h.owner == 0 {
 		return false
 	}
 	if running(h.owner, h.ownerStart) {
 		return false
 	}
-	return h.initPID == 0 || !running(h.initPID, h.initStart)
+	if h.initPID != 0 {
+		return !running(h.initPID, h.initStart)
+	}
+	if !h.engineHeld {
+		return true
+	}
+	if engineHas == nil {
+		return false
+	}
+	has, err := engineHas(h.box)
+	return err == nil && !has
 }
 
 // selfLine is this supervisor's "owner PID START" line.
@@ -259,7 +286,7 @@ func (r *Ranges) reclaim() {
 		}
 		p := filepath.Join(r.dir, e.Name())
 		b, err := supervisor.ReadTrustedFile(p, 4096)
-		if err == nil && parseHolder(b).gone() {
+		if err == nil && parseHolder(b).gone(r.EngineHas) {
 			os.Remove(p)
 		}
 	}
@@ -268,14 +295,35 @@ func (r *Ranges) reclaim() {
 // Started records the box's init (pid) in the lock file of the slot
 // at host id start that box holds, before the init may run anything.
 func (r *Ranges) Started(box string, start int64, pid int) error {
-	i := r.SlotOf(start)
-	if i < 0 {
-		return fmt.Errorf("host id range %d is not one of the boxes' slots", start)
-	}
 	st, err := proc.StartTime(pid)
 	if err != nil {
 		return fmt.Errorf("start time of the box's init: %w", err)
 	}
+	return r.appendLine(box, start, fmt.Sprintf("init %d %d\n", pid, st))
+}
+
+// EngineHeld marks the slot at host id start that box holds as one
+// whose box's init an engine starts (its pid never recorded): once the
+// supervisor is gone the slot is kept while the engine still has the
+// box (a box dying within its kill bound, or stalled), asked through
+// EngineHas at the next allocation; the box's removal frees it. It
+// must come before the box exists.
+func (r *Ranges) EngineHeld(box string, start int64) error {
+	return r.appendLine(box, start, engineHeldLine+"\n")
+}
+
+// appendLine adds line to the lock file of the slot at host id start,
+// which box must hold, under the folder's lock (no release or
+// allocation runs meanwhile).
+func (r *Ranges) appendLine(box string, start int64, line string) error {
+	i := r.SlotOf(start)
+	if i < 0 {
+		return fmt.Errorf("host id range %d is not one of the boxes' slots", start)
+	}
+	return r.locked(func() error { return r.appendSlot(box, i, line) })
+}
+
+func (r *Ranges) appendSlot(box string, i int64, line string) error {
 	p := filepath.Join(r.dir, strconv.FormatInt(i, 10))
 	b, err := supervisor.ReadTrustedFile(p, 4096)
 	if err != nil {
@@ -289,7 +337,7 @@ func (r *Ranges) Started(box string, start int64, pid int) error {
 		return err
 	}
 	defer f.Close()
-	_, err = fmt.Fprintf(f, "init %d %d\n", pid, st)
+	_, err = f.WriteString(line)
 	return err
 }
 

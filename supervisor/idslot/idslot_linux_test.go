@@ -1,6 +1,7 @@
 package idslot
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -83,11 +84,23 @@ func TestSlotReclaim(t *testing.T) {
 		3: "starting\n" + self,                                    // supervisor alive
 		4: "old-format\n",                                         // names no supervisor
 		5: "ended\n" + gone + fmt.Sprintf("init %d 1\n", deadPID), // both gone
+		6: "engine-has\n" + gone + engineHeldLine + "\n",          // supervisor gone, the engine still has the box
+		7: "engine-gone\n" + gone + engineHeldLine + "\n",         // supervisor gone, the engine has it no more
+		8: "engine-mute\n" + gone + engineHeldLine + "\n",         // supervisor gone, the engine cannot say
 	}
 	for i, c := range files {
 		if err := os.WriteFile(filepath.Join(r.dir, strconv.Itoa(i)), []byte(c), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	r.EngineHas = func(box string) (bool, error) {
+		switch box {
+		case "engine-has":
+			return true, nil
+		case "engine-gone":
+			return false, nil
+		}
+		return false, errors.New("no answer")
 	}
 	s, err := r.Allocate("next")
 	if err != nil {
@@ -96,7 +109,7 @@ func TestSlotReclaim(t *testing.T) {
 	if s != r.slotStart(1) {
 		t.Errorf("next box got slot %d, want 1 (its supervisor is gone, it never started)", r.SlotOf(s))
 	}
-	for i, want := range map[int]bool{2: true, 3: true, 4: true, 5: false} {
+	for i, want := range map[int]bool{2: true, 3: true, 4: true, 5: false, 6: true, 7: false, 8: true} {
 		_, err := os.Stat(filepath.Join(r.dir, strconv.Itoa(i)))
 		if got := err == nil; got != want {
 			t.Errorf("slot %d (%q) still held: %v, want %v", i, files[i], got, want)
@@ -107,10 +120,43 @@ func TestSlotReclaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(filepath.Join(r.dir, "1"))
-	if h := parseHolder(b); h.box != "next" || h.initPID != os.Getpid() || h.owner != os.Getpid() || h.gone() {
+	if h := parseHolder(b); h.box != "next" || h.initPID != os.Getpid() || h.owner != os.Getpid() || h.gone(nil) {
 		t.Errorf("slot 1 after started: %q -> %+v", b, h)
 	}
 	if err := r.Started("stranger", s, os.Getpid()); err == nil {
 		t.Errorf("a stranger recorded its init in another box's slot")
+	}
+}
+
+// An engine-held slot whose supervisor is gone is kept unless the
+// engine says it no longer has the box (without an engine to ask, it is
+// kept); EngineHeld, like Started, is refused in another box's slot.
+func TestSlotEngineHeld(t *testing.T) {
+	r := Root(filepath.Join(t.TempDir(), "ranges"), t.TempDir())
+	s, err := r.Allocate("box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.EngineHeld("stranger", s); err == nil {
+		t.Errorf("a stranger marked another box's slot")
+	}
+	if err := r.EngineHeld("box", s); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(r.dir, "0"))
+	h := parseHolder(b)
+	if !h.engineHeld || h.initPID != 0 || h.gone(nil) {
+		t.Fatalf("after EngineHeld, its supervisor alive: %+v", h)
+	}
+	h.owner, h.ownerStart = 1<<22, 1 // the supervisor is gone
+	asked := ""
+	has := func(v bool) func(string) (bool, error) {
+		return func(box string) (bool, error) { asked = box; return v, nil }
+	}
+	if h.gone(nil) || h.gone(has(true)) {
+		t.Errorf("a slot whose box the engine may still have was taken back")
+	}
+	if !h.gone(has(false)) || asked != "box" {
+		t.Errorf("a slot whose box the engine no longer has is kept (asked for %q)", asked)
 	}
 }

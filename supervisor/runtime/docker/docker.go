@@ -653,7 +653,7 @@ func (e *Engine) Create(ctx context.Context, b *supervisor.Box) (err error) {
 	if err := supervisor.CheckMountSources(b.Mounts); err != nil {
 		return err
 	}
-	if err := e.ownIDs(b); err != nil {
+	if err := e.ownIDs(ctx, b); err != nil {
 		return err
 	}
 	defer func() {
@@ -675,14 +675,14 @@ func (e *Engine) Create(ctx context.Context, b *supervisor.Box) (err error) {
 
 // ownIDs gives the box ids of its own when the engine would run it on
 // the host's (takeOwnIDs).
-func (e *Engine) ownIDs(b *supervisor.Box) error {
+func (e *Engine) ownIDs(ctx context.Context, b *supervisor.Box) error {
 	if b.State == nil {
 		b.State = map[string]string{}
 	}
 	if !e.onHostIDs() {
 		return nil
 	}
-	return e.takeOwnIDs(b)
+	return e.takeOwnIDs(ctx, b)
 }
 
 // onHostIDs reports whether the engine runs boxes on the host's own ids.

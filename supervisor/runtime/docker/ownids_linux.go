@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,15 +37,26 @@ func ownIDSlots(euid int, env map[string]string) (*idslot.Ranges, error) {
 // stand: the operator chose that host id), the watcher as its second.
 // No account, file or process of the host has them, nor any other live
 // box.
-func (e *Engine) takeOwnIDs(b *supervisor.Box) error {
+//
+// The engine starts the box's init, whose pid the supervisor never
+// learns: the slot is engine-held (idslot.EngineHeld), kept while this
+// supervisor lives and, once it is gone, while the engine still has the
+// box (a box still dying within its kill bound, or stalled, keeps its
+// ids to itself); a later allocation asks the engine (Exists).
+func (e *Engine) takeOwnIDs(ctx context.Context, b *supervisor.Box) error {
 	r, err := ownIDSlots(os.Geteuid(), envMap(os.Environ()))
 	if err != nil {
 		return supervisor.RefusedError("%w", err)
 	}
+	r.EngineHas = func(box string) (bool, error) { return e.Exists(ctx, &supervisor.Box{Name: box}) }
 	if !r.Holds(b.Name, b.State[idslot.State]) {
 		start, err := r.Allocate(b.Name)
 		if err != nil {
 			return supervisor.RefusedError("%w", err)
+		}
+		if err := r.EngineHeld(b.Name, start); err != nil {
+			r.Release(b.Name, start)
+			return supervisor.SetupError("take a host id slot for box %s: %w", b.Name, err)
 		}
 		b.State[idslot.State] = strconv.FormatInt(start, 10)
 	}

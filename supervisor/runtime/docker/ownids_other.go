@@ -2,10 +2,14 @@
 
 package docker
 
-import "deathwatch/supervisor"
+import (
+	"context"
+
+	"deathwatch/supervisor"
+)
 
 // takeOwnIDs: an engine on another OS runs its boxes in a VM of its own
 // (Docker Desktop), whose ids are not this host's.
-func (e *Engine) takeOwnIDs(b *supervisor.Box) error { return nil }
+func (e *Engine) takeOwnIDs(context.Context, *supervisor.Box) error { return nil }
 
 func (e *Engine) dropOwnIDs(b *supervisor.Box) {}

@@ -78,7 +78,7 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 	if err := supervisor.CheckMountSources(b.Mounts); err != nil {
 		return nil, nil, err
 	}
-	if err := e.ownIDs(b); err != nil {
+	if err := e.ownIDs(ctx, b); err != nil {
 		return nil, nil, err
 	}
 	dir, err := os.MkdirTemp("", runDirPattern(b))
