@@ -229,7 +229,7 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 	if err != nil {
 		return supervisor.UsageError("%v", err)
 	}
-	c := CreateConfig{Name: b.Name, Template: b.Image, Memory: b.Memory, Workspaces: ws}
+	c := CreateConfig{Name: b.Name, Template: b.Image, Memory: memoryBound(b.Memory), Workspaces: ws}
 	if err := r.driver(b.WatcherInImage).Create(ctx, c, b.Nonce, b.HostPorts); err != nil {
 		if errors.Is(err, ErrNoTemplate) {
 			return supervisor.ImageError("%w", err)
@@ -391,6 +391,37 @@ var (
 	_ supervisor.LimitsChecker  = (*Runtime)(nil)
 	_ supervisor.ProcessCounter = (*Runtime)(nil)
 )
+
+// memoryBound is the sandbox's memory (sbx create --memory): what the
+// box asks for, else supervisor.DefaultMemory, as on every runtime that
+// can bound a box's memory.
+func memoryBound(asked int64) int64 {
+	if asked > 0 {
+		return asked
+	}
+	return supervisor.DefaultMemory
+}
+
+// Bounds says what a sandbox gets by default (doctor): the microVM's
+// memory, no process bound, and what the watcher makes of its root.
+func (r *Runtime) Bounds() []string {
+	return []string{
+		fmt.Sprintf("memory %d MiB, the microVM's (--memory)", supervisor.DefaultMemory>>20),
+		"no pids bound: sbx sets none on a sandbox; --pids-limit is refused",
+		"root read-only to the agent where the VM's kernel has Landlock ABI 3 (Linux 6.2): it writes only in /tmp, /dev/shm and its workspaces (--read-write-root lifts that)",
+		"/tmp and /dev/shm are the VM's own, bounded only by the VM's disk and memory",
+	}
+}
+
+// Walls says what a sandbox's walls leave to the microVM, which sbx
+// does not let the supervisor set (doctor).
+func (r *Runtime) Walls() []string {
+	return []string{
+		"the boundary is the microVM: the box's syscall filter, keyring and Landlock layer are the watcher's, inside the VM's own kernel (doctor's Landlock line is this host's kernel, not the VM's; --require-landlock asks the VM's)",
+		"sbx takes no process limit and no size for the VM's /tmp or /dev/shm: the VM's memory (--memory, 4 GiB by default) and disk bound them",
+		"the host is reached through sbx's network policy proxy only: --host-port opens one loopback port to this sandbox, --network is refused",
+	}
+}
 
 // Writable is the scratch workspace of a sandbox made without --mount:
 // the agent's one folder of the host's, writable like a --mount.
