@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"deathwatch/kernel-tests/ktest"
-	"deathwatch/supervisor"
 )
 
 // TestEscapeSlotOfDyingBox (issue 29, ids): rootful Docker runs each
@@ -25,21 +24,8 @@ func TestEscapeSlotOfDyingBox(t *testing.T) {
 	r := rigs(t, "docker")[0]
 	r.setup(t)
 	run := r.start(r.Instance, nil, "--", "sh", "-c", `echo uid=$(id -u); exec sleep 1003`)
-	defer func() {
-		select {
-		case <-run.done:
-		default:
-			run.kill()
-		}
-	}()
-	var uid string
-	if !run.waitFor(60*time.Second, func() bool {
-		uid = lines(run.stdout())["uid"]
-		return uid != "" && run.event(supervisor.EventReady) != nil
-	}) {
-		t.Fatalf("the first box did not start: %s", run.stdout())
-	}
-	box := run.event(supervisor.EventReady).Box
+	defer run.end()
+	box, uid := run.agentStarted(t)
 	out, err := r.Engine("container", "inspect", "--format", "{{.State.Pid}}", box).Output()
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil || pid <= 0 {

@@ -17,8 +17,15 @@ import (
 // requireScopes fails the test on a kernel without Landlock scopes.
 func requireScopes(t *testing.T) {
 	t.Helper()
-	if abi, err := landlock.ABI(); err != nil || abi < landlock.ScopeABI {
-		t.Fatalf("Landlock ABI %d (%v): the agent's scopes need ABI %d (Linux 6.12 with landlock in the lsm= list)", abi, err, landlock.ScopeABI)
+	requireLandlock(t, landlock.ScopeABI, "scopes", "6.12")
+}
+
+// requireLandlock fails the test on a kernel below Landlock ABI want,
+// which what (the agent's layer) needs, from Linux linux.
+func requireLandlock(t *testing.T, want int, what, linux string) {
+	t.Helper()
+	if abi, err := landlock.ABI(); err != nil || abi < want {
+		t.Fatalf("Landlock ABI %d (%v): the agent's %s need ABI %d (Linux %s with landlock in the lsm= list)", abi, err, what, want, linux)
 	}
 }
 
@@ -56,21 +63,9 @@ func TestEscapeScopes(t *testing.T) {
 				want["connect:"+name] = "ECONNREFUSED"
 			}
 			run := r.start(r.Instance, nil, append(network, "--mount", filepath.Dir(esc)+":"+escapeDir+":ro", "--", "sh", "-c", script)...)
-			defer func() {
-				select {
-				case <-run.done:
-				default:
-					run.kill()
-				}
-			}()
-			var uid string
-			if !run.waitFor(60*time.Second, func() bool {
-				uid = lines(run.stdout())["uid"]
-				return uid != "" && run.event(supervisor.EventReady) != nil
-			}) {
-				t.Fatalf("the agent did not start: %s", run.stdout())
-			}
-			r.join(t, run.event(supervisor.EventReady).Box, uid, "sleep", "1001")
+			defer run.end()
+			box, uid := run.agentStarted(t)
+			r.join(t, box, uid, "sleep", "1001")
 			select {
 			case <-run.done:
 			case <-time.After(60 * time.Second):
@@ -86,6 +81,28 @@ func TestEscapeScopes(t *testing.T) {
 			r.assertClean()
 		})
 	}
+}
+
+// end kills the run's supervisor unless it has ended.
+func (c *cwRun) end() {
+	select {
+	case <-c.done:
+	default:
+		c.kill()
+	}
+}
+
+// agentStarted waits for the run's ready event and its agent's
+// "uid=UID[:GID]" line, and returns the box and that line's value.
+func (c *cwRun) agentStarted(t *testing.T) (box, uid string) {
+	t.Helper()
+	if !c.waitFor(60*time.Second, func() bool {
+		uid = lines(c.stdout())["uid"]
+		return uid != "" && c.event(supervisor.EventReady) != nil
+	}) {
+		t.Fatalf("the agent did not start: %s", c.stdout())
+	}
+	return c.event(supervisor.EventReady).Box, uid
 }
 
 // join starts argv in the running box as uid ("UID:GID") from outside

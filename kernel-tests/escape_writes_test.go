@@ -15,9 +15,7 @@ import (
 // write limits.
 func requireWriteLimits(t *testing.T) {
 	t.Helper()
-	if abi, err := landlock.ABI(); err != nil || abi < landlock.WriteABI {
-		t.Fatalf("Landlock ABI %d (%v): the agent's write limits need ABI %d (Linux 6.2 with landlock in the lsm= list)", abi, err, landlock.WriteABI)
-	}
+	requireLandlock(t, landlock.WriteABI, "write limits", "6.2")
 }
 
 // outsideWrites are places of a box the agent was never meant to write
