@@ -58,7 +58,7 @@ func (e *refusedError) Error() string { return e.msg }
 //
 // A writable path is opened as the box shows it before the agent runs:
 // a link on the way is followed (the engine mounted where it leads, and
-// a rule only narrows what the modes and mounts allow), a missing one
+// a rule grants no more than the modes and mounts allow), a missing one
 // is skipped (what the agent makes there, it makes in a folder whose
 // own rule decides).
 func planLandlock(writable []string, require bool) (*landlockPlan, string, error) {
