@@ -59,7 +59,7 @@ func TestDoctor(t *testing.T) {
 			if len(rep.Runtimes) != len(supervisor.RuntimeNames()) || rep.Selected != r.Runtime || rep.Cgroup == "" {
 				t.Errorf("runtimes %+v, selected %q, cgroup %q", rep.Runtimes, rep.Selected, rep.Cgroup)
 			}
-			if abi, err := landlock.ABI(); err != nil || !strings.HasPrefix(rep.Landlock, fmt.Sprintf("ABI %d: the agent's abstract unix sockets and signals are scoped", abi)) {
+			if abi, err := landlock.ABI(); err != nil || rep.Landlock != fmt.Sprintf("ABI %d: the agent's writes limited to the box's writable paths, its abstract unix sockets and signals scoped to the box", abi) {
 				t.Errorf("landlock %q; the kernel's ABI %d (%v)", rep.Landlock, abi, err)
 			}
 			row := runtimeRow(rep, r.Runtime)
