@@ -325,7 +325,7 @@ func TestLeanExecIsExec(t *testing.T) {
 	parsed := 0
 	for _, args := range [][]string{
 		{"exec", "--", "true"},
-		{"--instance", "ci", "--journal", "/j", "--log-level", "debug", "exec", "--runtime", "podman", "--image", "img",
+		{"--instance", "ci", "--journal", "/j", "--log-level", "debug", "--kube-context", "kc", "--kube-namespace", "kn", "exec", "--runtime", "podman", "--image", "img",
 			"--name", "job", "--label", "team=a,b", "--run-key", "run-1", "--env", "TOKEN", "--workdir", "/work",
 			"--mount", "/src:/data:ro", "--memory", "512m", "--pids-limit", "64", "--network", "bridge",
 			"--deadline", "1m", "--grace", "3s", "--heartbeat", "3s", "--watcher", w, "--user", "1001:1002",

@@ -27,6 +27,8 @@ type Globals struct {
 	Instance string `help:"Controller instance: boxes and journal entries carry it, ls and reconcile see only their own." env:"DEATHWATCH_INSTANCE" default:"default"`
 	Journal  string `help:"Journal directory (default /var/lib/deathwatch for root, else $XDG_STATE_HOME/deathwatch)." env:"DEATHWATCH_JOURNAL" placeholder:"DIR"`
 	LogLevel string `help:"Log level of the supervisor's own messages on stderr." enum:"debug,info,warn,error" default:"warn"`
+
+	Kube KubeGlobals `embed:"" prefix:"kube-"`
 }
 
 // CLI is the supervisor's command line.
@@ -59,7 +61,7 @@ type execCLI struct {
 
 // globalValueFlags are the Globals flags that take a value (as the next
 // argument when not spelled --flag=value).
-var globalValueFlags = []string{"--instance", "--journal", "--log-level"}
+var globalValueFlags = []string{"--instance", "--journal", "--log-level", "--kube-context", "--kube-namespace"}
 
 // commandOf is the command args name: the first argument that is
 // neither a flag nor a global flag's value ("" when there is none).
@@ -211,11 +213,21 @@ func newLeanExec() reflect.Value { return reflect.New(leanExecType()) }
 // leanExec is the execCLI a lean exec parsed into.
 func leanExec(v reflect.Value) *execCLI {
 	e := &execCLI{}
-	ev := reflect.ValueOf(e).Elem()
-	for i := 0; i < ev.NumField(); i++ {
-		ev.Field(i).Set(v.Elem().Field(i).Convert(ev.Field(i).Type()))
-	}
+	setFields(reflect.ValueOf(e).Elem(), v.Elem())
 	return e
+}
+
+// setFields sets dst's fields from src's, a struct of withoutHelp's
+// type, descending into the structs withoutHelp rewrote.
+func setFields(dst, src reflect.Value) {
+	for i := 0; i < dst.NumField(); i++ {
+		d, s := dst.Field(i), src.Field(i)
+		if d.Kind() == reflect.Struct && d.Type() != s.Type() && !s.Type().ConvertibleTo(d.Type()) {
+			setFields(d, s)
+			continue
+		}
+		d.Set(s.Convert(d.Type()))
+	}
 }
 
 // asksHelp reports whether args could ask for help before "--" (--help,
@@ -312,8 +324,10 @@ func run(args []string, c *cmdContext) (code int) {
 	}
 	if lean.IsValid() {
 		e := leanExec(lean)
+		c.env = e.Kube.engineEnv(c.env)
 		err = e.Exec.Run(&e.Globals, c)
 	} else {
+		c.env = globals.Kube.engineEnv(c.env)
 		err = kctx.Run(globals, c)
 	}
 	if err != nil {

@@ -45,21 +45,27 @@ func AttachURL(server, ns, name, c string) string {
 // Attach opens the attach to container c of pod ns/name; stderr gets
 // the container's stderr (the watcher's own log lines).
 func (k *Client) Attach(ctx context.Context, ns, name, c string, stderr io.Writer) (*Stream, error) {
-	tc, err := k.c.TLS()
+	// A TLS configuration of its own: the HTTP client's has learnt to
+	// offer h2, which a WebSocket upgrade cannot use.
+	tc, err := k.c.TLS(k.auth)
 	if err != nil {
 		return nil, err
 	}
-	d := websocket.Dialer{TLSClientConfig: tc, Subprotocols: Subprotocols, HandshakeTimeout: k.http.Timeout}
+	d := websocket.Dialer{TLSClientConfig: tc, Subprotocols: Subprotocols, HandshakeTimeout: k.http.Timeout, Proxy: k.proxy}
 	h := http.Header{}
-	if k.token != "" {
-		h.Set("Authorization", "Bearer "+k.token)
+	tok, err := k.auth.authHeaders(ctx, h)
+	if err != nil {
+		return nil, fmt.Errorf("attach to pod %s/%s: %w", ns, name, err)
 	}
 	ws, resp, err := d.DialContext(ctx, AttachURL(k.c.Server, ns, name, c), h)
 	if err != nil {
 		if resp != nil {
 			defer resp.Body.Close()
+			if resp.StatusCode == http.StatusUnauthorized {
+				k.auth.refused(tok)
+			}
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			return nil, fmt.Errorf("attach to pod %s/%s: %v: %s", ns, name, err, strings.TrimSpace(string(b)))
+			return nil, fmt.Errorf("attach to pod %s/%s: %w: %s", ns, name, err, strings.TrimSpace(string(b)))
 		}
 		return nil, fmt.Errorf("attach to pod %s/%s: %w", ns, name, err)
 	}

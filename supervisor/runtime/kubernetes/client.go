@@ -1,12 +1,11 @@
 package kubernetes
 
-// A small client of the Kubernetes API on net/http: the five calls the
+// A small client of the Kubernetes API on net/http: the calls the
 // runtime makes (create, get, list, delete pods; a self access review)
-// and the attach over WebSocket. client-go would carry the same calls
-// at the price of tens of megabytes: the supervisor (CGO_ENABLED=0 go
-// build, default flags) is 13.6 MB without this runtime, 19.5 MB with
-// it, and 54.0 MB when it also links client-go v0.37.2's clientset,
-// clientcmd and remotecommand.
+// and the attach over WebSocket, with the kubeconfig's identity
+// (credential.go) and proxy. client-go would carry the same calls, but
+// linking it costs every start of the supervisor, on every runtime, its
+// packages' initialisation.
 
 import (
 	"bytes"
@@ -19,23 +18,74 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpproxy"
 )
 
 // Client talks to one API server.
 type Client struct {
 	c     *Cluster
+	auth  *authenticator
+	proxy func(*http.Request) (*url.URL, error)
 	http  *http.Client
-	token string
 }
 
-// NewClient makes a client for c.
-func NewClient(c *Cluster) (*Client, error) {
-	tc, err := c.TLS()
+// NewClient makes a client for c; env is the engine environment (the
+// proxy variables, an exec plugin's environment; nil: the process's).
+func NewClient(c *Cluster, env []string) (*Client, error) {
+	auth := newAuthenticator(c, env)
+	tc, err := c.TLS(auth)
 	if err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 10 * time.Second, Proxy: nil}
-	return &Client{c: c, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}, token: c.Token}, nil
+	proxy, err := ProxyFunc(c, env)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 10 * time.Second, Proxy: proxy}
+	return &Client{c: c, auth: auth, proxy: proxy, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}}, nil
+}
+
+// ProxyFunc is the proxy for requests to c's server: the cluster's
+// proxy-url, else HTTPS_PROXY / HTTP_PROXY / NO_PROXY (or their lower-case
+// spellings) of env (nil: the process's environment), as kubectl.
+func ProxyFunc(c *Cluster, env []string) (func(*http.Request) (*url.URL, error), error) {
+	if c.ProxyURL != "" {
+		u, err := proxyURL(c.ProxyURL)
+		if err != nil {
+			return nil, err
+		}
+		return http.ProxyURL(u), nil
+	}
+	either := func(a, b string) string {
+		if v := getenv(env, a); v != "" {
+			return v
+		}
+		return getenv(env, b)
+	}
+	f := (&httpproxy.Config{
+		HTTPProxy:  either("HTTP_PROXY", "http_proxy"),
+		HTTPSProxy: either("HTTPS_PROXY", "https_proxy"),
+		NoProxy:    either("NO_PROXY", "no_proxy"),
+	}).ProxyFunc()
+	return func(r *http.Request) (*url.URL, error) { return f(r.URL) }, nil
+}
+
+// proxyURL parses a proxy-url: http, https or socks5.
+func proxyURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("proxy-url %q: %w", s, err)
+	}
+	switch u.Scheme {
+	case "http", "https", "socks5":
+	default:
+		return nil, fmt.Errorf("proxy-url %q: want an http://, https:// or socks5:// URL", s)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("proxy-url %q names no host", s)
+	}
+	return u, nil
 }
 
 // APIError is a non-2xx answer; Code is the HTTP status.
@@ -130,14 +180,18 @@ func (k *Client) Do(ctx context.Context, r Request, out any) error {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if k.token != "" {
-		req.Header.Set("Authorization", "Bearer "+k.token)
+	tok, err := k.auth.authHeaders(ctx, req.Header)
+	if err != nil {
+		return err
 	}
 	resp, err := k.http.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		k.auth.refused(tok)
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
 		return err

@@ -168,6 +168,12 @@ func (f *fakeAPI) attach(w http.ResponseWriter, r *http.Request) {
 
 // kubeconfigFor writes a kubeconfig for srv with a bearer token.
 func kubeconfigFor(t *testing.T, srv *httptest.Server, token string) string {
+	return kubeconfigWith(t, srv, "{token: "+token+"}", "")
+}
+
+// kubeconfigWith writes a kubeconfig for srv whose user is user (YAML)
+// and whose cluster has the extra lines cluster (indented by 4).
+func kubeconfigWith(t *testing.T, srv *httptest.Server, user, cluster string) string {
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	kc := `apiVersion: v1
 kind: Config
@@ -180,9 +186,9 @@ clusters:
   cluster:
     server: ` + srv.URL + `
     certificate-authority-data: ` + base64.StdEncoding.EncodeToString(ca) + `
-users:
+` + cluster + `users:
 - name: u
-  user: {token: ` + token + `}
+  user: ` + user + `
 `
 	p := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {

@@ -2,14 +2,15 @@
 // one container runs the watcher as PID 1 in control mode on its
 // stdin/stdout (stdin, stdinOnce), and the control stream rides the
 // attach subresource over WebSocket. It talks to the API server with
-// its own small client (client.go: net/http, a kubeconfig read with
-// yaml.v3, the attach with gorilla/websocket).
+// its own small client (client.go: net/http, a kubeconfig read as
+// kubectl reads it, the attach with gorilla/websocket).
 //
 // The runtime's settings come from the engine environment, so that
 // exec, reconcile, ls and doctor see the same cluster: KUBECONFIG (else
 // ~/.kube/config, else the pod's service account),
-// DEATHWATCH_K8S_NAMESPACE, DEATHWATCH_K8S_NODE (for a cluster without
-// a scheduler), DEATHWATCH_K8S_PULL_NEVER=1 and
+// DEATHWATCH_K8S_CONTEXT and DEATHWATCH_K8S_NAMESPACE (the CLI's
+// --kube-context and --kube-namespace), DEATHWATCH_K8S_NODE (for a
+// cluster without a scheduler), DEATHWATCH_K8S_PULL_NEVER=1 and
 // DEATHWATCH_K8S_WATCHER_IMAGE (an image whose watcher an init
 // container copies in, when the box's image carries none).
 //
@@ -97,7 +98,7 @@ func (r *Runtime) connect() (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := NewClient(c)
+	k, err := NewClient(c, r.env)
 	if err != nil {
 		return nil, err
 	}
