@@ -17,12 +17,13 @@ import (
 // --kube-* flags set them, so that exec, reconcile, ls and doctor see
 // the same cluster).
 const (
-	EnvKubeconfig   = "KUBECONFIG"
-	EnvContext      = "DEATHWATCH_K8S_CONTEXT"       // --kube-context: the kubeconfig context; default: current-context
-	EnvNamespace    = "DEATHWATCH_K8S_NAMESPACE"     // --kube-namespace; default: the context's, else "default"
-	EnvNode         = "DEATHWATCH_K8S_NODE"          // spec.nodeName (a cluster without a scheduler)
-	EnvPullNever    = "DEATHWATCH_K8S_PULL_NEVER"    // "1": imagePullPolicy Never
-	EnvWatcherImage = "DEATHWATCH_K8S_WATCHER_IMAGE" // an image with the watcher at /usr/local/bin/watcher, copied in by an init container
+	EnvKubeconfig    = "KUBECONFIG"
+	EnvContext       = "DEATHWATCH_K8S_CONTEXT"        // --kube-context: the kubeconfig context; default: current-context
+	EnvNamespace     = "DEATHWATCH_K8S_NAMESPACE"      // --kube-namespace; default: the context's, else "default"
+	EnvNode          = "DEATHWATCH_K8S_NODE"           // spec.nodeName (a cluster without a scheduler)
+	EnvPullNever     = "DEATHWATCH_K8S_PULL_NEVER"     // "1": imagePullPolicy Never
+	EnvWatcherImage  = "DEATHWATCH_K8S_WATCHER_IMAGE"  // an image with the watcher at /usr/local/bin/watcher, copied in by an init container
+	EnvUserNamespace = "DEATHWATCH_K8S_USER_NAMESPACE" // "1": hostUsers: false
 )
 
 // serviceAccountDir is where a pod finds its service account.

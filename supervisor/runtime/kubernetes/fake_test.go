@@ -35,7 +35,9 @@ type fakeAPI struct {
 	token   string
 	stdin   bytes.Buffer // what the container's stdin got
 	closed  chan struct{}
-	proto   string // the subprotocol the server speaks; "" v5
+	proto   string    // the subprotocol the server speaks; "" v5
+	refuse  *APIError // the answer to every pod create (and its dry run)
+	dryRuns int
 }
 
 func newFake(t *testing.T) (*fakeAPI, *httptest.Server) {
@@ -75,6 +77,17 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(p) == 5 && p[4] == "pods" && r.Method == "POST":
 		var pod Pod
 		json.NewDecoder(r.Body).Decode(&pod)
+		if f.refuse != nil {
+			w.WriteHeader(f.refuse.Code)
+			json.NewEncoder(w).Encode(map[string]string{"reason": f.refuse.Reason, "message": f.refuse.Message})
+			return
+		}
+		if r.URL.Query().Get("dryRun") == "All" {
+			f.dryRuns++
+			w.WriteHeader(201)
+			json.NewEncoder(w).Encode(pod)
+			return
+		}
 		key := p[3] + "/" + pod.Metadata.Name
 		if _, ok := f.pods[key]; ok {
 			w.WriteHeader(409)

@@ -35,6 +35,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"deathwatch/shared"
@@ -107,20 +108,22 @@ func (r *Runtime) connect() (*Client, error) {
 }
 
 // options are the pod options the environment sets.
-func (r *Runtime) options() Options {
+func (r *Runtime) options() (Options, error) {
 	ns := getenv(r.env, EnvNamespace)
-	if ns == "" && r.cluster != nil {
+	if r.cluster != nil {
 		ns = r.cluster.Namespace
 	}
 	if ns == "" {
 		ns = "default"
 	}
-	return Options{
-		Namespace:    ns,
-		Node:         getenv(r.env, EnvNode),
-		PullNever:    getenv(r.env, EnvPullNever) == "1",
-		WatcherImage: getenv(r.env, EnvWatcherImage),
+	o := Options{
+		Namespace:     ns,
+		Node:          getenv(r.env, EnvNode),
+		PullNever:     getenv(r.env, EnvPullNever) == "1",
+		WatcherImage:  getenv(r.env, EnvWatcherImage),
+		UserNamespace: getenv(r.env, EnvUserNamespace) == "1",
 	}
+	return o, nil
 }
 
 // Needed is what the runtime must be allowed in its namespace: the
@@ -130,29 +133,49 @@ var Needed = []struct{ Verb, Resource, Sub string }{
 	{"create", "pods", "attach"}, {"get", "pods", "attach"}, // the WebSocket upgrade is a GET
 }
 
-// Probe reaches the API server and checks RBAC.
+// Probe reaches the API server, checks RBAC and asks admission about a
+// box's pod (a server-side dry run): the version, the access reviews
+// and the dry run go at once, in the time of one round trip.
 func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 	info := supervisor.Info{Runtime: Name}
 	k, err := r.connect()
 	if err != nil {
 		info.Detail = err.Error()
-		return info, supervisor.EngineError("kubernetes: %v", err)
+		return info, supervisor.EngineError("kubernetes: %w", err)
 	}
-	v, err := k.Version(ctx)
+	o, err := r.options()
 	if err != nil {
-		info.Detail = fmt.Sprintf("API server %s unreachable: %v", r.cluster.Server, err)
-		return info, supervisor.EngineError("kubernetes: %s", info.Detail)
+		info.Detail = err.Error()
+		return info, err
 	}
-	info.Version = v
-	ns := r.options().Namespace
+	ns := o.Namespace
+	var (
+		wg      sync.WaitGroup
+		version string
+		verr    error
+		allowed = make([]bool, len(Needed))
+		aerrs   = make([]error, len(Needed))
+		dryErr  error
+	)
+	wg.Add(2 + len(Needed))
+	go func() { defer wg.Done(); version, verr = k.Version(ctx) }()
+	go func() { defer wg.Done(); dryErr = k.Do(ctx, DryRunPodRequest(probePod(o)), nil) }()
+	for i, n := range Needed {
+		go func() { defer wg.Done(); allowed[i], aerrs[i] = k.Allowed(ctx, ns, n.Verb, n.Resource, n.Sub) }()
+	}
+	wg.Wait()
+	if verr != nil {
+		info.Detail = fmt.Sprintf("API server %s unreachable: %v", r.cluster.Server, verr)
+		return info, supervisor.EngineError("kubernetes: API server %s unreachable: %w", r.cluster.Server, verr)
+	}
+	info.Version = version
 	var denied []string
-	for _, n := range Needed {
-		ok, err := k.Allowed(ctx, ns, n.Verb, n.Resource, n.Sub)
-		if err != nil {
-			info.Detail = fmt.Sprintf("access review: %v", err)
-			return info, supervisor.EngineError("kubernetes: %s", info.Detail)
+	for i, n := range Needed {
+		if aerrs[i] != nil {
+			info.Detail = fmt.Sprintf("access review: %v", aerrs[i])
+			return info, supervisor.EngineError("kubernetes: access review: %w", aerrs[i])
 		}
-		if !ok {
+		if !allowed[i] {
 			res := n.Resource
 			if n.Sub != "" {
 				res += "/" + n.Sub
@@ -164,21 +187,44 @@ func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 		info.Detail = fmt.Sprintf("RBAC denies %s in namespace %s: apply `supervisor kubernetes rbac --namespace %s --subject NAME` for this identity", strings.Join(denied, ", "), ns, ns)
 		return info, supervisor.EngineError("kubernetes: %s", info.Detail)
 	}
+	if err := admissionProbe(dryErr, ns); err != nil {
+		info.Detail = err.Error()
+		return info, err
+	}
 	// The boundary is the node's container runtime, not this host's
 	// root: a daemon-less, "rootless" runtime from this host's view.
 	info.Present, info.Rootless = true, true
+	info.Detail = r.describe(o)
 	return info, nil
+}
+
+// describe is doctor's line on where boxes go and what admits them.
+func (r *Runtime) describe(o Options) string {
+	ctx := r.cluster.Context
+	if ctx == "" {
+		ctx = "the pod's service account"
+	} else {
+		ctx = "context " + ctx
+	}
+	users := "the node's user namespace (hostUsers: true; --kube-user-namespace gives each box its own)"
+	if o.UserNamespace {
+		users = "a user namespace of its own (hostUsers: false)"
+	}
+	return fmt.Sprintf("%s, server %s, namespace %s: admission takes a box's pod (a dry run; boxes need Pod Security baseline, restricted forbids the watcher's capabilities); %s", ctx, r.cluster.Server, o.Namespace, users)
 }
 
 // Prepare refuses what a pod cannot honour and journals where the pod
 // will be.
 func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 	if _, err := r.connect(); err != nil {
-		return supervisor.EngineError("kubernetes: %v", err)
+		return supervisor.EngineError("kubernetes: %w", err)
 	}
-	o := r.options()
+	o, err := r.options()
+	if err != nil {
+		return err
+	}
 	if err := CheckBox(b, o); err != nil {
-		return supervisor.RefusedError("kubernetes: %v", err)
+		return supervisor.RefusedError("kubernetes: %w", err)
 	}
 	if b.Image == "" {
 		return supervisor.UsageError("--runtime kubernetes needs --image")
@@ -211,7 +257,8 @@ func (r *Runtime) namespace(b *supervisor.Box) string {
 	if ns := b.State[stateNamespace]; ns != "" {
 		return ns
 	}
-	return r.options().Namespace
+	o, _ := r.options() // the namespace is there whatever the knobs say
+	return o.Namespace
 }
 
 // Create makes the pod.
@@ -220,10 +267,16 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 	if err != nil {
 		return supervisor.EngineError("kubernetes: %v", err)
 	}
-	o := r.options()
+	o, err := r.options()
+	if err != nil {
+		return err
+	}
 	o.Namespace = r.namespace(b)
 	if err := k.Do(ctx, CreatePodRequest(BuildPod(b, o)), nil); err != nil {
-		return supervisor.SetupError("create pod %s/%s: %v", o.Namespace, b.Name, err)
+		if r := createRefusal(err, o.Namespace); r != nil {
+			return r
+		}
+		return supervisor.SetupError("create pod %s/%s: %w", o.Namespace, b.Name, err)
 	}
 	return nil
 }
@@ -333,7 +386,8 @@ func (r *Runtime) List(ctx context.Context, instance string) ([]supervisor.Liste
 	if err != nil {
 		return nil, err
 	}
-	pods, err := k.ListPods(ctx, r.options().Namespace, shared.LabelInstance, instance)
+	o, _ := r.options()
+	pods, err := k.ListPods(ctx, o.Namespace, shared.LabelInstance, instance)
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}

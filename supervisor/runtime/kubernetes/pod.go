@@ -34,11 +34,23 @@ var watcherCaps = []string{"SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN"}
 
 // Options are the runtime's own settings for the pods it makes.
 type Options struct {
-	Namespace    string
-	Node         string // spec.nodeName; "" lets the scheduler pick
-	PullNever    bool   // imagePullPolicy: Never
-	WatcherImage string // copy the watcher from this image (when the box has no WatcherInImage)
+	Namespace     string
+	Node          string // spec.nodeName; "" lets the scheduler pick
+	PullNever     bool   // imagePullPolicy: Never
+	WatcherImage  string // copy the watcher from this image (when the box has no WatcherInImage)
+	UserNamespace bool   // hostUsers: false (the node's runtime must support user-namespaced pods)
 }
+
+// The pod's default bounds beside the box's memory: its writable
+// storage (container log, any writable layer) and the bounded /tmp and
+// /dev/shm of every runtime, memory-backed.
+const (
+	DefaultEphemeralStorage = "1Gi"
+	defaultMemoryRequest    = "64Mi"
+	defaultStorageRequest   = "64Mi"
+	tmpVolume               = "tmp"
+	shmVolume               = "shm"
+)
 
 // The pod as the API takes it: only the fields the runtime sets.
 type (
@@ -59,6 +71,10 @@ type (
 	PodSpec struct {
 		RestartPolicy                 string       `json:"restartPolicy"`
 		NodeName                      string       `json:"nodeName,omitempty"`
+		HostNetwork                   bool         `json:"hostNetwork"`
+		HostPID                       bool         `json:"hostPID"`
+		HostIPC                       bool         `json:"hostIPC"`
+		HostUsers                     *bool        `json:"hostUsers,omitempty"`
 		AutomountServiceAccountToken  *bool        `json:"automountServiceAccountToken"`
 		EnableServiceLinks            *bool        `json:"enableServiceLinks"`
 		TerminationGracePeriodSeconds *int64       `json:"terminationGracePeriodSeconds"`
@@ -100,6 +116,7 @@ type (
 		Privileged               *bool         `json:"privileged"`
 		Capabilities             *Capabilities `json:"capabilities,omitempty"`
 		SeccompProfile           *Seccomp      `json:"seccompProfile,omitempty"`
+		ReadOnlyRootFilesystem   *bool         `json:"readOnlyRootFilesystem,omitempty"`
 	}
 	Capabilities struct {
 		Add  []string `json:"add,omitempty"`
@@ -114,6 +131,7 @@ type (
 		EmptyDir *EmptyDir `json:"emptyDir,omitempty"`
 	}
 	EmptyDir struct {
+		Medium    string `json:"medium,omitempty"`
 		SizeLimit string `json:"sizeLimit,omitempty"`
 	}
 	VolumeMount struct {
@@ -195,11 +213,21 @@ func CheckBox(b *supervisor.Box, o Options) error {
 // as PID 1 in control mode on the container's stdin/stdout (stdin,
 // stdinOnce: the first attach's end is the watcher's EOF); root in the
 // container with only the watcher's capabilities, no privilege
-// escalation, the runtime's default seccomp profile; no service account
-// token, no service links; the memory limit. Nothing secret: the
-// agent's environment travels in the spec frame alone.
+// escalation, the runtime's default seccomp profile, a read-only root
+// with memory-backed, bounded /tmp and /dev/shm (unless
+// ReadWriteRoot); no host namespaces, a user namespace of its own with
+// UserNamespace; no service account token, no service links; the
+// memory bound (DefaultMemory unless the box asks) and an
+// ephemeral-storage bound. Nothing secret: the agent's environment
+// travels in the spec frame alone.
+//
+// Pod Security: the pod meets baseline, never restricted, which lets a
+// container keep no capability but NET_BIND_SERVICE (hostUsers: false
+// relaxes its non-root rules, not that one): the watcher needs
+// SETUID, SETGID and SETPCAP to start the agent as another uid with an
+// empty bounding set, KILL to signal it and CHOWN for its pty.
 func BuildPod(b *supervisor.Box, o Options) Pod {
-	root, no := int64(0), false
+	root, no, yes := int64(0), false, true
 	pull := ""
 	if o.PullNever {
 		pull = "Never"
@@ -208,8 +236,9 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 		return &Security{
 			RunAsUser: &user, RunAsGroup: &user, RunAsNonRoot: ptr(user != 0),
 			AllowPrivilegeEscalation: &no, Privileged: &no,
-			Capabilities:   &Capabilities{Drop: []string{"ALL"}, Add: caps},
-			SeccompProfile: &Seccomp{Type: "RuntimeDefault"},
+			Capabilities:           &Capabilities{Drop: []string{"ALL"}, Add: caps},
+			SeccompProfile:         &Seccomp{Type: "RuntimeDefault"},
+			ReadOnlyRootFilesystem: &yes,
 		}
 	}
 	c := Container{
@@ -220,9 +249,15 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 		Stdin:      true, StdinOnce: true, TTY: false,
 		SecurityContext: sec(append([]string(nil), watcherCaps...), root),
 	}
+	// An asked-for memory bound is also the request; the default one
+	// is a limit with a small request, so that it fits any node.
+	c.Resources = &Resources{
+		Limits:   map[string]string{"memory": strconv.FormatInt(supervisor.DefaultMemory, 10), "ephemeral-storage": DefaultEphemeralStorage},
+		Requests: map[string]string{"memory": defaultMemoryRequest, "ephemeral-storage": defaultStorageRequest},
+	}
 	if b.Memory > 0 {
 		m := strconv.FormatInt(b.Memory, 10)
-		c.Resources = &Resources{Limits: map[string]string{"memory": m}, Requests: map[string]string{"memory": m}}
+		c.Resources.Limits["memory"], c.Resources.Requests["memory"] = m, m
 	}
 	p := Pod{
 		APIVersion: "v1", Kind: "Pod",
@@ -236,20 +271,32 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 			SecurityContext:               &PodSecurity{SeccompProfile: &Seccomp{Type: "RuntimeDefault"}},
 		},
 	}
+	if o.UserNamespace {
+		p.Spec.HostUsers = &no
+	}
+	if b.ReadWriteRoot {
+		c.SecurityContext.ReadOnlyRootFilesystem = &no
+	} else {
+		p.Spec.Volumes = append(p.Spec.Volumes, Volume{Name: tmpVolume, EmptyDir: &EmptyDir{Medium: "Memory", SizeLimit: strconv.Itoa(supervisor.TmpfsBytes)}})
+		c.VolumeMounts = append(c.VolumeMounts, VolumeMount{Name: tmpVolume, MountPath: "/tmp"})
+	}
+	p.Spec.Volumes = append(p.Spec.Volumes, Volume{Name: shmVolume, EmptyDir: &EmptyDir{Medium: "Memory", SizeLimit: strconv.Itoa(supervisor.ShmBytes)}})
+	c.VolumeMounts = append(c.VolumeMounts, VolumeMount{Name: shmVolume, MountPath: "/dev/shm"})
 	if b.WatcherInImage == "" {
 		// The watcher image's busybox cp puts the watcher into an
 		// emptyDir the box mounts read-only; the copy runs as nobody
 		// with no capabilities.
 		nobody := int64(65534)
-		p.Spec.Volumes = []Volume{{Name: watcherVolume, EmptyDir: &EmptyDir{SizeLimit: "64Mi"}}}
+		p.Spec.Volumes = append(p.Spec.Volumes, Volume{Name: watcherVolume, EmptyDir: &EmptyDir{SizeLimit: "64Mi"}})
 		p.Spec.InitContainers = []Container{{
 			Name: initContainerName, Image: o.WatcherImage, ImagePullPolicy: pull,
 			Command:         []string{"cp", WatcherImagePath, watcherDir + "/watcher"},
 			SecurityContext: sec(nil, nobody),
+			Resources:       &Resources{Limits: map[string]string{"memory": "64Mi", "ephemeral-storage": "64Mi"}},
 			VolumeMounts:    []VolumeMount{{Name: watcherVolume, MountPath: watcherDir}},
 		}}
 		c.Command[0] = supervisor.WatcherMountPoint
-		c.VolumeMounts = []VolumeMount{{Name: watcherVolume, MountPath: watcherDir, ReadOnly: true}}
+		c.VolumeMounts = append(c.VolumeMounts, VolumeMount{Name: watcherVolume, MountPath: watcherDir, ReadOnly: true})
 	}
 	p.Spec.Containers = []Container{c}
 	return p

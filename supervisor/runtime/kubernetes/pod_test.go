@@ -36,11 +36,11 @@ func TestBuildPod(t *testing.T) {
 			if !c.Stdin || !c.StdinOnce || c.TTY {
 				t.Errorf("stdin %v stdinOnce %v tty %v, want true true false", c.Stdin, c.StdinOnce, c.TTY)
 			}
-			if len(p.Spec.InitContainers) != 0 || len(p.Spec.Volumes) != 0 {
-				t.Errorf("an init container or volume with a watcher in the image")
+			if len(p.Spec.InitContainers) != 0 || len(p.Spec.Volumes) != 2 {
+				t.Errorf("an init container or a volume beside /tmp and /dev/shm with a watcher in the image: %+v", p.Spec.Volumes)
 			}
-			if c.ImagePullPolicy != "" || c.Resources != nil {
-				t.Errorf("pull policy %q resources %+v, want none", c.ImagePullPolicy, c.Resources)
+			if c.ImagePullPolicy != "" {
+				t.Errorf("pull policy %q, want none", c.ImagePullPolicy)
 			}
 		}},
 		{"pod-level: restart Never, no token, no service links, grace 0, RuntimeDefault seccomp, the namespace", nil, Options{Namespace: "ns", Node: "localhost"}, func(t *testing.T, p Pod) {
@@ -78,6 +78,37 @@ func TestBuildPod(t *testing.T) {
 				t.Errorf("env %v: the watcher's environment holds %v alone", e, want)
 			}
 		}},
+		{"the walls by default: read-only root, bounded memory-backed /tmp and /dev/shm, memory and storage bounds, no host namespaces", nil, Options{Namespace: "ns"}, func(t *testing.T, p Pod) {
+			c := p.Spec.Containers[0]
+			if !*c.SecurityContext.ReadOnlyRootFilesystem || p.Spec.HostNetwork || p.Spec.HostPID || p.Spec.HostIPC || p.Spec.HostUsers != nil {
+				t.Errorf("read-only root %v, host network/pid/ipc %v %v %v, hostUsers %v", *c.SecurityContext.ReadOnlyRootFilesystem, p.Spec.HostNetwork, p.Spec.HostPID, p.Spec.HostIPC, p.Spec.HostUsers)
+			}
+			want := map[string]EmptyDir{"/tmp": {Medium: "Memory", SizeLimit: "1073741824"}, "/dev/shm": {Medium: "Memory", SizeLimit: "268435456"}}
+			for i, m := range c.VolumeMounts {
+				if e := p.Spec.Volumes[i].EmptyDir; m.Name != p.Spec.Volumes[i].Name || e == nil || *e != want[m.MountPath] {
+					t.Errorf("mount %+v of volume %+v, want %+v", m, p.Spec.Volumes[i], want[m.MountPath])
+				}
+			}
+			r := c.Resources
+			if r.Limits["memory"] != "4294967296" || r.Limits["ephemeral-storage"] != "1Gi" || r.Requests["memory"] != "64Mi" || r.Requests["ephemeral-storage"] != "64Mi" {
+				t.Errorf("resources %+v: want the default memory bound as the limit, 1Gi of storage, small requests", r)
+			}
+			js, _ := json.Marshal(p.Spec)
+			for _, f := range []string{`"hostNetwork":false`, `"hostPID":false`, `"hostIPC":false`, `"automountServiceAccountToken":false`} {
+				if !strings.Contains(string(js), f) {
+					t.Errorf("the body does not say %s: %s", f, js)
+				}
+			}
+		}},
+		{"a writable root: no /tmp of its own; a user namespace", func(b *supervisor.Box) { b.ReadWriteRoot = true }, Options{Namespace: "ns", UserNamespace: true}, func(t *testing.T, p Pod) {
+			c := p.Spec.Containers[0]
+			if *c.SecurityContext.ReadOnlyRootFilesystem || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/dev/shm" {
+				t.Errorf("read-only %v mounts %+v", *c.SecurityContext.ReadOnlyRootFilesystem, c.VolumeMounts)
+			}
+			if p.Spec.HostUsers == nil || *p.Spec.HostUsers {
+				t.Errorf("hostUsers %v, want false", p.Spec.HostUsers)
+			}
+		}},
 		{"memory is limit and request; pull Never; workdir", func(b *supervisor.Box) { b.Memory = 256 << 20; b.Workdir = "/w" }, Options{Namespace: "ns", PullNever: true}, func(t *testing.T, p Pod) {
 			c := p.Spec.Containers[0]
 			if c.Resources.Limits["memory"] != "268435456" || c.Resources.Requests["memory"] != "268435456" {
@@ -96,10 +127,11 @@ func TestBuildPod(t *testing.T) {
 				t.Errorf("the copy runs as %d with %v", *s.RunAsUser, s.Capabilities.Add)
 			}
 			c := p.Spec.Containers[0]
-			if c.Command[0] != supervisor.WatcherMountPoint || len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].MountPath != "/dw" {
+			dw := c.VolumeMounts[len(c.VolumeMounts)-1]
+			if c.Command[0] != supervisor.WatcherMountPoint || len(c.VolumeMounts) != 3 || !dw.ReadOnly || dw.MountPath != "/dw" || dw.Name != watcherVolume {
 				t.Errorf("box command %v mounts %+v", c.Command, c.VolumeMounts)
 			}
-			if len(p.Spec.Volumes) != 1 || p.Spec.Volumes[0].EmptyDir == nil {
+			if v := p.Spec.Volumes[len(p.Spec.Volumes)-1]; len(p.Spec.Volumes) != 3 || v.Name != watcherVolume || v.EmptyDir == nil {
 				t.Errorf("volumes %+v", p.Spec.Volumes)
 			}
 		}},

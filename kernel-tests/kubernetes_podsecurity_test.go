@@ -1,0 +1,119 @@
+package kerneltests
+
+// Pod Security and the pod's walls on the test cluster: a namespace
+// enforcing restricted refuses every box (243, before anything exists,
+// one line naming the level a box needs and why); in one enforcing
+// baseline the agent runs as another uid with no capabilities, on a
+// read-only root with a bounded /tmp and no service-account token; a
+// missing namespace is 240, one line.
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/shared"
+)
+
+// k8sNamespace makes namespace name with Pod Security level enforce
+// (and warn=restricted) and its default service account, once: the
+// test cluster's namespaces outlive the tests (it has no
+// controller-manager to finish a namespace's deletion, nor to make the
+// default service account), so each Pod Security level has one
+// namespace every run reuses.
+func k8sNamespace(t *testing.T, k *ktest.K8s, name, enforce string) {
+	t.Helper()
+	kubectl := func(args ...string) (string, error) {
+		out, err := exec.Command(ktest.K8sKubectl, append([]string{"--kubeconfig", k.Kubeconfig}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := kubectl("get", "namespace", name, "-o", "name"); err != nil {
+		if out, err := kubectl("create", "namespace", name); err != nil && !strings.Contains(out, "AlreadyExists") {
+			t.Fatalf("kubectl create namespace %s: %v\n%s", name, err, out)
+		}
+	} else {
+		_ = out
+	}
+	if out, err := kubectl("label", "namespace", name, "--overwrite",
+		"pod-security.kubernetes.io/enforce="+enforce, "pod-security.kubernetes.io/warn=restricted"); err != nil {
+		t.Fatalf("kubectl label namespace %s: %v\n%s", name, err, out)
+	}
+	if _, err := kubectl("-n", name, "get", "serviceaccount", "default"); err != nil {
+		if out, err := kubectl("-n", name, "create", "serviceaccount", "default"); err != nil && !strings.Contains(out, "AlreadyExists") {
+			t.Fatalf("kubectl create serviceaccount default -n %s: %v\n%s", name, err, out)
+		}
+	}
+}
+
+// podsIn lists the pods of ns with the rig's instance label.
+func (r *k8sRig) podsIn(ns string) []string {
+	r.t.Helper()
+	out, err := exec.Command(ktest.K8sKubectl, "--kubeconfig", r.k.Kubeconfig, "-n", ns, "get", "pods",
+		"-l", shared.LabelInstance+"="+r.instance, "-o", "jsonpath={.items[*].metadata.name}").Output()
+	if err != nil {
+		r.t.Fatalf("kubectl get pods -n %s: %v", ns, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// runIn runs exec with --kube-namespace ns.
+func (r *k8sRig) runIn(ns string, extra ...string) (int, string) {
+	r.t.Helper()
+	c := r.cmd(nil, append([]string{"--kube-namespace", ns}, r.execArgs(extra...)...)...)
+	out, err := c.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() {
+		for _, p := range r.podsIn(ns) {
+			exec.Command(ktest.K8sKubectl, "--kubeconfig", r.k.Kubeconfig, "-n", ns, "delete", "pod", p, "--grace-period=0", "--force", "--wait=false").Run()
+		}
+	})
+	return code, string(out)
+}
+
+func TestKubernetesPodSecurity(t *testing.T) {
+	r := newK8sRig(t)
+	const restricted, baseline = "dw-pss-restricted", "dw-pss-baseline"
+	k8sNamespace(t, r.k, restricted, "restricted")
+	k8sNamespace(t, r.k, baseline, "baseline")
+
+	code, out := r.runIn(restricted, "--", "true")
+	t.Logf("restricted: exit %d: %s", code, out)
+	if code != shared.ExitRefused || strings.Count(strings.TrimSpace(out), "\n") != 0 ||
+		!strings.Contains(out, `enforces Pod Security "restricted"`) || !strings.Contains(out, "needs baseline") || !strings.Contains(out, "SETUID") {
+		t.Errorf("a namespace enforcing restricted: exit %d %q; want %d, one line naming the level a box needs and why", code, out, shared.ExitRefused)
+	}
+	if ps := r.podsIn(restricted); len(ps) != 0 {
+		t.Errorf("pods in the restricted namespace after the refusal: %v", ps)
+	}
+
+	// In baseline, the agent as a user would check it.
+	script := `echo uid=$(id -u) gid=$(id -g)
+grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status
+grep -E '^NoNewPrivs:' /proc/self/status
+touch /rootfs-write 2>/dev/null && echo root-writable || echo root-read-only
+echo x > /tmp/x && echo tmp-writable
+df -k /tmp | tail -1 | awk '{print "tmp-kb=" $2}'
+ls /var/run/secrets/kubernetes.io/serviceaccount 2>/dev/null && echo token-mounted || echo no-token`
+	code, out = r.runIn(baseline, "--", "sh", "-c", script)
+	t.Logf("baseline: exit %d:\n%s", code, out)
+	for _, want := range []string{"uid=1000 gid=1000", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000",
+		"NoNewPrivs:\t1", "root-read-only", "tmp-writable", "tmp-kb=1048576", "no-token"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("baseline: the agent does not see %q", want)
+		}
+	}
+	if code != 0 {
+		t.Errorf("baseline: exit %d, want 0", code)
+	}
+
+	code, out = r.runIn("dw-no-such-namespace", "--", "true")
+	if code != shared.ExitUsage || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "kubectl create namespace dw-no-such-namespace") {
+		t.Errorf("a missing namespace: exit %d %q; want %d and one line saying what to do", code, out, shared.ExitUsage)
+	}
+}

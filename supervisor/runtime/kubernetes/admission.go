@@ -1,0 +1,84 @@
+package kubernetes
+
+// What the cluster's admission says of a box's pod, and the one line
+// (with its exit code) each refusal gets: Pod Security (243, with the
+// level the namespace needs and why), a ResourceQuota or LimitRange
+// that the pod does not fit (243, with the flags that fit it), a
+// missing namespace (240: a flag or the context names it), RBAC (241:
+// this identity cannot use the runtime, as a daemon socket it may not
+// open). The probe asks with a server-side dry run of a pod built as
+// every box's is, before anything exists; Create meets the same
+// answers.
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"deathwatch/supervisor"
+)
+
+// DryRunPodRequest is CreatePodRequest as a server-side dry run: every
+// admission step runs, nothing is stored.
+func DryRunPodRequest(p Pod) Request {
+	r := CreatePodRequest(p)
+	r.Query = url.Values{"dryRun": {"All"}}
+	return r
+}
+
+// probePodName names the dry-run pod (never stored).
+const probePodName = "deathwatch-admission-probe"
+
+// probePod is the pod of a box with the runtime's options and no flag
+// of its own: what admission sees of every box.
+func probePod(o Options) Pod {
+	b := &supervisor.Box{Name: probePodName, Image: "deathwatch.invalid/probe", WatcherInImage: WatcherImagePath}
+	if o.WatcherImage != "" {
+		b.WatcherInImage = ""
+	}
+	return BuildPod(b, o)
+}
+
+var podSecurityLevel = lazyRegexp(`violates PodSecurity "([a-z]+)(:[^"]*)?"`)
+
+// createRefusal is the error for an answer of the API server to a
+// create (or its dry run) of a pod in ns, or nil when err is none of
+// the refusals this file names.
+func createRefusal(err error, ns string) error {
+	var a *APIError
+	if !errors.As(err, &a) {
+		return nil
+	}
+	switch {
+	case a.Code == http.StatusForbidden && strings.Contains(a.Message, "violates PodSecurity"):
+		level := "restricted"
+		if m := podSecurityLevel().FindStringSubmatch(a.Message); m != nil {
+			level = m[1]
+		}
+		return supervisor.RefusedError("kubernetes: namespace %s enforces Pod Security %q, and a box needs baseline: its watcher keeps SETUID, SETGID, SETPCAP, KILL and CHOWN to start the agent as another uid with no capabilities, and %s lets a container keep none but NET_BIND_SERVICE (user namespaces included); run the boxes in a namespace labelled pod-security.kubernetes.io/enforce=baseline (the admission said: %w)", ns, level, level, err)
+	case a.Code == http.StatusForbidden && (strings.Contains(a.Message, "quota") || strings.Contains(a.Message, "LimitRange") || strings.Contains(a.Message, "must specify") || strings.Contains(a.Message, "maximum") || strings.Contains(a.Message, "minimum")):
+		return supervisor.RefusedError("kubernetes: namespace %s's resource policy refuses the box's pod: size it with --memory, --kube-cpu and --kube-ephemeral-storage to fit (the admission said: %w)", ns, err)
+	case a.Code == http.StatusForbidden:
+		return supervisor.EngineError("kubernetes: the cluster denies this identity pods in namespace %s: apply `supervisor kubernetes rbac --namespace %s --subject NAME` for it (%w)", ns, ns, err)
+	case a.Code == http.StatusNotFound && strings.Contains(a.Message, "namespace"):
+		return supervisor.UsageError("kubernetes: namespace %s does not exist: create it (kubectl create namespace %s) or name another with --kube-namespace (%w)", ns, ns, err)
+	case a.Code == http.StatusUnauthorized:
+		return supervisor.EngineError("kubernetes: the cluster refuses this identity's credentials: check the kubeconfig's user (%w)", err)
+	}
+	return nil
+}
+
+// admissionProbe asks for a dry run of the probe pod: nil when the
+// cluster would admit it (a pod of that name that exists, 409, has
+// passed admission too).
+func admissionProbe(err error, ns string) error {
+	var a *APIError
+	if err == nil || errors.As(err, &a) && a.Code == http.StatusConflict {
+		return nil
+	}
+	if r := createRefusal(err, ns); r != nil {
+		return r
+	}
+	return supervisor.EngineError("kubernetes: a dry run of a box's pod in namespace %s: %w", ns, err)
+}
