@@ -331,6 +331,7 @@ func TestLeanExecIsExec(t *testing.T) {
 			"--deadline", "1m", "--grace", "3s", "--heartbeat", "3s", "--watcher", w, "--user", "1001:1002",
 			"--host-port", "80", "--host-port", "81", "--copy-in", "/a:/b", "--copy-out", "/c:/d", "--copy-out-limit", "2g",
 			"--copy-out-max-entries", "7", "--stage", "auto", "--allow-rootful", "--allow-userns", "-it",
+			"--kube-node-selector", "a=b", "--kube-toleration", "t:NoSchedule", "--kube-runtime-class", "gvisor", "--kube-pull-never", "--kube-cpu-limit", "2",
 			"--", "sh", "-c", "echo --help -h"},
 		{"exec", "--template", "t", "--allow-host-network", "--events", "fd:3", "--watcher-in-image", "/w", "true", "--help"},
 		{"exec", "--no-such-flag", "--", "true"},

@@ -54,6 +54,8 @@ type ExecCmd struct {
 	Detach            bool          `help:"Watch no controller: the box outlives the process that started it (a warning says so); only --heartbeat and --deadline bound it, and a later reconcile of the instance ends it once that process is gone."`
 	Stage             string        `help:"How --copy-in reaches the box: copy (stream it), bind (a read-only bind mount; refused unless a nonce file proves this runtime shares the folder), auto (bind where proven, copy elsewhere)." enum:"copy,bind,auto" default:"copy"`
 
+	Kube KubeExec `embed:"" prefix:"kube-"`
+
 	Command []string `arg:"" name:"cmd" passthrough:"partial" help:"The agent command and its arguments (after --)." placeholder:"CMD ARGS"`
 }
 
@@ -129,7 +131,7 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 		}
 		sigs = ch
 	}
-	env := c.env
+	env := e.Kube.engineEnv(c.env, e.Deadline, e.Grace)
 	if env == nil {
 		env = os.Environ()
 	}

@@ -2,9 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/runtime/kubernetes"
@@ -67,7 +71,7 @@ func withEnv(env []string, set map[string]string) []string {
 			out = append(out, kv)
 		}
 	}
-	for _, name := range sortedKeys(set) {
+	for _, name := range slices.Sorted(maps.Keys(set)) {
 		if v := set[name]; v != "" {
 			out = append(out, name+"="+v)
 		}
@@ -75,11 +79,43 @@ func withEnv(env []string, set map[string]string) []string {
 	return out
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// KubeExec are exec's flags for the pods of the kubernetes runtime.
+// They reach the runtime as its engine-environment variables (lists
+// comma-separated).
+type KubeExec struct {
+	Node                    string   `help:"kubernetes: run the pod on this node (spec.nodeName; a cluster without a scheduler)." env:"DEATHWATCH_K8S_NODE" placeholder:"NODE"`
+	NodeSelector            []string `help:"kubernetes: schedule the pod on nodes with this label (repeatable)." env:"DEATHWATCH_K8S_NODE_SELECTOR" sep:"none" placeholder:"KEY=VALUE"`
+	Toleration              []string `help:"kubernetes: tolerate this taint (repeatable; no VALUE: any value; no EFFECT: every effect)." env:"DEATHWATCH_K8S_TOLERATIONS" sep:"none" placeholder:"KEY[=VALUE][:EFFECT]"`
+	RuntimeClass            string   `help:"kubernetes: the pod's RuntimeClass (gVisor, Kata: a kernel of the box's own)." env:"DEATHWATCH_K8S_RUNTIME_CLASS" placeholder:"NAME"`
+	PullSecret              []string `help:"kubernetes: an image pull secret of the namespace (repeatable)." env:"DEATHWATCH_K8S_PULL_SECRETS" sep:"none" placeholder:"SECRET"`
+	PullNever               bool     `help:"kubernetes: imagePullPolicy Never (the image must be on the node)." env:"DEATHWATCH_K8S_PULL_NEVER"`
+	WatcherImage            string   `help:"kubernetes: an image with the watcher at /usr/local/bin/watcher, which an init container copies in (for a box image without one)." env:"DEATHWATCH_K8S_WATCHER_IMAGE" placeholder:"IMAGE"`
+	UserNamespace           bool     `help:"kubernetes: give the pod a user namespace of its own (hostUsers: false; the node's container runtime must support it): the box's ids are no other pod's or the node's." env:"DEATHWATCH_K8S_USER_NAMESPACE"`
+	CPURequest              string   `help:"kubernetes: the box's CPU request (e.g. 500m)." env:"DEATHWATCH_K8S_CPU_REQUEST" placeholder:"QUANTITY"`
+	CPULimit                string   `help:"kubernetes: the box's CPU limit (a namespace's ResourceQuota may require one)." env:"DEATHWATCH_K8S_CPU_LIMIT" placeholder:"QUANTITY"`
+	EphemeralStorageRequest string   `help:"kubernetes: the box's ephemeral-storage request (default 64Mi)." env:"DEATHWATCH_K8S_STORAGE_REQUEST" placeholder:"QUANTITY"`
+	EphemeralStorageLimit   string   `help:"kubernetes: the box's ephemeral-storage limit: its log and any writable layer (default 1Gi)." env:"DEATHWATCH_K8S_STORAGE_LIMIT" placeholder:"QUANTITY"`
+}
+
+// engineEnv is env with the flags set as the runtime's variables, and
+// the agent's deadline plus grace (the pod's activeDeadlineSeconds
+// backstop) when there is a deadline.
+func (k KubeExec) engineEnv(env []string, deadline, grace time.Duration) []string {
+	set := map[string]string{
+		kubernetes.EnvNode: k.Node, kubernetes.EnvNodeSelector: strings.Join(k.NodeSelector, ","),
+		kubernetes.EnvTolerations: strings.Join(k.Toleration, ","), kubernetes.EnvRuntimeClass: k.RuntimeClass,
+		kubernetes.EnvPullSecrets: strings.Join(k.PullSecret, ","), kubernetes.EnvWatcherImage: k.WatcherImage,
+		kubernetes.EnvCPURequest: k.CPURequest, kubernetes.EnvCPULimit: k.CPULimit,
+		kubernetes.EnvStorageRequest: k.EphemeralStorageRequest, kubernetes.EnvStorageLimit: k.EphemeralStorageLimit,
 	}
-	slices.Sort(keys)
-	return keys
+	if k.PullNever {
+		set[kubernetes.EnvPullNever] = "1"
+	}
+	if k.UserNamespace {
+		set[kubernetes.EnvUserNamespace] = "1"
+	}
+	if deadline > 0 {
+		set[kubernetes.EnvAgentDeadline] = strconv.FormatInt(int64(math.Ceil((deadline + grace).Seconds())), 10)
+	}
+	return withEnv(env, set)
 }

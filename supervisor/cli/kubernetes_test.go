@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // --kube-context and --kube-namespace (and their variables) are in
@@ -37,5 +38,29 @@ func TestKubeGlobals(t *testing.T) {
 	run([]string{"--journal", dir, "--kube-context", "nosuch", "reconcile", "--runtime", "kubernetes"}, c)
 	if !strings.Contains(out.String()+errb.String(), `no context "nosuch"`) {
 		t.Errorf("reconcile --kube-context nosuch: the context did not reach the runtime:\n%s\n%s", out.String(), errb.String())
+	}
+}
+
+func TestKubeExecFlags(t *testing.T) {
+	k := KubeExec{NodeSelector: []string{"pool=agents", "zone=a"}, Toleration: []string{"agents:NoSchedule"}, RuntimeClass: "gvisor",
+		PullSecret: []string{"regcred"}, PullNever: true, UserNamespace: true, CPULimit: "2"}
+	env := k.engineEnv([]string{"A=1"}, time.Hour, 2*time.Second)
+	for _, want := range []string{"A=1", "DEATHWATCH_K8S_NODE_SELECTOR=pool=agents,zone=a", "DEATHWATCH_K8S_TOLERATIONS=agents:NoSchedule",
+		"DEATHWATCH_K8S_RUNTIME_CLASS=gvisor", "DEATHWATCH_K8S_PULL_SECRETS=regcred", "DEATHWATCH_K8S_PULL_NEVER=1",
+		"DEATHWATCH_K8S_USER_NAMESPACE=1", "DEATHWATCH_K8S_CPU_LIMIT=2", "DEATHWATCH_K8S_AGENT_DEADLINE=3602"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("engineEnv = %q: no %s", env, want)
+		}
+	}
+	if env := (KubeExec{}).engineEnv([]string{"A=1"}, 0, time.Second); !slices.Equal(env, []string{"A=1"}) {
+		t.Errorf("no flags, no deadline: %q", env)
+	}
+	var out bytes.Buffer
+	run([]string{"exec", "--help"}, &cmdContext{stdout: &out, stderr: &out, getenv: os.LookupEnv})
+	for _, want := range []string{"--kube-runtime-class=NAME", "--kube-node-selector=KEY=VALUE", "--kube-toleration=KEY[=VALUE][:EFFECT]",
+		"--kube-pull-secret=SECRET", "--kube-cpu-limit=QUANTITY", "--kube-ephemeral-storage-limit=QUANTITY", "--kube-user-namespace", "DEATHWATCH_K8S_RUNTIME_CLASS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("exec --help lacks %s", want)
+		}
 	}
 }

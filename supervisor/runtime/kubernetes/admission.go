@@ -6,7 +6,8 @@ package kubernetes
 // that the pod does not fit (243, with the flags that fit it), a
 // missing namespace (240: a flag or the context names it), RBAC (241:
 // this identity cannot use the runtime, as a daemon socket it may not
-// open). The probe asks with a server-side dry run of a pod built as
+// open), a RuntimeClass the cluster does not have and a pod the flags
+// make invalid (240). The probe asks with a server-side dry run of a pod built as
 // every box's is, before anything exists; Create meets the same
 // answers.
 
@@ -59,10 +60,14 @@ func createRefusal(err error, ns string) error {
 		return supervisor.RefusedError("kubernetes: namespace %s enforces Pod Security %q, and a box needs baseline: its watcher keeps SETUID, SETGID, SETPCAP, KILL and CHOWN to start the agent as another uid with no capabilities, and %s lets a container keep none but NET_BIND_SERVICE (user namespaces included); run the boxes in a namespace labelled pod-security.kubernetes.io/enforce=baseline (the admission said: %w)", ns, level, level, err)
 	case a.Code == http.StatusForbidden && (strings.Contains(a.Message, "quota") || strings.Contains(a.Message, "LimitRange") || strings.Contains(a.Message, "must specify") || strings.Contains(a.Message, "maximum") || strings.Contains(a.Message, "minimum")):
 		return supervisor.RefusedError("kubernetes: namespace %s's resource policy refuses the box's pod: size it with --memory, --kube-cpu and --kube-ephemeral-storage to fit (the admission said: %w)", ns, err)
+	case a.Code == http.StatusForbidden && strings.Contains(a.Message, "RuntimeClass"):
+		return supervisor.UsageError("kubernetes: --kube-runtime-class names no RuntimeClass of the cluster: pick one of `kubectl get runtimeclass` (%w)", err)
 	case a.Code == http.StatusForbidden:
 		return supervisor.EngineError("kubernetes: the cluster denies this identity pods in namespace %s: apply `supervisor kubernetes rbac --namespace %s --subject NAME` for it (%w)", ns, ns, err)
 	case a.Code == http.StatusNotFound && strings.Contains(a.Message, "namespace"):
 		return supervisor.UsageError("kubernetes: namespace %s does not exist: create it (kubectl create namespace %s) or name another with --kube-namespace (%w)", ns, ns, err)
+	case a.Code == http.StatusUnprocessableEntity:
+		return supervisor.UsageError("kubernetes: the API server finds the box's pod invalid: mend the --kube-* flags it names (%w)", err)
 	case a.Code == http.StatusUnauthorized:
 		return supervisor.EngineError("kubernetes: the cluster refuses this identity's credentials: check the kubeconfig's user (%w)", err)
 	}

@@ -36,6 +36,8 @@ func TestCreateRefusal(t *testing.T) {
 		{&APIError{Code: 403, Reason: "Forbidden", Message: `pods is forbidden: User "bob" cannot create resource "pods" in API group "" in the namespace "agents"`}, shared.ExitEngine, []string{"supervisor kubernetes rbac --namespace agents"}},
 		{&APIError{Code: 404, Reason: "NotFound", Message: `namespaces "agents" not found`}, shared.ExitUsage, []string{"does not exist", "kubectl create namespace agents", "--kube-namespace"}},
 		{&APIError{Code: 401, Reason: "Unauthorized"}, shared.ExitEngine, []string{"credentials"}},
+		{&APIError{Code: 403, Reason: "Forbidden", Message: `pod rejected: RuntimeClass "gvisor" not found`}, shared.ExitUsage, []string{"kubectl get runtimeclass"}},
+		{&APIError{Code: 422, Reason: "Invalid", Message: `Pod "x" is invalid: spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1`}, shared.ExitUsage, []string{"--kube-*"}},
 	} {
 		err := createRefusal(tc.err, "agents")
 		if err == nil || supervisor.ExitCode(err, 0) != tc.code || strings.Contains(err.Error(), "\n") {

@@ -10,9 +10,11 @@
 // ~/.kube/config, else the pod's service account),
 // DEATHWATCH_K8S_CONTEXT and DEATHWATCH_K8S_NAMESPACE (the CLI's
 // --kube-context and --kube-namespace), DEATHWATCH_K8S_NODE (for a
-// cluster without a scheduler), DEATHWATCH_K8S_PULL_NEVER=1 and
+// cluster without a scheduler), DEATHWATCH_K8S_PULL_NEVER=1,
 // DEATHWATCH_K8S_WATCHER_IMAGE (an image whose watcher an init
-// container copies in, when the box's image carries none).
+// container copies in, when the box's image carries none),
+// DEATHWATCH_K8S_USER_NAMESPACE=1 and the pod knobs of knobs.go (exec's
+// other --kube-* flags).
 //
 //	Probe     GET /version; a SelfSubjectAccessReview per verb the
 //	          runtime needs (pods: create, get, list, delete;
@@ -122,6 +124,9 @@ func (r *Runtime) options() (Options, error) {
 		PullNever:     getenv(r.env, EnvPullNever) == "1",
 		WatcherImage:  getenv(r.env, EnvWatcherImage),
 		UserNamespace: getenv(r.env, EnvUserNamespace) == "1",
+	}
+	if err := knobs(r.env, &o); err != nil {
+		return o, supervisor.UsageError("kubernetes: %w", err)
 	}
 	return o, nil
 }

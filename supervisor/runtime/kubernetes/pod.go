@@ -39,6 +39,16 @@ type Options struct {
 	PullNever     bool   // imagePullPolicy: Never
 	WatcherImage  string // copy the watcher from this image (when the box has no WatcherInImage)
 	UserNamespace bool   // hostUsers: false (the node's runtime must support user-namespaced pods)
+
+	RuntimeClass   string            // spec.runtimeClassName
+	PullSecrets    []string          // spec.imagePullSecrets
+	NodeSelector   map[string]string // spec.nodeSelector
+	Tolerations    []Toleration      // spec.tolerations
+	CPURequest     string            // the box container's requests.cpu
+	CPULimit       string            // limits.cpu
+	StorageRequest string            // requests.ephemeral-storage (default defaultStorageRequest)
+	StorageLimit   string            // limits.ephemeral-storage (default DefaultEphemeralStorage)
+	ActiveDeadline int64             // spec.activeDeadlineSeconds; 0: none
 }
 
 // The pod's default bounds beside the box's memory: its writable
@@ -69,19 +79,24 @@ type (
 		DeletionTimestamp *string           `json:"deletionTimestamp,omitempty"`
 	}
 	PodSpec struct {
-		RestartPolicy                 string       `json:"restartPolicy"`
-		NodeName                      string       `json:"nodeName,omitempty"`
-		HostNetwork                   bool         `json:"hostNetwork"`
-		HostPID                       bool         `json:"hostPID"`
-		HostIPC                       bool         `json:"hostIPC"`
-		HostUsers                     *bool        `json:"hostUsers,omitempty"`
-		AutomountServiceAccountToken  *bool        `json:"automountServiceAccountToken"`
-		EnableServiceLinks            *bool        `json:"enableServiceLinks"`
-		TerminationGracePeriodSeconds *int64       `json:"terminationGracePeriodSeconds"`
-		SecurityContext               *PodSecurity `json:"securityContext,omitempty"`
-		InitContainers                []Container  `json:"initContainers,omitempty"`
-		Containers                    []Container  `json:"containers"`
-		Volumes                       []Volume     `json:"volumes,omitempty"`
+		RestartPolicy                 string            `json:"restartPolicy"`
+		NodeName                      string            `json:"nodeName,omitempty"`
+		NodeSelector                  map[string]string `json:"nodeSelector,omitempty"`
+		Tolerations                   []Toleration      `json:"tolerations,omitempty"`
+		RuntimeClassName              string            `json:"runtimeClassName,omitempty"`
+		ImagePullSecrets              []LocalRef        `json:"imagePullSecrets,omitempty"`
+		ActiveDeadlineSeconds         *int64            `json:"activeDeadlineSeconds,omitempty"`
+		HostNetwork                   bool              `json:"hostNetwork"`
+		HostPID                       bool              `json:"hostPID"`
+		HostIPC                       bool              `json:"hostIPC"`
+		HostUsers                     *bool             `json:"hostUsers,omitempty"`
+		AutomountServiceAccountToken  *bool             `json:"automountServiceAccountToken"`
+		EnableServiceLinks            *bool             `json:"enableServiceLinks"`
+		TerminationGracePeriodSeconds *int64            `json:"terminationGracePeriodSeconds"`
+		SecurityContext               *PodSecurity      `json:"securityContext,omitempty"`
+		InitContainers                []Container       `json:"initContainers,omitempty"`
+		Containers                    []Container       `json:"containers"`
+		Volumes                       []Volume          `json:"volumes,omitempty"`
 	}
 	PodSecurity struct {
 		SeccompProfile *Seccomp `json:"seccompProfile,omitempty"`
@@ -103,6 +118,9 @@ type (
 		SecurityContext *Security     `json:"securityContext,omitempty"`
 		Resources       *Resources    `json:"resources,omitempty"`
 		VolumeMounts    []VolumeMount `json:"volumeMounts,omitempty"`
+	}
+	LocalRef struct {
+		Name string `json:"name"`
 	}
 	EnvVar struct {
 		Name  string `json:"name"`
@@ -184,7 +202,7 @@ func CheckBox(b *supervisor.Box, o Options) error {
 		return fmt.Errorf("box name %q is not a Kubernetes name (lower-case letters, digits and '-', at most 63): pick another --name", b.Name)
 	}
 	if o.Namespace == "" || len(o.Namespace) > 63 || !dnsLabel().MatchString(o.Namespace) {
-		return fmt.Errorf("namespace %q is not a Kubernetes namespace name; set %s", o.Namespace, EnvNamespace)
+		return fmt.Errorf("namespace %q is not a Kubernetes namespace name: pass another --kube-namespace", o.Namespace)
 	}
 	keys := sortedKeys(b.Labels)
 	for _, k := range keys {
@@ -203,7 +221,7 @@ func CheckBox(b *supervisor.Box, o Options) error {
 		return fmt.Errorf("--network %s cannot be honoured: a pod always has the cluster's pod network (its NetworkPolicy decides its reach); drop --network or pass --network bridge", b.Network)
 	}
 	if b.WatcherInImage == "" && o.WatcherImage == "" {
-		return fmt.Errorf("the host's watcher cannot be mounted into a pod: pass --watcher-in-image PATH (a watcher in the image) or set %s to a watcher image", EnvWatcherImage)
+		return fmt.Errorf("the host's watcher cannot be mounted into a pod: pass --watcher-in-image PATH (a watcher in the image) or --kube-watcher-image IMAGE (a watcher image)")
 	}
 	return nil
 }
@@ -259,12 +277,26 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 		m := strconv.FormatInt(b.Memory, 10)
 		c.Resources.Limits["memory"], c.Resources.Requests["memory"] = m, m
 	}
+	for _, q := range []struct {
+		m         map[string]string
+		name, val string
+	}{
+		{c.Resources.Requests, "cpu", o.CPURequest}, {c.Resources.Limits, "cpu", o.CPULimit},
+		{c.Resources.Requests, "ephemeral-storage", o.StorageRequest}, {c.Resources.Limits, "ephemeral-storage", o.StorageLimit},
+	} {
+		if q.val != "" {
+			q.m[q.name] = q.val
+		}
+	}
 	p := Pod{
 		APIVersion: "v1", Kind: "Pod",
 		Metadata: Meta{Name: b.Name, Namespace: o.Namespace, Labels: copyMap(b.Labels), Annotations: copyMap(b.Labels)},
 		Spec: PodSpec{
 			RestartPolicy:                 "Never",
 			NodeName:                      o.Node,
+			NodeSelector:                  copyMapOrNil(o.NodeSelector),
+			Tolerations:                   append([]Toleration(nil), o.Tolerations...),
+			RuntimeClassName:              o.RuntimeClass,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: ptr(int64(0)),
@@ -273,6 +305,12 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 	}
 	if o.UserNamespace {
 		p.Spec.HostUsers = &no
+	}
+	for _, s := range o.PullSecrets {
+		p.Spec.ImagePullSecrets = append(p.Spec.ImagePullSecrets, LocalRef{Name: s})
+	}
+	if o.ActiveDeadline > 0 {
+		p.Spec.ActiveDeadlineSeconds = ptr(o.ActiveDeadline)
 	}
 	if b.ReadWriteRoot {
 		c.SecurityContext.ReadOnlyRootFilesystem = &no
@@ -310,6 +348,13 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+func copyMapOrNil(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return copyMap(m)
 }
 
 func sortedKeys(m map[string]string) []string {
