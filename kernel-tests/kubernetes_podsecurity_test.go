@@ -117,3 +117,34 @@ ls /var/run/secrets/kubernetes.io/serviceaccount 2>/dev/null && echo token-mount
 		t.Errorf("a missing namespace: exit %d %q; want %d and one line saying what to do", code, out, shared.ExitUsage)
 	}
 }
+
+// uidMapOf is the outside start of the first uid_map line in out ("" if
+// none).
+func uidMapOf(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "0" {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+// --kube-user-namespace: each box's pod in a user namespace of its own
+// (hostUsers: false), the agent still uid 1000 with no capabilities,
+// two live boxes on ranges of host ids of their own, none the node's.
+func TestKubernetesUserNamespace(t *testing.T) {
+	r := newK8sRig(t)
+	script := `cat /proc/self/uid_map; echo uid=$(id -u); grep '^CapEff:' /proc/self/status`
+	first := r.start(nil, "--kube-user-namespace", "--", "sh", "-c", script+"; sleep 6")
+	ktest.WaitFor(60e9, func() bool { return strings.Contains(first.stdout(), "uid=") })
+	code, out, errs := r.run(nil, "--kube-user-namespace", "--", "sh", "-c", script)
+	<-first.done
+	t.Logf("first box:\n%s\nsecond box (exit %d):\n%s%s", first.stdout(), code, out, errs)
+	a, b := uidMapOf(first.stdout()), uidMapOf(out)
+	if code != 0 || !strings.Contains(out, "uid=1000") || !strings.Contains(out, "CapEff:\t0000000000000000") {
+		t.Errorf("the agent in a user-namespaced pod: exit %d %q; want uid 1000, no capabilities", code, out)
+	}
+	if a == "" || b == "" || a == "0" || b == "0" || a == b {
+		t.Errorf("uid 0 of the boxes maps to host %q and %q: want two ranges of their own, neither the node's", a, b)
+	}
+}

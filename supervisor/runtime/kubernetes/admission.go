@@ -59,7 +59,7 @@ func createRefusal(err error, ns string) error {
 		}
 		return supervisor.RefusedError("kubernetes: namespace %s enforces Pod Security %q, and a box needs baseline: its watcher keeps SETUID, SETGID, SETPCAP, KILL and CHOWN to start the agent as another uid with no capabilities, and %s lets a container keep none but NET_BIND_SERVICE (user namespaces included); run the boxes in a namespace labelled pod-security.kubernetes.io/enforce=baseline (the admission said: %w)", ns, level, level, err)
 	case a.Code == http.StatusForbidden && (strings.Contains(a.Message, "quota") || strings.Contains(a.Message, "LimitRange") || strings.Contains(a.Message, "must specify") || strings.Contains(a.Message, "maximum") || strings.Contains(a.Message, "minimum")):
-		return supervisor.RefusedError("kubernetes: namespace %s's resource policy refuses the box's pod: size it with --memory, --kube-cpu and --kube-ephemeral-storage to fit (the admission said: %w)", ns, err)
+		return supervisor.RefusedError("kubernetes: namespace %s's resource policy refuses the box's pod: size it with --memory, --kube-cpu-request, --kube-cpu-limit, --kube-ephemeral-storage-request and --kube-ephemeral-storage-limit to fit (the admission said: %w)", ns, err)
 	case a.Code == http.StatusForbidden && strings.Contains(a.Message, "RuntimeClass"):
 		return supervisor.UsageError("kubernetes: --kube-runtime-class names no RuntimeClass of the cluster: pick one of `kubectl get runtimeclass` (%w)", err)
 	case a.Code == http.StatusForbidden:

@@ -32,7 +32,7 @@ func TestCreateRefusal(t *testing.T) {
 		want []string
 	}{
 		{&APIError{Code: 403, Reason: "Forbidden", Message: pss}, shared.ExitRefused, []string{`enforces Pod Security "restricted"`, "needs baseline", "SETUID", "pod-security.kubernetes.io/enforce=baseline", "namespace agents"}},
-		{&APIError{Code: 403, Reason: "Forbidden", Message: `pods "dw-x" is forbidden: failed quota: q: must specify limits.cpu for: box`}, shared.ExitRefused, []string{"--kube-cpu", "resource policy"}},
+		{&APIError{Code: 403, Reason: "Forbidden", Message: `pods "dw-x" is forbidden: failed quota: q: must specify limits.cpu for: box`}, shared.ExitRefused, []string{"--kube-cpu-limit", "resource policy"}},
 		{&APIError{Code: 403, Reason: "Forbidden", Message: `pods is forbidden: User "bob" cannot create resource "pods" in API group "" in the namespace "agents"`}, shared.ExitEngine, []string{"supervisor kubernetes rbac --namespace agents"}},
 		{&APIError{Code: 404, Reason: "NotFound", Message: `namespaces "agents" not found`}, shared.ExitUsage, []string{"does not exist", "kubectl create namespace agents", "--kube-namespace"}},
 		{&APIError{Code: 401, Reason: "Unauthorized"}, shared.ExitEngine, []string{"credentials"}},
