@@ -18,7 +18,8 @@
 //
 //	Probe     GET /version; a SelfSubjectAccessReview per verb the
 //	          runtime needs (pods: create, get, list, delete;
-//	          pods/attach: create, get)
+//	          pods/attach: create, get); a dry run of a box's pod
+//	          (admission.go: Pod Security, quotas), all at once
 //	Prepare   CheckBox: the refusals, one line each; the namespace and
 //	          the server into Box.State (reconcile deletes only there)
 //	Create    POST the pod BuildPod makes
@@ -270,7 +271,7 @@ func (r *Runtime) namespace(b *supervisor.Box) string {
 func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 	k, err := r.connect()
 	if err != nil {
-		return supervisor.EngineError("kubernetes: %v", err)
+		return supervisor.EngineError("kubernetes: %w", err)
 	}
 	o, err := r.options()
 	if err != nil {

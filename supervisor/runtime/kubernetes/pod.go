@@ -232,8 +232,8 @@ func CheckBox(b *supervisor.Box, o Options) error {
 // stdinOnce: the first attach's end is the watcher's EOF); root in the
 // container with only the watcher's capabilities, no privilege
 // escalation, the runtime's default seccomp profile, a read-only root
-// with memory-backed, bounded /tmp and /dev/shm (unless
-// ReadWriteRoot); no host namespaces, a user namespace of its own with
+// (unless ReadWriteRoot, whose /tmp is the root's) with memory-backed,
+// bounded /tmp and /dev/shm; no host namespaces, a user namespace of its own with
 // UserNamespace; no service account token, no service links; the
 // memory bound (DefaultMemory unless the box asks) and an
 // ephemeral-storage bound. Nothing secret: the agent's environment
