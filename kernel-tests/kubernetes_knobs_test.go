@@ -112,8 +112,7 @@ func TestKubernetesKnobs(t *testing.T) {
 
 func TestKubernetesResourceQuota(t *testing.T) {
 	r := newK8sRig(t)
-	const ns = "dw-quota-cpu"
-	k8sNamespace(t, r.k, ns, "baseline")
+	ns := k8sNamespace(t, r.k, "dw-quota-cpu", "baseline")
 	kubectlApply(t, r.k, `{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"cpu","namespace":"`+ns+`"},"spec":{"hard":{"limits.cpu":"8"}}}`)
 	// Admission counts against the quota's status, which the
 	// controller-manager fills in; where the cluster has none, the test
