@@ -36,6 +36,7 @@ func TestKubernetesKnobs(t *testing.T) {
 	// kubelet (neither runsc nor kata can be had from the registries
 	// here).
 	kubectlApply(t, r.k, `{"apiVersion":"node.k8s.io/v1","kind":"RuntimeClass","metadata":{"name":"dw-test-runc"},"handler":"runc"}`)
+	t.Cleanup(func() { r.k.Kubectl("delete", "runtimeclass", "dw-test-runc", "--ignore-not-found", "--wait=false") })
 	node, err := r.k.Kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.labels.kubernetes\\.io/hostname}")
 	if err != nil || node == "" {
 		t.Fatalf("the node's hostname label: %q %v", node, err)

@@ -86,6 +86,13 @@ func TestKubernetesPodSecurity(t *testing.T) {
 		!strings.Contains(out, `enforces Pod Security "restricted"`) || !strings.Contains(out, "needs baseline") || !strings.Contains(out, "SETUID") {
 		t.Errorf("a namespace enforcing restricted: exit %d %q; want %d, one line naming the level a box needs and why", code, out, shared.ExitRefused)
 	}
+	// A user namespace relaxes restricted's non-root rules, not its
+	// capabilities rule: still refused, for the capabilities alone.
+	code, out = r.runIn(restricted, "--kube-user-namespace", "--", "true")
+	t.Logf("restricted, hostUsers: false: exit %d: %s", code, out)
+	if code != shared.ExitRefused || !strings.Contains(out, "unrestricted capabilities") || strings.Contains(out, "runAsNonRoot") {
+		t.Errorf("a namespace enforcing restricted, with --kube-user-namespace: exit %d %q; want %d for the capabilities only", code, out, shared.ExitRefused)
+	}
 	if ps := r.podsIn(restricted); len(ps) != 0 {
 		t.Errorf("pods in the restricted namespace after the refusal: %v", ps)
 	}
