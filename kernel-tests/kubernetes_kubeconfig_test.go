@@ -63,69 +63,9 @@ func TestKubernetesKubeconfigLikeKubectl(t *testing.T) {
 	if _, err := os.Stat(ktest.K8sKubectl); err != nil {
 		t.Fatalf("kubectl, the oracle, is missing (%v): run kernel-tests/provision.sh", err)
 	}
-	dir := t.TempDir()
-	files := map[string]string{
-		"ca.crt": "CA-A", "sub/ca.crt": "CA-B", "sub/c.crt": "CERT-B", "sub/c.key": "KEY-B", "sub/tok": "T0K",
-		"a.yaml": `apiVersion: v1
-kind: Config
-current-context: a
-contexts:
-- name: a
-  context: {cluster: ka, user: ua, namespace: team}
-- name: cross
-  context: {cluster: kb, user: ub}
-- name: nouser
-  context: {cluster: ka, user: ghost}
-clusters:
-- name: ka
-  cluster: {server: 'https://a.example:6443', certificate-authority: ca.crt}
-users:
-- name: ua
-  user: {token: static}
-`,
-		"sub/b.yaml": `apiVersion: v1
-kind: Config
-current-context: b
-contexts:
-- name: a
-  context: {cluster: kX, user: uX, namespace: shadowed}
-- name: b
-  context: {cluster: kb, user: ub, namespace: bns}
-- name: tokfile
-  context: {cluster: ka, user: tf}
-- name: plugin
-  context: {cluster: kb, user: plug}
-- name: nocluster
-  context: {cluster: ghost, user: ub}
-clusters:
-- name: ka
-  cluster: {server: 'https://shadowed.example'}
-- name: kb
-  cluster: {server: 'https://b.example', certificate-authority: ca.crt, proxy-url: 'http://proxy:3128', tls-server-name: api}
-users:
-- name: ua
-  user: {token: shadowed}
-- name: ub
-  user: {client-certificate: c.crt, client-key: c.key, as: alice, as-groups: [devs, ops]}
-- name: tf
-  user: {tokenFile: tok}
-- name: plug
-  user:
-    exec:
-      apiVersion: client.authentication.k8s.io/v1
-      command: aws
-      args: [eks, get-token]
-      interactiveMode: Never
-      env: [{name: AWS_PROFILE, value: prod}]
-`,
-	}
-	for n, s := range files {
-		p := filepath.Join(dir, n)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// The runtime's unit tests' fixtures (TestLoadCluster), here beside
+	// kubectl.
+	dir := filepath.Join(ktest.RepoRoot(), "supervisor", "runtime", "kubernetes", "testdata", "kubeconfig")
 	list := func(n ...string) string {
 		for i := range n {
 			n[i] = filepath.Join(dir, n[i])
@@ -157,9 +97,9 @@ users:
 			args = append(args, "--context", tc.context)
 		}
 		cmd := exec.Command(ktest.K8sKubectl, args...)
-		cmd.Env = []string{"KUBECONFIG=" + tc.kubeconfig, "HOME=" + dir}
+		cmd.Env = []string{"KUBECONFIG=" + tc.kubeconfig, "HOME=" + t.TempDir()}
 		out, kerr := cmd.Output()
-		c, err := kubernetes.LoadCluster([]string{"KUBECONFIG=" + tc.kubeconfig, "HOME=" + dir, kubernetes.EnvContext + "=" + tc.context})
+		c, err := kubernetes.LoadCluster([]string{"KUBECONFIG=" + tc.kubeconfig, "HOME=" + t.TempDir(), kubernetes.EnvContext + "=" + tc.context})
 		if (kerr != nil) != (err != nil) {
 			t.Errorf("%s: kubectl says %v %s; the runtime %v", name, kerr, out, err)
 			continue
@@ -190,8 +130,10 @@ users:
 				t.Errorf("%s: exec plugin: kubectl %+v, the runtime %+v", name, uu.Exec, c.Exec)
 			} else if uu.Exec != nil {
 				e := uu.Exec
-				got = append(got, c.Exec.APIVersion, c.Exec.Command, strings.Join(c.Exec.Args, " "), c.Exec.InteractiveMode, c.Exec.Env[0].Name+"="+c.Exec.Env[0].Value)
-				want = append(want, e.APIVersion, e.Command, strings.Join(e.Args, " "), e.InteractiveMode, e.Env[0].Name+"="+e.Env[0].Value)
+				// kubectl shows the command as the file spells it, the
+				// runtime resolves it against the file's folder.
+				got = append(got, c.Exec.APIVersion, filepath.Base(c.Exec.Command), strings.Join(c.Exec.Args, " "), c.Exec.InteractiveMode, c.Exec.Env[0].Name+"="+c.Exec.Env[0].Value)
+				want = append(want, e.APIVersion, filepath.Base(e.Command), strings.Join(e.Args, " "), e.InteractiveMode, e.Env[0].Name+"="+e.Env[0].Value)
 			}
 		}
 		if !slices.Equal(got, want) {

@@ -38,55 +38,13 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
+// The fixtures in testdata/kubeconfig are kernel-tests' kubectl oracle's
+// too (TestKubernetesKubeconfigLikeKubectl).
 func TestLoadCluster(t *testing.T) {
-	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{
-		"ca.crt": "CA-A", "sub/ca.crt": "CA-B", "sub/c.crt": "CERT-B", "sub/c.key": "KEY-B", "sub/tok": "T0K\n",
-		"a.yaml": `current-context: a
-contexts:
-- name: a
-  context: {cluster: ka, user: ua, namespace: team}
-- name: cross
-  context: {cluster: kb, user: ub}
-clusters:
-- name: ka
-  cluster: {server: 'https://a.example:6443/', certificate-authority: ca.crt}
-users:
-- name: ua
-  user: {token: static}
-`,
-		"sub/b.yaml": `current-context: b
-contexts:
-- name: a
-  context: {cluster: kX, user: uX, namespace: other}
-- name: b
-  context: {cluster: kb, user: ub}
-- name: tokfile
-  context: {cluster: kb, user: tf}
-- name: plugin
-  context: {cluster: kb, user: plug}
-- name: nouser
-  context: {cluster: kb, user: ghost}
-- name: nocluster
-  context: {cluster: ghost, user: ub}
-clusters:
-- name: ka
-  cluster: {server: 'https://shadowed.example'}
-- name: kb
-  cluster: {server: 'https://b.example', certificate-authority: ca.crt, proxy-url: 'http://proxy:3128', tls-server-name: api}
-users:
-- name: ub
-  user: {client-certificate: c.crt, client-key: c.key, as: alice, as-groups: [devs]}
-- name: tf
-  user: {tokenFile: tok}
-- name: plug
-  user:
-    exec: {apiVersion: client.authentication.k8s.io/v1, command: ./bin/plug, args: [get-token], interactiveMode: Never, env: [{name: X, value: "1"}]}
-`,
-		"http.yaml":  "current-context: h\ncontexts: [{name: h, context: {cluster: k}}]\nclusters: [{name: k, cluster: {server: 'http://a.example'}}]\n",
-		"bad.yaml":   "current-context: [\n",
-		"empty.yaml": "",
-	})
+	dir, err := filepath.Abs(filepath.Join("testdata", "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := func(n string) string { return filepath.Join(dir, n) }
 	list := func(n ...string) string {
 		for i := range n {
@@ -104,13 +62,14 @@ users:
 			}},
 		{"current-context: the first file that sets it", list("sub/b.yaml", "a.yaml"), "", "", "",
 			func(c *Cluster) bool {
-				return c.Context == "b" && c.Server == "https://b.example" && c.Namespace == "default"
+				return c.Context == "b" && c.Server == "https://b.example" && c.Namespace == "bns"
 			}},
+		{"no namespace in the context: default", list("a.yaml", "sub/b.yaml"), "cross", "", "", func(c *Cluster) bool { return c.Namespace == "default" }},
 		{"--kube-namespace wins over the context's", list("a.yaml"), "", "ns2", "", func(c *Cluster) bool { return c.Namespace == "ns2" }},
 		{"a context whose cluster and user are in another file, paths relative to that file", list("a.yaml", "sub/b.yaml"), "cross", "", "",
 			func(c *Cluster) bool {
 				return string(c.CA) == "CA-B" && string(c.CertPEM) == "CERT-B" && string(c.KeyPEM) == "KEY-B" && c.ProxyURL == "http://proxy:3128" &&
-					c.TLSServerName == "api" && c.Impersonate.User == "alice" && slices.Equal(c.Impersonate.Groups, []string{"devs"})
+					c.TLSServerName == "api" && c.Impersonate.User == "alice" && slices.Equal(c.Impersonate.Groups, []string{"devs", "ops"})
 			}},
 		{"tokenFile relative to its file", list("sub/b.yaml"), "tokfile", "", "", func(c *Cluster) bool { return c.TokenFile == p("sub/tok") }},
 		{"an exec command with a '/' is relative to its file", list("a.yaml", "sub/b.yaml"), "plugin", "", "",
@@ -118,7 +77,7 @@ users:
 				return c.Exec != nil && c.Exec.Command == p("sub/bin/plug") && slices.Equal(c.Exec.Args, []string{"get-token"}) && c.Exec.Env[0] == ExecEnv{"X", "1"}
 			}},
 		{"no such context", list("a.yaml"), "zzz", "", `no context "zzz"`, nil},
-		{"a user no file defines", list("sub/b.yaml"), "nouser", "", `user "ghost", which no file defines`, nil},
+		{"a user no file defines", list("a.yaml"), "nouser", "", `user "ghost", which no file defines`, nil},
 		{"a cluster no file defines", list("sub/b.yaml"), "nocluster", "", `cluster "ghost", which no file defines`, nil},
 		{"plain http", list("http.yaml"), "", "", "not an https:// URL", nil},
 		{"a file that does not parse", list("a.yaml", "bad.yaml"), "", "", "bad.yaml is not a kubeconfig", nil},
