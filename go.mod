@@ -6,7 +6,6 @@ require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/creack/pty v1.1.24
 	github.com/gorilla/websocket v1.5.3
-	go.etcd.io/bbolt v1.4.3
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.63.0
 	golang.org/x/sys v0.50.0

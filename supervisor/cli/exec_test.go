@@ -190,10 +190,9 @@ func TestExecPodman(t *testing.T) {
 				t.Errorf("probe calls %v, want %s", v[:2], tc.probe)
 			}
 			if !tc.remote {
-				// Two podman processes per launch here: the run, and the
-				// listing that proves the box removed (a fake podman's box is
-				// in no state database: see TestPodmanOneProcessPerLaunch for
-				// the real one, where the run alone serves).
+				// Two podman processes per launch: the run, and the listing
+				// that proves the box removed (TestPodmanOneProcessPerLaunch
+				// counts the real one's).
 				if v := verbs(calls); !slices.Equal(v, []string{"ps", "run"}) {
 					t.Errorf("calls %v, want one run and the listing", calls)
 				}

@@ -70,9 +70,8 @@ type Engine struct {
 	// remaps: docker's /info said the daemon remaps user ids
 	// (userns-remap).
 	remaps  bool
-	pins    map[string]pinnedInit  // box → its PID 1, for End (ender_linux.go)
-	removed map[string]chan error  // box → the engine's "removed" answer
-	runs    map[string]*runWitness // box → what its one-step run saw (run.go)
+	pins    map[string]pinnedInit // box → its PID 1, for End (ender_linux.go)
+	removed map[string]chan error // box → the engine's "removed" answer
 }
 
 // The two engines' descriptors. Their bounds are several times what was
@@ -754,9 +753,6 @@ func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) (err error) {
 	}()
 	if c := e.client(ctx); c != nil {
 		return e.apiRemove(ctx, c, b)
-	}
-	if e.runGone(ctx, b) {
-		return nil
 	}
 	there, err := e.Exists(ctx, b)
 	if err != nil || !there {

@@ -18,15 +18,8 @@ package docker
 //     "created" and a run that failed without it created nothing.
 //
 // Removal stays proven: the engine's own --rm removes the box after the
-// watcher exits, and Remove proves that it did without a podman
-// process where it can: once the box exists, its id (the cidfile) is
-// looked up in podman's state database (podmandb_linux.go), and Remove
-// reads the same file again; an id witnessed there and gone now is a
-// box podman removed. Without a witness (another graph root, podman 5's
-// SQLite, a box that was gone before it was looked for) the listing
-// proves, as before. Measured on the 2-core rig: the listing (`podman
-// ps`) took 45 ms p50 at load 2.7 (36-174 ms at load 5) at the end of
-// every launch, a read of the database 20-130 µs.
+// watcher exits, and Remove proves that it did from podman's own listing
+// (the CLI), never from podman's private storage.
 
 import (
 	"bytes"
@@ -94,14 +87,6 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 		e.dropOwnIDs(b)
 		return nil, nil, err
 	}
-	// Remove takes the witness.
-	w := &runWitness{ready: make(chan struct{})}
-	e.mu.Lock()
-	if e.runs == nil {
-		e.runs = map[string]*runWitness{}
-	}
-	e.runs[b.Name] = w
-	e.mu.Unlock()
 	// The client's end is watched here and told to the lifecycle's Wait.
 	exited := make(chan struct{})
 	var werr error
@@ -115,12 +100,8 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 				return false
 			}
 			gate.release()
-			go e.witness(b, w, dir, podmanStateDB(envMap(e.env()), os.Geteuid()))
+			go dropRunDir(dir)
 			return true
-		}
-		noWitness := func() {
-			os.RemoveAll(dir)
-			close(w.ready)
 		}
 		t := time.NewTicker(2 * time.Millisecond)
 		defer t.Stop()
@@ -133,7 +114,7 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 				if there() {
 					return nil
 				}
-				noWitness()
+				os.RemoveAll(dir)
 				// Nothing was created: say why in one line.
 				why := gate.drop()
 				if err := e.CheckImage(ctx, b.Image); err != nil {
@@ -145,7 +126,7 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 				return supervisor.SetupError("create box %s: %s", b.Name, why)
 			case <-ctx.Done():
 				gate.release()
-				noWitness()
+				os.RemoveAll(dir)
 				return supervisor.SetupError("create box %s: %w", b.Name, ctx.Err())
 			case <-t.C:
 			}
@@ -157,47 +138,23 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 // runDirPattern is os.MkdirTemp's pattern for box b's cidfile folder,
 // named after the box so that whoever removes the box can find it: the
 // folder outlives a supervisor SIGKILLed while podman creates the box
-// (the witness removes it otherwise), and Remove (the lifecycle's, or
+// (dropRunDir removes it otherwise), and Remove (the lifecycle's, or
 // reconcile's) drops it (dropRunDirs).
 func runDirPattern(b *supervisor.Box) string { return "dw-run-" + b.Name + "-*" }
 
-// runWitness is what a one-step run saw of its box in podman's state
-// database, for Remove.
-type runWitness struct {
-	ready chan struct{} // closed once id and db are settled
-	id    string        // the box's id ("": not witnessed)
-	db    dbFile        // the database that held it
-}
-
-// witness looks the box up in podman's state database at path ("":
-// none) once the cidfile in dir says it exists, removes dir (a SIGKILL
-// of the supervisor leaves it only while the box is being created) and
-// closes w.ready.
-func (e *Engine) witness(b *supervisor.Box, w *runWitness, dir, path string) {
-	defer close(w.ready)
-	// podman writes the id into the file right after making it.
-	var id string
+// dropRunDir removes a one-step run's cidfile folder dir once podman
+// wrote the box's id into it (it writes the id right after making the
+// file), so that the folder is left only by a supervisor killed while
+// podman creates the box.
+func dropRunDir(dir string) {
 	for range 100 {
 		raw, _ := os.ReadFile(filepath.Join(dir, "cid"))
-		if id = strings.TrimSpace(string(raw)); containerID(id) {
+		if containerID(strings.TrimSpace(string(raw))) {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
 	os.RemoveAll(dir)
-	if path == "" {
-		return
-	}
-	if !containerID(id) {
-		e.log().Debug("no witness of the box in the state database", "box", b.Name, "why", fmt.Sprintf("cidfile holds %q", id))
-		return
-	}
-	has, f, err := podmanDBHas(path, id, b.Name)
-	if err != nil || !has {
-		e.log().Debug("no witness of the box in the state database", "box", b.Name, "db", path, "held", has, "err", err)
-		return
-	}
-	w.id, w.db = id, f
 }
 
 // containerID reports whether s is a full container id: 64 hex digits.
@@ -211,35 +168,6 @@ func containerID(s string) bool {
 		}
 	}
 	return true
-}
-
-// runGone reports whether the box's one-step run witnessed it in
-// podman's state database and the same file no longer holds its id or
-// its name: then podman removed it. False says nothing (the listing
-// decides). It forgets the witness.
-func (e *Engine) runGone(ctx context.Context, b *supervisor.Box) bool {
-	e.mu.Lock()
-	w := e.runs[b.Name]
-	delete(e.runs, b.Name)
-	e.mu.Unlock()
-	if w == nil {
-		return false
-	}
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-		return false
-	}
-	if w.id == "" {
-		return false
-	}
-	has, f, err := podmanDBHas(w.db.path, w.id, b.Name)
-	if err != nil || f != w.db {
-		e.log().Debug("state database: no proof of removal", "box", b.Name, "db", w.db.path, "err", err, "same file", f == w.db)
-		return false
-	}
-	e.log().Debug("state database", "box", b.Name, "db", w.db.path, "removed", !has)
-	return !has
 }
 
 // heldWriter holds what is written until release (then passes it on,
