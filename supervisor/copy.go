@@ -50,7 +50,7 @@ func checkCopies(o *ExecOptions) error {
 	seen := map[string]bool{}
 	for _, c := range o.CopyIn {
 		if _, err := os.Stat(c.Host); err != nil {
-			return UsageError("--copy-in %s:%s: %v", c.Host, c.Box, err)
+			return UsageError("--copy-in %s:%s: %w", c.Host, c.Box, err)
 		}
 	}
 	for _, c := range o.CopyOut {

@@ -146,7 +146,7 @@ func OpenJournal(dir, instance string) (*Journal, error) {
 		return nil, fmt.Errorf("create journal directory: %w", err)
 	}
 	if err := CheckTrustedDir(d); err != nil {
-		return nil, RefusedError("journal not trusted: %v", err)
+		return nil, RefusedError("journal not trusted: %w", err)
 	}
 	return &Journal{dir: d}, nil
 }

@@ -74,13 +74,13 @@ func (e *ExecCmd) stage(ctx context.Context, g *Globals, c *cmdContext, o *super
 	for _, ci := range o.CopyIn {
 		dir := ci.Host
 		if fi, err := os.Stat(dir); err != nil {
-			return supervisor.UsageError("--copy-in %s:%s: %v", ci.Host, ci.Box, err)
+			return supervisor.UsageError("--copy-in %s:%s: %w", ci.Host, ci.Box, err)
 		} else if !fi.IsDir() {
 			dir = filepath.Dir(dir)
 		}
 		abs, err := filepath.Abs(ci.Host)
 		if err != nil {
-			return supervisor.UsageError("--copy-in %s: %v", ci.Host, err)
+			return supervisor.UsageError("--copy-in %s: %w", ci.Host, err)
 		}
 		st := e.stagingProbe(ctx, g, c, o, env, o.Runtime, dir)
 		switch {

@@ -31,7 +31,7 @@ type KubernetesRBACCmd struct {
 func (k *KubernetesRBACCmd) Run(c *cmdContext) error {
 	out, err := kubernetes.RBAC(k.Namespace, k.SubjectKind, k.Subject)
 	if err != nil {
-		return supervisor.UsageError("%v", err)
+		return supervisor.UsageError("%w", err)
 	}
 	_, err = fmt.Fprint(c.stdout, out)
 	return err

@@ -548,7 +548,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 			// the engine may list it a while longer (podman run's --rm).
 			if path == PathDeadline && (errors.Is(err, errNoPID1) || boxEnded(ctx, rt, s, ready)) {
 				s.kill()
-				return nil, fmt.Errorf("%w (box %s: %v)", errUnseen, ready.Box, err)
+				return nil, fmt.Errorf("%w (box %s: %w)", errUnseen, ready.Box, err)
 			}
 			return nil, s.failure(err.Error())
 		}

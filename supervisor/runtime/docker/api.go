@@ -600,7 +600,7 @@ func (e *Engine) apiCheckImage(ctx context.Context, c *apiClient, image string) 
 	case statusOf(err) == http.StatusNotFound:
 		return supervisor.ImageError("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
 	default:
-		return supervisor.EngineError("inspect image %s: %v", image, err)
+		return supervisor.EngineError("inspect image %s: %w", image, err)
 	}
 }
 
@@ -630,9 +630,9 @@ func (e *Engine) apiCreate(ctx context.Context, c *apiClient, b *supervisor.Box)
 		}
 		return nil
 	case statusOf(err) == http.StatusNotFound: // the image went away since the check
-		return supervisor.ImageError("create box %s: %v", b.Name, err)
+		return supervisor.ImageError("create box %s: %w", b.Name, err)
 	default:
-		return supervisor.SetupError("create box %s: %v", b.Name, err)
+		return supervisor.SetupError("create box %s: %w", b.Name, err)
 	}
 }
 
@@ -651,7 +651,7 @@ func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) 
 	conn, br, err := c.hijack(ctx, containerPath(b.Name, "/attach"), attachQuery())
 	if err != nil {
 		e.removedBy(b.Name, 0) // a box that never ran is not auto-removed: Remove deletes it
-		return nil, supervisor.SetupError("attach to box %s: %v", b.Name, err)
+		return nil, supervisor.SetupError("attach to box %s: %w", b.Name, err)
 	}
 	// The wait must be registered before the box can start (and end).
 	select {
@@ -661,7 +661,7 @@ func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) 
 	if _, err := c.do(ctx, http.MethodPost, containerPath(b.Name, "/start"), nil, nil, nil); err != nil && statusOf(err) != http.StatusNotModified {
 		conn.Close()
 		e.removedBy(b.Name, 0) // a box that never ran is not auto-removed: Remove deletes it
-		return nil, supervisor.SetupError("start box %s: %v", b.Name, err)
+		return nil, supervisor.SetupError("start box %s: %w", b.Name, err)
 	}
 	e.statedBy(0) // the rootful statement, if /info answered already
 	stderr := e.Stderr

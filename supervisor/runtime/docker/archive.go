@@ -44,7 +44,7 @@ func (c *apiClient) putArchive(ctx context.Context, name, dir string, r io.Reade
 	req.Header.Set("Content-Type", "application/x-tar")
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return supervisor.SetupError("copy-in: put the archive into box %s: %v", name, err)
+		return supervisor.SetupError("copy-in: put the archive into box %s: %w", name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {

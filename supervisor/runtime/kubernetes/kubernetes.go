@@ -293,20 +293,20 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 func (r *Runtime) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
 	k, err := r.connect()
 	if err != nil {
-		return nil, supervisor.EngineError("kubernetes: %v", err)
+		return nil, supervisor.EngineError("kubernetes: %w", err)
 	}
 	ns := r.namespace(b)
 	wctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	if err := waitRunning(wctx, k, ns, b.Name); err != nil {
 		if errors.Is(err, errNoImage) {
-			return nil, supervisor.ImageError("pod %s/%s: %v: import the image into the node's container runtime, or allow pulls", ns, b.Name, err)
+			return nil, supervisor.ImageError("pod %s/%s: %w: import the image into the node's container runtime, or allow pulls", ns, b.Name, err)
 		}
-		return nil, supervisor.SetupError("pod %s/%s: %v", ns, b.Name, err)
+		return nil, supervisor.SetupError("pod %s/%s: %w", ns, b.Name, err)
 	}
 	s, err := k.Attach(ctx, ns, b.Name, ContainerName, r.stderr)
 	if err != nil {
-		return nil, supervisor.SetupError("%v", err)
+		return nil, supervisor.SetupError("%w", err)
 	}
 	return &supervisor.Started{Control: s, Wait: s.Wait, Kill: s.Kill}, nil
 }

@@ -153,14 +153,14 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 		}
 	}
 	if err := CheckOptions(network, "", b.HostPorts); err != nil {
-		return supervisor.RefusedError("%v", err)
+		return supervisor.RefusedError("%w", err)
 	}
 	if b.Image == "" {
 		return supervisor.UsageError("--runtime sbx needs --template (a template loaded with sbx template load)")
 	}
 	name, err := SandboxName(b.Labels[shared.LabelInstance], b.LaunchID)
 	if err != nil {
-		return supervisor.UsageError("sbx: %v", err)
+		return supervisor.UsageError("sbx: %w", err)
 	}
 	b.Name = name
 	mounts := bridgeMounts(b.Mounts)
@@ -169,7 +169,7 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 		mounts = []Mount{{Source: b.State[stateScratch], Target: b.State[stateScratch]}}
 	}
 	if _, links, err := Bridge(mounts); err != nil {
-		return supervisor.UsageError("%v", err)
+		return supervisor.UsageError("%w", err)
 	} else {
 		b.Links = links
 	}
@@ -227,7 +227,7 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 	}
 	ws, _, err := Bridge(mounts)
 	if err != nil {
-		return supervisor.UsageError("%v", err)
+		return supervisor.UsageError("%w", err)
 	}
 	c := CreateConfig{Name: b.Name, Template: b.Image, Memory: memoryBound(b.Memory), Workspaces: ws}
 	if err := r.driver(b.WatcherInImage).Create(ctx, c, b.Nonce, b.HostPorts); err != nil {
