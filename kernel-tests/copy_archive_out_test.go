@@ -25,6 +25,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	boxcopy "deathwatch/supervisor/copy"
 )
 
 // pausedRun is a supervisor stopped by itself at a crash point.
@@ -143,7 +144,7 @@ func TestCopyArchiveOutRootOnly(t *testing.T) {
 				verified = &ev
 			}
 		}
-		if verified == nil || verified.Transport != supervisor.TransportArchive || verified.Dropped != 2 || verified.Refused != 1 {
+		if verified == nil || verified.Transport != boxcopy.TransportArchive || verified.Dropped != 2 || verified.Refused != 1 {
 			t.Errorf("verified event %+v: want by archive, 2 dropped, 1 symlink refused", verified)
 		}
 		t.Logf("stderr: %s", strings.TrimSpace(p.stderr.String()))

@@ -23,7 +23,7 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
-	"deathwatch/supervisor"
+	boxcopy "deathwatch/supervisor/copy"
 )
 
 // copyRigs are the rigs copies are tested on.
@@ -222,9 +222,9 @@ func copyRoundTrip(t *testing.T, r *rig, src, root string) {
 	// Docker's API has the archive endpoint, used from a writable root
 	// only (it does not see a tmpfs /tmp); podman's archive is not used
 	// for copy-out, nor is it the transport of its copy-in here.
-	want := supervisor.TransportFrames
+	want := boxcopy.TransportFrames
 	if readWriteRoot {
-		want = supervisor.TransportArchive
+		want = boxcopy.TransportArchive
 	}
 	evs := r.events()
 	var staged, exported, verified bool

@@ -15,6 +15,7 @@ const (
 	CrashAfterStage   = "after-stage"   // the box runs, its copy-in put by its runtime; copy-in-landed not sent
 	CrashAfterStart   = "after-start"   // the box runs, hello/spec not sent (before ready)
 	CrashRemoving     = "removing"      // removal intent journaled, box not yet removed
+	CrashBeforeFetch  = "before-fetch"  // every copy-out manifest has come, the archive not yet read
 )
 
 // CrashPointEnv names the crash point at which the supervisor stops

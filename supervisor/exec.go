@@ -93,15 +93,9 @@ type ExecOptions struct {
 	// limits or scopes (--require-landlock; Spec.RequireLandlock).
 	RequireLandlock bool
 
-	// Copies (copy.go): trees into the box before the agent, and back
-	// out after it, over the control stream; CopyOutLimit bounds each
-	// copy-out tree (0: DefaultCopyOutLimit).
-	CopyIn       []CopyIn
-	CopyOut      []CopyOut
-	CopyOutLimit int64
-	// CopyOutMaxEntries bounds the entries of each copy-out tree (0:
-	// DefaultCopyOutMaxEntries).
-	CopyOutMaxEntries int64
+	// Parties ride on the control stream beside the lifecycle (Party:
+	// copy-in and copy-out, supervisor/copy).
+	Parties []Party
 
 	// Controller is the link whose end ends the box (controller.Spec).
 	// The zero value watches nothing: a Go controller that calls Exec in
@@ -248,7 +242,8 @@ func WatchController(s controller.Spec) (*controller.Watch, error) {
 	return w, nil
 }
 
-// Spec is the launch spec the options ask for.
+// Spec is the launch spec the options ask for, without what the
+// parties add (Party.Spec).
 func (o *ExecOptions) Spec() shared.Spec {
 	return shared.Spec{
 		Argv:      o.Argv,
@@ -267,12 +262,6 @@ func (o *ExecOptions) Spec() shared.Spec {
 		Rows:  o.Rows,
 		Cols:  o.Cols,
 		Stdin: o.Stdin,
-
-		CopyIn:       copyInTargets(o.CopyIn),
-		CopyOut:      copyOutSources(o.CopyOut),
-		CopyOutLimit: o.copyOutLimit(),
-
-		CopyOutMaxEntries: o.copyOutMaxEntries(),
 	}
 }
 
@@ -309,6 +298,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		fmt.Fprintf(x.Stderr, "supervisor: %s\n", w)
 	}
 	spec := o.Spec()
+	for _, p := range o.Parties {
+		p.Spec(&spec)
+	}
 	// The box's walls: every agent gets the syscall filter (compiled
 	// here, installed by the watcher). A pids limit the watcher cannot
 	// live under is a usage error; so are a spec over one frame and
@@ -318,8 +310,10 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	if err := shared.CheckPidsLimit(o.PidsLimit); err != nil {
 		return fail(UsageError("%w", err), shared.ExitUsage)
 	}
-	if err := checkCopies(o); err != nil {
-		return fail(err, shared.ExitUsage)
+	for _, p := range o.Parties {
+		if err := p.Check(); err != nil {
+			return fail(err, shared.ExitUsage)
+		}
 	}
 	if o.Network == "host" && !o.AllowHostNetwork {
 		return fail(RefusedError("%s", HostNetworkRefusal), shared.ExitRefused)
@@ -631,11 +625,7 @@ type launch struct {
 	entry   *JournalEntry
 	spec    shared.Spec
 	tail    *tailWriter
-	// archiveIn: the runtime puts the copy-in into the box (once it
-	// runs, beside the watcher: copies.sendIn); archive is what it put.
-	archiveIn bool
-	archive   *archived
-	ctx       context.Context
+	ctx     context.Context
 	// beside: the created and started writes run beside the engine's
 	// next step (Descriptor.IntentFinds); pending is the write in flight.
 	beside  bool
@@ -837,8 +827,11 @@ func (l *launch) run(ctx context.Context) int {
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, st)
 	}
-	l.ctx, l.archiveIn = ctx, l.canStageArchive(ctx)
-	l.spec.CopyOutArchive = l.archiveOut(ctx)
+	l.ctx = ctx
+	pl := &PartyLaunch{Box: l.box, Runtime: l.rt, OneStep: l.oneStep, Log: l.x.Log, Say: l.say, Emit: l.emit}
+	for _, p := range l.o.Parties {
+		p.Created(ctx, pl, &l.spec)
+	}
 
 	if st == nil {
 		var err error
@@ -886,10 +879,9 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 	if l.spec.TTY && l.x.Resize != nil {
 		go resizes(l.x.Resize, ready, done, w, log)
 	}
-	cp := &copies{l: l, w: w, inDone: make(chan struct{})}
-	var cancelCopy context.CancelFunc
-	cp.ctx, cancelCopy = context.WithCancel(l.ctx)
-	defer cancelCopy() // an archive put still under way stops with the stream
+	// A party's work on the stream (an archive put) stops with it.
+	pctx, cancelParties := context.WithCancel(l.ctx)
+	defer cancelParties()
 
 	// hello, spec, then pings. A blocked write (a box that never reads)
 	// must not block the loop below, so the writes have a goroutine.
@@ -903,18 +895,8 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 			log.Debug("send spec", "err", err)
 			return
 		}
-		if len(l.o.CopyIn) > 0 {
-			// Beside the pings: a long copy-in must not silence them.
-			go func() {
-				if err := cp.sendIn(w); err != nil {
-					// A tree the host cannot read is said here (the box ends
-					// with copy-refused); a broken stream by the outcome.
-					log.Debug("copy-in", "err", err)
-					if refused := (*shared.CopyRefusedError)(nil); errors.As(err, &refused) {
-						l.say("copy-in: %v", err)
-					}
-				}
-			}()
+		for _, p := range l.o.Parties {
+			p.Sent(pctx, w)
 		}
 		if l.o.Heartbeat <= 0 {
 			return
@@ -970,8 +952,8 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 					// The watcher opened the live FIFO before the agent
 					// started: its name is not needed any more.
 					l.live.unlink()
-					if len(l.o.CopyIn) > 0 {
-						cp.staged()
+					for _, p := range l.o.Parties {
+						p.Ready()
 					}
 					if in != nil {
 						go in.pump(l.x.Stdin, w, log)
@@ -1002,15 +984,6 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 				continue
 			case shared.FramePong:
 				continue
-			case shared.FrameCopyOutEntry, shared.FrameCopyOutData, shared.FrameCopyOutSum, shared.FrameCopyOutEnd:
-				if len(l.o.CopyOut) == 0 {
-					o.err = &shared.ProtocolError{Reason: f.Type.String() + " from a box asked for no copy-out"}
-					break
-				}
-				if o.err = cp.frame(f); o.err != nil {
-					break
-				}
-				continue
 			case shared.FrameExit:
 				x, err := shared.ParseExit(f.Payload)
 				if err != nil {
@@ -1023,7 +996,10 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 				}
 				continue
 			default:
-				o.err = &shared.ProtocolError{Reason: "unexpected " + f.Type.String() + " frame from the box"}
+				if o.err = l.partyFrame(f); o.err != nil {
+					break
+				}
+				continue
 			}
 			break
 		}
@@ -1093,7 +1069,7 @@ wait:
 		case <-hard:
 			endNow("the box did not stop within grace")
 		case <-deadline:
-			if cp.busy(10 * time.Second) {
+			if l.partyBusy(10 * time.Second) {
 				// A copy is moving (copy-in precedes the watcher's deadline,
 				// copy-out follows it): the box is not past due while it does.
 				deadline = time.After(10 * time.Second)
@@ -1125,13 +1101,9 @@ wait:
 			l.say("%s", left)
 		}
 	}
-	if len(l.o.CopyOut) > 0 {
-		// A copy-out that failed fails the launch; one cut short by the
-		// stream's end leaves nothing behind either.
-		// (Not when the agent never started: a setup or copy-in failure
-		// keeps its own reason.)
-		if err := cp.outErr(o.exit != nil && o.ready); err != nil && o.ready && o.exit != nil {
-			out = copyOutcome(err)
+	for _, p := range l.o.Parties {
+		if v := p.End(o.exit != nil && o.ready); v != nil {
+			out = outcome{code: v.Code, eventReason: string(v.Reason), journalReason: string(v.Reason), say: v.Say}
 		}
 	}
 	if out.say != "" {
@@ -1140,6 +1112,27 @@ wait:
 	l.emit(Event{Event: EventExited, Code: ptr(out.code), Reason: out.eventReason})
 	l.entry.Exit = &JournalExit{Code: out.code, Reason: out.journalReason}
 	return out.code
+}
+
+// partyFrame hands a frame the lifecycle does not own to the party it
+// belongs to; one that no party takes is a protocol error.
+func (l *launch) partyFrame(f shared.Frame) error {
+	for _, p := range l.o.Parties {
+		if handled, err := p.Frame(f); handled {
+			return err
+		}
+	}
+	return &shared.ProtocolError{Reason: "unexpected " + f.Type.String() + " frame from the box"}
+}
+
+// partyBusy reports whether a party moved data within d.
+func (l *launch) partyBusy(d time.Duration) bool {
+	for _, p := range l.o.Parties {
+		if p.Busy(d) {
+			return true
+		}
+	}
+	return false
 }
 
 // Reasons of an exit that the supervisor, not the watcher, decided (the

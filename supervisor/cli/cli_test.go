@@ -14,6 +14,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/controller"
+	boxcopy "deathwatch/supervisor/copy"
 )
 
 func parseExec(t *testing.T, args []string, env map[string]string) (*supervisor.ExecOptions, error) {
@@ -51,6 +52,11 @@ func TestExecOptions(t *testing.T) {
 		WatcherPath: w, UID: 1001, GID: 1002, Argv: []string{"sh", "-c", "echo --not-a-flag"},
 		Controller: controller.Spec{Parent: true}, // the CLI watches its parent by default
 	}
+	// The copy party rides along, with no copies.
+	if len(o.Parties) != 1 || !reflect.DeepEqual(copies(o).Options, boxcopy.Options{}) {
+		t.Errorf("parties %v: want the copy party alone, with no copies", o.Parties)
+	}
+	o.Parties = nil
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options\n got %+v\nwant %+v", o, want)
 	}

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"deathwatch/supervisor"
+	boxcopy "deathwatch/supervisor/copy"
 	"deathwatch/supervisor/hostcheck"
 )
 
 // parseCopies reads --copy-in HOST:BOX and --copy-out BOX:HOSTDIR.
-func parseCopies(in, out []string) ([]supervisor.CopyIn, []supervisor.CopyOut, error) {
-	var cin []supervisor.CopyIn
-	var cout []supervisor.CopyOut
+func parseCopies(in, out []string) ([]boxcopy.CopyIn, []boxcopy.CopyOut, error) {
+	var cin []boxcopy.CopyIn
+	var cout []boxcopy.CopyOut
 	split := func(flag, s, want string) (string, string, error) {
 		a, b, ok := strings.Cut(s, ":")
 		if !ok || a == "" || b == "" || strings.Contains(b, ":") {
@@ -36,7 +37,7 @@ func parseCopies(in, out []string) ([]supervisor.CopyIn, []supervisor.CopyOut, e
 		if err := boxPath("--copy-in", s, box); err != nil {
 			return nil, nil, err
 		}
-		cin = append(cin, supervisor.CopyIn{Host: host, Box: box})
+		cin = append(cin, boxcopy.CopyIn{Host: host, Box: box})
 	}
 	for _, s := range out {
 		box, dir, err := split("--copy-out", s, "BOXPATH:HOSTDIR")
@@ -46,7 +47,7 @@ func parseCopies(in, out []string) ([]supervisor.CopyIn, []supervisor.CopyOut, e
 		if err := boxPath("--copy-out", s, box); err != nil {
 			return nil, nil, err
 		}
-		cout = append(cout, supervisor.CopyOut{Box: box, HostDir: dir})
+		cout = append(cout, boxcopy.CopyOut{Box: box, HostDir: dir})
 	}
 	return cin, cout, nil
 }
@@ -66,12 +67,12 @@ func (e *ExecCmd) stagingProbe(ctx context.Context, g *Globals, c *cmdContext, o
 	}, o.WatcherPath, o.WatcherInImage, engineEnv(env, e.Env), g.logger(c.stderr))
 }
 
-func (e *ExecCmd) stage(ctx context.Context, g *Globals, c *cmdContext, o *supervisor.ExecOptions, env []string) error {
-	if e.Stage == "copy" || len(o.CopyIn) == 0 {
+func (e *ExecCmd) stage(ctx context.Context, g *Globals, c *cmdContext, o *supervisor.ExecOptions, cp *boxcopy.Copies, env []string) error {
+	if e.Stage == "copy" || len(cp.In) == 0 {
 		return nil
 	}
-	var keep []supervisor.CopyIn
-	for _, ci := range o.CopyIn {
+	var keep []boxcopy.CopyIn
+	for _, ci := range cp.In {
 		dir := ci.Host
 		if fi, err := os.Stat(dir); err != nil {
 			return supervisor.UsageError("--copy-in %s:%s: %w", ci.Host, ci.Box, err)
@@ -92,6 +93,6 @@ func (e *ExecCmd) stage(ctx context.Context, g *Globals, c *cmdContext, o *super
 			keep = append(keep, ci)
 		}
 	}
-	o.CopyIn = keep
+	cp.In = keep
 	return nil
 }

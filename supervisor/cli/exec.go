@@ -12,6 +12,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	boxcopy "deathwatch/supervisor/copy"
 )
 
 // ExecCmd is `supervisor exec`.
@@ -135,7 +136,7 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	if env == nil {
 		env = os.Environ()
 	}
-	if err := e.stage(context.Background(), g, c, o, env); err != nil {
+	if err := e.stage(context.Background(), g, c, o, copies(o), env); err != nil {
 		return err
 	}
 	in, err := e.input(c, o)
@@ -156,6 +157,16 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 		},
 	})
 	return nil
+}
+
+// copies is the copy party of o (options puts one in).
+func copies(o *supervisor.ExecOptions) *boxcopy.Copies {
+	for _, p := range o.Parties {
+		if cp, ok := p.(*boxcopy.Copies); ok {
+			return cp
+		}
+	}
+	return boxcopy.New(boxcopy.Options{})
 }
 
 // options turns the flags into supervisor.ExecOptions, refusing what is bad before
@@ -237,19 +248,21 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 		}
 		o.MountOwner = &supervisor.HostIDs{UID: uid, GID: gid}
 	}
-	if o.CopyIn, o.CopyOut, err = parseCopies(e.CopyIn, e.CopyOut); err != nil {
+	var co boxcopy.Options
+	if co.In, co.Out, err = parseCopies(e.CopyIn, e.CopyOut); err != nil {
 		return nil, err
 	}
 	if limit, err := parseBytes(e.CopyOutLimit); err != nil {
 		return nil, supervisor.UsageError("--copy-out-limit %q: %w", e.CopyOutLimit, err)
-	} else if len(o.CopyOut) > 0 {
-		o.CopyOutLimit = limit
+	} else if len(co.Out) > 0 {
+		co.OutLimit = limit
 	}
 	if e.CopyOutMaxEntries < 1 {
 		return nil, supervisor.UsageError("--copy-out-max-entries %d: want 1 or more", e.CopyOutMaxEntries)
-	} else if len(o.CopyOut) > 0 {
-		o.CopyOutMaxEntries = e.CopyOutMaxEntries
+	} else if len(co.Out) > 0 {
+		co.OutMaxEntries = e.CopyOutMaxEntries
 	}
+	o.Parties = append(o.Parties, boxcopy.New(co))
 	if e.Memory != "" {
 		if o.Memory, err = parseSize(e.Memory); err != nil {
 			return nil, supervisor.UsageError("--memory %q: %w", e.Memory, err)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package supervisor
+package copy
 
 import (
 	"archive/tar"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
 // archiveRuntime is copyRuntime with the Engine API's GET archive: it
@@ -32,17 +33,17 @@ type archiveRuntime struct {
 	gets  int
 }
 
-var theArchiveRT = &archiveRuntime{copyRuntime: &copyRuntime{memRuntime: &memRuntime{boxes: map[string]Listed{}}}}
+var theArchiveRT = &archiveRuntime{copyRuntime: &copyRuntime{memRuntime: &memRuntime{boxes: map[string]supervisor.Listed{}}}}
 
 func init() {
-	Register(Descriptor{Name: "copyrt-archive", Bounds: Bounds{Dead: time.Second, Removed: time.Second},
-		New: func(RuntimeConfig) (Runtime, error) { return theArchiveRT, nil }})
+	supervisor.Register(supervisor.Descriptor{Name: "copyrt-archive", Bounds: supervisor.Bounds{Dead: time.Second, Removed: time.Second},
+		New: func(supervisor.RuntimeConfig) (supervisor.Runtime, error) { return theArchiveRT, nil }})
 }
 
 func (a *archiveRuntime) Name() string                       { return "copyrt-archive" }
 func (a *archiveRuntime) CanGetArchive(context.Context) bool { return true }
 
-func (a *archiveRuntime) GetArchive(_ context.Context, _ *Box, p string) (io.ReadCloser, error) {
+func (a *archiveRuntime) GetArchive(_ context.Context, _ *supervisor.Box, p string) (io.ReadCloser, error) {
 	a.gets++
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -134,7 +135,7 @@ func TestCopyOutArchive(t *testing.T) {
 	theArchiveRT.boxRoot, theArchiveRT.tamper, theArchiveRT.gets = box, nil, 0
 	theArchiveRT.extra = []*tar.Header{{Name: "res/planted", Typeflag: tar.TypeReg, Size: 10, Mode: 0o644}, {Name: "../escape", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644}}
 	defer func() { theArchiveRT.extra = nil }()
-	run := runCopy(t, ExecOptions{Runtime: "copyrt-archive", ReadWriteRoot: true, CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
+	run := runCopy(t, supervisor.ExecOptions{Runtime: "copyrt-archive", ReadWriteRoot: true}, Options{Out: []CopyOut{{Box: "/res", HostDir: out}}})
 	if run.code != 0 || theArchiveRT.gets != 1 {
 		t.Fatalf("exit %d, %d GETs: %s", run.code, theArchiveRT.gets, run.stderr)
 	}
@@ -161,12 +162,12 @@ func TestCopyOutArchive(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(out, "res/ro")); fi == nil || fi.Mode().Perm() != 0o555 {
 		t.Errorf("res/ro: %v", fi)
 	}
-	var verified *Event
+	var verified *supervisor.Event
 	for i, ev := range run.events {
-		if (ev.Event == EventExported || ev.Event == EventVerified) && ev.Transport != TransportArchive {
+		if (ev.Event == supervisor.EventExported || ev.Event == supervisor.EventVerified) && ev.Transport != TransportArchive {
 			t.Errorf("%s by %q", ev.Event, ev.Transport)
 		}
-		if ev.Event == EventVerified {
+		if ev.Event == supervisor.EventVerified {
 			verified = &run.events[i]
 		}
 	}
@@ -203,7 +204,7 @@ func TestCopyOutArchiveTampered(t *testing.T) {
 			box, out := archiveBox(t), t.TempDir()
 			theArchiveRT.boxRoot, theArchiveRT.tamper = box, tamper
 			defer func() { theArchiveRT.tamper = nil }()
-			run := runCopy(t, ExecOptions{Runtime: "copyrt-archive", ReadWriteRoot: true, CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
+			run := runCopy(t, supervisor.ExecOptions{Runtime: "copyrt-archive", ReadWriteRoot: true}, Options{Out: []CopyOut{{Box: "/res", HostDir: out}}})
 			last := run.events[len(run.events)-2]
 			if run.code != shared.ExitCopyFailed || last.Reason != string(shared.ReasonVerifyFailed) || !strings.Contains(run.stderr, "verify-failed") {
 				t.Fatalf("exit %d, exited %+v, stderr %s", run.code, last, run.stderr)
@@ -221,7 +222,7 @@ func TestCopyOutArchiveTampered(t *testing.T) {
 func TestCopyOutArchiveLimit(t *testing.T) {
 	box, out := archiveBox(t), t.TempDir()
 	theArchiveRT.boxRoot, theArchiveRT.tamper, theArchiveRT.gets = box, nil, 0
-	run := runCopy(t, ExecOptions{Runtime: "copyrt-archive", ReadWriteRoot: true, CopyOut: []CopyOut{{Box: "/res", HostDir: out}}, CopyOutLimit: 4096, CopyOutMaxEntries: 100})
+	run := runCopy(t, supervisor.ExecOptions{Runtime: "copyrt-archive", ReadWriteRoot: true}, Options{Out: []CopyOut{{Box: "/res", HostDir: out}}, OutLimit: 4096, OutMaxEntries: 100})
 	if run.code != shared.ExitCopyFailed || !strings.Contains(run.stderr, "limit") {
 		t.Fatalf("exit %d, %d GETs: %s", run.code, theArchiveRT.gets, run.stderr)
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package supervisor
+package copy
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 
 const copySupported = false
 
-func (c *copies) sendIn(w *shared.Writer) error {
+func (c *Copies) sendIn(w *shared.Writer) error {
 	close(c.inDone)
 	return errors.New("copy-in needs Linux")
 }
 
-func (c *copies) frame(f shared.Frame) error {
+func (c *Copies) frame(f shared.Frame) error {
 	return &shared.ProtocolError{Reason: "copy-out frame on a supervisor without copies"}
 }
 
@@ -26,8 +26,8 @@ type archived struct{}
 
 type manifestTree struct{}
 
-func (l *launch) canStageArchive(context.Context) bool { return false }
+func (c *Copies) canStageArchive(context.Context) bool { return false }
 
-func (l *launch) archiveOut(context.Context) bool { return false }
+func (c *Copies) archiveOut(context.Context) bool { return false }
 
-func (c *copies) stopFetch() {}
+func (c *Copies) stopFetch() {}

@@ -1,20 +1,54 @@
 //go:build linux
 
-package supervisor
+package copy
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 	"golang.org/x/sys/unix"
 )
+
+// memRuntime keeps its boxes in memory; it starts none.
+type memRuntime struct {
+	mu    sync.Mutex
+	boxes map[string]supervisor.Listed
+}
+
+func (m *memRuntime) Name() string { return "memrt" }
+func (m *memRuntime) Probe(context.Context) (supervisor.Info, error) {
+	return supervisor.Info{Runtime: "memrt", Present: true}, nil
+}
+func (m *memRuntime) Create(context.Context, *supervisor.Box) error { return nil }
+func (m *memRuntime) Start(context.Context, *supervisor.Box) (*supervisor.Started, error) {
+	return nil, errors.New("no")
+}
+func (m *memRuntime) Remove(_ context.Context, b *supervisor.Box) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.boxes, b.Name)
+	return nil
+}
+func (m *memRuntime) Exists(_ context.Context, b *supervisor.Box) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.boxes[b.Name]
+	return ok, nil
+}
+func (m *memRuntime) HostPID(context.Context, *supervisor.Box) (int, error) { return 0, nil }
+func (m *memRuntime) List(context.Context, string) ([]supervisor.Listed, error) {
+	return nil, nil
+}
 
 // copyRuntime starts no box: the watcher's half of the stream is played
 // in the test by the real shared copy code, with a way to tamper with
@@ -30,14 +64,14 @@ type copyRuntime struct {
 
 func (c *copyRuntime) Name() string { return "copyrt" }
 
-var theCopyRT = &copyRuntime{memRuntime: &memRuntime{boxes: map[string]Listed{}}}
+var theCopyRT = &copyRuntime{memRuntime: &memRuntime{boxes: map[string]supervisor.Listed{}}}
 
 func init() {
-	Register(Descriptor{Name: "copyrt", Bounds: Bounds{Dead: time.Second, Removed: time.Second},
-		New: func(RuntimeConfig) (Runtime, error) { return theCopyRT, nil }})
+	supervisor.Register(supervisor.Descriptor{Name: "copyrt", Bounds: supervisor.Bounds{Dead: time.Second, Removed: time.Second},
+		New: func(supervisor.RuntimeConfig) (supervisor.Runtime, error) { return theCopyRT, nil }})
 }
 
-func (c *copyRuntime) Start(context.Context, *Box) (*Started, error) {
+func (c *copyRuntime) Start(context.Context, *supervisor.Box) (*supervisor.Started, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -45,7 +79,7 @@ func (c *copyRuntime) Start(context.Context, *Box) (*Started, error) {
 	host, box := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "box")
 	done := make(chan struct{})
 	go func() { defer close(done); defer box.Close(); c.play(box) }()
-	return &Started{Control: host, Wait: func() error { <-done; return nil }, Kill: func() { box.Close() }}, nil
+	return &supervisor.Started{Control: host, Wait: func() error { <-done; return nil }, Kill: func() { box.Close() }}, nil
 }
 
 func (c *copyRuntime) play(box io.ReadWriter) {
@@ -112,20 +146,21 @@ func (c *copyRuntime) play(box io.ReadWriter) {
 type copyRun struct {
 	code   int
 	stderr string
-	events []Event
+	events []supervisor.Event
 }
 
-func runCopy(t *testing.T, o ExecOptions) copyRun {
+func runCopy(t *testing.T, o supervisor.ExecOptions, co Options) copyRun {
 	t.Helper()
 	o.Instance, o.JournalDir, o.WatcherPath = "cp", t.TempDir(), "/x/watcher"
 	if o.Runtime == "" {
 		o.Runtime = "copyrt"
 	}
 	o.UID, o.GID, o.Argv = 1000, 1000, []string{"true"}
+	o.Parties = []supervisor.Party{New(co)}
 	var stderr strings.Builder
-	var evs []Event
-	code := Exec(context.Background(), &o, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal),
-		OnEvent: func(ev Event) { evs = append(evs, ev) }})
+	var evs []supervisor.Event
+	code := supervisor.Exec(context.Background(), &o, &supervisor.ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal),
+		OnEvent: func(ev supervisor.Event) { evs = append(evs, ev) }})
 	return copyRun{code, stderr.String(), evs}
 }
 
@@ -146,7 +181,7 @@ func TestCopyOutVerified(t *testing.T) {
 	os.Symlink("/etc/passwd", filepath.Join(box, "res/evil"))
 	os.Symlink("../a", filepath.Join(box, "res/sub/ok"))
 	theCopyRT.boxRoot, theCopyRT.tamper = box, nil
-	run := runCopy(t, ExecOptions{CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
+	run := runCopy(t, supervisor.ExecOptions{}, Options{Out: []CopyOut{{Box: "/res", HostDir: out}}})
 	if run.code != 0 {
 		t.Fatalf("exit %d: %s", run.code, run.stderr)
 	}
@@ -197,7 +232,7 @@ func TestCopyOutTampered(t *testing.T) {
 			box, out := t.TempDir(), t.TempDir()
 			write(t, filepath.Join(box, "res/a"), "alpha")
 			theCopyRT.boxRoot, theCopyRT.tamper = box, tamper
-			run := runCopy(t, ExecOptions{CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
+			run := runCopy(t, supervisor.ExecOptions{}, Options{Out: []CopyOut{{Box: "/res", HostDir: out}}})
 			theCopyRT.tamper = nil
 			last := run.events[len(run.events)-2]
 			if run.code != shared.ExitCopyFailed || last.Reason != string(shared.ReasonVerifyFailed) || !strings.Contains(run.stderr, "verify-failed") {
@@ -221,7 +256,7 @@ func TestCopyOutPathEscape(t *testing.T) {
 			copy(p[1:], "\x01/") // the path "a" becomes "/": not a relative path
 		}
 	}
-	run := runCopy(t, ExecOptions{CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
+	run := runCopy(t, supervisor.ExecOptions{}, Options{Out: []CopyOut{{Box: "/res", HostDir: out}}})
 	theCopyRT.tamper = nil
 	if run.code != shared.ExitLivenessLost || !strings.Contains(run.stderr, "not a clean relative path") {
 		t.Fatalf("exit %d: %s", run.code, run.stderr)
@@ -235,12 +270,12 @@ func TestCopyOutLimitAndOverwrite(t *testing.T) {
 	box, out := t.TempDir(), t.TempDir()
 	write(t, filepath.Join(box, "res/big"), strings.Repeat("x", 5000))
 	theCopyRT.boxRoot = box
-	run := runCopy(t, ExecOptions{CopyOut: []CopyOut{{Box: "/res", HostDir: out}}, CopyOutLimit: 4096})
+	run := runCopy(t, supervisor.ExecOptions{}, Options{Out: []CopyOut{{Box: "/res", HostDir: out}}, OutLimit: 4096})
 	if run.code != shared.ExitCopyFailed || !strings.Contains(run.stderr, "limit") {
 		t.Fatalf("exit %d: %s", run.code, run.stderr)
 	}
 	write(t, filepath.Join(out, "res"), "mine")
-	run = runCopy(t, ExecOptions{CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
+	run = runCopy(t, supervisor.ExecOptions{}, Options{Out: []CopyOut{{Box: "/res", HostDir: out}}})
 	if run.code != shared.ExitUsage || !strings.Contains(run.stderr, "never overwrites") {
 		t.Fatalf("exit %d: %s", run.code, run.stderr)
 	}
@@ -254,16 +289,16 @@ func TestCopyInStaged(t *testing.T) {
 	write(t, filepath.Join(src, "tree/a"), "alpha")
 	os.Symlink("a", filepath.Join(src, "tree/l"))
 	theCopyRT.inRoot, theCopyRT.inErr = in, nil
-	run := runCopy(t, ExecOptions{CopyIn: []CopyIn{{Host: filepath.Join(src, "tree"), Box: "/work/tree"}}})
+	run := runCopy(t, supervisor.ExecOptions{}, Options{In: []CopyIn{{Host: filepath.Join(src, "tree"), Box: "/work/tree"}}})
 	if run.code != 0 || theCopyRT.inErr != nil {
 		t.Fatalf("exit %d, receiver %v: %s", run.code, theCopyRT.inErr, run.stderr)
 	}
 	if b, _ := os.ReadFile(filepath.Join(in, "work/tree/a")); string(b) != "alpha" {
 		t.Errorf("work/tree/a = %q", b)
 	}
-	var staged *Event
+	var staged *supervisor.Event
 	for i := range run.events {
-		if run.events[i].Event == EventStaged {
+		if run.events[i].Event == supervisor.EventStaged {
 			staged = &run.events[i]
 		}
 	}
@@ -280,7 +315,7 @@ func TestCopyInFailureKeepsItsReason(t *testing.T) {
 	theCopyRT.inRoot, theCopyRT.inErr = in, nil
 	theCopyRT.failIn = true
 	defer func() { theCopyRT.failIn = false }()
-	run := runCopy(t, ExecOptions{CopyIn: []CopyIn{{Host: filepath.Join(src, "tree"), Box: "/w"}}, CopyOut: []CopyOut{{Box: "/res", HostDir: out}}})
+	run := runCopy(t, supervisor.ExecOptions{}, Options{In: []CopyIn{{Host: filepath.Join(src, "tree"), Box: "/w"}}, Out: []CopyOut{{Box: "/res", HostDir: out}}})
 	last := run.events[len(run.events)-2]
 	if run.code != shared.ExitCopyFailed || last.Reason != string(shared.ReasonVerifyFailed) || strings.Contains(run.stderr, "copy-out") {
 		t.Fatalf("exit %d, exited %+v, stderr %s", run.code, last, run.stderr)
@@ -298,7 +333,7 @@ func TestCopyOutMaxEntriesHost(t *testing.T) {
 	theCopyRT.boxRoot, theArchiveRT.boxRoot = box, box
 	// By frames, and by archive (the manifest's entries are counted).
 	for _, rt := range []string{"copyrt", "copyrt-archive"} {
-		run := runCopy(t, ExecOptions{Runtime: rt, CopyOut: []CopyOut{{Box: "/res", HostDir: out}}, CopyOutMaxEntries: 10})
+		run := runCopy(t, supervisor.ExecOptions{Runtime: rt}, Options{Out: []CopyOut{{Box: "/res", HostDir: out}}, OutMaxEntries: 10})
 		if run.code != shared.ExitCopyFailed || !strings.Contains(run.stderr, "10 entries") {
 			t.Fatalf("%s: exit %d: %s", rt, run.code, run.stderr)
 		}

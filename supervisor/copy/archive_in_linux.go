@@ -1,4 +1,4 @@
-package supervisor
+package copy
 
 import (
 	"archive/tar"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,7 +23,7 @@ import (
 type ArchiveStager interface {
 	CanPutArchive(ctx context.Context) bool
 	// PutArchive extracts the tar stream r at dir (absolute) of b.
-	PutArchive(ctx context.Context, b *Box, dir string, r io.Reader) error
+	PutArchive(ctx context.Context, b *supervisor.Box, dir string, r io.Reader) error
 }
 
 // Transports of a copy, as the staged, exported and verified events
@@ -44,9 +45,9 @@ type archived struct {
 // runtime's archive. (A one-step runtime's client starts the box
 // itself, and an engine extracts an archive only into a writable root,
 // which has no tmpfs /tmp: frames carry it otherwise.)
-func (l *launch) canStageArchive(ctx context.Context) bool {
-	a, ok := l.rt.(ArchiveStager)
-	return len(l.o.CopyIn) > 0 && ok && !l.oneStep && l.box.ReadWriteRoot && a.CanPutArchive(ctx)
+func (c *Copies) canStageArchive(ctx context.Context) bool {
+	a, ok := c.l.Runtime.(ArchiveStager)
+	return len(c.Options.In) > 0 && ok && !c.l.OneStep && c.l.Box.ReadWriteRoot && a.CanPutArchive(ctx)
 }
 
 // stageArchive puts the copy-in trees into the box: one tar stream
@@ -58,8 +59,8 @@ func (l *launch) canStageArchive(ctx context.Context) bool {
 // verification overlaps the put instead of following it. (Docker's
 // start waits for a put under way: the box is started first.) A host
 // tree that cannot be read is a *shared.CopyRefusedError.
-func (l *launch) stageArchive(ctx context.Context) error {
-	a := l.rt.(ArchiveStager)
+func (c *Copies) stageArchive(ctx context.Context) error {
+	a := c.l.Runtime.(ArchiveStager)
 	start := time.Now()
 	type built struct {
 		ends         []shared.CopyEnd
@@ -74,11 +75,11 @@ func (l *launch) stageArchive(ctx context.Context) error {
 	pl := newPipelined(1<<20, 4)
 	go func() {
 		var b built
-		b.ends, b.files, b.bytes, b.err = l.writeArchive(pl)
+		b.ends, b.files, b.bytes, b.err = c.writeArchive(pl)
 		pl.CloseWithError(b.err)
 		done <- b
 	}()
-	err := a.PutArchive(ctx, l.box, "/", pl)
+	err := a.PutArchive(ctx, c.l.Box, "/", pl)
 	pl.Stop()
 	b := <-done
 	var refused *shared.CopyRefusedError
@@ -91,26 +92,26 @@ func (l *launch) stageArchive(ctx context.Context) error {
 	if b.err != nil {
 		return b.err
 	}
-	l.archive = &archived{ends: b.ends, files: b.files, bytes: b.bytes, start: start}
-	l.x.Log.Info("copy-in archive put", "box", l.box.Name, "files", b.files, "bytes", b.bytes, "seconds", time.Since(start).Seconds())
+	c.archive = &archived{ends: b.ends, files: b.files, bytes: b.bytes, start: start}
+	c.l.Log.Info("copy-in archive put", "box", c.l.Box.Name, "files", b.files, "bytes", b.bytes, "seconds", time.Since(start).Seconds())
 	return nil
 }
 
 // writeArchive writes the copy-in trees as one tar stream, root i as
 // shared.CopyStageDir/i, and returns each root's copy-end.
-func (l *launch) writeArchive(w io.Writer) ([]shared.CopyEnd, int64, int64, error) {
+func (c *Copies) writeArchive(w io.Writer) ([]shared.CopyEnd, int64, int64, error) {
 	tw := tar.NewWriter(w)
 	now := time.Now().Truncate(time.Second)
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: shared.CopyStageDir + "/", Mode: 0o700, ModTime: now, Format: tar.FormatPAX}); err != nil {
 		return nil, 0, 0, err
 	}
-	k := &tarSink{tw: tw, now: now, uid: int(l.o.UID), gid: int(l.o.GID)}
+	k := &tarSink{tw: tw, now: now, uid: int(c.l.Box.AgentUID), gid: int(c.l.Box.AgentGID)}
 	s := &shared.CopySender{Frames: shared.CopyInFrames, Send: k.send, Data: k.data,
 		Skipped: func(p string, mode uint32) {
-			l.say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
+			c.l.Say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
 		}}
 	var ends []shared.CopyEnd
-	for i, ci := range l.o.CopyIn {
+	for i, ci := range c.Options.In {
 		dfd, name, err := openHostRoot(ci)
 		if err != nil {
 			return nil, 0, 0, &shared.CopyRefusedError{Reason: ci.Host + ": " + err.Error()}

@@ -1,4 +1,4 @@
-package supervisor
+package copy
 
 import (
 	"archive/tar"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
 // Copy-out through the runtime's archive (shared/copy.go): the watcher
@@ -36,20 +37,16 @@ type ArchiveExporter interface {
 	CanGetArchive(ctx context.Context) bool
 	// GetArchive reads the file or tree at p (absolute) of b: the tar
 	// stream names it path.Base(p), and what is below it beneath that.
-	GetArchive(ctx context.Context, b *Box, p string) (io.ReadCloser, error)
+	GetArchive(ctx context.Context, b *supervisor.Box, p string) (io.ReadCloser, error)
 }
-
-// CrashBeforeFetch: every copy-out manifest has come, the archive not
-// yet read (the box's tree can be changed under it: the tamper test).
-const CrashBeforeFetch = "before-fetch"
 
 // archiveOut reports whether the launch's copy-out goes by the
 // runtime's archive: only from a box with a writable root, whose /tmp
 // is its layer's (an engine's archive endpoint does not see the box's
 // tmpfs mounts); frames carry it otherwise.
-func (l *launch) archiveOut(ctx context.Context) bool {
-	a, ok := l.rt.(ArchiveExporter)
-	return len(l.o.CopyOut) > 0 && ok && l.box.ReadWriteRoot && a.CanGetArchive(ctx)
+func (c *Copies) archiveOut(ctx context.Context) bool {
+	a, ok := c.l.Runtime.(ArchiveExporter)
+	return len(c.Options.Out) > 0 && ok && c.l.Box.ReadWriteRoot && a.CanGetArchive(ctx)
 }
 
 // manifestTree is one copy-out tree's manifest as the watcher sends
@@ -70,7 +67,7 @@ type manifestTree struct {
 // starts the fetch, which replays each tree while the watcher is still
 // walking and hashing it (both go in the same order), so the engine's
 // read and the watcher's hashing overlap.
-func (c *copies) collect(f shared.Frame) error {
+func (c *Copies) collect(f shared.Frame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.manifests == nil {
@@ -90,7 +87,7 @@ func (c *copies) collect(f shared.Frame) error {
 			return err
 		}
 		if e.Path == "" {
-			if int(e.Root) >= len(c.l.o.CopyOut) || c.manifests[e.Root] != nil || m != nil {
+			if int(e.Root) >= len(c.Options.Out) || c.manifests[e.Root] != nil || m != nil {
 				return &shared.ProtocolError{Reason: fmt.Sprintf("copy-out root %d: not asked for, sent twice, or inside another", e.Root)}
 			}
 			m = &manifestTree{root: e.Root, start: time.Now()}
@@ -104,12 +101,12 @@ func (c *copies) collect(f shared.Frame) error {
 			m.files++
 			m.bytes += e.Size
 		}
-		box := c.l.o.CopyOut[m.root].Box
-		switch max := c.l.spec.CopyOutMaxEntries; {
+		box := c.Options.Out[m.root].Box
+		switch max := c.maxEntries; {
 		case max > 0 && m.entries > max:
 			c.refuseLocked(&shared.CopyRefusedError{Reason: box + ": " + shared.EntryLimitReason(max)})
-		case c.l.spec.CopyOutLimit > 0 && m.bytes > c.l.spec.CopyOutLimit:
-			c.refuseLocked(&shared.CopyRefusedError{Reason: box + ": the tree exceeds the limit of " + shared.FormatSize(c.l.spec.CopyOutLimit) + " (refused whole, nothing kept)"})
+		case c.limit > 0 && m.bytes > c.limit:
+			c.refuseLocked(&shared.CopyRefusedError{Reason: box + ": the tree exceeds the limit of " + shared.FormatSize(c.limit) + " (refused whole, nothing kept)"})
 		}
 	case shared.FrameCopyOutSum:
 		if m == nil {
@@ -123,7 +120,7 @@ func (c *copies) collect(f shared.Frame) error {
 		if err != nil {
 			return err
 		}
-		if m == nil && e.Err != "" && int(e.Root) < len(c.l.o.CopyOut) && c.manifests[e.Root] == nil {
+		if m == nil && e.Err != "" && int(e.Root) < len(c.Options.Out) && c.manifests[e.Root] == nil {
 			// A root the watcher refused before its first entry.
 			m = &manifestTree{root: e.Root}
 			c.manifests[e.Root] = m
@@ -133,16 +130,16 @@ func (c *copies) collect(f shared.Frame) error {
 		}
 		m.ended = true
 		if e.Err != "" {
-			c.refuseLocked(&shared.CopyRefusedError{Reason: c.l.o.CopyOut[e.Root].Box + ": " + e.Err})
+			c.refuseLocked(&shared.CopyRefusedError{Reason: c.Options.Out[e.Root].Box + ": " + e.Err})
 		}
-		if int(m.root) == len(c.l.o.CopyOut)-1 {
+		if int(m.root) == len(c.Options.Out)-1 {
 			var first time.Time
 			for _, t := range c.manifests {
 				if first.IsZero() || (!t.start.IsZero() && t.start.Before(first)) {
 					first = t.start
 				}
 			}
-			c.l.x.Log.Info("copy-out manifests in", "box", c.l.box.Name, "seconds", time.Since(first).Seconds())
+			c.l.Log.Info("copy-out manifests in", "box", c.l.Box.Name, "seconds", time.Since(first).Seconds())
 		}
 	default:
 		return &shared.ProtocolError{Reason: f.Type.String() + " in an archive copy-out (the manifest only was asked for)"}
@@ -162,7 +159,7 @@ func (c *copies) collect(f shared.Frame) error {
 }
 
 // stopFetch ends a fetch under way (the stream ended before it did).
-func (c *copies) stopFetch() {
+func (c *Copies) stopFetch() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.fetchStopped = true
@@ -176,7 +173,7 @@ func (c *copies) stopFetch() {
 
 // nextFrame waits for frame i of m; false: the copy-out failed, or the
 // stream ended before the frame came.
-func (c *copies) nextFrame(m *manifestTree, i int) (shared.Frame, bool) {
+func (c *Copies) nextFrame(m *manifestTree, i int) (shared.Frame, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i >= len(m.frames) && !m.ended && c.err == nil && !c.fetchStopped {
@@ -191,7 +188,7 @@ func (c *copies) nextFrame(m *manifestTree, i int) (shared.Frame, bool) {
 }
 
 // tree waits for root's manifest to begin (nil: failed or stopped).
-func (c *copies) tree(root uint32) *manifestTree {
+func (c *Copies) tree(root uint32) *manifestTree {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.manifests[root] == nil && c.err == nil && !c.fetchStopped {
@@ -205,15 +202,15 @@ func (c *copies) tree(root uint32) *manifestTree {
 
 // fetchAll reads every tree from the runtime as its manifest comes,
 // then lets the watcher go.
-func (c *copies) fetchAll() {
+func (c *Copies) fetchAll() {
 	defer c.fetching.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.mu.Lock()
 	c.cancelFetch = cancel
 	c.mu.Unlock()
-	crashpoint(CrashBeforeFetch)
-	for i := range c.l.o.CopyOut {
+	supervisor.Crashpoint(supervisor.CrashBeforeFetch)
+	for i := range c.Options.Out {
 		m := c.tree(uint32(i))
 		if m == nil {
 			break
@@ -231,7 +228,7 @@ func (c *copies) fetchAll() {
 	}
 	c.mu.Unlock()
 	if err := c.w.Send(shared.FrameCopyOutFetched, nil); err != nil {
-		c.l.x.Log.Debug("send copy-out-fetched", "err", err)
+		c.l.Log.Debug("send copy-out-fetched", "err", err)
 	}
 }
 
@@ -240,12 +237,12 @@ var errCutShort = &shared.CopyRefusedError{Reason: "the box's stream ended insid
 
 // fetch replays m into a receiver, each file's bytes read from the
 // runtime's archive of the tree (asked for at the first file).
-func (c *copies) fetch(ctx context.Context, m *manifestTree) error {
+func (c *Copies) fetch(ctx context.Context, m *manifestTree) error {
 	if err := c.openTree(m.root); err != nil {
 		return err
 	}
 	t := c.current()
-	co := c.l.o.CopyOut[m.root]
+	co := c.Options.Out[m.root]
 	t.start = m.start
 	var a *archiveFiles
 	seen := map[string]bool{} // the paths replayed so far
@@ -266,7 +263,7 @@ func (c *copies) fetch(ctx context.Context, m *manifestTree) error {
 			e, _ := shared.ParseCopyEntry(f.Payload)
 			seen[e.Path] = true
 			if e.Kind == shared.CopyFile && a == nil {
-				rc, gerr := c.l.rt.(ArchiveExporter).GetArchive(ctx, c.l.box, co.Box)
+				rc, gerr := c.l.Runtime.(ArchiveExporter).GetArchive(ctx, c.l.Box, co.Box)
 				if gerr != nil {
 					return gerr
 				}

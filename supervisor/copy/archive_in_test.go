@@ -1,6 +1,6 @@
 //go:build linux
 
-package supervisor
+package copy
 
 import (
 	"archive/tar"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
 // TestWriteArchive: the copy-in tar is the frame sender's tree: every
@@ -32,7 +33,8 @@ func TestWriteArchive(t *testing.T) {
 	f, _ := os.Create(filepath.Join(tree, "sparse"))
 	f.WriteAt([]byte("end"), 100000)
 	f.Close()
-	l := &launch{o: &ExecOptions{CopyIn: []CopyIn{{Host: tree, Box: "/w"}, {Host: filepath.Join(tree, "a"), Box: "/f"}}}, x: &ExecIO{Stderr: io.Discard}}
+	l := New(Options{In: []CopyIn{{Host: tree, Box: "/w"}, {Host: filepath.Join(tree, "a"), Box: "/f"}}})
+	l.l = &supervisor.PartyLaunch{Box: &supervisor.Box{}, Say: func(string, ...any) {}}
 	var buf bytes.Buffer
 	ends, files, size, err := l.writeArchive(&buf)
 	if err != nil {
@@ -80,7 +82,7 @@ func TestWriteArchive(t *testing.T) {
 		t.Errorf("%d entries: %v", len(got), got)
 	}
 	// The copy-ends are what the frame sender says of the same trees.
-	for i, ci := range l.o.CopyIn {
+	for i, ci := range l.In {
 		var want shared.CopyEnd
 		s := &shared.CopySender{Frames: shared.CopyInFrames, Send: func(ft shared.FrameType, p []byte) error {
 			if ft == shared.FrameCopyInEnd {

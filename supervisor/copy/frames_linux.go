@@ -1,4 +1,4 @@
-package supervisor
+package copy
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,17 +20,17 @@ const copySupported = true
 // stream's (the box is gone) or a host tree that cannot be read, which
 // the watcher is told of (copy-end with the reason) and ends the box
 // for.
-func (c *copies) sendIn(w *shared.Writer) error {
+func (c *Copies) sendIn(w *shared.Writer) error {
 	defer close(c.inDone)
 	s := &shared.CopySender{
 		Frames: shared.CopyInFrames,
 		Send:   func(t shared.FrameType, p []byte) error { c.moved(); return w.Send(t, p) },
 		Skipped: func(p string, mode uint32) {
-			c.l.say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
+			c.l.Say("copy-in: %s: not a folder, file or symlink (mode %o); not sent", p, mode)
 		},
 	}
-	if c.l.archiveIn {
-		err := c.l.stageArchive(c.ctx)
+	if c.archiveIn {
+		err := c.stageArchive(c.ctx)
 		var refused *shared.CopyRefusedError
 		switch {
 		case errors.As(err, &refused):
@@ -43,12 +44,12 @@ func (c *copies) sendIn(w *shared.Writer) error {
 		case err != nil:
 			// The engine failed the put (what landed of it goes with the
 			// stage folder): the frames carry the trees instead.
-			c.l.x.Log.Info("copy-in archive put failed; copying in frames", "box", c.l.box.Name, "err", err)
+			c.l.Log.Info("copy-in archive put failed; copying in frames", "box", c.l.Box.Name, "err", err)
 		default:
-			crashpoint(CrashAfterStage)
+			supervisor.Crashpoint(supervisor.CrashAfterStage)
 		}
 	}
-	if a := c.l.archive; a != nil {
+	if a := c.archive; a != nil {
 		// The runtime put the trees into the box: their copy-ends only.
 		c.mu.Lock()
 		c.inStart, c.inFiles, c.inBytes, c.transport = a.start, a.files, a.bytes, TransportArchive
@@ -63,7 +64,7 @@ func (c *copies) sendIn(w *shared.Writer) error {
 	c.mu.Lock()
 	c.inStart, c.transport = time.Now(), TransportFrames
 	c.mu.Unlock()
-	for i, ci := range c.l.o.CopyIn {
+	for i, ci := range c.Options.In {
 		dfd, name, err := openHostRoot(ci)
 		if err != nil {
 			return err
@@ -105,9 +106,9 @@ func openHostRoot(ci CopyIn) (int, string, error) {
 // stream is broken: fail closed); a refusal, a mismatch or a failed
 // write fails the copy, and later copy frames are dropped. Either way
 // nothing of the copy-out is kept.
-func (c *copies) frame(f shared.Frame) error {
+func (c *Copies) frame(f shared.Frame) error {
 	c.moved()
-	if c.l.spec.CopyOutArchive {
+	if c.archiveOutput {
 		// The manifests only: the trees come by the runtime's archive.
 		return c.collect(f)
 	}
@@ -118,7 +119,7 @@ func (c *copies) frame(f shared.Frame) error {
 	return err
 }
 
-func (c *copies) take(f shared.Frame) error {
+func (c *Copies) take(f shared.Frame) error {
 	c.mu.Lock()
 	failed := c.err != nil
 	c.mu.Unlock()
@@ -150,10 +151,10 @@ func (c *copies) take(f shared.Frame) error {
 			if err != nil {
 				return err
 			}
-			if e.Err == "" || int(e.Root) >= len(c.l.o.CopyOut) {
+			if e.Err == "" || int(e.Root) >= len(c.Options.Out) {
 				return &shared.ProtocolError{Reason: "copy-out-end for no tree"}
 			}
-			c.fail(&shared.CopyRefusedError{Reason: c.l.o.CopyOut[e.Root].Box + ": " + e.Err})
+			c.fail(&shared.CopyRefusedError{Reason: c.Options.Out[e.Root].Box + ": " + e.Err})
 			return nil
 		}
 		return &shared.ProtocolError{Reason: f.Type.String() + " outside a tree"}
@@ -173,7 +174,7 @@ func (c *copies) take(f shared.Frame) error {
 }
 
 // current is the tree a frame belongs to: the last one opened.
-func (c *copies) current() *exportTree {
+func (c *Copies) current() *exportTree {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, t := range c.out {
@@ -186,8 +187,8 @@ func (c *copies) current() *exportTree {
 
 // openTree starts receiving root: its HOSTDIR by descriptor, its
 // result name made fresh (O_EXCL semantics: never an existing one).
-func (c *copies) openTree(root uint32) error {
-	if int(root) >= len(c.l.o.CopyOut) {
+func (c *Copies) openTree(root uint32) error {
+	if int(root) >= len(c.Options.Out) {
 		return &shared.ProtocolError{Reason: fmt.Sprintf("copy-out root %d was not asked for", root)}
 	}
 	c.mu.Lock()
@@ -203,15 +204,15 @@ func (c *copies) openTree(root uint32) error {
 			return &shared.ProtocolError{Reason: "copy-out: a tree began inside another"}
 		}
 	}
-	co := c.l.o.CopyOut[root]
+	co := c.Options.Out[root]
 	fd, err := unix.Open(co.HostDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("copy-out %s: %w", co.HostDir, err)
 	}
-	bases := make([]string, len(c.l.o.CopyOut))
+	bases := make([]string, len(c.Options.Out))
 	bases[root] = path.Base(co.Box)
 	t := &exportTree{c: co, start: time.Now(), root: fd, recv: &shared.CopyReceiver{
-		Root: fd, Bases: bases, Limit: c.l.spec.CopyOutLimit, MaxEntries: c.l.spec.CopyOutMaxEntries, Symlink: shared.SymlinkStaysInside,
+		Root: fd, Bases: bases, Limit: c.limit, MaxEntries: c.maxEntries, Symlink: shared.SymlinkStaysInside,
 		// The controller's files: its own (the supervisor makes them),
 		// never writable by the host's group or others.
 		ClearMode: 0o022,
@@ -230,9 +231,9 @@ func (t *exportTree) close() {
 
 // finishTree writes the verified tree's manifest beside it and says so;
 // dropped counts the archive's entries the manifest did not name.
-func (c *copies) finishTree(t *exportTree, transport string, dropped int) {
+func (c *Copies) finishTree(t *exportTree, transport string, dropped int) {
 	took := time.Since(t.start)
-	c.l.emit(Event{Event: EventExported, Transport: transport, Path: t.c.Result(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds()})
+	c.l.Emit(supervisor.Event{Event: supervisor.EventExported, Transport: transport, Path: t.c.Result(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds()})
 	fd, err := unix.Openat(t.root, path.Base(t.c.Manifest()), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err == nil {
 		f := os.NewFile(uintptr(fd), t.c.Manifest())
@@ -249,13 +250,13 @@ func (c *copies) finishTree(t *exportTree, transport string, dropped int) {
 		return
 	}
 	for _, r := range t.recv.Refused {
-		c.l.say("copy-out %s: symlink %s leaves the exported tree; refused (not made)", t.c.Box, strings.TrimSpace(r))
+		c.l.Say("copy-out %s: symlink %s leaves the exported tree; refused (not made)", t.c.Box, strings.TrimSpace(r))
 	}
 	c.mu.Lock()
 	c.outDone++
 	c.mu.Unlock()
 	if dropped > 0 {
-		c.l.say("copy-out %s: %d entries of the archive are not in the watcher's manifest; dropped", t.c.Box, dropped)
+		c.l.Say("copy-out %s: %d entries of the archive are not in the watcher's manifest; dropped", t.c.Box, dropped)
 	}
-	c.l.emit(Event{Event: EventVerified, Transport: transport, Path: t.c.Manifest(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds(), Refused: len(t.recv.Refused), Dropped: dropped})
+	c.l.Emit(supervisor.Event{Event: supervisor.EventVerified, Transport: transport, Path: t.c.Manifest(), Files: t.recv.Files, Bytes: t.recv.Bytes, Seconds: took.Seconds(), Refused: len(t.recv.Refused), Dropped: dropped})
 }
