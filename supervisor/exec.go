@@ -9,11 +9,13 @@ package supervisor
 //	journal the removal.
 //
 // For a runtime whose intent alone finds its boxes (Descriptor.
-// IntentFinds: docker, podman) the intent is written beside the probe
-// and image check when the runtime is named, and the created and
-// started writes beside the attach and start and the handshake: each
-// waits only for the write before it, and the box is created only once
-// the intent is durable.
+// IntentFinds: docker, podman) the intent is staged (written and synced
+// under a name that is no entry) beside the probe and image check when
+// the runtime is named, and committed once the launch is accepted; the
+// created and started writes run beside the attach and start and the
+// handshake: each waits only for the write before it, the box is
+// created only once the intent is durable, and a launch refused before
+// anything exists journals nothing.
 //
 // A one-step runtime (OneStepStarter: `podman run`) has no separate
 // probe, image check, create and start: after the intent is journaled
@@ -25,245 +27,19 @@ package supervisor
 // journal entry stays open for reconcile.
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"maps"
 	"os"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"deathwatch/shared"
 	"deathwatch/shared/seccomp"
 	"deathwatch/supervisor/controller"
 )
-
-// ExecOptions is `supervisor exec` worked out as plain data. It holds
-// the agent's environment (AgentEnv) only to put it into the spec frame.
-type ExecOptions struct {
-	Instance   string
-	JournalDir string
-	Runtime    string // a registered runtime's name, or auto ("")
-	Image      string
-	NamePrefix string
-	Labels     map[string]string // the user's --label (never io.deathwatch.*)
-	RunKey     string
-	AgentEnv   []string // NAME=value, for the spec frame only: secrets
-	Workdir    string
-	Mounts     []Mount
-	MountOwner *HostIDs // --mount-owner (Box.MountOwner)
-	Memory     int64
-	PidsLimit  int64
-	Network    string
-	NetworkSet bool  // Network was given explicitly
-	HostPorts  []int // host loopback ports the box may reach (runtimes with Descriptor.HostPorts)
-	Deadline   time.Duration
-	Grace      time.Duration
-	Heartbeat  time.Duration
-
-	AllowRootful   bool
-	AllowUserns    bool   // the agent may make nested user namespaces
-	WatcherPath    string // host watcher to bind-mount
-	WatcherInImage string // watcher baked into the image
-	UID, GID       uint32
-	Argv           []string
-
-	// TTY runs the agent on a pty in the box, Rows x Cols at the start
-	// (0: unknown); Stdin gives it a pipe. Either way ExecIO.Stdin is
-	// its input.
-	TTY        bool
-	Rows, Cols uint16
-	Stdin      bool
-
-	// AllowHostNetwork accepts --network host, which opens the host's
-	// loopback to the agent, and its abstract unix sockets on a kernel
-	// without Landlock scopes (every runtime).
-	AllowHostNetwork bool
-	// ReadWriteRoot makes the box's root file system writable
-	// (--read-write-root); it is read-only by default.
-	ReadWriteRoot bool
-	// RequireLandlock refuses a box whose kernel lacks Landlock's write
-	// limits or scopes (--require-landlock; Spec.RequireLandlock).
-	RequireLandlock bool
-
-	// Parties ride on the control stream beside the lifecycle (Party:
-	// copy-in and copy-out, supervisor/copy).
-	Parties []Party
-
-	// Controller is the link whose end ends the box (controller.Spec).
-	// The zero value watches nothing: a Go controller that calls Exec in
-	// its own process is the process whose death ends the box (the
-	// engine client or the native box's stream dies with it), so the
-	// library needs no watch. The CLI watches the supervisor's parent
-	// process by default (--controller-fd, --controller-pid, --detach).
-	Controller controller.Spec
-}
-
-// The bounds a box gets when its options do not say otherwise: no box
-// may survive a frozen controller for ever. A controller that freezes
-// (a hung event loop, a paused VM, a half-open attach) keeps its
-// control stream open, so EOF never comes; the heartbeat ends its boxes
-// after DefaultHeartbeat of silence, and the in-box deadline ends any
-// box whose watch failed at a known time.
-const (
-	// DefaultHeartbeat is the silence after which the watcher kills the
-	// box; the supervisor pings every third of it. 10 s costs a wake-up
-	// of each side every 3.3 s (make bench prints the CPU) and survives a
-	// GC pause, a short SIGSTOP or a host at load 8 without a false kill.
-	DefaultHeartbeat = 10 * time.Second
-	// DefaultDeadline is the in-box deadline: GitLab CI's default job
-	// timeout, long enough for a build or an agent's turn, short enough
-	// that a box whose watch failed ends the same working hour.
-	DefaultDeadline = time.Hour
-	// DefaultGrace is exec's TERM-to-KILL grace (the CLI's --grace).
-	DefaultGrace = 2 * time.Second
-	// Disabled, as ExecOptions.Heartbeat or Deadline, turns that bound
-	// off (0 takes the default).
-	Disabled time.Duration = -1
-)
-
-// WithDefaults is o with the default bounds filled in: a zero Heartbeat
-// or Deadline takes DefaultHeartbeat or DefaultDeadline, Disabled turns
-// it off (0 in the spec).
-func (o ExecOptions) WithDefaults() ExecOptions {
-	o.Heartbeat = withDefault(o.Heartbeat, DefaultHeartbeat)
-	o.Deadline = withDefault(o.Deadline, DefaultDeadline)
-	return o
-}
-
-func withDefault(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
-}
-
-// Survival is how long a box can outlive its controller with the given
-// bounds (0: off): a killed controller's box ends within the runtime's
-// own dead bound; a frozen controller's within Heartbeat plus that
-// bound; a box whose watch failed at Deadline + Grace.
-type Survival struct {
-	Heartbeat, Deadline, Grace time.Duration
-}
-
-// Unbounded: nothing but the controller's death ends the box.
-func (s Survival) Unbounded() bool { return s.Heartbeat <= 0 && s.Deadline <= 0 }
-
-// Statement says the bounds in a line, slack being the runtime's
-// measured or default dead bound.
-func (s Survival) Statement(slack time.Duration) string {
-	var frozen, failed string
-	switch {
-	case s.Heartbeat > 0:
-		frozen = fmt.Sprintf("a frozen controller's boxes die within %v + %v", s.Heartbeat, slack)
-	case s.Deadline > 0:
-		frozen = "a frozen controller's boxes live until the deadline (no heartbeat)"
-	default:
-		frozen = "a frozen controller's boxes live for ever (no heartbeat, no deadline)"
-	}
-	if s.Deadline > 0 {
-		failed = fmt.Sprintf("a failed watch ends at %v + %v", s.Deadline, s.Grace)
-	} else {
-		failed = "a failed watch never ends (no deadline)"
-	}
-	return frozen + "; " + failed
-}
-
-// warning is the line exec prints when a bound is off, "" when none is.
-func (s Survival) warning() string {
-	switch {
-	case s.Unbounded():
-		return "warning: --heartbeat 0 and --deadline 0: nothing but the supervisor's death ends this box; a frozen supervisor leaves it running for ever"
-	case s.Heartbeat <= 0:
-		return fmt.Sprintf("warning: --heartbeat 0: a frozen supervisor leaves this box running until its deadline (%v)", s.Deadline)
-	}
-	return ""
-}
-
-// ExecIO is what exec talks to. Tests fill it with buffers and a
-// signal channel they control.
-type ExecIO struct {
-	Stdout, Stderr io.Writer
-	Log            *slog.Logger
-	Events         *Events // --events: line-delimited JSON (nil: none)
-	// OnEvent, when set, receives every lifecycle event as it happens,
-	// the same ones Events writes: a controller written in Go calls Exec
-	// directly and reads the box's exit (code and reason) from the
-	// exited event and the removal from the removed event.
-	OnEvent func(Event)
-	// Signals delivers SIGINT, SIGTERM and SIGHUP: the first asks the
-	// watcher to stop the agent (TERM, grace, KILL); the second ends the
-	// box at once. SIGUSR1 and SIGUSR2 are passed on to the agent.
-	Signals <-chan os.Signal
-	// EngineEnv is the environment for engine CLIs (nil: the process's
-	// own). It never holds the agent's variables.
-	EngineEnv []string
-	// Stdin is the agent's input with ExecOptions.TTY or Stdin (nil: an
-	// empty input), read once the agent started; its end is the agent's
-	// stdin-eof. A read that is blocked when the box ends stays so.
-	Stdin io.Reader
-	// Resize delivers the host terminal's new size (on SIGWINCH) with
-	// TTY; the box gets the latest once the agent started.
-	Resize <-chan shared.Resize
-	// ProveBind runs the bind proof for the live FIFO (livefifo.go)
-	// when this engine has no verdict yet; nil offers no live FIFO.
-	ProveBind BindProver
-	// Controller is a link to the controller already taken
-	// (WatchController): the CLI takes it before anything else. nil:
-	// Exec takes ExecOptions.Controller's.
-	Controller *controller.Watch
-}
-
-// WatchController takes the link to the controller that s asks for
-// (nil for none): exec's first step, before anything is created. A
-// controller already gone is ExitControllerLost; a descriptor or pid
-// that cannot be watched is a usage error.
-func WatchController(s controller.Spec) (*controller.Watch, error) {
-	crashpoint(CrashBeforeWatch)
-	w, err := controller.Take(s)
-	switch {
-	case errors.Is(err, controller.ErrGone):
-		return nil, WithCode(shared.ExitControllerLost, fmt.Errorf("%w; no box was started", err))
-	case err != nil && s.Parent && !s.HasFD && s.PID == 0:
-		return nil, SetupError("%w", err)
-	case err != nil:
-		return nil, UsageError("%w", err)
-	}
-	return w, nil
-}
-
-// Spec is the launch spec the options ask for, without what the
-// parties add (Party.Spec).
-func (o *ExecOptions) Spec() shared.Spec {
-	return shared.Spec{
-		Argv:      o.Argv,
-		Env:       o.AgentEnv,
-		Workdir:   o.Workdir,
-		UID:       o.UID,
-		GID:       o.GID,
-		Deadline:  o.Deadline,
-		Grace:     o.Grace,
-		Heartbeat: o.Heartbeat,
-
-		AllowUserns:     o.AllowUserns,
-		RequireLandlock: o.RequireLandlock,
-
-		TTY:   o.TTY,
-		Rows:  o.Rows,
-		Cols:  o.Cols,
-		Stdin: o.Stdin,
-	}
-}
 
 // Exec runs one box end to end and returns the supervisor's exit status:
 // the library form of `supervisor exec`, with the same events, journal
@@ -297,46 +73,9 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	if w := (Survival{o.Heartbeat, o.Deadline, o.Grace}).warning(); w != "" {
 		fmt.Fprintf(x.Stderr, "supervisor: %s\n", w)
 	}
-	spec := o.Spec()
-	for _, p := range o.Parties {
-		p.Spec(&spec)
-	}
-	// The box's walls: every agent gets the syscall filter (compiled
-	// here, installed by the watcher). A pids limit the watcher cannot
-	// live under is a usage error; so are a spec over one frame and
-	// overlong durations (Validate); the watcher's own uid or gid for
-	// the agent is a refusal.
-	spec.Seccomp = seccomp.Default(spec.AllowUserns)
-	if err := shared.CheckPidsLimit(o.PidsLimit); err != nil {
-		return fail(UsageError("%w", err), shared.ExitUsage)
-	}
-	for _, p := range o.Parties {
-		if err := p.Check(); err != nil {
-			return fail(err, shared.ExitUsage)
-		}
-	}
-	if o.Network == "host" && !o.AllowHostNetwork {
-		return fail(RefusedError("%s", HostNetworkRefusal), shared.ExitRefused)
-	}
-	if err := spec.Validate(); err != nil {
-		if refused := (*shared.RefusedError)(nil); errors.As(err, &refused) {
-			return fail(RefusedError("--user %d:%d: %v", o.UID, o.GID, refused.Why), shared.ExitRefused)
-		}
-		var root *shared.RootRefusedError
-		if errors.As(err, &root) {
-			return fail(RefusedError("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID), shared.ExitRefused)
-		}
-		return fail(UsageError("%w", err), shared.ExitUsage)
-	}
-	if d, _ := Lookup(o.Runtime); d.ImageWatcher != "" {
-		// The box cannot take the host's watcher: the image's it is.
-		if o.WatcherInImage == "" {
-			o.WatcherInImage = d.ImageWatcher
-		}
-		o.WatcherPath = ""
-	}
-	if d, _ := Lookup(o.Runtime); !d.HostWatcherOnly && o.WatcherInImage == "" && o.WatcherPath == "" {
-		return fail(UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH"), shared.ExitUsage)
+	spec, err := validate(o)
+	if err != nil {
+		return fail(err, shared.ExitUsage)
 	}
 
 	tail := &tailWriter{w: x.Stderr}
@@ -361,12 +100,12 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 	if d, _ := Lookup(o.Runtime); d.IntentFinds {
 		// The runtime is named and its intent needs nothing the probe
-		// finds: the intent is written beside the probe and the image
-		// check (engine round trips; a probe creates nothing), and run
-		// waits for it before anything is created. A launch that ends
-		// before run drops it: nothing was created.
-		l.beside, l.earlyIntent = true, true
-		l.journalBeside(StateIntent)
+		// finds: the intent is staged (written and synced under a name
+		// that is no entry) beside the probe and the image check, and
+		// run commits it before anything is created. A launch refused
+		// before run drops it: nothing was created, nothing journaled.
+		l.beside = true
+		l.stageIntent()
 		defer l.dropIntent()
 	}
 	p, err := pickRuntime(ctx, o, cfg)
@@ -380,38 +119,100 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	if p.chosen != "" {
 		l.say("%s", p.chosen)
 	}
-	if len(o.HostPorts) > 0 && !d.HostPorts {
-		return fail(RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", rt.Name()), shared.ExitRefused)
+	if err := l.admit(ctx, d); err != nil {
+		return fail(err, shared.ExitRefused)
 	}
-	if lc, ok := rt.(LimitsChecker); ok {
-		if err := lc.CheckLimits(o.Memory, o.PidsLimit); err != nil {
-			return fail(err, shared.ExitRefused)
+	return l.run(ctx)
+}
+
+// admit refuses, once the runtime is known and before anything is
+// journaled or created, what it cannot honour: a host port, a limit or
+// a mount it cannot keep, what its Preparer refuses; Prepare may name
+// the box and ask for mount-bridge links. The write limits go into the
+// spec last. The error carries its exit status.
+func (l *launch) admit(ctx context.Context, d Descriptor) error {
+	if len(l.o.HostPorts) > 0 && !d.HostPorts {
+		return RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", l.rt.Name())
+	}
+	if lc, ok := l.rt.(LimitsChecker); ok {
+		if err := lc.CheckLimits(l.o.Memory, l.o.PidsLimit); err != nil {
+			return WithCode(ExitCode(err, shared.ExitRefused), err)
 		}
 	}
-	if mc, ok := rt.(MountChecker); ok {
-		if err := mc.CheckMounts(ctx, box); err != nil {
-			return fail(err, shared.ExitRefused)
+	if mc, ok := l.rt.(MountChecker); ok {
+		if err := mc.CheckMounts(ctx, l.box); err != nil {
+			return WithCode(ExitCode(err, shared.ExitRefused), err)
 		}
 	}
-	if p, ok := rt.(Preparer); ok {
-		if err := p.Prepare(ctx, box); err != nil {
-			return fail(err, shared.ExitRefused)
+	if p, ok := l.rt.(Preparer); ok {
+		if err := p.Prepare(ctx, l.box); err != nil {
+			return WithCode(ExitCode(err, shared.ExitRefused), err)
 		}
-		l.entry.Box = box.Name // the runtime may name the box
-		// An intent written beside the probe named the box as it was:
+		l.entry.Box = l.box.Name // the runtime may name the box
+		// An intent staged beside the probe named the box as it was:
 		// run writes it again, as it stands now.
-		l.earlyIntent = false
-		if len(box.Links) > 0 {
-			l.spec.Links = append(l.spec.Links, box.Links...)
+		l.stale = true
+		if len(l.box.Links) > 0 {
+			l.spec.Links = append(l.spec.Links, l.box.Links...)
 			if err := l.spec.Validate(); err != nil {
-				return fail(UsageError("%w", err), shared.ExitUsage)
+				return UsageError("%w", err)
 			}
 		}
 	}
 	if err := l.limitWrites(); err != nil {
-		return fail(err, shared.ExitUsage)
+		return WithCode(ExitCode(err, shared.ExitUsage), err)
 	}
-	return l.run(ctx)
+	return nil
+}
+
+// validate works out the spec the options and their parties ask for,
+// and refuses impossible or unsafe combinations before anything exists
+// (the error carries its exit status). It fills in the watcher a
+// runtime's boxes must run.
+func validate(o *ExecOptions) (shared.Spec, error) {
+	spec := o.Spec()
+	for _, p := range o.Parties {
+		p.Spec(&spec)
+	}
+	// The box's walls: every agent gets the syscall filter (compiled
+	// here, installed by the watcher). A pids limit the watcher cannot
+	// live under is a usage error; so are a spec over one frame and
+	// overlong durations (Validate); the watcher's own uid or gid for
+	// the agent is a refusal.
+	spec.Seccomp = seccomp.Default(spec.AllowUserns)
+	if err := shared.CheckPidsLimit(o.PidsLimit); err != nil {
+		return spec, UsageError("%w", err)
+	}
+	for _, p := range o.Parties {
+		if err := p.Check(); err != nil {
+			return spec, WithCode(ExitCode(err, shared.ExitUsage), err)
+		}
+	}
+	if o.Network == "host" && !o.AllowHostNetwork {
+		return spec, RefusedError("%s", HostNetworkRefusal)
+	}
+	if err := spec.Validate(); err != nil {
+		if refused := (*shared.RefusedError)(nil); errors.As(err, &refused) {
+			return spec, RefusedError("--user %d:%d: %v", o.UID, o.GID, refused.Why)
+		}
+		var root *shared.RootRefusedError
+		if errors.As(err, &root) {
+			return spec, RefusedError("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID)
+		}
+		return spec, UsageError("%w", err)
+	}
+	d, _ := Lookup(o.Runtime)
+	if d.ImageWatcher != "" {
+		// The box cannot take the host's watcher: the image's it is.
+		if o.WatcherInImage == "" {
+			o.WatcherInImage = d.ImageWatcher
+		}
+		o.WatcherPath = ""
+	}
+	if !d.HostWatcherOnly && o.WatcherInImage == "" && o.WatcherPath == "" {
+		return spec, UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH")
+	}
+	return spec, nil
 }
 
 // newBox is the launch's identity: a fresh launch id and nonce, the
@@ -459,147 +260,6 @@ func newBox(o *ExecOptions) *Box {
 	}
 }
 
-// picked is the runtime exec drives and what its probe found; oneStep:
-// its OneStep said yes (CreateStart creates and starts the box).
-type picked struct {
-	rt      Runtime
-	info    Info
-	oneStep bool
-	chosen  string // auto: the line that says what it chose and why
-}
-
-func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked, error) {
-	// try probes one runtime; refuseRootful applies --allow-rootful.
-	try := func(name string, refuseRootful bool) (picked, error) {
-		rt, err := NewRuntime(name, cfg)
-		if err != nil {
-			return picked{}, err
-		}
-		d, _ := Lookup(name)
-		if _, ok := rt.(ImageChecker); ok && o.Image == "" && !d.ImageOptional {
-			return picked{}, UsageError("--image is required for --runtime %s", name)
-		}
-		// usable says whether the probe found the engine usable.
-		usable := func(info Info, err error) error {
-			if err != nil {
-				return WithCode(ExitCode(err, shared.ExitEngine), err)
-			}
-			if !info.Present {
-				d := info.Detail
-				if d == "" {
-					d = name + " is not available"
-				}
-				return EngineError("%s", d)
-			}
-			if refuseRootful && d.Daemon && !info.Rootless && !o.AllowRootful {
-				return RefusedError("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
-			}
-			return nil
-		}
-		if one, ok := rt.(OneStepStarter); ok {
-			// One engine client creates and starts the box, and finds a
-			// missing image itself: no probe, no image check of its own.
-			// Except for --runtime auto, which must know that an engine
-			// works before it picks it over the next one: it probes.
-			if info, yes, err := one.OneStep(ctx); yes {
-				if err == nil && !refuseRootful {
-					info, err = rt.Probe(ctx)
-				}
-				if err := usable(info, err); err != nil {
-					return picked{info: info}, err
-				}
-				if ic, ok := rt.(ImageChecker); ok && !refuseRootful {
-					// auto picks an engine only when the image is there.
-					if err := ic.CheckImage(ctx, o.Image); err != nil {
-						return picked{info: info}, WithCode(ExitCode(err, shared.ExitImage), err)
-					}
-				}
-				return picked{rt: rt, info: info, oneStep: true}, nil
-			}
-		}
-		// The image check runs beside the probe (two engine round trips
-		// in the time of one); its verdict counts only once the engine
-		// is known to be usable.
-		imageErr := make(chan error, 1)
-		ictx, cancel := context.WithCancel(ctx)
-		defer func() {
-			// Leave no engine call running behind us.
-			cancel()
-			<-imageErr
-		}()
-		if ic, ok := rt.(ImageChecker); ok {
-			go func() { imageErr <- ic.CheckImage(ictx, o.Image) }()
-		} else {
-			imageErr <- nil
-		}
-		info, err := rt.Probe(ctx)
-		if err := usable(info, err); err != nil {
-			return picked{info: info}, err
-		}
-		if err := <-imageErr; err != nil {
-			imageErr <- nil
-			return picked{info: info}, WithCode(ExitCode(err, shared.ExitImage), err)
-		}
-		imageErr <- nil
-		return picked{rt: rt, info: info}, nil
-	}
-	if o.Runtime != "auto" && o.Runtime != "" {
-		return try(o.Runtime, true)
-	}
-	// auto: in AutoOrder, the first rootless engine that has the image,
-	// else the daemonless native runtime, else the first rootful engine
-	// with the image when --allow-rootful accepts one.
-	var why []string
-	var rootful []picked
-	noImage := 0
-	for _, name := range AutoOrder() {
-		d, _ := Lookup(name)
-		p, err := try(name, false)
-		switch {
-		case err != nil:
-			why = append(why, err.Error())
-			if ExitCode(err, 0) == shared.ExitImage {
-				noImage++
-			}
-		case !d.Daemon || p.info.Rootless:
-			p.chosen = AutoChoice(name, p.info.Rootless, why)
-			return p, nil
-		case o.AllowRootful:
-			rootful = append(rootful, p)
-		default:
-			why = append(why, name+" is rootful (pass --allow-rootful to accept it)")
-		}
-	}
-	if len(rootful) > 0 {
-		p := rootful[0]
-		p.chosen = AutoChoice(p.rt.Name(), p.info.Rootless, why)
-		return p, nil
-	}
-	err := EngineError("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
-	if noImage > 0 {
-		// An engine works, the image is not in it: load the image.
-		return picked{}, WithCode(shared.ExitImage, err)
-	}
-	return picked{}, err
-}
-
-// AutoChoice is the line that says which runtime auto chose and why,
-// with what it passed over on the way (exec and doctor say it).
-func AutoChoice(name string, rootless bool, passed []string) string {
-	s := fmt.Sprintf("--runtime auto chose %s (no daemon)", name)
-	if d, _ := Lookup(name); d.Daemon {
-		mode := "rootless"
-		if !rootless {
-			mode = "rootful, accepted by --allow-rootful"
-		}
-		s = fmt.Sprintf("--runtime auto chose %s (%s, the image present)", name, mode)
-	}
-	if len(passed) > 0 {
-		s += "; passed over: " + strings.Join(passed, "; ")
-	}
-	return s
-}
-
 // NewLaunchID is a sortable, unique launch id: UTC time and 32 random bits.
 func NewLaunchID() string {
 	return time.Now().UTC().Format("20060102-150405") + "-" + RandHex(4)
@@ -630,9 +290,11 @@ type launch struct {
 	// next step (Descriptor.IntentFinds); pending is the write in flight.
 	beside  bool
 	pending chan error
-	// earlyIntent: the intent was written beside the probe (Exec), and
-	// run has not taken it over yet (dropIntent removes it).
-	earlyIntent bool
+	// staged is the intent being staged beside the probe (Exec), until
+	// run commits it or dropIntent removes it; stale: Prepare changed
+	// the box after it was staged.
+	staged chan stagedIntent
+	stale  bool
 	// live is the box's live FIFO, nil for none (livefifo.go).
 	live *liveFIFO
 	// ctrl is the link to the controller (nil: none); its loss ends
@@ -677,74 +339,6 @@ func (l *launch) say(format string, args ...any) {
 	fmt.Fprintf(l.x.Stderr, "supervisor: %s\n", shared.Printable(fmt.Sprintf(format, args...)))
 }
 
-// journal writes the entry in state, after the write in flight (if any)
-// landed; it returns the first error of the two.
-func (l *launch) journal(state string) error {
-	perr := l.settle()
-	l.stamp(state)
-	if err := l.j.Put(l.entry); err != nil {
-		return err
-	}
-	return perr
-}
-
-// journalBeside is journal for the created and started writes of a
-// runtime whose intent finds its boxes (Descriptor.IntentFinds): once
-// the write before it landed (its error is returned here), it writes a
-// copy of the entry in the background, beside the engine's next step —
-// the attach and start after created, the watcher's handshake after
-// started: each fsync off the launch's path. The next journal (at the
-// latest the removal intent) waits for it; a started write that failed
-// is said there, and the entry stays open for reconcile (the intent is
-// durable: reconcile finds the box by its labels and nonce).
-func (l *launch) journalBeside(state string) error {
-	if !l.beside {
-		return l.journal(state)
-	}
-	if err := l.settle(); err != nil {
-		return err
-	}
-	l.stamp(state)
-	e := *l.entry
-	e.RuntimeState = maps.Clone(e.RuntimeState)
-	done := make(chan error, 1)
-	l.pending = done
-	go func() { done <- l.j.Put(&e) }()
-	return nil
-}
-
-// stamp sets the entry's state, and what the runtime recorded.
-func (l *launch) stamp(state string) {
-	l.entry.State = state
-	if len(l.box.State) > 0 {
-		l.entry.RuntimeState = l.box.State
-	}
-}
-
-// settle waits for the write in flight, if any, and returns its error.
-func (l *launch) settle() error {
-	if l.pending == nil {
-		return nil
-	}
-	err := <-l.pending
-	l.pending = nil
-	return err
-}
-
-// crashAt is crashpoint(point) once the write in flight landed, when
-// the test asked for point: the crash-window tests check that the
-// journal says the point's state. (Without a test nothing waits: a kill
-// there leaves the previous state, which reconcile handles as the kill
-// one point earlier.)
-func (l *launch) crashAt(point string) {
-	if crashArmed(point) && l.pending != nil {
-		err := <-l.pending
-		l.pending = make(chan error, 1)
-		l.pending <- err
-	}
-	crashpoint(point)
-}
-
 // pendingSignal returns a signal that arrived, if any, without waiting.
 func (l *launch) pendingSignal() os.Signal {
 	select {
@@ -755,26 +349,16 @@ func (l *launch) pendingSignal() os.Signal {
 	}
 }
 
-// dropIntent removes the intent written beside the probe of a launch
-// that ended before run: nothing was created. (A kill before this
-// leaves an intent without a box, which reconcile closes.)
-func (l *launch) dropIntent() {
-	if !l.earlyIntent {
-		return
-	}
-	if l.settle() == nil {
-		os.Remove(l.j.path(l.entry.LaunchID))
-	}
-}
-
 func (l *launch) run(ctx context.Context) int {
 	log := l.x.Log.With("box", l.box.Name, "launch", l.box.LaunchID)
-	intent := l.settle // written beside the probe (Exec)
-	if !l.earlyIntent {
-		intent = func() error { return l.journal(StateIntent) }
+	var err error
+	if l.staged != nil && !l.stale {
+		err = l.commitIntent() // staged beside the probe (Exec)
+	} else {
+		l.dropIntent()
+		err = l.journal(StateIntent)
 	}
-	l.earlyIntent = false
-	if err := intent(); err != nil {
+	if err != nil {
 		l.say("%v (nothing was created)", err)
 		return shared.ExitSetupFailed
 	}
@@ -862,366 +446,6 @@ func (l *launch) early(code int, reason string, st *Started) int {
 	return l.finish(code, st)
 }
 
-// attend speaks the control stream until the box ends, and returns the
-// supervisor's exit status.
-func (l *launch) attend(st *Started, log *slog.Logger) int {
-	w := shared.NewWriter(st.Control)
-	// The controller's loss closes the stream at once, from the watch's
-	// goroutine: the watcher kills the box while this one is scheduled.
-	l.ctrl.OnLost(func() { st.Control.Close() })
-	done := make(chan struct{})
-	defer close(done)
-	ready := make(chan struct{})
-	var in *input // the agent's input, when it takes any
-	if l.spec.TTY || l.spec.Stdin {
-		in = &input{}
-	}
-	if l.spec.TTY && l.x.Resize != nil {
-		go resizes(l.x.Resize, ready, done, w, log)
-	}
-	// A party's work on the stream (an archive put) stops with it.
-	pctx, cancelParties := context.WithCancel(l.ctx)
-	defer cancelParties()
-
-	// hello, spec, then pings. A blocked write (a box that never reads)
-	// must not block the loop below, so the writes have a goroutine.
-	go func() {
-		hello := shared.Hello{Version: shared.ProtocolVersion, Nonce: l.box.Nonce}
-		if err := w.Send(shared.FrameHello, hello.Marshal()); err != nil {
-			log.Debug("send hello", "err", err)
-			return
-		}
-		if err := w.Send(shared.FrameSpec, l.spec.Marshal()); err != nil {
-			log.Debug("send spec", "err", err)
-			return
-		}
-		for _, p := range l.o.Parties {
-			p.Sent(pctx, w)
-		}
-		if l.o.Heartbeat <= 0 {
-			return
-		}
-		t := time.NewTicker(l.o.Heartbeat / 3)
-		defer t.Stop()
-		for seq := shared.Seq(1); ; seq++ {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := w.Send(shared.FramePing, seq.Marshal()); err != nil {
-					return
-				}
-			}
-		}
-	}()
-
-	type readResult struct {
-		exit   *shared.Exit
-		ready  bool
-		err    error
-		outErr error // a write of the agent's output failed
-	}
-	res := make(chan readResult, 1)
-	var readyOnce sync.Once
-	go func() {
-		var o readResult
-		r := shared.NewReader(bufio.NewReaderSize(st.Control, 2*shared.MaxChunk))
-		for {
-			f, err := r.Next()
-			if err != nil {
-				if err != io.EOF {
-					o.err = err
-				}
-				break
-			}
-			switch f.Type {
-			case shared.FrameReady:
-				rd, err := shared.ParseReady(f.Payload)
-				if err != nil {
-					o.err = err
-					break
-				}
-				o.ready = true
-				readyOnce.Do(func() {
-					l.emit(Event{Event: EventReady, PID: rd.PID})
-					log.Info("ready", "agent_pid", rd.PID)
-					close(ready)
-					if en, ok := l.rt.(Ender); ok {
-						go en.Pin(l.ctx, l.box)
-					}
-					// The watcher opened the live FIFO before the agent
-					// started: its name is not needed any more.
-					l.live.unlink()
-					for _, p := range l.o.Parties {
-						p.Ready()
-					}
-					if in != nil {
-						go in.pump(l.x.Stdin, w, log)
-					}
-				})
-				continue
-			case shared.FrameStdinCredit:
-				if in == nil {
-					o.err = &shared.ProtocolError{Reason: "stdin-credit from a box that takes no input"}
-					break
-				}
-				if err := in.win.Grant(f.Payload); err != nil {
-					o.err = err
-					break
-				}
-				continue
-			case shared.FrameStdout, shared.FrameStderr:
-				// Output nobody reads is the controller's loss (EPIPE: its
-				// end is gone), never dropped.
-				out, name := l.x.Stdout, "stdout"
-				if f.Type == shared.FrameStderr {
-					out, name = l.x.Stderr, "stderr"
-				}
-				if _, err := out.Write(f.Payload); err != nil {
-					o.outErr = fmt.Errorf("write the agent's output to the supervisor's %s: %w", name, err)
-					break
-				}
-				continue
-			case shared.FramePong:
-				continue
-			case shared.FrameExit:
-				x, err := shared.ParseExit(f.Payload)
-				if err != nil {
-					o.err = err
-					break
-				}
-				o.exit = &x
-				if in != nil {
-					in.end() // no input after the exit record
-				}
-				continue
-			default:
-				if o.err = l.partyFrame(f); o.err != nil {
-					break
-				}
-				continue
-			}
-			break
-		}
-		if in != nil {
-			in.end()
-		}
-		if o.err != nil || o.outErr != nil {
-			// Fail closed: a broken stream ends the box.
-			st.Control.Close()
-		}
-		res <- o
-	}()
-
-	var (
-		signals  = 0
-		lastSig  os.Signal
-		hard     <-chan time.Time
-		deadline <-chan time.Time
-		hardDone bool
-		pastDue  bool
-		ctrlLost bool
-	)
-	endNow := func(why string) {
-		if hardDone {
-			return
-		}
-		hardDone = true
-		log.Info("ending the box at once", "why", why)
-		st.Control.Close() // the watcher sees EOF and kills everything
-		st.Kill()
-	}
-	if l.o.Deadline > 0 {
-		// The watcher keeps the deadline; this is the host's backstop
-		// for a box that cannot.
-		deadline = time.After(l.o.Deadline + l.o.Grace + 10*time.Second)
-	}
-	var o readResult
-wait:
-	for {
-		select {
-		case o = <-res:
-			break wait
-		case s := <-l.x.Signals:
-			if n, ok := forwarded(s); ok {
-				log.Info("forwarding signal to the agent", "signal", s)
-				go w.Send(shared.FrameSignal, shared.Signal{Number: n}.Marshal())
-				continue
-			}
-			signals++
-			lastSig = s
-			if signals == 1 {
-				log.Info("signal: stopping the agent", "signal", s, "grace", l.o.Grace)
-				// Off the loop: a stream that does not drain must not keep
-				// the second signal from being handled.
-				go func() {
-					if err := w.Send(shared.FrameStop, shared.Stop{Grace: l.o.Grace}.Marshal()); err != nil {
-						log.Debug("send stop", "err", err)
-					}
-				}()
-				hard = time.After(l.o.Grace + 5*time.Second)
-			} else {
-				endNow("second signal " + s.String())
-			}
-		case <-l.ctrl.Lost():
-			ctrlLost = true
-			endNow(l.ctrl.Why())
-		case <-hard:
-			endNow("the box did not stop within grace")
-		case <-deadline:
-			if l.partyBusy(10 * time.Second) {
-				// A copy is moving (copy-in precedes the watcher's deadline,
-				// copy-out follows it): the box is not past due while it does.
-				deadline = time.After(10 * time.Second)
-				continue
-			}
-			pastDue = true
-			endNow("the box outlived its deadline")
-		}
-	}
-
-	if o.exit != nil {
-		log.Info("exited", "reason", o.exit.Reason, "code", o.exit.Code, "runtime", o.exit.Runtime, "sweep", o.exit.Sweep)
-	}
-	end := streamEnd{exit: o.exit, ready: o.ready, err: o.err, signal: lastSig, endedNow: hardDone, pastDue: pastDue}
-	switch {
-	case ctrlLost:
-		end.lost, end.lostWhy = shared.ReasonControllerLost, l.ctrl.Why()
-	case o.outErr != nil:
-		end.lost, end.lostWhy = shared.ReasonOutputLost, o.outErr.Error()
-	}
-	out := decide(end, l.o.Deadline, l.tail.Last())
-	if en, ok := l.rt.(Ender); ok && o.exit == nil && o.ready {
-		// The stream ended without the watcher's word (the engine died
-		// under the box?): end the box now rather than at its heartbeat.
-		left, err := en.End(l.box)
-		if err != nil {
-			l.say("the box may still run: ending it without the engine failed: %v", err)
-		} else if left != "" {
-			l.say("%s", left)
-		}
-	}
-	for _, p := range l.o.Parties {
-		if v := p.End(o.exit != nil && o.ready); v != nil {
-			out = outcome{code: v.Code, eventReason: string(v.Reason), journalReason: string(v.Reason), say: v.Say}
-		}
-	}
-	if out.say != "" {
-		l.say("%s", out.say)
-	}
-	l.emit(Event{Event: EventExited, Code: ptr(out.code), Reason: out.eventReason})
-	l.entry.Exit = &JournalExit{Code: out.code, Reason: out.journalReason}
-	return out.code
-}
-
-// partyFrame hands a frame the lifecycle does not own to the party it
-// belongs to; one that no party takes is a protocol error.
-func (l *launch) partyFrame(f shared.Frame) error {
-	for _, p := range l.o.Parties {
-		if handled, err := p.Frame(f); handled {
-			return err
-		}
-	}
-	return &shared.ProtocolError{Reason: "unexpected " + f.Type.String() + " frame from the box"}
-}
-
-// partyBusy reports whether a party moved data within d.
-func (l *launch) partyBusy(d time.Duration) bool {
-	for _, p := range l.o.Parties {
-		if p.Busy(d) {
-			return true
-		}
-	}
-	return false
-}
-
-// Reasons of an exit that the supervisor, not the watcher, decided (the
-// watcher's are shared.Reason*). An exit event and its journal record
-// take their reasons from these and from shared.Reason* alone.
-const (
-	// ReasonSignaled is the exited event's reason when a signal to the
-	// supervisor ended a running box.
-	ReasonSignaled = "signaled"
-	// ReasonSupervisorSignaled is the journal's reason for the same, and
-	// both reasons when the signal came before the box started.
-	ReasonSupervisorSignaled = "supervisor-signaled"
-)
-
-// streamEnd is how attend's wait ended, as plain data.
-type streamEnd struct {
-	exit     *shared.Exit // the watcher's exit record, if one came
-	ready    bool         // the agent started
-	err      error        // the stream broke (nil: EOF or an exit record)
-	signal   os.Signal    // the last signal that asked the box to stop
-	endedNow bool         // the supervisor ended the box at once
-	pastDue  bool         // the host's deadline backstop fired
-	// lost is the controller's loss that ended the box (controller-lost
-	// or output-lost, "" none), lostWhy how it was lost.
-	lost    shared.Reason
-	lostWhy string
-}
-
-// outcome is the supervisor's verdict on a box that ran.
-type outcome struct {
-	code          int
-	eventReason   string
-	journalReason string
-	say           string // a line for stderr ("" none)
-}
-
-// decide turns how the stream ended into the exit status and reasons.
-// Pure: deadline is --deadline, tail the box init's last stderr line.
-func decide(e streamEnd, deadline time.Duration, tail string) outcome {
-	signaled := func() outcome {
-		return outcome{code: signalStatus(e.signal), eventReason: ReasonSignaled, journalReason: ReasonSupervisorSignaled}
-	}
-	same := func(code int, reason shared.Reason, say string) outcome {
-		return outcome{code: code, eventReason: string(reason), journalReason: string(reason), say: say}
-	}
-	switch {
-	case e.lost != "":
-		// The controller is gone: whatever the box did after, this ended it.
-		return same(shared.ExitControllerLost, e.lost, e.lostWhy+"; the box was ended")
-	case e.signal != nil && e.endedNow && (e.exit == nil || e.exit.Reason == shared.ReasonLivenessLost || e.exit.Reason == shared.ReasonStopped):
-		// We ended the box on a second signal: its liveness loss is ours,
-		// and so is the stop the first signal asked for (the watcher
-		// keeps that reason when the stream's end then kills the box).
-		return signaled()
-	case e.exit != nil:
-		say := ""
-		switch e.exit.Reason {
-		case shared.ReasonDeadline:
-			say = fmt.Sprintf("the deadline (%s) passed; the agent was stopped", deadline)
-		case shared.ReasonLivenessLost, shared.ReasonSetupFailed, shared.ReasonVerifyFailed, shared.ReasonCopyRefused:
-			say = e.exit.Message
-			if say == "" {
-				say = string(e.exit.Reason)
-			}
-		}
-		return same(e.exit.Code, e.exit.Reason, say)
-	case e.signal != nil:
-		return signaled()
-	case e.pastDue:
-		return same(shared.ExitDeadline, shared.ReasonDeadline,
-			fmt.Sprintf("the box outlived its deadline (%s) by more than grace + 10s; it was ended", deadline))
-	case e.ready:
-		why := "the control stream ended without an exit record"
-		if e.err != nil {
-			why = fmt.Sprintf("the control stream broke: %v", e.err)
-		}
-		return same(shared.ExitLivenessLost, shared.ReasonLivenessLost, why)
-	default:
-		why := "the box ended before the agent started"
-		if e.err != nil {
-			why += fmt.Sprintf(" (%v)", e.err)
-		}
-		if tail != "" {
-			why += ": " + tail
-		}
-		return same(shared.ExitSetupFailed, shared.ReasonSetupFailed, why)
-	}
-}
-
 // finish runs on every path once the intent is journaled: it lets go of
 // the engine client, journals the removal intent, removes the box,
 // journals the removal, and returns code.
@@ -1267,59 +491,4 @@ func (l *launch) finish(code int, st *Started) int {
 	return code
 }
 
-func signalStatus(s os.Signal) int {
-	if n, ok := s.(syscall.Signal); ok {
-		return shared.SignalStatus(int(n))
-	}
-	return shared.SignalStatus(int(syscall.SIGTERM))
-}
-
 func ptr[T any](v T) *T { return &v }
-
-// tailWriter forwards to w and remembers the last non-empty line. What
-// it forwards is the box init's and the watcher's own stderr, from
-// inside the box: every line goes out shared.Printable.
-type tailWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	cur  []byte
-	last string
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	for _, c := range p {
-		if c == '\n' {
-			if s := strings.TrimSpace(string(t.cur)); s != "" {
-				t.last = s
-			}
-			t.cur = t.cur[:0]
-			continue
-		}
-		if len(t.cur) < 4096 {
-			t.cur = append(t.cur, c)
-		}
-	}
-	t.mu.Unlock()
-	if t.w == nil {
-		return len(p), nil
-	}
-	parts := strings.Split(string(p), "\n")
-	for i, part := range parts {
-		parts[i] = shared.Printable(part)
-	}
-	if _, err := io.WriteString(t.w, strings.Join(parts, "\n")); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// Last is the last complete (or pending) non-empty line.
-func (t *tailWriter) Last() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s := strings.TrimSpace(string(t.cur)); s != "" {
-		return s
-	}
-	return t.last
-}

@@ -215,6 +215,75 @@ func (j *Journal) Put(e *JournalEntry) error {
 	return nil
 }
 
+// StagedEntry is an entry written (and, for a runtime that is not
+// Volatile, synced) under a temporary name in the journal's folder: it
+// is no entry yet (List ignores it) until Commit names it.
+type StagedEntry struct {
+	tmp, path string
+	durable   bool
+}
+
+// Stage is the slow half of Put for an intent: the entry's data written
+// and synced under a temporary name, which can run beside the engine's
+// probe. Commit makes it the entry; Drop removes it (a launch refused
+// before anything was created journals nothing).
+func (j *Journal) Stage(e *JournalEntry) (*StagedEntry, error) {
+	if !ValidName(e.LaunchID) {
+		return nil, fmt.Errorf("journal: bad launch id %q", e.LaunchID)
+	}
+	e.Updated = time.Now().UTC()
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", e.LaunchID, err)
+	}
+	s := &StagedEntry{path: j.path(e.LaunchID), durable: !volatile(e.Runtime)}
+	if s.tmp, err = writeTemp(s.path, append(b, '\n'), s.durable); err != nil {
+		return nil, fmt.Errorf("journal %s (%s): %w", e.LaunchID, e.State, err)
+	}
+	return s, nil
+}
+
+// Commit names the staged entry and makes the name durable: once it
+// returns, reconcile finds the entry after a SIGKILL or a power loss.
+func (s *StagedEntry) Commit() error {
+	if err := ReplaceFile(s.tmp, s.path); err != nil {
+		os.Remove(s.tmp)
+		return fmt.Errorf("journal %s: %w", filepath.Base(s.path), err)
+	}
+	if !s.durable {
+		return nil
+	}
+	if err := syncDir(filepath.Dir(s.path)); err != nil {
+		return fmt.Errorf("journal %s: %w", filepath.Base(s.path), err)
+	}
+	return nil
+}
+
+// Drop removes the staged entry.
+func (s *StagedEntry) Drop() { os.Remove(s.tmp) }
+
+// writeTemp writes data to a new temporary file beside p (a name List
+// ignores), synced when sync asks, and returns its path.
+func writeTemp(p string, data []byte, sync bool) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil && sync {
+		err = fsync(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
 // volatile reports whether nothing of a box of runtime outlives the
 // host's power (Descriptor.Volatile).
 func volatile(runtime string) bool {

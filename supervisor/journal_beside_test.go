@@ -151,3 +151,74 @@ func TestExecIntentBesideProbe(t *testing.T) {
 		t.Errorf("a failed probe left journal entries: %+v", es)
 	}
 }
+
+// daemonFinds is findsRuntime behind a daemon: a rootful one is
+// refused unless --allow-rootful.
+type daemonFinds struct{ *findsRuntime }
+
+func (d daemonFinds) Name() string { return "findsd" }
+
+func init() {
+	Register(Descriptor{Name: "findsd", Daemon: true, IntentFinds: true, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
+		New: func(RuntimeConfig) (Runtime, error) { return daemonFinds{theFinds}, nil }})
+}
+
+// TestExecIntentStagedBesideProbe: the intent staged beside the probe
+// is no entry while the probe runs; a rootful daemon refused by the
+// probe leaves nothing in the journal folder (not even the staged
+// file); an accepted one has its intent on disk before Create.
+func TestExecIntentStagedBesideProbe(t *testing.T) {
+	dir := t.TempDir()
+	theFinds.j, _ = OpenJournal(dir, "finds")
+	entries := func() []string {
+		des, _ := os.ReadDir(theFinds.j.Dir())
+		var names []string
+		for _, de := range des {
+			names = append(names, de.Name())
+		}
+		return names
+	}
+	var during []string
+	rootless := false
+	theFinds.probe = func() (Info, error) {
+		time.Sleep(50 * time.Millisecond) // the staging lands meanwhile
+		es, _, _ := theFinds.j.List()
+		for _, e := range es {
+			during = append(during, e.LaunchID)
+		}
+		return Info{Runtime: "findsd", Present: true, Rootless: rootless}, nil
+	}
+	run := func() (int, string) {
+		var stderr strings.Builder
+		theFinds.intentSeen = false
+		code := Exec(context.Background(), &ExecOptions{
+			Instance: "finds", JournalDir: dir, Runtime: "findsd", WatcherPath: "/host/watcher",
+			UID: 1000, GID: 1000, Argv: []string{"true"},
+		}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal)})
+		return code, stderr.String()
+	}
+	code, stderr := run()
+	if code != shared.ExitRefused || !strings.Contains(stderr, "--allow-rootful") {
+		t.Errorf("rootful daemon: exit %d: %s", code, stderr)
+	}
+	if len(during) != 0 {
+		t.Errorf("journal entries while the probe ran: %v", during)
+	}
+	if left := entries(); len(left) != 0 {
+		t.Errorf("a refused launch left in the journal folder: %v", left)
+	}
+	rootless, during = true, nil
+	code, stderr = run()
+	if code != shared.ExitSetupFailed { // memRuntime cannot start
+		t.Errorf("rootless daemon: exit %d: %s", code, stderr)
+	}
+	if len(during) != 0 {
+		t.Errorf("journal entries while the probe ran: %v", during)
+	}
+	if !theFinds.intentSeen {
+		t.Error("Create ran before the intent was on disk")
+	}
+	if es, _, _ := theFinds.j.List(); len(es) != 1 || es[0].State != StateRemoved {
+		t.Errorf("journal after the launch: %+v", es)
+	}
+}

@@ -109,8 +109,9 @@ type Descriptor struct {
 	// a SIGKILL that beats them leaves an intent or created entry and a
 	// box that reconcile removes as it does after a kill at after-journal
 	// or in-run. A runtime named outright (not auto) also has its intent
-	// written beside its probe (a Preparer's is written again after
-	// Prepare, which may change the box). See launch.journalBeside.
+	// staged beside its probe and committed once the launch is accepted
+	// (a Preparer's is written again after Prepare, which may change the
+	// box). See launchjournal.go.
 	IntentFinds bool
 	// HostWatcherOnly: the box always runs the host's watcher, which the
 	// runtime itself puts into the box and checks at Create

@@ -1,0 +1,235 @@
+package supervisor
+
+// Options of `supervisor exec` and their defaults, worked out as plain data.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"deathwatch/shared"
+	"deathwatch/supervisor/controller"
+)
+
+// ExecOptions is `supervisor exec` worked out as plain data. It holds
+// the agent's environment (AgentEnv) only to put it into the spec frame.
+type ExecOptions struct {
+	Instance   string
+	JournalDir string
+	Runtime    string // a registered runtime's name, or auto ("")
+	Image      string
+	NamePrefix string
+	Labels     map[string]string // the user's --label (never io.deathwatch.*)
+	RunKey     string
+	AgentEnv   []string // NAME=value, for the spec frame only: secrets
+	Workdir    string
+	Mounts     []Mount
+	MountOwner *HostIDs // --mount-owner (Box.MountOwner)
+	Memory     int64
+	PidsLimit  int64
+	Network    string
+	NetworkSet bool  // Network was given explicitly
+	HostPorts  []int // host loopback ports the box may reach (runtimes with Descriptor.HostPorts)
+	Deadline   time.Duration
+	Grace      time.Duration
+	Heartbeat  time.Duration
+
+	AllowRootful   bool
+	AllowUserns    bool   // the agent may make nested user namespaces
+	WatcherPath    string // host watcher to bind-mount
+	WatcherInImage string // watcher baked into the image
+	UID, GID       uint32
+	Argv           []string
+
+	// TTY runs the agent on a pty in the box, Rows x Cols at the start
+	// (0: unknown); Stdin gives it a pipe. Either way ExecIO.Stdin is
+	// its input.
+	TTY        bool
+	Rows, Cols uint16
+	Stdin      bool
+
+	// AllowHostNetwork accepts --network host, which opens the host's
+	// loopback to the agent, and its abstract unix sockets on a kernel
+	// without Landlock scopes (every runtime).
+	AllowHostNetwork bool
+	// ReadWriteRoot makes the box's root file system writable
+	// (--read-write-root); it is read-only by default.
+	ReadWriteRoot bool
+	// RequireLandlock refuses a box whose kernel lacks Landlock's write
+	// limits or scopes (--require-landlock; Spec.RequireLandlock).
+	RequireLandlock bool
+
+	// Parties ride on the control stream beside the lifecycle (Party:
+	// copy-in and copy-out, supervisor/copy).
+	Parties []Party
+
+	// Controller is the link whose end ends the box (controller.Spec).
+	// The zero value watches nothing: a Go controller that calls Exec in
+	// its own process is the process whose death ends the box (the
+	// engine client or the native box's stream dies with it), so the
+	// library needs no watch. The CLI watches the supervisor's parent
+	// process by default (--controller-fd, --controller-pid, --detach).
+	Controller controller.Spec
+}
+
+// The bounds a box gets when its options do not say otherwise: no box
+// may survive a frozen controller for ever. A controller that freezes
+// (a hung event loop, a paused VM, a half-open attach) keeps its
+// control stream open, so EOF never comes; the heartbeat ends its boxes
+// after DefaultHeartbeat of silence, and the in-box deadline ends any
+// box whose watch failed at a known time.
+const (
+	// DefaultHeartbeat is the silence after which the watcher kills the
+	// box; the supervisor pings every third of it. 10 s costs a wake-up
+	// of each side every 3.3 s (make bench prints the CPU) and survives a
+	// GC pause, a short SIGSTOP or a host at load 8 without a false kill.
+	DefaultHeartbeat = 10 * time.Second
+	// DefaultDeadline is the in-box deadline: GitLab CI's default job
+	// timeout, long enough for a build or an agent's turn, short enough
+	// that a box whose watch failed ends the same working hour.
+	DefaultDeadline = time.Hour
+	// DefaultGrace is exec's TERM-to-KILL grace (the CLI's --grace).
+	DefaultGrace = 2 * time.Second
+	// Disabled, as ExecOptions.Heartbeat or Deadline, turns that bound
+	// off (0 takes the default).
+	Disabled time.Duration = -1
+)
+
+// WithDefaults is o with the default bounds filled in: a zero Heartbeat
+// or Deadline takes DefaultHeartbeat or DefaultDeadline, Disabled turns
+// it off (0 in the spec).
+func (o ExecOptions) WithDefaults() ExecOptions {
+	o.Heartbeat = withDefault(o.Heartbeat, DefaultHeartbeat)
+	o.Deadline = withDefault(o.Deadline, DefaultDeadline)
+	return o
+}
+
+func withDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// Survival is how long a box can outlive its controller with the given
+// bounds (0: off): a killed controller's box ends within the runtime's
+// own dead bound; a frozen controller's within Heartbeat plus that
+// bound; a box whose watch failed at Deadline + Grace.
+type Survival struct {
+	Heartbeat, Deadline, Grace time.Duration
+}
+
+// Unbounded: nothing but the controller's death ends the box.
+func (s Survival) Unbounded() bool { return s.Heartbeat <= 0 && s.Deadline <= 0 }
+
+// Statement says the bounds in a line, slack being the runtime's
+// measured or default dead bound.
+func (s Survival) Statement(slack time.Duration) string {
+	var frozen, failed string
+	switch {
+	case s.Heartbeat > 0:
+		frozen = fmt.Sprintf("a frozen controller's boxes die within %v + %v", s.Heartbeat, slack)
+	case s.Deadline > 0:
+		frozen = "a frozen controller's boxes live until the deadline (no heartbeat)"
+	default:
+		frozen = "a frozen controller's boxes live for ever (no heartbeat, no deadline)"
+	}
+	if s.Deadline > 0 {
+		failed = fmt.Sprintf("a failed watch ends at %v + %v", s.Deadline, s.Grace)
+	} else {
+		failed = "a failed watch never ends (no deadline)"
+	}
+	return frozen + "; " + failed
+}
+
+// warning is the line exec prints when a bound is off, "" when none is.
+func (s Survival) warning() string {
+	switch {
+	case s.Unbounded():
+		return "warning: --heartbeat 0 and --deadline 0: nothing but the supervisor's death ends this box; a frozen supervisor leaves it running for ever"
+	case s.Heartbeat <= 0:
+		return fmt.Sprintf("warning: --heartbeat 0: a frozen supervisor leaves this box running until its deadline (%v)", s.Deadline)
+	}
+	return ""
+}
+
+// ExecIO is what exec talks to. Tests fill it with buffers and a
+// signal channel they control.
+type ExecIO struct {
+	Stdout, Stderr io.Writer
+	Log            *slog.Logger
+	Events         *Events // --events: line-delimited JSON (nil: none)
+	// OnEvent, when set, receives every lifecycle event as it happens,
+	// the same ones Events writes: a controller written in Go calls Exec
+	// directly and reads the box's exit (code and reason) from the
+	// exited event and the removal from the removed event.
+	OnEvent func(Event)
+	// Signals delivers SIGINT, SIGTERM and SIGHUP: the first asks the
+	// watcher to stop the agent (TERM, grace, KILL); the second ends the
+	// box at once. SIGUSR1 and SIGUSR2 are passed on to the agent.
+	Signals <-chan os.Signal
+	// EngineEnv is the environment for engine CLIs (nil: the process's
+	// own). It never holds the agent's variables.
+	EngineEnv []string
+	// Stdin is the agent's input with ExecOptions.TTY or Stdin (nil: an
+	// empty input), read once the agent started; its end is the agent's
+	// stdin-eof. A read that is blocked when the box ends stays so.
+	Stdin io.Reader
+	// Resize delivers the host terminal's new size (on SIGWINCH) with
+	// TTY; the box gets the latest once the agent started.
+	Resize <-chan shared.Resize
+	// ProveBind runs the bind proof for the live FIFO (livefifo.go)
+	// when this engine has no verdict yet; nil offers no live FIFO.
+	ProveBind BindProver
+	// Controller is a link to the controller already taken
+	// (WatchController): the CLI takes it before anything else. nil:
+	// Exec takes ExecOptions.Controller's.
+	Controller *controller.Watch
+}
+
+// WatchController takes the link to the controller that s asks for
+// (nil for none): exec's first step, before anything is created. A
+// controller already gone is ExitControllerLost; a descriptor or pid
+// that cannot be watched is a usage error.
+func WatchController(s controller.Spec) (*controller.Watch, error) {
+	crashpoint(CrashBeforeWatch)
+	w, err := controller.Take(s)
+	switch {
+	case errors.Is(err, controller.ErrGone):
+		return nil, WithCode(shared.ExitControllerLost, fmt.Errorf("%w; no box was started", err))
+	case err != nil && s.Parent && !s.HasFD && s.PID == 0:
+		return nil, SetupError("%w", err)
+	case err != nil:
+		return nil, UsageError("%w", err)
+	}
+	return w, nil
+}
+
+// Spec is the launch spec the options ask for, without what the
+// parties add (Party.Spec).
+func (o *ExecOptions) Spec() shared.Spec {
+	return shared.Spec{
+		Argv:      o.Argv,
+		Env:       o.AgentEnv,
+		Workdir:   o.Workdir,
+		UID:       o.UID,
+		GID:       o.GID,
+		Deadline:  o.Deadline,
+		Grace:     o.Grace,
+		Heartbeat: o.Heartbeat,
+
+		AllowUserns:     o.AllowUserns,
+		RequireLandlock: o.RequireLandlock,
+
+		TTY:   o.TTY,
+		Rows:  o.Rows,
+		Cols:  o.Cols,
+		Stdin: o.Stdin,
+	}
+}
