@@ -34,30 +34,21 @@ BUILDFLAGS := -trimpath -ldflags "-s -w -buildid="
 # Both binaries are built without Go 1.26's Green Tea GC, the collector
 # of Go 1.25 and before. PID 1 of every box idles with a heap of a few
 # hundred objects and rarely, if ever, collects: Green Tea keeps the
-# mark bits of each small-object span inside the span (its last bytes,
-# cleared when the span is made), so every span the watcher touches is
-# resident in whole (two 4 KiB pages), where the older collector
-# touches the one page its objects use; its code is 49 KB of binary
-# more, all of it resident (the kernel maps a binary this small in
-# whole). Idle VmRSS, control mode: 2724 -> 2592 KiB; plain 2616 -> 2456
-# KiB (kernel-tests/bench TestBenchIdleRSS, 12 runs each, alternating).
-# The supervisor never collects either on its way to a box (its heap
-# stays under the first 4 MB goal) and pays the same first touch of
-# each span's second page on every start, where a page fault is the
-# main cost: `supervisor version` 710 -> 659 page faults, 34.8 -> 31.1
-# ms task-clock; `exec --runtime native -- /bin/true` 1101 -> 1056
-# faults (perf stat -r 40, load 4.8). Keep in step with
-# ktest.BuildGOEXPERIMENT and the Dockerfile. Go 1.27 is to drop the
-# opt-out, so it is asked of Go 1.26 only (another Go builds with its
-# default collector rather than fail on an unknown GOEXPERIMENT).
+# mark bits of each small-object span inside the span, so every span
+# the watcher touches is resident in whole (two 4 KiB pages), where the
+# older collector touches the one page its objects use; the supervisor
+# pays the same first touch on every start, where a page fault is the
+# main cost (kernel-tests/bench TestBenchIdleRSS prints the resident
+# sizes). Keep in step with ktest.BuildGOEXPERIMENT and the Dockerfile.
+# Go 1.27 is to drop the opt-out, so it is asked of Go 1.26 only (another
+# Go builds with its default collector rather than fail on an unknown
+# GOEXPERIMENT).
 BUILD_GOEXPERIMENT := $(if $(filter go1.26 go1.26.%,$(shell $(GO) env GOVERSION 2>/dev/null)),nogreenteagc,)
 
 # The suite must finish within CI's limit (90 min) on 2 cores; these are
-# upper bounds for a hung test, not expectations. The kernel tests take
-# ~21 min on an idle 2-core machine and ~45 min beside six busy loops
-# (make test-loaded LOAD=6: 2701 s on 2026-12-01, past a 45m bound), so
-# their bound leaves room for a loaded host and still ends before CI's
-# limit with provisioning, unit tests and fuzzing.
+# upper bounds for a hung test, not expectations: the kernel tests' bound
+# leaves room for a loaded host (make test-loaded) and still ends before
+# CI's limit with provisioning, unit tests and fuzzing.
 UNIT_TIMEOUT   ?= 10m
 KERNEL_TIMEOUT ?= 70m
 FUZZ_CI_TIME   ?= 20s

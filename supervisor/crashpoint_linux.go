@@ -20,7 +20,7 @@ func crashpoint(point string) {
 	// Thread-directed: the calling thread takes the stop on its way back
 	// from the syscall, so the lifecycle goes no further. A kill(2) to
 	// the process may be taken by another (idle) thread while this one
-	// runs on for milliseconds — measured: a native box got started.
+	// runs on (far enough to start a native box).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	unix.Tgkill(os.Getpid(), unix.Gettid(), unix.SIGSTOP)

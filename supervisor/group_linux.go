@@ -6,7 +6,7 @@ import "syscall"
 // supervisor dies. An orphaned client would go on with its work: a
 // `podman run` still creating the box when its supervisor was killed
 // made the box after `reconcile` had found none and closed the entry
-// (the crash-window matrix, in-run, at load). Killed with its
+// (the crash-window matrix's in-run point catches it). Killed with its
 // supervisor, the client leaves either nothing or a box that the
 // listing shows by the time reconcile asks; a box it had started sees
 // its stdin end as it would on the pipe's EOF (the engine's attach is

@@ -90,8 +90,8 @@ type Journal struct {
 // ValidName reports whether s can be an instance name, a name prefix or
 // a launch id: it becomes a file name and a container name. It is
 // ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$, spelled out: compiling that
-// regexp (128 copies of the class) cost every process start of the
-// binary, the native box's init stage included, 0.3-0.8 ms.
+// regexp (128 copies of the class) would cost every process start of
+// the binary, the native box's init stage included.
 func ValidName(s string) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false
@@ -170,9 +170,8 @@ func (j *Journal) path(launchID string) string { return filepath.Join(j.dir, lau
 //     gone, and whatever a power loss leaves of it is something
 //     reconcile closes — the entry before it (open, its box gone: closed),
 //     the closed entry, or an empty (or NUL-filled) file, a
-//     LostEntryError (closed). Its fsync was the last step of every
-//     launch, after the engine's removal: 4.3 ms p50, 16 ms p90 on the
-//     rig's ext4 at load ~16.
+//     LostEntryError (closed). Its fsync would be the last step of
+//     every launch, after the engine's removal.
 //   - The entry's name, on the intent write only (fsync of the folder
 //     after the rename): the entry must be on disk before the box
 //     exists, or a box of an engine that keeps containers over a reboot
@@ -386,8 +385,7 @@ func readEntry(p string) (*JournalEntry, error) {
 // synced with its name (the intent: an entry that stands for no box
 // yet) is synced after the rename, then the folder: on ext4 the data's
 // fsync commits the rename with it, and the folder's has little left to
-// do (measured on the rig's ext4, 900 bytes, 40 writes each, load ~16:
-// sync-rename-sync 4.9 ms p50, rename-sync-sync 3.6 ms). A power loss
+// do. A power loss
 // before both returned leaves no entry, the old one, or an empty one
 // (a LostEntryError, which reconcile closes): the box is created only
 // after both.

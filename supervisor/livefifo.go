@@ -4,8 +4,8 @@ import "context"
 
 // The live FIFO: a second liveness path beside the control stream, for
 // a runtime whose engine sits between the supervisor and the box
-// (docker: attach → containerd-shim → the box's stdin, 5-10 ms after
-// the supervisor's death). The supervisor makes a FIFO in a fresh 0700
+// (docker: attach → containerd-shim → the box's stdin, milliseconds
+// after the supervisor's death). The supervisor makes a FIFO in a fresh 0700
 // folder of its own (below /run as root, below $XDG_RUNTIME_DIR as a
 // user), writes the launch nonce into it and holds its only write end
 // for the life of the box; the folder is bind-mounted read-only at

@@ -276,13 +276,9 @@ func HoldLive(w *os.File) (release func()) {
 // is closed in that thread's exit, which follows the SIGKILL at once:
 // the address space is torn down by whichever thread is last, and the
 // watcher is already killing the agents by then, before the engine has
-// seen the supervisor's connections close. Measured
-// (TestBenchSupervisorKill, docker, 2x12 trials against the shared
-// table): the watcher woken
-// 0.14-0.17 ms p50 after the SIGKILL instead of 3.7-3.8 ms, the last
-// agent process dead at 8.6-8.8 ms p50 instead of 12.8-13.2. (The main
-// thread as the holder, which the kernel wakes first on a group kill,
-// measured no better.)
+// seen the supervisor's connections close (TestBenchSupervisorKill
+// prints how much earlier). The main thread as the holder, which the
+// kernel wakes first on a group kill, is no better.
 //
 // The thread stays locked (runtime.LockOSThread, never unlocked), so
 // the Go runtime never runs anything else on it and ends it when the
@@ -290,7 +286,7 @@ func HoldLive(w *os.File) (release func()) {
 // as the process's table, as by the podman database's open) shows the
 // main thread's. release returns once the copy is closed. err: the
 // kernel refused (no close_range before Linux 5.9); the caller keeps
-// its own copy as before.
+// its own copy.
 func holdApart(fd int) (release func(), err error) {
 	held, rel := make(chan error), make(chan struct{})
 	var serve func()

@@ -84,8 +84,9 @@ type ExecOptions struct {
 const (
 	// DefaultHeartbeat is the silence after which the watcher kills the
 	// box; the supervisor pings every third of it. 10 s costs a wake-up
-	// of each side every 3.3 s (make bench prints the CPU) and survives a
-	// GC pause, a short SIGSTOP or a host at load 8 without a false kill.
+	// of each side every few seconds (make bench prints the CPU) and
+	// survives a GC pause, a short SIGSTOP or a loaded host without a
+	// false kill.
 	DefaultHeartbeat = 10 * time.Second
 	// DefaultDeadline is the in-box deadline: GitLab CI's default job
 	// timeout, long enough for a build or an agent's turn, short enough

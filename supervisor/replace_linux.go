@@ -11,9 +11,8 @@ import (
 // neither. When p exists the two are exchanged (renameat2
 // RENAME_EXCHANGE) and tmp, now the old file, is unlinked: a rename
 // over an existing file makes ext4 (auto_da_alloc) start the new
-// file's writeback inside the rename, which measured 0.3-0.5 ms p50 and
-// several ms p90 a replace on a busy host, against 5 us for the
-// exchange and 5 us for the unlink. A kill between the two leaves the
+// file's writeback inside the rename, which the exchange and the
+// unlink do not. A kill between the two leaves the
 // old file under tmp's temporary name, which the readers of these folders
 // skip; an error of that unlink is returned, p holding the new file.
 // Where there is no p yet, or the file system cannot exchange, it is a

@@ -18,11 +18,10 @@ import (
 // environment (never the agent's, which comes from the spec alone), to
 // keep PID 1's resident memory down; nothing in it is secret:
 //   - GOMAXPROCS=1: PID 1 does nothing in parallel, and one P keeps its
-//     threads down (about 200 kB measured);
+//     threads down;
 //   - GODEBUG=profstackdepth=0: the runtime gives no thread its
-//     profiling stack buffers (the watcher never profiles; about 30 KiB
-//     of a control-mode watcher's idle RSS, which no //go:debug line can
-//     set).
+//     profiling stack buffers (the watcher never profiles; no
+//     //go:debug line can set it).
 var WatcherEnv = []string{"GOMAXPROCS=1", "GODEBUG=profstackdepth=0"}
 
 // WatcherMountPoint is where a runtime that bind-mounts the host's

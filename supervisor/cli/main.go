@@ -49,9 +49,9 @@ type CLI struct {
 }
 
 // execCLI is CLI with the exec command alone. kong.New reflects over
-// and interpolates the help of every command's flags, 2-3 ms of every
-// start; `supervisor exec` (the hot path: a native launch is ~10 ms in
-// all) builds the parser of its own command only. The tag of Exec is
+// and interpolates the help of every command's flags on every start;
+// `supervisor exec` (the hot path) builds the parser of its own command
+// only. The tag of Exec is
 // CLI's (TestExecCLIIsCLIs).
 type execCLI struct {
 	Globals
@@ -142,7 +142,7 @@ func newParser(cli any, c *cmdContext) (*kong.Kong, error) {
 // and the variables of the others (${runtimes}) replaced by their
 // values: kong parses each tag and runs its interpolation (a
 // backtracking regexp) over each help text whether or not help is
-// shown, about 1 ms of `supervisor exec`'s start, and over each
+// shown, and over each
 // variable again for each flag (Kong.interpolateValue): the lean parser
 // is given none. An exec that asks for no help parses into a value of
 // this type (newLeanExec), converted back to execCLI (leanExec) field

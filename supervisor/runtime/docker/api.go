@@ -1,7 +1,6 @@
 package docker
 
-// The Engine API client: a small one on net/http (measured against the
-// official client in the commit that brought it: the official module
+// The Engine API client: a small one on net/http (the official module
 // adds several MB to the supervisor and a dependency tree the watcher's
 // fence and `make cross` would have to carry, for six endpoints).
 // Docker and Podman's Docker-compatible service both speak it.
@@ -456,9 +455,9 @@ func containerPath(name, tail string) string { return "/containers/" + name + ta
 // on) a docker whose local socket's listener is root (SO_PEERCRED) is
 // rootful without asking: the verdict that decides anything before the
 // box is created (--allow-rootful, the limits check) is known, and the
-// version came with _ping's headers. /info, which dockerd answers in
-// 10-40 ms under load (it gathers the host's and storage's state; _ping
-// takes 1 ms), then runs beside the journal and the create, and tells
+// version came with _ping's headers. /info, which dockerd answers
+// slowly (it gathers the host's and storage's state; _ping does not),
+// then runs beside the journal and the create, and tells
 // whether the daemon remaps user ids: the statement on stderr is said
 // once the box started (when /info answered by then) or at Remove (which
 // waits for it), never for a launch refused before anything was
@@ -467,7 +466,7 @@ func containerPath(name, tail string) string { return "/containers/" + name + ta
 // doctor (no Stderr: it reads the
 // statement from Detail), a tcp:// daemon and a listener that is not
 // root (rootless docker, or a proxy: only the daemon knows) ask /info
-// first, as before.
+// first.
 func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, error) {
 	if e.Kind == "podman" {
 		return e.libpodProbe(ctx, c)

@@ -74,12 +74,9 @@ type Engine struct {
 	removed map[string]chan error // box → the engine's "removed" answer
 }
 
-// The two engines' descriptors. Their bounds are several times what was
-// measured on a 2-core VM (docker 20.10, podman 4.3, Linux 6.18):
-//
-//	docker   dead 250ms  removed 2s  (measured p95 100ms / 400ms)
-//	podman   dead 250ms  removed 3s  (measured p95 90ms / 700ms; rootless 25ms / 270ms)
-//
+// The two engines' descriptors. Their bounds leave several times the
+// room an engine's kill and removal take on a loaded two-core host
+// (make bench and prove-deathwatch print today's figures).
 // --runtime auto tries a rootless podman first, then docker.
 func init() {
 	for _, d := range []struct {
@@ -572,8 +569,8 @@ func (e *Engine) cliProbe(ctx context.Context) (supervisor.Info, error) {
 	info := supervisor.Info{Runtime: e.Kind}
 	if e.Kind == "podman" && !e.podmanRemote() {
 		// Local Podman has no daemon: it is rootless exactly when it runs
-		// as a user other than root, and `podman version` answers in a
-		// tenth of the time of `podman info` (measured: 30 ms vs 300-400 ms).
+		// as a user other than root, and `podman version` answers without
+		// gathering the host's and storage's state, as `podman info` does.
 		out, err := e.run(ctx, podmanVersionArgs())
 		if err != nil {
 			if supervisor.ExitCode(err, 0) == shared.ExitEngine {

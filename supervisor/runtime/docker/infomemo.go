@@ -3,10 +3,8 @@ package docker
 // The rootful statement (rootfulNoUserns) needs docker's /info: whether
 // the daemon remaps user ids is said there and nowhere cheaper. /info is
 // the dearest request of a launch for the daemon, and one `docker run`
-// never sends: measured on the 2-core rig (dockerd 20.10, load ~7),
-// 13 ms more of dockerd's CPU than a _ping, and two processes it starts
-// (`runc --version`, `docker-init --version`), 50-90 ms of wall time,
-// all of it beside the box's create and start on a host with two cores.
+// never sends: dockerd starts two processes for it (`runc --version`,
+// `docker-init --version`), beside the box's create and start.
 //
 // What the statement reads of it (rootless mode, userns-remap) is fixed
 // for the life of the daemon's process: neither changes without a
@@ -19,7 +17,7 @@ package docker
 // systemd activates has systemd (pid 1) as its listener, which outlives
 // a daemon restart, and a listener in another pid namespace has no pid
 // here. Anything unexpected (no record, another daemon, a record that
-// does not parse, a folder not to be trusted) asks /info, as before.
+// does not parse, a folder not to be trusted) asks /info.
 
 import (
 	"crypto/sha256"

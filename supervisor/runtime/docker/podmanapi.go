@@ -12,8 +12,8 @@ import (
 // version. A service on a local unix socket needs no question: podman
 // is rootless exactly when it runs as a user other than root, and the
 // socket's listener (SO_PEERCRED) says which user; the version came
-// with the headers of the _ping that settled the API version. (Its /info takes 200-400 ms: podman gathers the
-// whole host's and storage's state for it, measured on podman 4.3.)
+// with the headers of the _ping that settled the API version. (Its /info
+// is slow: podman gathers the whole host's and storage's state for it.)
 // Elsewhere its libpod info says (host.security.rootless): the
 // Docker-compatible /info of podman 4 names no "rootless" security
 // option, so a rootless `podman system service` would read as rootful
