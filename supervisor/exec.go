@@ -98,7 +98,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		},
 		ctrl: x.Controller,
 	}
-	if d, _ := Lookup(o.Runtime); d.IntentFinds {
+	if d, _ := Lookup(o.Runtime); d.Has(CapIntentFinds) {
 		// The runtime is named and its intent needs nothing the probe
 		// finds: the intent is staged (written and synced under a name
 		// that is no entry) beside the probe and the image check, and
@@ -114,7 +114,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 	rt, info := p.rt, p.info
 	d, _ := Lookup(rt.Name())
-	l.rt, l.oneStep, l.beside, l.entry.Runtime = rt, p.oneStep, d.IntentFinds, rt.Name()
+	l.rt, l.oneStep, l.beside, l.entry.Runtime = rt, p.oneStep, d.Has(CapIntentFinds), rt.Name()
 	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
 	if p.chosen != "" {
 		l.say("%s", p.chosen)
@@ -131,7 +131,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 // the box and ask for mount-bridge links. The write limits go into the
 // spec last. The error carries its exit status.
 func (l *launch) admit(ctx context.Context, d Descriptor) error {
-	if len(l.o.HostPorts) > 0 && !d.HostPorts {
+	if len(l.o.HostPorts) > 0 && !d.Has(CapHostPorts) {
 		return RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", l.rt.Name())
 	}
 	if lc, ok := l.rt.(LimitsChecker); ok {
@@ -209,7 +209,7 @@ func validate(o *ExecOptions) (shared.Spec, error) {
 		}
 		o.WatcherPath = ""
 	}
-	if !d.HostWatcherOnly && o.WatcherInImage == "" && o.WatcherPath == "" {
+	if !d.Has(CapHostWatcherOnly) && o.WatcherInImage == "" && o.WatcherPath == "" {
 		return spec, UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH")
 	}
 	return spec, nil
@@ -287,7 +287,7 @@ type launch struct {
 	tail    *tailWriter
 	ctx     context.Context
 	// beside: the created and started writes run beside the engine's
-	// next step (Descriptor.IntentFinds); pending is the write in flight.
+	// next step (CapIntentFinds); pending is the write in flight.
 	beside  bool
 	pending chan error
 	// staged is the intent being staged beside the probe (Exec), until

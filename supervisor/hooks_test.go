@@ -50,7 +50,7 @@ func (p *prepRuntime) ReadNonce(_ context.Context, b *Box) (string, error) {
 var thePrep = &prepRuntime{memRuntime: &memRuntime{boxes: map[string]Listed{}}, nonces: map[string]string{}}
 
 func init() {
-	Register(Descriptor{Name: "preprt", HostPorts: true, ImageWatcher: "/in/image/watcher", Bounds: Bounds{Dead: time.Second, Removed: time.Second},
+	Register(Descriptor{Name: "preprt", Caps: CapHostPorts, ImageWatcher: "/in/image/watcher", Bounds: Bounds{Dead: time.Second, Removed: time.Second},
 		New: func(RuntimeConfig) (Runtime, error) { return thePrep, nil }})
 }
 

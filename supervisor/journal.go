@@ -284,10 +284,10 @@ func writeTemp(p string, data []byte, sync bool) (string, error) {
 }
 
 // volatile reports whether nothing of a box of runtime outlives the
-// host's power (Descriptor.Volatile).
+// host's power (CapVolatile).
 func volatile(runtime string) bool {
 	d, ok := Lookup(runtime)
-	return ok && d.Volatile
+	return ok && d.Has(CapVolatile)
 }
 
 // Get reads one entry.

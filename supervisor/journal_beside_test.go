@@ -100,7 +100,7 @@ func (f *findsRuntime) Create(_ context.Context, b *Box) error {
 var theFinds = &findsRuntime{memRuntime: &memRuntime{boxes: map[string]Listed{}}}
 
 func init() {
-	Register(Descriptor{Name: "findsrt", IntentFinds: true, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
+	Register(Descriptor{Name: "findsrt", Caps: CapIntentFinds, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
 		New: func(RuntimeConfig) (Runtime, error) { return theFinds, nil }})
 }
 
@@ -159,7 +159,7 @@ type daemonFinds struct{ *findsRuntime }
 func (d daemonFinds) Name() string { return "findsd" }
 
 func init() {
-	Register(Descriptor{Name: "findsd", Daemon: true, IntentFinds: true, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
+	Register(Descriptor{Name: "findsd", Daemon: true, Caps: CapIntentFinds, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
 		New: func(RuntimeConfig) (Runtime, error) { return daemonFinds{theFinds}, nil }})
 }
 

@@ -79,7 +79,7 @@ func TestOwnerAlive(t *testing.T) {
 // (nothing of it survives a power loss, and the page cache keeps its
 // entry over the supervisor's death) none at all. Each state reads back.
 func TestJournalFsyncs(t *testing.T) {
-	Register(Descriptor{Name: "volatilert", Volatile: true, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
+	Register(Descriptor{Name: "volatilert", Caps: CapVolatile, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
 		New: func(RuntimeConfig) (Runtime, error) { return nil, nil }})
 	j, err := OpenJournal(t.TempDir(), "ci")
 	if err != nil {

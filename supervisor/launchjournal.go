@@ -20,7 +20,7 @@ func (l *launch) journal(state string) error {
 }
 
 // journalBeside is journal for the created and started writes of a
-// runtime whose intent finds its boxes (Descriptor.IntentFinds): once
+// runtime whose intent finds its boxes (CapIntentFinds): once
 // the write before it landed (its error is returned here), it writes a
 // copy of the entry in the background, beside the engine's next step —
 // the attach and start after created, the watcher's handshake after

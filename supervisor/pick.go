@@ -74,7 +74,7 @@ func tryRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig, name str
 		return picked{}, err
 	}
 	d, _ := Lookup(name)
-	if _, ok := rt.(ImageChecker); ok && o.Image == "" && !d.ImageOptional {
+	if _, ok := rt.(ImageChecker); ok && o.Image == "" && !d.Has(CapImageOptional) {
 		return picked{}, UsageError("--image is required for --runtime %s", name)
 	}
 	// usable says whether the probe found the engine usable.

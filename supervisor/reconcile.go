@@ -357,7 +357,7 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 			continue
 		}
 		reason := "box gone; " + ownerWhy
-		if desc, _ := Lookup(e.Runtime); desc.UnlistedRemains {
+		if desc, _ := Lookup(e.Runtime); desc.Has(CapUnlistedRemains) {
 			// The box's remains (native: an empty cgroup) have no label
 			// to list; Remove works from the journaled state and is a
 			// no-op when nothing is left.

@@ -20,8 +20,10 @@ package supervisor
 //     StartAttached starts an engine client that carries the stream.
 //  3. In the package's init, call Register with a Descriptor: the name
 //     (what --runtime takes), whether a rootful daemon stands behind it,
-//     its place in --runtime auto, its default proof bounds, how to tell
-//     it is installed, and the factory.
+//     its place in --runtime auto, its default proof bounds, the
+//     capabilities it declares (Caps: read the Capability list, the one
+//     place that says what the lifecycle does with each), how to tell it
+//     is installed, and the factory.
 //  4. Add one blank import line to supervisor/cli/runtimes.go.
 //
 // Nothing else changes: `supervisor exec --runtime NAME`, ls, reconcile,
@@ -82,57 +84,13 @@ type Descriptor struct {
 	AutoRank int
 	// Bounds are the runtime's default prove-deathwatch bounds.
 	Bounds Bounds
-	// AutoRemove: the runtime removes a box by itself once its watcher
-	// exits (docker/podman --rm), also after a SIGKILL of the
-	// supervisor; prove-deathwatch measures that removal. Otherwise
-	// reconcile removes what a killed supervisor left.
-	AutoRemove bool
-	// UnlistedRemains: a box may leave remains that List does not show
-	// (native: an empty cgroup; podman: a one-step run's cidfile
-	// folder); reconcile then calls Remove for an open
-	// journal entry whose box is not listed.
-	UnlistedRemains bool
-	// Volatile: nothing of a box outlives the host's power: its
-	// processes, cgroup and namespaced mounts live in memory, and what
-	// the runtime keeps on disk (native: its records and id slots) is in
-	// /run, which boot clears; native without XDG_RUNTIME_DIR, whose
-	// records are in the state folder, is not). After a power loss there is nothing for
-	// reconcile to find, and a SIGKILL of the supervisor leaves the
-	// journal's writes in the page cache, so the journal syncs none of
-	// the box's entry (no fsync on its launch): see Journal.Put.
-	Volatile bool
-	// IntentFinds: the journaled intent alone lets reconcile find and
-	// prove a box (the engine lists it by the intent's labels and nonce;
-	// nothing a later write records is needed to remove it), so the
-	// created and started writes run beside the engine's next step (the
-	// attach and start, the watcher's handshake) instead of before it:
-	// a SIGKILL that beats them leaves an intent or created entry and a
-	// box that reconcile removes as it does after a kill at after-journal
-	// or in-run. A runtime named outright (not auto) also has its intent
-	// staged beside its probe and committed once the launch is accepted
-	// (a Preparer's is written again after Prepare, which may change the
-	// box). See launchjournal.go.
-	IntentFinds bool
-	// HostWatcherOnly: the box always runs the host's watcher, which the
-	// runtime itself puts into the box and checks at Create
-	// (--watcher-in-image is refused); an image's watcher is looked for
-	// in the rootfs directory --image names.
-	HostWatcherOnly bool
+	// Caps are what the runtime declares it does or needs, beyond the
+	// Runtime interface (Capability: each is defined in one place).
+	Caps Capability
 	// ImageWatcher: the box can run only a watcher baked into its image
 	// (a microVM cannot bind-mount the host's); this is the default
 	// --watcher-in-image, and a host --watcher is refused.
 	ImageWatcher string
-	// ImageOptional: the runtime runs a box without --image (native: on
-	// the host's root); its ImageChecker checks an image that is given.
-	ImageOptional bool
-	// HostPorts: the runtime honours --host-port (Box.HostPorts); any
-	// other runtime refuses it.
-	HostPorts bool
-	// NoHostProcesses: the box's processes are not the host's (a
-	// microVM): HostPID is always 0, and prove-deathwatch watches the
-	// agent die through the runtime's ProcessCounter (it refuses a
-	// runtime without one).
-	NoHostProcesses bool
 	// Installed says why the runtime cannot be used on this host at all
 	// (its CLI is not on PATH, another OS), or nil. It is cheap: no
 	// engine round trip. env is the engine CLIs' environment.
@@ -146,6 +104,74 @@ type Descriptor struct {
 	// its status.
 	InitArg  string
 	InitMain func() int
+}
+
+// Capability is one thing a runtime declares that it does or needs,
+// beyond the Runtime interface, in its Descriptor's Caps: everything
+// above the runtimes asks Has, never a runtime's name. Every capability
+// is defined here.
+type Capability uint32
+
+const (
+	// CapAutoRemove: the runtime removes a box by itself once its watcher
+	// exits (docker/podman --rm), also after a SIGKILL of the
+	// supervisor; prove-deathwatch measures that removal. Otherwise
+	// reconcile removes what a killed supervisor left.
+	CapAutoRemove Capability = 1 << iota
+	// CapUnlistedRemains: a box may leave remains that List does not show
+	// (native: an empty cgroup; podman: a one-step run's cidfile
+	// folder); reconcile then calls Remove for an open
+	// journal entry whose box is not listed.
+	CapUnlistedRemains
+	// CapVolatile: nothing of a box outlives the host's power: its
+	// processes, cgroup and namespaced mounts live in memory, and what
+	// the runtime keeps on disk (native: its records and id slots) is in
+	// /run, which boot clears; native without XDG_RUNTIME_DIR, whose
+	// records are in the state folder, is not). After a power loss there is nothing for
+	// reconcile to find, and a SIGKILL of the supervisor leaves the
+	// journal's writes in the page cache, so the journal syncs none of
+	// the box's entry (no fsync on its launch): see Journal.Put.
+	CapVolatile
+	// CapIntentFinds: the journaled intent alone lets reconcile find and
+	// prove a box (the engine lists it by the intent's labels and nonce;
+	// nothing a later write records is needed to remove it), so the
+	// created and started writes run beside the engine's next step (the
+	// attach and start, the watcher's handshake) instead of before it:
+	// a SIGKILL that beats them leaves an intent or created entry and a
+	// box that reconcile removes as it does after a kill at after-journal
+	// or in-run. A runtime named outright (not auto) also has its intent
+	// staged beside its probe and committed once the launch is accepted
+	// (a Preparer's is written again after Prepare, which may change the
+	// box). See launchjournal.go.
+	CapIntentFinds
+	// CapHostWatcherOnly: the box always runs the host's watcher, which the
+	// runtime itself puts into the box and checks at Create
+	// (--watcher-in-image is refused); an image's watcher is looked for
+	// in the rootfs directory --image names.
+	CapHostWatcherOnly
+	// CapImageOptional: the runtime runs a box without --image (native: on
+	// the host's root); its ImageChecker checks an image that is given.
+	CapImageOptional
+	// CapHostPorts: the runtime honours --host-port (Box.HostPorts); any
+	// other runtime refuses it.
+	CapHostPorts
+	// CapNoHostProcesses: the box's processes are not the host's (a
+	// microVM): HostPID is always 0, and prove-deathwatch watches the
+	// agent die through the runtime's ProcessCounter (it refuses a
+	// runtime without one).
+	CapNoHostProcesses
+)
+
+// Has reports whether the runtime declares every capability of c.
+func (d Descriptor) Has(c Capability) bool { return d.Caps&c == c }
+
+// CapIf is c when cond holds, else none: a capability that depends on
+// the host (native: Volatile by where its records live).
+func CapIf(cond bool, c Capability) Capability {
+	if cond {
+		return c
+	}
+	return 0
 }
 
 var (

@@ -307,7 +307,7 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 // itself and reports a missing one when it creates the box.
 func hostWatcherOnly(runtime string) bool {
 	d, _ := supervisor.Lookup(runtime)
-	return d.HostWatcherOnly
+	return d.Has(supervisor.CapHostWatcherOnly)
 }
 
 // engineEnv is the environment for engine CLIs: the supervisor's own

@@ -347,7 +347,7 @@ func imageWatcher(ctx context.Context, runtime string, d *DoctorOptions, env []s
 	desc, _ := supervisor.Lookup(runtime)
 	if d.Image == "" {
 		w.Detail = "no --image given"
-		if desc.HostWatcherOnly {
+		if desc.Has(supervisor.CapHostWatcherOnly) {
 			w.Detail = fmt.Sprintf("no --image given: the %s box runs the host's watcher", runtime)
 		}
 		return w
@@ -355,7 +355,7 @@ func imageWatcher(ctx context.Context, runtime string, d *DoctorOptions, env []s
 	cctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
 	var cmd *exec.Cmd
-	if desc.HostWatcherOnly {
+	if desc.Has(supervisor.CapHostWatcherOnly) {
 		p := filepath.Join(d.Image, d.WatcherInImage)
 		if _, err := os.Stat(p); err != nil {
 			w.Detail = fmt.Sprintf("no watcher at %s in the rootfs (the %s box bind-mounts the host's)", d.WatcherInImage, runtime)

@@ -159,7 +159,7 @@ func standinArgs(o *ProveOptions, path string) []string {
 	} else if o.Watcher != "" && desc.ImageWatcher == "" {
 		a = append(a, "--watcher", o.Watcher)
 	}
-	if desc.NoHostProcesses {
+	if desc.Has(supervisor.CapNoHostProcesses) {
 		// The agent's processes carry it in their environment: the
 		// runtime counts them from inside the box.
 		a = append(a, "--env", proveMarkerEnv)
@@ -238,7 +238,7 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 		s := supervisor.Survival{Heartbeat: supervisor.DefaultHeartbeat, Deadline: supervisor.DefaultDeadline, Grace: supervisor.DefaultGrace}
 		rep.Defaults = s.Statement(rep.FrozenSlack(o.Heartbeat, o.Bounds.Dead))
 	}()
-	if d, _ := supervisor.Lookup(o.Runtime); d.NoHostProcesses {
+	if d, _ := supervisor.Lookup(o.Runtime); d.Has(supervisor.CapNoHostProcesses) {
 		rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log, EngineEnv: o.EngineEnv})
 		if _, ok := rt.(supervisor.ProcessCounter); err == nil && !ok {
 			// Refused rather than half measured: a box-removed time alone
@@ -514,7 +514,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	desc, _ := supervisor.Lookup(o.Runtime)
 	counter, _ := rt.(supervisor.ProcessCounter)
 	marker := ""
-	if desc.NoHostProcesses {
+	if desc.Has(supervisor.CapNoHostProcesses) {
 		marker = supervisor.RandHex(16)
 	}
 	s, err := startStandin(o, path, marker)
@@ -534,7 +534,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	if err != nil {
 		return nil, err
 	}
-	if desc.NoHostProcesses {
+	if desc.Has(supervisor.CapNoHostProcesses) {
 		res, err := countedTrial(ctx, o, path, rt, counter, s, ready, marker)
 		cleaned = err == nil // it ran reconcile itself
 		return res, err
@@ -581,7 +581,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		left string
 	}
 	var removedCh chan removal
-	autoRemove := desc.AutoRemove
+	autoRemove := desc.Has(supervisor.CapAutoRemove)
 	if autoRemove {
 		removedCh = make(chan removal, 1)
 		go func() {

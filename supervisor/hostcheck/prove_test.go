@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	supervisor.Register(supervisor.Descriptor{Name: "vmrt", NoHostProcesses: true, ImageWatcher: "/w-in-image", Bounds: supervisor.Bounds{Dead: time.Second, Removed: time.Second},
+	supervisor.Register(supervisor.Descriptor{Name: "vmrt", Caps: supervisor.CapNoHostProcesses, ImageWatcher: "/w-in-image", Bounds: supervisor.Bounds{Dead: time.Second, Removed: time.Second},
 		New: func(supervisor.RuntimeConfig) (supervisor.Runtime, error) { return nil, nil }})
 }
 

@@ -86,17 +86,17 @@ func init() {
 	}{{"podman", 10, 3 * time.Second}, {"docker", 20, 2 * time.Second}} {
 		kind := d.kind
 		supervisor.Register(supervisor.Descriptor{
-			Name:       kind,
-			Daemon:     true,
-			AutoRank:   d.rank,
-			Bounds:     supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: d.removed},
-			AutoRemove: true,
-			// A one-step podman run's cidfile folder (run.go) is not in
-			// the engine's listing: reconcile has Remove drop it when the
-			// engine removed the box after a killed supervisor.
-			UnlistedRemains: kind == "podman",
-			// The engine lists its boxes by label (List): the intent finds them.
-			IntentFinds: true,
+			Name:     kind,
+			Daemon:   true,
+			AutoRank: d.rank,
+			Bounds:   supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: d.removed},
+			// The engine removes a box (--rm); it lists its boxes by label
+			// (List): the intent finds them. A one-step podman run's
+			// cidfile folder (run.go) is not in the engine's listing:
+			// reconcile has Remove drop it when the engine removed the box
+			// after a killed supervisor.
+			Caps: supervisor.CapAutoRemove | supervisor.CapIntentFinds |
+				supervisor.CapIf(kind == "podman", supervisor.CapUnlistedRemains),
 			Installed: func(env []string) error {
 				if _, err := exec.LookPath(kind); err == nil || apiSocketPresent(kind, env) {
 					return nil

@@ -69,7 +69,7 @@ func TestRemoveDropsRunDir(t *testing.T) {
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 		t.Errorf("the box's cidfile folder is still there after Remove: %v", err)
 	}
-	if d, _ := supervisor.Lookup("podman"); !d.UnlistedRemains {
+	if d, _ := supervisor.Lookup("podman"); !d.Has(supervisor.CapUnlistedRemains) {
 		t.Errorf("podman's descriptor does not say its boxes leave remains no listing shows: reconcile would not call Remove for a box podman removed")
 	}
 }

@@ -154,13 +154,11 @@ const EnvCgroupParent = "DEATHWATCH_CGROUP_PARENT"
 // what was measured on a 2-core VM (p95 3ms dead, 6ms removed).
 func init() {
 	supervisor.Register(supervisor.Descriptor{
-		Name:            "native",
-		AutoRank:        30,
-		Bounds:          supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: time.Second},
-		UnlistedRemains: true,
-		Volatile:        volatileStateDir(defaultNativeStateDir(), os.Getenv("XDG_RUNTIME_DIR")),
-		HostWatcherOnly: true,
-		ImageOptional:   true,
+		Name:     "native",
+		AutoRank: 30,
+		Bounds:   supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: time.Second},
+		Caps: supervisor.CapUnlistedRemains | supervisor.CapHostWatcherOnly | supervisor.CapImageOptional |
+			supervisor.CapIf(volatileStateDir(defaultNativeStateDir(), os.Getenv("XDG_RUNTIME_DIR")), supervisor.CapVolatile),
 		New: func(cfg supervisor.RuntimeConfig) (supervisor.Runtime, error) {
 			return New(cfg.Log, Options{Stderr: cfg.Stderr, CgroupParent: os.Getenv(EnvCgroupParent)}), nil
 		},

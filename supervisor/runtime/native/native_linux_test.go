@@ -269,7 +269,7 @@ func TestCgroupSpecFromState(t *testing.T) {
 // Its on-disk state must then be where boot clears it.
 func TestNativeIsVolatile(t *testing.T) {
 	d, ok := supervisor.Lookup("native")
-	if !ok || d.Volatile != volatileStateDir(defaultNativeStateDir(), os.Getenv("XDG_RUNTIME_DIR")) || (os.Geteuid() == 0 && !d.Volatile) {
+	if !ok || d.Has(supervisor.CapVolatile) != volatileStateDir(defaultNativeStateDir(), os.Getenv("XDG_RUNTIME_DIR")) || (os.Geteuid() == 0 && !d.Has(supervisor.CapVolatile)) {
 		t.Fatalf("native descriptor %+v: want Volatile as root", d)
 	}
 	for _, tc := range []struct {

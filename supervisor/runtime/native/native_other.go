@@ -16,10 +16,10 @@ import (
 func init() {
 	notHere := fmt.Errorf("native boxes are Linux namespaces: not available on %s (use docker)", runtime.GOOS)
 	supervisor.Register(supervisor.Descriptor{
-		Name:            "native",
-		Bounds:          supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: time.Second},
-		HostWatcherOnly: true,
-		Installed:       func([]string) error { return notHere },
+		Name:      "native",
+		Bounds:    supervisor.Bounds{Dead: 250 * time.Millisecond, Removed: time.Second},
+		Caps:      supervisor.CapHostWatcherOnly,
+		Installed: func([]string) error { return notHere },
 		New: func(supervisor.RuntimeConfig) (supervisor.Runtime, error) {
 			return nil, supervisor.EngineError("%w", notHere)
 		},

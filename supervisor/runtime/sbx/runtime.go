@@ -40,13 +40,12 @@ const (
 // --force`, a VM's teardown (the emulator takes about 1 s).
 func init() {
 	supervisor.Register(supervisor.Descriptor{
-		Name:            Name,
-		AutoRank:        0, // never picked by auto: a sandbox needs a template
-		Bounds:          supervisor.Bounds{Dead: 2 * time.Second, Removed: 15 * time.Second},
-		UnlistedRemains: true, // a rule outlives its sandbox, and the scratch folder
-		ImageWatcher:    DefaultWatcherPath,
-		HostPorts:       true,
-		NoHostProcesses: true,
+		Name:     Name,
+		AutoRank: 0, // never picked by auto: a sandbox needs a template
+		Bounds:   supervisor.Bounds{Dead: 2 * time.Second, Removed: 15 * time.Second},
+		// A rule outlives its sandbox, and the scratch folder.
+		Caps:         supervisor.CapUnlistedRemains | supervisor.CapHostPorts | supervisor.CapNoHostProcesses,
+		ImageWatcher: DefaultWatcherPath,
 		Installed: func(env []string) error {
 			if _, err := bin(env); err != nil {
 				return errors.New("sbx is not installed (not found on PATH)")

@@ -155,7 +155,7 @@ func TestCountProcesses(t *testing.T) {
 
 func TestRegistered(t *testing.T) {
 	d, ok := supervisor.Lookup(Name)
-	if !ok || d.AutoRank != 0 || d.AutoRemove || d.Daemon || d.ImageWatcher != DefaultWatcherPath || !d.HostPorts || !d.NoHostProcesses {
+	if !ok || d.AutoRank != 0 || d.Has(supervisor.CapAutoRemove) || d.Daemon || d.ImageWatcher != DefaultWatcherPath || !d.Has(supervisor.CapHostPorts) || !d.Has(supervisor.CapNoHostProcesses) {
 		t.Errorf("descriptor %+v", d)
 	}
 	if err := d.Installed([]string{"PATH=/nonexistent"}); err == nil {
