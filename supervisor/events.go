@@ -17,7 +17,7 @@ const (
 	EventCreated   = "created"
 	EventStarted   = "started"
 	EventReady     = "ready"
-	// Copies (copy.go): staged once the agent started after a copy-in
+	// Copies (supervisor/copy): staged once the agent started after a copy-in
 	// (the watcher verified it first); exported when a copy-out tree
 	// arrived, verified once its manifest checked and was written.
 	EventStaged   = "staged"

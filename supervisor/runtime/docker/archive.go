@@ -19,7 +19,7 @@ import (
 // starts (shared.CopyReceiver.Landed). Copy-out (GET
 // /containers/{id}/archive): the engine reads the box's tree as a tar
 // stream, and the host keeps of it only what the watcher's manifest
-// names and hashes (supervisor/copy_archive_out_linux.go). Only where
+// names and hashes (supervisor/copy/archive_out_linux.go). Only where
 // the API is reached: the CLI fallback (an ssh:// context, no podman
 // service) keeps frames.
 
