@@ -18,7 +18,9 @@ import (
 // userns-remap ran every box's agent as host uid 1000, a host account
 // (a real login here), shared by every Docker box: that account read a
 // box's secret from /proc/PID/environ, and one box's agent could signal
-// another's. Rootless Podman ran all of a user's boxes on the same ids.
+// another's. Rootless Podman ran all of a user's boxes on the same ids,
+// and so did rootless Docker (uid 1000 of the daemon's namespace, host
+// uid 166535 here, in every box, with no warning line).
 // Now, played from the host with the agent's own host ids: no agent runs
 // as an account of the host or owns a host process outside its box, two
 // live boxes share no host id, and one box's ids can neither signal nor
@@ -28,7 +30,7 @@ import (
 func TestEscapeEngineIDs(t *testing.T) {
 	esc := ktest.ToolPath(t, "escape")
 	const secret = "ENGINE-BOX-SECRET-29"
-	for i, proto := range rigs(t, "docker", "podman", "podman-rootless") {
+	for i, proto := range rigs(t, "docker", "podman", "podman-rootless", "docker-rootless") {
 		r := *proto
 		t.Run(r.Name, func(t *testing.T) {
 			r.setup(t)

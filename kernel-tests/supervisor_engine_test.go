@@ -556,10 +556,14 @@ func TestSupervisorBoxSettings(t *testing.T) {
 		}
 		res := runCmd(r.supervisor(nil, append(args, "--", "sh", "-c", agent)...))
 		uid := "1000"
-		if ls := strings.Split(res.stdout, "\n"); r.Name == "docker" && len(ls) > 5 {
+		if ls := strings.Split(res.stdout, "\n"); len(ls) > 5 {
 			// Rootful docker without userns-remap runs the box on the
-			// host's ids: the agent has an id of the box's own, above 2^31.
-			if u, _ := strconv.ParseUint(ls[5], 10, 32); u >= idslot.Base {
+			// host's ids: the agent has an id of the box's own, above
+			// 2^31. Rootless docker runs every box in its daemon's
+			// namespace: the agent has an id of the box's own there,
+			// from 32768 up.
+			u, _ := strconv.ParseUint(ls[5], 10, 32)
+			if r.Name == "docker" && u >= idslot.Base || r.Name == "docker-rootless" && u >= 1<<15 && u < 65533 {
 				uid = ls[5]
 			}
 		}

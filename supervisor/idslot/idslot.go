@@ -2,7 +2,8 @@
 // reserved block, held by a lock file while the box exists. The native
 // runtime maps a box's user namespace onto its slot; an engine whose
 // boxes run on the host's own ids (rootful Docker without
-// userns-remap) runs the box's agent and watcher as the slot's ids.
+// userns-remap), or all on one namespace's (rootless Docker), runs the
+// box's agent and watcher as the slot's ids.
 package idslot
 
 // A root supervisor's boxes take slots of a dedicated block of host ids
@@ -15,7 +16,10 @@ package idslot
 // never share a host uid; the runtime's Remove (and so reconcile)
 // releases it. Every runtime of a root supervisor takes its slots from
 // the one folder DefaultDir, so a native box and a Docker box never
-// share ids either.
+// share ids either. An unprivileged user's boxes take two-id slots of
+// the user's subordinate ids (User) from one folder of the user's, on
+// the native runtime and on rootless Docker (whose daemon's namespace
+// maps those ids) alike.
 //
 // The lock file names the box, the supervisor that took it and, once
 // recorded, the box's init (each as pid and start time). A slot whose

@@ -33,6 +33,9 @@ type Ranges struct {
 	// (EngineHeld) whose supervisor is gone is taken back only when the
 	// engine answers no. nil: such slots are kept.
 	EngineHas func(box string) (bool, error)
+	// only, when set, says which slots Allocate may take (by their
+	// first uid and gid): Only.
+	only func(uid, gid int64) bool
 }
 
 // Root are a root supervisor's slots of the block at Base, in dir;
@@ -48,6 +51,16 @@ func Root(dir, etc string) *Ranges {
 // refusal.
 func Sub(dir string, uidBase, gidBase, size, count int64, where string) *Ranges {
 	return &Ranges{dir: dir, base: uidBase, gidBase: gidBase, size: size, slots: count, where: where}
+}
+
+// Only is r taking, in Allocate, only the slots whose first uid and
+// gid ok accepts (an engine whose namespace maps part of the range);
+// Release, Holds and the lock files know every slot, so boxes of r and
+// of the whole range never share one.
+func (r *Ranges) Only(ok func(uid, gid int64) bool) *Ranges {
+	c := *r
+	c.only = ok
+	return &c
 }
 
 // Count is how many slots there are.
@@ -228,6 +241,29 @@ func (r *Ranges) lockDir() (unlock func(), err error) {
 	return func() { unix.Close(fd) }, nil
 }
 
+// takeable reports whether Allocate may hand out slot i: it overlaps
+// no id of the host's and Only accepts it.
+func (r *Ranges) takeable(i int64) bool {
+	span := idSpan{r.slotStart(i), r.size}
+	for _, t := range r.taken {
+		if span.overlaps(t) {
+			return false
+		}
+	}
+	return r.only == nil || r.only(span.start, r.GIDStart(span.start))
+}
+
+// Takeable is how many slots Allocate may hand out, held or not.
+func (r *Ranges) Takeable() int64 {
+	n := int64(0)
+	for i := int64(0); i < r.slots; i++ {
+		if r.takeable(i) {
+			n++
+		}
+	}
+	return n
+}
+
 // Allocate takes the first free slot for box and returns its first
 // host id. Slots whose holder is provably gone are taken back first.
 func (r *Ranges) Allocate(box string) (int64, error) {
@@ -242,17 +278,10 @@ func (r *Ranges) Allocate(box string) (int64, error) {
 	defer unlock()
 	r.reclaim()
 	for i := int64(0); i < r.slots; i++ {
-		span := idSpan{r.slotStart(i), r.size}
-		clash := false
-		for _, t := range r.taken {
-			if span.overlaps(t) {
-				clash = true
-				break
-			}
-		}
-		if clash {
+		if !r.takeable(i) {
 			continue
 		}
+		span := idSpan{r.slotStart(i), r.size}
 		p := filepath.Join(r.dir, strconv.FormatInt(i, 10))
 		fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err == unix.EEXIST {

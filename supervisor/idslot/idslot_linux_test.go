@@ -160,3 +160,51 @@ func TestSlotEngineHeld(t *testing.T) {
 		t.Errorf("a slot whose box the engine no longer has is kept (asked for %q)", asked)
 	}
 }
+
+func TestParseSubIDLine(t *testing.T) {
+	for _, c := range []struct {
+		line       string
+		start, cnt int
+		ok         bool
+	}{
+		{"dwtest:100000:65536", 100000, 65536, true},
+		{"2345:300000:65536", 300000, 65536, true},
+		{"other:100000:65536", 0, 0, false},
+		{"dwtest:100000", 0, 0, false},
+		{"dwtest:x:65536", 0, 0, false},
+		{"dwtest:100000:0", 0, 0, false},
+	} {
+		s, n, ok := parseSubIDLine(c.line, "dwtest", 2345)
+		if s != c.start || n != c.cnt || ok != c.ok {
+			t.Errorf("parseSubIDLine(%q) = %d, %d, %v", c.line, s, n, ok)
+		}
+	}
+}
+
+// Only narrows which slots Allocate takes; the whole range still knows
+// them: it never hands them out again, releases and holds them.
+func TestOnly(t *testing.T) {
+	all := Sub(filepath.Join(t.TempDir(), "slots"), 1000, 5000, 2, 8, "test range")
+	odd := all.Only(func(u, g int64) bool { return g-5000 == u-1000 && (u-1000)/2%2 == 1 })
+	if n := odd.Takeable(); n != 4 {
+		t.Errorf("takeable %d, want 4 (slots 1, 3, 5, 7)", n)
+	}
+	a, err := odd.Allocate("a")
+	if err != nil || a != 1002 || all.GIDStart(a) != 5002 {
+		t.Fatalf("first narrowed slot %d (%v), want 1002 (gid 5002)", a, err)
+	}
+	for _, want := range []int64{1000, 1004} {
+		if s, err := all.Allocate("w"); err != nil || s != want {
+			t.Fatalf("the whole range gave %d (%v), want %d (slot 1 is held)", s, err, want)
+		}
+	}
+	if !all.Holds("a", "1002") {
+		t.Errorf("the whole range does not see a's slot")
+	}
+	if err := all.Release("a", a); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := odd.Allocate("b"); s != 1002 {
+		t.Errorf("after the release: %d, want slot 1 again", s)
+	}
+}

@@ -512,6 +512,9 @@ func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, e
 	}
 	info, err := e.dockerInfo(ctx, c)
 	e.rootless, e.hostIDs = info.Rootless, info.Detail == rootfulNoUserns
+	if err == nil {
+		e.settleDaemonIDs(c, &info)
+	}
 	return info, err
 }
 
@@ -786,9 +789,19 @@ func (e *Engine) userns() string {
 // --userns=auto means.
 const podmanNoSubids = "rootful podman without subordinate ids for user \"containers\": boxes run with the host's root ids; add a containers range to /etc/subuid and /etc/subgid (e.g. containers:1073741824:268435456) so each box gets --userns=auto, or use rootless podman"
 
+// sameIDs is what a statement of a rootless engine whose boxes share
+// ids says (warnShared says it on exec's stderr).
+const sameIDs = "every box of this user runs on the same ids (one box's agent can signal another's)"
+
 // podmanRootlessShared says what a rootless podman whose user has
 // subordinate ids for one box only means.
-const podmanRootlessShared = "rootless podman: this user's subordinate ids in /etc/subuid and /etc/subgid hold one box's 65536, so every box of this user runs on the same ids (one box's agent can signal another's); give the user at least 131072 (e.g. USER:100000:1048576) so each box gets --userns=auto"
+const podmanRootlessShared = "rootless podman: this user's subordinate ids in /etc/subuid and /etc/subgid hold one box's 65536, so " + sameIDs + "; give the user at least 131072 (e.g. USER:100000:1048576) so each box gets --userns=auto"
+
+// dockerRootlessShared says what a rootless docker whose boxes cannot
+// take ids of their own means: why not, and what to do.
+func dockerRootlessShared(why, todo string) string {
+	return "rootless docker: " + why + ", so " + sameIDs + "; " + todo
+}
 
 // podmanIDs settles a podman's user namespace: --userns=auto when the
 // host has the subordinate ids for more than one box (rootful: user

@@ -46,6 +46,9 @@ type Engine struct {
 	// usernsAuto): each box takes ids of its own (ownids_linux.go).
 	// Docker's verdict may come later, from /info (onHostIDs).
 	hostIDs bool
+	// daemonIDs: a rootless docker daemon of this user whose boxes
+	// take ids of their own in its user namespace (nsids_linux.go).
+	daemonIDs *daemonIDs
 
 	apiOnce sync.Once
 	api     *apiClient // nil: the CLI serves
@@ -560,7 +563,7 @@ func (e *Engine) Probe(ctx context.Context) (supervisor.Info, error) {
 // warnShared says once, on exec's stderr, what a rootful engine whose
 // boxes share the host's ids means.
 func (e *Engine) warnShared(info supervisor.Info) {
-	if e.Stderr != nil && (info.Detail == rootfulNoUserns || info.Detail == podmanNoSubids || info.Detail == podmanRootlessShared) {
+	if e.Stderr != nil && (info.Detail == rootfulNoUserns || info.Detail == podmanNoSubids || strings.Contains(info.Detail, sameIDs)) {
 		e.warnOnce.Do(func() { fmt.Fprintln(e.Stderr, "supervisor: warning: "+info.Detail) })
 	}
 }
@@ -670,12 +673,13 @@ func (e *Engine) Create(ctx context.Context, b *supervisor.Box) (err error) {
 }
 
 // ownIDs gives the box ids of its own when the engine would run it on
-// the host's (takeOwnIDs).
+// the host's, or on the ids every box of a rootless docker daemon
+// shares (takeOwnIDs).
 func (e *Engine) ownIDs(ctx context.Context, b *supervisor.Box) error {
 	if b.State == nil {
 		b.State = map[string]string{}
 	}
-	if !e.onHostIDs() {
+	if e.daemonIDs == nil && !e.onHostIDs() {
 		return nil
 	}
 	return e.takeOwnIDs(ctx, b)

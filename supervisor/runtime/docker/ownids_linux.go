@@ -31,8 +31,18 @@ func ownIDSlots(euid int, env map[string]string) (*idslot.Ranges, error) {
 		fmt.Sprintf("host ids %d-%d", base, base+perUser-1)), nil
 }
 
-// takeOwnIDs gives box b, whose engine runs it on the host's own ids,
-// a slot of ids of its own: the agent runs as the slot's first id
+// idSlots are the slots this engine's boxes take: the rootless
+// daemon's (nsids_linux.go), else the host-id blocks.
+func (e *Engine) idSlots() (*idslot.Ranges, error) {
+	if d := e.daemonIDs; d != nil {
+		return d.slots, nil
+	}
+	return ownIDSlots(os.Geteuid(), envMap(os.Environ()))
+}
+
+// takeOwnIDs gives box b, whose engine runs it on the host's own ids
+// or on one namespace's ids for every box (rootless docker), a slot
+// of ids of its own: the agent runs as the slot's first id
 // (unless --user named ids other than the default 1000:1000, which
 // stand: the operator chose that host id), the watcher as its second.
 // No account, file or process of the host has them, nor any other live
@@ -44,7 +54,7 @@ func ownIDSlots(euid int, env map[string]string) (*idslot.Ranges, error) {
 // box (a box still dying within its kill bound, or stalled, keeps its
 // ids to itself); a later allocation asks the engine (Exists).
 func (e *Engine) takeOwnIDs(ctx context.Context, b *supervisor.Box) error {
-	r, err := ownIDSlots(os.Geteuid(), envMap(os.Environ()))
+	r, err := e.idSlots()
 	if err != nil {
 		return supervisor.RefusedError("%w", err)
 	}
@@ -61,8 +71,14 @@ func (e *Engine) takeOwnIDs(ctx context.Context, b *supervisor.Box) error {
 		b.State[idslot.State] = strconv.FormatInt(start, 10)
 	}
 	start, _ := strconv.ParseInt(b.State[idslot.State], 10, 64)
-	g := r.GIDStart(start)
-	ids := &supervisor.OwnIDs{AgentUID: uint32(start), AgentGID: uint32(g), WatcherUID: uint32(start + 1), WatcherGID: uint32(g + 1)}
+	u, g := start, r.GIDStart(start)
+	if d := e.daemonIDs; d != nil {
+		var ok bool
+		if u, g, ok = d.inside(u, g); !ok {
+			return supervisor.SetupError("host id slot %d of box %s: the rootless daemon's user namespace no longer maps it", start, b.Name)
+		}
+	}
+	ids := &supervisor.OwnIDs{AgentUID: uint32(u), AgentGID: uint32(g), WatcherUID: uint32(u + 1), WatcherGID: uint32(g + 1)}
 	if named := b.AgentUID != 0 || b.AgentGID != 0; named && (b.AgentUID != shared.DefaultAgentUID || b.AgentGID != shared.DefaultAgentGID) {
 		ids.AgentUID, ids.AgentGID = b.AgentUID, b.AgentGID
 	}
@@ -77,8 +93,11 @@ func (e *Engine) dropOwnIDs(b *supervisor.Box) {
 		return
 	}
 	start, err := strconv.ParseInt(st, 10, 64)
-	r, rerr := ownIDSlots(os.Geteuid(), envMap(os.Environ()))
-	if err != nil || rerr != nil {
+	if err != nil {
+		return
+	}
+	r, err := heldSlots(start)
+	if err != nil {
 		return
 	}
 	if err := r.Release(b.Name, start); err != nil {

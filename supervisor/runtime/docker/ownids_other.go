@@ -13,3 +13,8 @@ import (
 func (e *Engine) takeOwnIDs(context.Context, *supervisor.Box) error { return nil }
 
 func (e *Engine) dropOwnIDs(b *supervisor.Box) {}
+
+// daemonIDs: a rootless docker daemon runs on Linux only.
+type daemonIDs struct{}
+
+func (e *Engine) settleDaemonIDs(c *apiClient, info *supervisor.Info) {}

@@ -21,7 +21,7 @@ const (
 	IDRangeSize = idslot.Size
 	// RootlessSlotIDs is the size of an unprivileged box's slot: the
 	// agent's host id and the watcher's.
-	RootlessSlotIDs = 2
+	RootlessSlotIDs = idslot.UserSlotIDs
 	// StateIDRange is the box's slot, journaled so that Remove (and
 	// reconcile) releases it.
 	StateIDRange = idslot.State

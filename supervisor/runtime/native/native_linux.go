@@ -1,7 +1,6 @@
 package native
 
 import (
-	"bufio"
 	"context"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/idslot"
@@ -127,19 +126,14 @@ func (n *Native) ranges() (*idslot.Ranges, error) {
 	if os.Geteuid() == 0 {
 		return n.ids, nil
 	}
-	us, uc, err := subIDRange("/etc/subuid")
-	if err != nil {
-		return nil, err
-	}
-	gs, gc, err := subIDRange("/etc/subgid")
+	r, err := idslot.User(n.opts.IDRangeDir, os.Geteuid())
 	if err != nil {
 		return nil, err
 	}
 	if n.opts.IDRangeDir == "" {
 		return nil, errNoStateDir
 	}
-	return idslot.Sub(n.opts.IDRangeDir, int64(us), int64(gs), RootlessSlotIDs, int64(min(uc, gc)/RootlessSlotIDs),
-		fmt.Sprintf("the user's subordinate ids %d-%d in /etc/subuid", us, us+min(uc, gc)-1)), nil
+	return r, nil
 }
 
 var _ supervisor.Runtime = (*Native)(nil)
@@ -566,54 +560,7 @@ func userNamespacesForbidden() string {
 // subIDRange finds the calling user's subordinate id range in an
 // /etc/subuid-style file.
 func subIDRange(file string) (start, count int, err error) {
-	uid := os.Geteuid()
-	name := strconv.Itoa(uid)
-	if u, err := lookupUserName(uid); err == nil {
-		name = u
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return 0, 0, fmt.Errorf("no subordinate ids for user %s (%w): the agent's uid cannot be mapped into the box; add a range with usermod --add-subuids/--add-subgids", name, err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		start, count, ok := parseSubIDLine(s.Text(), name, uid)
-		if ok && count >= 65536 {
-			return start, count, nil
-		}
-	}
-	return 0, 0, fmt.Errorf("no subordinate id range of 65536 for user %s in %s: the agent's uid cannot be mapped into the box; add one with usermod --add-subuids 100000-165535 --add-subgids 100000-165535 %s", name, file, name)
-}
-
-// parseSubIDLine reads "name:start:count" when it is for user name or uid.
-func parseSubIDLine(line, name string, uid int) (start, count int, ok bool) {
-	f := strings.Split(strings.TrimSpace(line), ":")
-	if len(f) != 3 || (f[0] != name && f[0] != strconv.Itoa(uid)) {
-		return 0, 0, false
-	}
-	s, err1 := strconv.Atoi(f[1])
-	c, err2 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil || s < 0 || c <= 0 {
-		return 0, 0, false
-	}
-	return s, c, true
-}
-
-func lookupUserName(uid int) (string, error) {
-	f, err := os.Open("/etc/passwd")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		p := strings.Split(s.Text(), ":")
-		if len(p) > 2 && p[2] == strconv.Itoa(uid) {
-			return p[0], nil
-		}
-	}
-	return "", fmt.Errorf("uid %d not in /etc/passwd", uid)
+	return idslot.SubIDRange(file, os.Geteuid())
 }
 
 // idmapArgs is the argv of newuidmap/newgidmap that writes map m for

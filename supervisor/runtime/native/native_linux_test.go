@@ -190,26 +190,6 @@ func TestIDMapArgs(t *testing.T) {
 	}
 }
 
-func TestParseSubIDLine(t *testing.T) {
-	for _, c := range []struct {
-		line       string
-		start, cnt int
-		ok         bool
-	}{
-		{"dwtest:100000:65536", 100000, 65536, true},
-		{"2345:300000:65536", 300000, 65536, true},
-		{"other:100000:65536", 0, 0, false},
-		{"dwtest:100000", 0, 0, false},
-		{"dwtest:x:65536", 0, 0, false},
-		{"dwtest:100000:0", 0, 0, false},
-	} {
-		s, n, ok := parseSubIDLine(c.line, "dwtest", 2345)
-		if s != c.start || n != c.cnt || ok != c.ok {
-			t.Errorf("parseSubIDLine(%q) = %d, %d, %v", c.line, s, n, ok)
-		}
-	}
-}
-
 func TestCgroupSpec(t *testing.T) {
 	s, err := boxCgroupSpec(1, "/sys/fs/cgroup", "", "dw-1", 64<<20, 100)
 	if err != nil {
