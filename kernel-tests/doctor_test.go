@@ -149,7 +149,7 @@ func TestAutoPicksRootlessDocker(t *testing.T) {
 	if err != nil || stdout.String() != "ran\n" {
 		t.Fatalf("exec: %v, stdout %q", err, stdout.String())
 	}
-	if s := stderr.String(); !strings.Contains(s, "--runtime auto chose docker (rootless, the image present)") || !strings.Contains(s, "not found in podman") {
+	if s := stderr.String(); !strings.Contains(s, "--runtime auto chose docker (rootless, image "+r.Image+" present)") || !strings.Contains(s, "not found in podman") {
 		t.Errorf("exec's stderr does not say that auto chose docker over podman for the image:\n%s", s)
 	}
 	code, rep, serr := r.doctor("--runtime", "auto", "--image", r.Image, "--posture", "preferred", "--skip-proof")
@@ -159,5 +159,11 @@ func TestAutoPicksRootlessDocker(t *testing.T) {
 	}
 	if row := runtimeRow(rep, "podman"); row.NoImage == "" {
 		t.Errorf("podman row says nothing of the missing image: %+v", row)
+	}
+	// Without --image no engine's store is asked: the line says so
+	// instead of claiming an image present.
+	_, rep, serr = r.doctor("--runtime", "auto", "--posture", "preferred", "--skip-proof")
+	if !strings.Contains(rep.Chosen, "no image checked: pass the controller's --image") || strings.Contains(rep.Chosen, "present") {
+		t.Errorf("doctor without --image: chosen %q\n%s", rep.Chosen, serr)
 	}
 }

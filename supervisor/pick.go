@@ -42,7 +42,7 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 				noImage++
 			}
 		case !d.Daemon || p.info.Rootless:
-			p.chosen = AutoChoice(name, p.info.Rootless, why)
+			p.chosen = AutoChoice(name, p.info.Rootless, o.Image, why)
 			return p, nil
 		case o.AllowRootful:
 			rootful = append(rootful, p)
@@ -52,7 +52,7 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 	}
 	if len(rootful) > 0 {
 		p := rootful[0]
-		p.chosen = AutoChoice(p.rt.Name(), p.info.Rootless, why)
+		p.chosen = AutoChoice(p.rt.Name(), p.info.Rootless, o.Image, why)
 		return p, nil
 	}
 	err := EngineError("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
@@ -143,15 +143,21 @@ func tryRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig, name str
 }
 
 // AutoChoice is the line that says which runtime auto chose and why,
-// with what it passed over on the way (exec and doctor say it).
-func AutoChoice(name string, rootless bool, passed []string) string {
+// with what it passed over on the way (exec and doctor say it): image
+// is the image an engine was checked for ("": none was, doctor without
+// --image).
+func AutoChoice(name string, rootless bool, image string, passed []string) string {
 	s := fmt.Sprintf("--runtime auto chose %s (no daemon)", name)
 	if d, _ := Lookup(name); d.Daemon {
 		mode := "rootless"
 		if !rootless {
 			mode = "rootful, accepted by --allow-rootful"
 		}
-		s = fmt.Sprintf("--runtime auto chose %s (%s, the image present)", name, mode)
+		has := "image " + image + " present"
+		if image == "" {
+			has = "no image checked: pass the controller's --image to choose by it, as exec does"
+		}
+		s = fmt.Sprintf("--runtime auto chose %s (%s, %s)", name, mode, has)
 	}
 	if len(passed) > 0 {
 		s += "; passed over: " + strings.Join(passed, "; ")

@@ -561,7 +561,7 @@ func TestExecAutoNeedsImage(t *testing.T) {
 			line = l
 		}
 	}
-	if !strings.Contains(line, "chose docker (rootful, accepted by --allow-rootful, the image present)") || !strings.Contains(line, "image img not found in podman") {
+	if !strings.Contains(line, "chose docker (rootful, accepted by --allow-rootful, image img present)") || !strings.Contains(line, "image img not found in podman") {
 		t.Errorf("auto's line %q; stderr %s", line, r.stderr)
 	}
 	// No engine has it: the image's exit status, not the engine's.

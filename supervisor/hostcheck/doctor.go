@@ -133,7 +133,7 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 			problem("runtime %s is not usable: %s", d.Runtime, runtimeStatus(rep, d.Runtime))
 		}
 	default:
-		rep.Selected, rep.Chosen = autoSelect(rep.Runtimes)
+		rep.Selected, rep.Chosen = autoSelect(rep.Runtimes, d.Image)
 		if rep.Selected == "" {
 			problem("no usable runtime (%s)", strings.Join(statuses(rep), "; "))
 		}
@@ -215,7 +215,7 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 // order, the first usable runtime with no daemon or a rootless one that
 // has the image, else the first usable rootful one that has it (a
 // rootful row is usable only with --allow-rootful).
-func autoSelect(rows []DoctorRuntime) (selected, chosen string) {
+func autoSelect(rows []DoctorRuntime, image string) (selected, chosen string) {
 	byName := map[string]DoctorRuntime{}
 	for _, r := range rows {
 		byName[r.Name] = r
@@ -231,13 +231,13 @@ func autoSelect(rows []DoctorRuntime) (selected, chosen string) {
 		case r.NoImage != "":
 			passed = append(passed, r.NoImage)
 		case !d.Daemon || r.Mode == "rootless":
-			return name, supervisor.AutoChoice(name, r.Mode == "rootless", passed)
+			return name, supervisor.AutoChoice(name, r.Mode == "rootless", image, passed)
 		case rootful == "":
 			rootful = name
 		}
 	}
 	if rootful != "" {
-		return rootful, supervisor.AutoChoice(rootful, false, passed)
+		return rootful, supervisor.AutoChoice(rootful, false, image, passed)
 	}
 	return "", ""
 }

@@ -62,18 +62,23 @@ func TestAutoSelect(t *testing.T) {
 		rows       []DoctorRuntime
 		want, line string
 	}{
-		{"first rootless", []DoctorRuntime{rootless("t-podman"), rootless("t-docker"), unusable}, "t-podman", "chose t-podman (rootless, the image present)"},
-		{"image only in the second", []DoctorRuntime{noImage(rootless("t-podman")), rootless("t-docker"), unusable}, "t-docker", "chose t-docker (rootless, the image present); passed over: image img not found in t-podman"},
+		{"first rootless", []DoctorRuntime{rootless("t-podman"), rootless("t-docker"), unusable}, "t-podman", "chose t-podman (rootless, image img present)"},
+		{"image only in the second", []DoctorRuntime{noImage(rootless("t-podman")), rootless("t-docker"), unusable}, "t-docker", "chose t-docker (rootless, image img present); passed over: image img not found in t-podman"},
 		{"rootless before rootful", []DoctorRuntime{rootful("t-podman"), rootless("t-docker"), unusable}, "t-docker", "chose t-docker (rootless"},
 		{"no daemon before rootful", []DoctorRuntime{rootful("t-podman"), noImage(rootless("t-docker")), {Name: "t-native", Usable: true, Mode: "root"}}, "t-native", "chose t-native (no daemon)"},
-		{"rootful with the image", []DoctorRuntime{noImage(rootful("t-podman")), rootful("t-docker"), unusable}, "t-docker", "chose t-docker (rootful, accepted by --allow-rootful, the image present)"},
+		{"rootful with the image", []DoctorRuntime{noImage(rootful("t-podman")), rootful("t-docker"), unusable}, "t-docker", "chose t-docker (rootful, accepted by --allow-rootful, image img present)"},
 		{"none", []DoctorRuntime{noImage(rootless("t-podman")), {Name: "t-docker", Status: "refused: rootful"}, unusable}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, line := autoSelect(tc.rows)
+			got, line := autoSelect(tc.rows, "img")
 			if got != tc.want || !strings.Contains(line, tc.line) {
 				t.Errorf("autoSelect = %q, %q; want %q and a line with %q", got, line, tc.want, tc.line)
 			}
 		})
+	}
+	// doctor without --image asked no engine for one: the line says so.
+	got, line := autoSelect([]DoctorRuntime{rootless("t-podman"), unusable}, "")
+	if want := "chose t-podman (rootless, no image checked: pass the controller's --image to choose by it, as exec does)"; got != "t-podman" || !strings.Contains(line, want) {
+		t.Errorf("autoSelect without an image = %q, %q; want t-podman and a line with %q", got, line, want)
 	}
 }
