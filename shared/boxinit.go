@@ -62,6 +62,13 @@ type BoxInit struct {
 	// namespace rooted there (a root supervisor on v1), so it joins
 	// nothing and makes no namespace of its own.
 	CgroupNSDone bool
+	// CgroupMove is the cgroup.procs file of the v2 box cgroup's
+	// watcher folder, and CgroupMoveFD that file opened by the
+	// supervisor: the stage, born in the box's cgroup, roots its cgroup
+	// namespace there and then moves itself into the watcher's folder
+	// (see native.WatcherGroup). 0: no move.
+	CgroupMove   string
+	CgroupMoveFD int
 }
 
 // Marshal encodes c for the init stage.
@@ -95,6 +102,8 @@ func (c BoxInit) Marshal() []byte {
 		e.u64(uint64(fd))
 	}
 	e.boolean(c.CgroupNSDone)
+	e.str(c.CgroupMove)
+	e.u64(uint64(c.CgroupMoveFD))
 	return e.b
 }
 
@@ -131,6 +140,8 @@ func ParseBoxInit(b []byte) (BoxInit, error) {
 		c.CgroupTaskFDs = append(c.CgroupTaskFDs, d.fd("cgroup_task_fds"))
 	}
 	c.CgroupNSDone = d.boolean("cgroup_ns_done")
+	c.CgroupMove = d.str("cgroup_move")
+	c.CgroupMoveFD = d.fd("cgroup_move_fd")
 	return c, d.done()
 }
 

@@ -202,7 +202,7 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		logf(warn)
 	}
 	w.oom = newOOMCounter()
-	return &agent{
+	a := &agent{
 		Argv:     spec.Argv,
 		Env:      spec.Env,
 		Dir:      dir,
@@ -219,7 +219,12 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		Filter:      filter,
 		OOMScore:    agentOOMScore,
 		CgroupTasks: w.cfg.AgentCgroupFD,
-	}, 0
+	}
+	if isDirFD(a.CgroupTasks) {
+		// v2 hands the agent's cgroup folder, not a tasks file.
+		a.CgroupDir, a.CgroupTasks = a.CgroupTasks, 0
+	}
+	return a, 0
 }
 
 // closeChildEnds drops the watcher's copies of the agent's stdio, so

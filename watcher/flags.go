@@ -33,7 +33,8 @@ type Config struct {
 	ParentFD int
 	// AgentCgroupFD is a v1 memory cgroup's "tasks" file, opened by the
 	// host: the agent is forked from a thread that joined it (see
-	// joinThreadCgroup); 0 when there is none.
+	// joinThreadCgroup); or a v2 cgroup's folder the agent is born in
+	// (agent.CgroupDir); 0 when there is none.
 	AgentCgroupFD int
 	// LiveFD is the read end of the native runtime's live pipe (see
 	// livefifo.go); 0 when there is none.

@@ -186,8 +186,10 @@ func reexec(settings []byte, argv []string) error {
 }
 
 // joinCgroup moves the process into the box cgroup (v1: one tasks file
-// per controller) and gives it a cgroup namespace rooted there (the
-// agent sees "/" in /proc/self/cgroup, not the host's layout). When the
+// per controller; v2 is born there) and gives it a cgroup namespace
+// rooted there (the agent sees "/agent" in /proc/self/cgroup, not the
+// host's layout); on v2 it then moves into the watcher's folder below
+// the namespace's root (c.CgroupMoveFD). When the
 // stage goes on as the watcher, every thread moves itself and joins the
 // one new namespace (both are per thread); before an exec, the exec'ing
 // thread alone, which is the whole process after the exec.
@@ -212,17 +214,25 @@ func joinCgroup(c shared.BoxInit, allThreads bool) error {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return errorf("new cgroup namespace: %w", os.NewSyscallError("unshare", err))
 	}
-	if !allThreads {
-		return nil
+	if allThreads {
+		defer runtime.UnlockOSThread()
+		ns, err := unix.Open("/proc/thread-self/ns/cgroup", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return errorf("new cgroup namespace: %w", os.NewSyscallError("open", err))
+		}
+		defer unix.Close(ns)
+		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(ns), unix.CLONE_NEWCGROUP, 0); e != 0 {
+			return errorf("new cgroup namespace: %w", os.NewSyscallError("setns", e))
+		}
 	}
-	defer runtime.UnlockOSThread()
-	ns, err := unix.Open("/proc/thread-self/ns/cgroup", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return errorf("new cgroup namespace: %w", os.NewSyscallError("open", err))
-	}
-	defer unix.Close(ns)
-	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(ns), unix.CLONE_NEWCGROUP, 0); e != 0 {
-		return errorf("new cgroup namespace: %w", os.NewSyscallError("setns", e))
+	if c.CgroupMoveFD > 0 {
+		// v2: the whole process leaves the namespace's root for the
+		// watcher's folder ("0" is the writer's thread group), checked
+		// against the supervisor's credentials, which opened the file.
+		if _, err := unix.Write(c.CgroupMoveFD, zero); err != nil {
+			return errorf("move into the box's watcher cgroup (%s): %w", c.CgroupMove, os.NewSyscallError("write", err))
+		}
+		unix.Close(c.CgroupMoveFD)
 	}
 	return nil
 }
@@ -250,9 +260,10 @@ func apply(c shared.BoxInit) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return errorf("make mounts private: %w", os.NewSyscallError("mount", err))
 	}
-	tasks := c.CgroupTaskFDs
-	for _, fd := range tasks {
-		unix.CloseOnExec(fd)
+	for _, fd := range append(c.CgroupTaskFDs, c.CgroupMoveFD) {
+		if fd > 0 {
+			unix.CloseOnExec(fd)
+		}
 	}
 	// Open every host path first: detached copies of their mounts.
 	trees := map[int]int{}

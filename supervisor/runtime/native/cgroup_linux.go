@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,24 +41,42 @@ type cgroupSpec struct {
 	Group   string // absolute group path below Root (and below each v1 controller)
 	Memory  int64  // bytes; 0 = no limit
 	Pids    int64  // 0 = no limit
+	// Owner is the host uid and gid of the box's root, which the v2
+	// cgroup.procs files the watcher starts the agent through are
+	// given (a root supervisor's box); nil leaves them the creator's
+	// (an unprivileged supervisor, whose own id is the box's root).
+	Owner *[2]int
 }
 
 // v1Controllers are the only v1 hierarchies a box joins.
 var v1Controllers = []string{"memory", "pids", "freezer"}
 
-// On cgroup v1 a box with a memory limit has two memory cgroups: the
-// box's, held at the limit plus WatcherMemoryReserve, with the watcher
-// in it, and AgentMemoryGroup below it, held at the limit, where the
-// agent is born (the watcher forks it from a thread that joined it:
-// watcher --agent-cgroup-fd). What fills the agent's cgroup — its own
-// pages or a tmpfs's, which stay charged after their writer is killed —
-// makes only an agent process the OOM killer's victim: the watcher is
-// not in that cgroup, whatever score the agent gave itself. On v2 the
-// box is one cgroup (a process cannot be moved across the box's
-// namespace boundary from inside it), and the agent's oom_score_adj of
-// 1000 is what keeps the watcher from being the victim (doctor says so).
+// A box with a memory limit keeps the watcher out of its agent's memory
+// cgroup, so that what fills the agent's cgroup — its own pages or a
+// tmpfs's, which stay charged after their writer is killed — makes
+// only an agent process the OOM killer's victim, whatever score the
+// agent gave itself. The box's cgroup is held at the limit plus
+// WatcherMemoryReserve, AgentMemoryGroup below it at the limit.
+//
+// On v1 the watcher is in the box's cgroup and the agent is born in
+// AgentMemoryGroup (the watcher forks it from a thread that joined it:
+// watcher --agent-cgroup-fd with its tasks file).
+//
+// On v2 a folder that enables controllers for its children holds no
+// processes (the no-internal-process rule): the box's cgroup has two
+// children, WatcherGroup and AgentMemoryGroup. The init is born in the
+// box's cgroup, roots its cgroup namespace there (so that the namespace
+// holds both children), and moves itself into WatcherGroup; then the
+// supervisor enables the controllers in the box's cgroup and writes the
+// agent's limits (finishV2), before the spec that makes the watcher
+// start the agent. The watcher starts it straight into AgentMemoryGroup
+// (clone3 CLONE_INTO_CGROUP, watcher --agent-cgroup-fd with the
+// folder). The kernel checks that clone against the watcher's own
+// credentials (the box's root): the cgroup.procs files of the box's
+// cgroup and of AgentMemoryGroup are that root's (spec.Owner).
 const (
 	AgentMemoryGroup     = "agent"
+	WatcherGroup         = "watcher"
 	WatcherMemoryReserve = 32 << 20
 )
 
@@ -71,15 +90,23 @@ func detectCgroup() (version int, root string, err error) {
 }
 
 // hasController reports whether controller (pids, memory) is there to
-// carry a default limit (a v2 tree on a hybrid host may have no
-// controllers).
-func hasController(version int, root, controller string) bool {
+// carry a default limit for a box below parent (a v2 tree on a hybrid
+// host may have no controllers; a delegated one, only some): on v2,
+// what the deepest existing folder of parent may hand down.
+func hasController(version int, root, parent, controller string) bool {
 	if version == 1 {
 		_, err := os.Stat(filepath.Join(root, controller))
 		return err == nil
 	}
-	b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
-	return err == nil && strings.Contains(" "+strings.TrimSpace(string(b))+" ", " "+controller+" ")
+	d := filepath.Join(root, parent)
+	for d != root && len(d) > len(root) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		d = filepath.Dir(d)
+	}
+	b, err := os.ReadFile(filepath.Join(d, "cgroup.controllers"))
+	return err == nil && slices.Contains(strings.Fields(string(b)), controller)
 }
 
 // boxCgroupSpec works out a box's cgroup from its name and limits.
@@ -164,18 +191,20 @@ func (s cgroupSpec) agentTasksV1() string {
 	return filepath.Join(s.Root, "memory", s.Group, AgentMemoryGroup, "tasks")
 }
 
-// limitsV2 are spec's limits on the unified tree (no swap at all), and
-// the controllers they need.
-func (s cgroupSpec) limitsV2() (files []limitFile, controllers []string) {
+// limitsV2 are spec's limits on the unified tree (no swap at all): the
+// box's folder's, its AgentMemoryGroup's, and the controllers the box's
+// folder needs from the folders above it.
+func (s cgroupSpec) limitsV2() (box, agent []limitFile, controllers []string) {
 	if s.Memory > 0 {
-		files = append(files, limitFile{"memory.max", strconv.FormatInt(s.Memory, 10)}, limitFile{"memory.swap.max", "0"})
+		box = append(box, limitFile{"memory.max", strconv.FormatInt(s.Memory+WatcherMemoryReserve, 10)}, limitFile{"memory.swap.max", "0"})
+		agent = append(agent, limitFile{"memory.max", strconv.FormatInt(s.Memory, 10)}, limitFile{"memory.swap.max", "0"})
 		controllers = append(controllers, "memory")
 	}
 	if s.Pids > 0 {
-		files = append(files, limitFile{"pids.max", strconv.FormatInt(s.Pids, 10)})
+		box = append(box, limitFile{"pids.max", strconv.FormatInt(s.Pids, 10)})
 		controllers = append(controllers, "pids")
 	}
-	return files, controllers
+	return box, agent, controllers
 }
 
 // writeLimits writes limit files below dir.
@@ -497,42 +526,111 @@ type boxCgroupV2 struct {
 	spec cgroupSpec
 }
 
-// newBoxCgroupV2 makes the folder, enables the controllers its limits
-// need in every folder above it (an unprivileged supervisor may be
-// refused at the top, where they are on already: only the last error
-// counts), and writes the limits.
+// newBoxCgroupV2 makes the box's folder and its two children, enables
+// the controllers its limits need in every folder above it where they
+// are not on yet, writes the box's limits and hands the cgroup.procs
+// files the watcher starts the agent through to the box's root. Every
+// step that fails is named with its cause, and all of them are kept:
+// one refused folder makes the ones below it fail too.
 func newBoxCgroupV2(s cgroupSpec) (*boxCgroupV2, error) {
 	c := &boxCgroupV2{spec: s}
-	fail := func(err error) (*boxCgroupV2, error) {
-		return nil, fmt.Errorf("create cgroup v2 %s: %w", c.dir(), err)
+	fail := func(errs ...error) (*boxCgroupV2, error) {
+		removeCgroupDir(c.dir())
+		return nil, fmt.Errorf("create cgroup v2 %s: %w", c.dir(), errors.Join(errs...))
 	}
-	if err := os.MkdirAll(c.dir(), 0o755); err != nil {
-		return fail(err)
-	}
-	files, controllers := s.limitsV2()
-	if len(controllers) > 0 {
-		var last error
-		enable := []byte("+" + strings.Join(controllers, " +"))
-		for d := s.Root; ; {
-			last = nil
-			if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), enable, 0); err != nil {
-				last = fmt.Errorf("enable %s in %s: %w", enable, d, err)
-			}
-			rest := strings.TrimPrefix(strings.TrimPrefix(c.dir(), d), "/")
-			next, _, more := strings.Cut(rest, "/")
-			if !more {
-				break
-			}
-			d = filepath.Join(d, next)
-		}
-		if last != nil {
-			return fail(last)
+	for _, d := range []string{c.dir(), filepath.Join(c.dir(), WatcherGroup), filepath.Join(c.dir(), AgentMemoryGroup)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fail(cgroupStep("make the folder", err))
 		}
 	}
-	if err := writeLimits(c.dir(), files); err != nil {
-		return fail(err)
+	box, _, controllers := s.limitsV2()
+	if errs := enableControllers(s.Root, path.Dir(s.Group), controllers); len(errs) > 0 {
+		return fail(errs...)
+	}
+	if err := writeLimits(c.dir(), box); err != nil {
+		return fail(cgroupStep("write the box's limits", err))
+	}
+	if s.Owner != nil {
+		for _, f := range []string{filepath.Join(c.dir(), "cgroup.procs"), filepath.Join(c.dir(), AgentMemoryGroup, "cgroup.procs")} {
+			if err := os.Chown(f, s.Owner[0], s.Owner[1]); err != nil {
+				return fail(cgroupStep("give the box's root "+f, err))
+			}
+		}
 	}
 	return c, nil
+}
+
+// enableControllers turns controllers on for the children of every
+// folder from root down to parent (a path below root) where
+// cgroup.subtree_control does not list them yet; the errors say which
+// folder refused and why.
+func enableControllers(root, parent string, controllers []string) []error {
+	if len(controllers) == 0 {
+		return nil
+	}
+	var errs []error
+	dirs := []string{root}
+	for _, c := range strings.Split(strings.Trim(parent, "/"), "/") {
+		if c != "" {
+			dirs = append(dirs, filepath.Join(dirs[len(dirs)-1], c))
+		}
+	}
+	for _, d := range dirs {
+		file := filepath.Join(d, "cgroup.subtree_control")
+		on, _ := os.ReadFile(file)
+		var want []string
+		for _, ctl := range controllers {
+			if !slices.Contains(strings.Fields(string(on)), ctl) {
+				want = append(want, "+"+ctl)
+			}
+		}
+		if len(want) == 0 {
+			continue
+		}
+		if err := os.WriteFile(file, []byte(strings.Join(want, " ")), 0); err != nil {
+			errs = append(errs, cgroupStep("enable "+strings.Join(want, " ")+" in "+file, err))
+		}
+	}
+	return errs
+}
+
+// finishV2 enables the memory controller in the box's folder and
+// writes its agent's limits, once the box's init has left the folder
+// for WatcherGroup (until then the no-internal-process rule refuses
+// it) and before the watcher starts the agent.
+func (c *boxCgroupV2) finishV2() error {
+	_, agent, _ := c.spec.limitsV2()
+	if len(agent) == 0 {
+		return nil
+	}
+	file := filepath.Join(c.dir(), "cgroup.subtree_control")
+	if err := os.WriteFile(file, []byte("+memory"), 0); err != nil {
+		return fmt.Errorf("cgroup v2: %w", cgroupStep("enable +memory in "+file+" for the agent's limit", err))
+	}
+	if err := writeLimits(filepath.Join(c.dir(), AgentMemoryGroup), agent); err != nil {
+		return fmt.Errorf("cgroup v2: %w", cgroupStep("write the agent's limits in "+filepath.Join(c.dir(), AgentMemoryGroup), err))
+	}
+	return nil
+}
+
+// cgroupStep names a failed step of a cgroup's setup and what the
+// kernel's answer means there.
+func cgroupStep(step string, err error) error {
+	var why string
+	switch {
+	case errors.Is(err, unix.EBUSY):
+		why = "the folder holds processes of its own, and cgroup v2 enables controllers for the children only of a folder without any (the no-internal-process rule); pick a parent that holds no process"
+	case errors.Is(err, unix.ENOENT):
+		why = "the controller is not enabled in the folder above (see the step before) or not listed in its cgroup.controllers"
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		why = fmt.Sprintf("uid %d may not write there: the folder is not delegated to this user", os.Geteuid())
+	case errors.Is(err, unix.EROFS):
+		why = "the cgroup file system is mounted read-only here"
+	}
+	if why == "" {
+		return fmt.Errorf("%s: %w", step, err)
+	}
+	return fmt.Errorf("%s: %w (%s)", step, err, why)
 }
 
 func (c *boxCgroupV2) dir() string { return filepath.Join(c.spec.Root, c.spec.Group) }

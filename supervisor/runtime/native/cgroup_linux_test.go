@@ -1,31 +1,41 @@
 package native
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The v2 code path against a folder that stands in for the unified
-// mount: the controllers are enabled down the path and the limits
-// written where the kernel would read them. (The real hierarchy is
-// exercised by kernel-tests/TestNativeCgroupV2.)
+// mount: the controllers are enabled down the path where they are not on
+// yet, the box's limits written where the kernel would read them, the
+// watcher's and the agent's folders made, and once the init has moved
+// (finishV2) the agent's limit written below the box's. (The real
+// hierarchy is exercised by kernel-tests/TestNativeCgroupV2.)
 func TestCgroupV2Files(t *testing.T) {
 	root := t.TempDir()
 	box := filepath.Join(root, "deathwatch", "dw-1")
 	if err := os.MkdirAll(box, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{
-		filepath.Join(root, "cgroup.subtree_control"),
-		filepath.Join(root, "deathwatch", "cgroup.subtree_control"),
-		filepath.Join(box, "memory.max"), filepath.Join(box, "memory.swap.max"), filepath.Join(box, "pids.max"),
+	for f, text := range map[string]string{
+		filepath.Join(root, "cgroup.subtree_control"):               "cpu memory pids", // on already: not written
+		filepath.Join(root, "deathwatch", "cgroup.subtree_control"): "memory",
+		filepath.Join(box, "memory.max"):                            "",
+		filepath.Join(box, "memory.swap.max"):                       "",
+		filepath.Join(box, "pids.max"):                              "",
+		filepath.Join(box, "cgroup.procs"):                          "",
+		filepath.Join(box, "cgroup.subtree_control"):                "",
 	} {
-		if err := os.WriteFile(f, nil, 0o644); err != nil {
+		if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,14 +55,32 @@ func TestCgroupV2Files(t *testing.T) {
 		return strings.TrimSpace(string(b))
 	}
 	for f, want := range map[string]string{
-		filepath.Join(root, "cgroup.subtree_control"):               "+memory +pids",
-		filepath.Join(root, "deathwatch", "cgroup.subtree_control"): "+memory +pids",
-		filepath.Join(box, "memory.max"):                            "67108864",
+		filepath.Join(root, "cgroup.subtree_control"):               "cpu memory pids",
+		filepath.Join(root, "deathwatch", "cgroup.subtree_control"): "+pids",
+		filepath.Join(box, "memory.max"):                            strconv.Itoa(64<<20 + WatcherMemoryReserve),
 		filepath.Join(box, "memory.swap.max"):                       "0",
 		filepath.Join(box, "pids.max"):                              "100",
+		filepath.Join(box, "cgroup.subtree_control"):                "", // the init is still there
 	} {
 		if got := read(f); got != want {
 			t.Errorf("%s = %q, want %q", strings.TrimPrefix(f, root), got, want)
+		}
+	}
+	for _, d := range []string{WatcherGroup, AgentMemoryGroup} {
+		if st, err := os.Stat(filepath.Join(box, d)); err != nil || !st.IsDir() {
+			t.Errorf("no %s folder: %v", d, err)
+		}
+	}
+	if err := cg.(*boxCgroupV2).finishV2(); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]string{
+		filepath.Join(box, "cgroup.subtree_control"):            "+memory",
+		filepath.Join(box, AgentMemoryGroup, "memory.max"):      "67108864",
+		filepath.Join(box, AgentMemoryGroup, "memory.swap.max"): "0",
+	} {
+		if got := read(f); got != want {
+			t.Errorf("after the init's move: %s = %q, want %q", strings.TrimPrefix(f, root), got, want)
 		}
 	}
 	if got := cg.Paths(); len(got) != 1 || got[0] != box {
@@ -70,6 +98,68 @@ func TestCgroupV2Files(t *testing.T) {
 	os.RemoveAll(filepath.Join(root, "deathwatch"))
 	if l, err := loadBoxCgroup(back); err != nil || l != nil {
 		t.Fatalf("load of a removed cgroup: %v %v", l, err)
+	}
+}
+
+// A root supervisor's v2 box hands the cgroup.procs files the watcher
+// starts the agent through to the box's root, and only those.
+func TestCgroupV2Owner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another id needs root")
+	}
+	root := t.TempDir()
+	box := filepath.Join(root, "deathwatch", "dw-1")
+	for _, d := range []string{box, filepath.Join(box, AgentMemoryGroup)} {
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "cgroup.procs"), nil, 0o644)
+	}
+	s, err := boxCgroupSpec(2, root, "", "dw-1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Owner = &[2]int{200000, 200000}
+	if _, err := newBoxCgroup(s); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]uint32{
+		filepath.Join(box, "cgroup.procs"):                   200000,
+		filepath.Join(box, AgentMemoryGroup, "cgroup.procs"): 200000,
+		filepath.Join(box, WatcherGroup):                     0,
+		box:                                                  0,
+	} {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := st.Sys().(*syscall.Stat_t).Uid; uid != want {
+			t.Errorf("%s: owner %d, want %d", strings.TrimPrefix(f, root), uid, want)
+		}
+	}
+}
+
+// Each failed step of a v2 box cgroup says where and why, and none is
+// dropped for a later one.
+func TestCgroupStepErrors(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{unix.EBUSY, "no-internal-process rule"},
+		{unix.ENOENT, "not enabled in the folder above"},
+		{unix.EACCES, "not delegated to this user"},
+		{unix.EROFS, "read-only"},
+	} {
+		err := cgroupStep("enable +memory in /x/cgroup.subtree_control", &os.PathError{Op: "write", Path: "/x", Err: c.err})
+		if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "enable +memory in /x") || !errors.Is(err, c.err) {
+			t.Errorf("%v: %v", c.err, err)
+		}
+	}
+	// Two refused folders: both errors are kept.
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "a"), 0o755)
+	errs := enableControllers(filepath.Join(root, "missing"), "/a", []string{"memory"})
+	if len(errs) != 2 {
+		t.Errorf("errors %v, want one for each of the two folders", errs)
 	}
 }
 

@@ -35,7 +35,8 @@ const (
 
 // Options configure the native runtime.
 type Options struct {
-	// CgroupParent is where box cgroups go (default DefaultCgroupParent).
+	// CgroupParent is where box cgroups go; "" lets the runtime choose
+	// (cgroupParent).
 	CgroupParent string
 	// CgroupVersion and CgroupRoot override what detectCgroup finds
 	// (e.g. 2 and /sys/fs/cgroup/unified on a hybrid host).
@@ -77,6 +78,10 @@ type Native struct {
 
 	pendingMu sync.Mutex
 	pending   map[string]*pendingPrep // by box name: Create's prep for Start
+
+	parentOnce sync.Once
+	parent     string // cgroupParent's answer
+	parentErr  error
 }
 
 // New returns the native runtime.
@@ -95,9 +100,6 @@ func New(log *slog.Logger, opts Options) *Native {
 	}
 	if opts.SetupTimeout == 0 {
 		opts.SetupTimeout = 30 * time.Second
-	}
-	if opts.CgroupParent == "" {
-		opts.CgroupParent = DefaultCgroupParent
 	}
 	if opts.IDRangeDir == "" {
 		if os.Geteuid() == 0 {
@@ -213,7 +215,11 @@ func (n *Native) Probe(ctx context.Context) (supervisor.Info, error) {
 		info.Detail = err.Error()
 		return info, nil
 	}
-	if err := checkCgroupWritable(cgroupSpec{Version: v, Root: root, Group: n.opts.CgroupParent}); err != nil {
+	parent, err := n.cgroupParent(v, root)
+	if err == nil {
+		err = checkCgroupWritable(cgroupSpec{Version: v, Root: root, Group: parent})
+	}
+	if err != nil {
 		info.Detail = err.Error() + " (boxes without --memory/--pids-limit still run)"
 	}
 	info.Present = true
@@ -224,10 +230,6 @@ func (n *Native) Probe(ctx context.Context) (supervisor.Info, error) {
 func (n *Native) Walls() []string {
 	w := []string{
 		"--network host is refused unless --allow-host-network: the box would share the host's network namespace, whose loopback ports its agent could reach, and its abstract unix sockets (X11, D-Bus, containerd, systemd) on a kernel without Landlock ABI 6",
-	}
-	if v, _, err := n.cgroupPlace(); err == nil && v == 2 {
-		// On v1 the agent has a memory cgroup of its own (AgentMemoryGroup).
-		w = append(w, "cgroup v2: the agent shares the box's memory cgroup with the watcher and can lower its own oom_score_adj from 1000 back to 0 (the watcher, in the box's user namespace, cannot set the floor); such an agent filling its /tmp under --memory can make the watcher the OOM victim (then reported as liveness lost)")
 	}
 	if os.Geteuid() != 0 {
 		if r, err := n.ranges(); err == nil {
@@ -242,14 +244,52 @@ func (n *Native) Walls() []string {
 // EnvCgroupParent).
 func (n *Native) Bounds() []string {
 	v, root, err := n.cgroupPlace()
+	var parent string
 	if err == nil {
-		err = checkCgroupWritable(cgroupSpec{Version: v, Root: root, Group: n.opts.CgroupParent})
+		parent, err = n.cgroupParent(v, root)
+	}
+	if err == nil {
+		err = checkCgroupWritable(cgroupSpec{Version: v, Root: root, Group: parent})
 	}
 	if err != nil {
 		// An unprivileged box's ids are its own: RLIMIT_NPROC bounds its processes.
 		return supervisor.DefaultBounds(os.Geteuid() != 0, false, "no cgroup of the box's own ("+err.Error()+"; delegate one with "+EnvCgroupParent+")")
 	}
-	return supervisor.DefaultBounds(hasController(v, root, "pids"), hasController(v, root, "memory"), "the box's cgroup has no such controller")
+	return supervisor.DefaultBounds(hasController(v, root, parent, "pids"), hasController(v, root, parent, "memory"), "the box's cgroup has no such controller")
+}
+
+// cgroupParent is where this supervisor's box cgroups go:
+// Options.CgroupParent (EnvCgroupParent) when set; for an unprivileged
+// supervisor on v2, the delegated cgroup found from its own
+// (delegatedParent); else DefaultCgroupParent.
+func (n *Native) cgroupParent(version int, root string) (string, error) {
+	if n.opts.CgroupParent != "" {
+		return n.opts.CgroupParent, nil
+	}
+	if version != 2 || os.Geteuid() == 0 {
+		return DefaultCgroupParent, nil
+	}
+	n.parentOnce.Do(func() {
+		self, err := selfCgroupV2()
+		if err == nil {
+			n.parent, err = delegatedParent(self, os.Geteuid(), hostCgroupTree{root})
+		}
+		n.parentErr = err
+	})
+	return n.parent, n.parentErr
+}
+
+// boxLimits are the box's memory and pids limits: those asked for, else
+// the defaults where its cgroup has the controller.
+func boxLimits(b *supervisor.Box, version int, root, parent string) (memory, pids int64) {
+	memory, pids = b.Memory, b.PidsLimit
+	if pids == 0 && hasController(version, root, parent, "pids") {
+		pids = DefaultPidsLimit
+	}
+	if memory == 0 && hasController(version, root, parent, "memory") {
+		memory = supervisor.DefaultMemory
+	}
+	return memory, pids
 }
 
 // cgroupPlace is the cgroup version and mount to use.
@@ -324,16 +364,15 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err != nil {
 		return supervisor.SetupError("%w", err)
 	}
-	pids, mem := b.PidsLimit, b.Memory
-	if pids == 0 && hasController(v, cgRoot, "pids") {
-		pids = DefaultPidsLimit
-	}
-	if mem == 0 && hasController(v, cgRoot, "memory") {
-		mem = supervisor.DefaultMemory
-	}
-	spec, err := boxCgroupSpec(v, cgRoot, n.opts.CgroupParent, b.Name, mem, pids)
-	if err != nil {
-		return supervisor.UsageError("%w", err)
+	// No parent found (an unprivileged supervisor without a delegated
+	// cgroup) is refused below as an unwritable one is.
+	parent, perr := n.cgroupParent(v, cgRoot)
+	spec := cgroupSpec{Version: v, Root: cgRoot}
+	if perr == nil {
+		mem, pids := boxLimits(b, v, cgRoot, parent)
+		if spec, err = boxCgroupSpec(v, cgRoot, parent, b.Name, mem, pids); err != nil {
+			return supervisor.UsageError("%w", err)
+		}
 	}
 	// Host ids of the box's own: no account, file or process of the
 	// host, and no other live box, has these ids.
@@ -354,13 +393,25 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 			delete(b.State, StateIDRange)
 		}
 	}
-	if werr := checkCgroupWritable(spec); werr != nil {
+	werr := perr
+	if werr == nil {
+		werr = checkCgroupWritable(spec)
+	}
+	if werr == nil && v == 2 {
+		werr = checkCloneIntoSelf(spec)
+	}
+	if werr != nil {
 		if b.Memory > 0 || b.PidsLimit > 0 || os.Geteuid() == 0 {
 			release()
 			return supervisor.RefusedError("%w", werr)
 		}
 		n.log.Info("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
 	} else {
+		if v == 2 && os.Geteuid() == 0 {
+			// The box's root: host id start of its range (idStart).
+			st, _ := strconv.Atoi(b.State[StateIDRange])
+			spec.Owner = &[2]int{st, st}
+		}
 		if _, err := newBoxCgroup(spec); err != nil {
 			release()
 			return supervisor.SetupError("%w", err)
@@ -600,6 +651,10 @@ type startPrep struct {
 	extra    []*os.File
 	cg       boxCgroup
 	cgDir    *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
+	cgSpec   cgroupSpec
+	// finishCgroup completes a v2 box cgroup once the init has moved
+	// into its watcher folder (boxCgroupV2.finishV2).
+	finishCgroup func() error
 	// cgTasks are the box's v1 tasks files, for a root supervisor: its
 	// cloning thread joins them (startInCgroupV1).
 	cgTasks []*os.File
@@ -750,9 +805,29 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 				return nil, supervisor.SetupError("open the agent's memory cgroup: %w", err)
 			}
 		case 2:
-			if p.cgDir, err = os.Open(filepath.Join(spec.Root, spec.Group)); err != nil {
+			dir := filepath.Join(spec.Root, spec.Group)
+			if p.cgDir, err = os.Open(dir); err != nil {
 				return nil, supervisor.SetupError("open the box's cgroup: %w", err)
 			}
+			p.cgSpec = spec
+			// The init's move into the watcher's folder, and the
+			// agent's folder the watcher starts it in (see WatcherGroup).
+			move := filepath.Join(dir, WatcherGroup, "cgroup.procs")
+			f, err := os.OpenFile(move, os.O_WRONLY, 0)
+			if err != nil {
+				return nil, supervisor.SetupError("open %s for the box's init: %w", move, err)
+			}
+			p.cfg.CgroupMove, p.cfg.CgroupMoveFD = move, firstExtraFD+len(p.extra)
+			p.extra = append(p.extra, f)
+			agent, err := os.Open(filepath.Join(dir, AgentMemoryGroup))
+			if err != nil {
+				return nil, supervisor.SetupError("open the agent's cgroup: %w", err)
+			}
+			p.cfg.Argv = append(p.cfg.Argv[:len(p.cfg.Argv):len(p.cfg.Argv)], fmt.Sprintf("--agent-cgroup-fd=%d", firstExtraFD+len(p.extra)))
+			p.extra = append(p.extra, agent)
+			limited := spec
+			limited.Memory, limited.Pids = boxLimits(b, spec.Version, spec.Root, path.Dir(spec.Group))
+			p.finishCgroup = (&boxCgroupV2{spec: limited}).finishV2
 		}
 	}
 	if !p.rootless {
@@ -826,6 +901,11 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	}
 	if len(msg) > 0 {
 		return fail(supervisor.SetupError("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
+	}
+	if p.finishCgroup != nil {
+		if err := p.finishCgroup(); err != nil {
+			return fail(supervisor.SetupError("set up native box %s: %w", b.Name, err))
+		}
 	}
 	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network,
 		"clone", l.tClone, "setup", time.Since(l.t0)-l.tClone)
@@ -958,6 +1038,11 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 	if err != nil {
 		ctl.parent.Close()
 		set.parent.Close()
+		if p.cgDir != nil {
+			if cerr := checkCloneIntoSelf(p.cgSpec); cerr != nil {
+				return nil, supervisor.RefusedError("start the box's init: %w: %w", cerr, err)
+			}
+		}
 		return nil, namespaceError(err, p.rootless)
 	}
 	l := &launched{p: p, cmd: cmd, ctl: ctl, set: set, t0: t0, tClone: tClone}
@@ -1074,8 +1159,10 @@ func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 	if !ok && err == nil && b.Name != "" {
 		// No recorded cgroup: look where Create would have put it.
 		if v, root, derr := n.cgroupPlace(); derr == nil {
-			if s, serr := boxCgroupSpec(v, root, n.opts.CgroupParent, b.Name, 0, 0); serr == nil {
-				spec, ok = s, true
+			if parent, perr := n.cgroupParent(v, root); perr == nil {
+				if s, serr := boxCgroupSpec(v, root, parent, b.Name, 0, 0); serr == nil {
+					spec, ok = s, true
+				}
 			}
 		}
 	}
@@ -1127,12 +1214,23 @@ func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 // checkOwnCgroup refuses a journaled cgroup that is not the box's own
 // folder under this runtime's parent, on a cgroup mount: a planted or
 // edited entry must not make Remove empty a host cgroup.
+//
+// An unprivileged supervisor whose parent is found (delegatedParent)
+// also takes a box's folder in another DelegatedParent that is its own:
+// one started in another of the user's cgroups made it, and the kernel
+// lets this user empty only what it owns.
 func (n *Native) checkOwnCgroup(spec cgroupSpec, name string) error {
-	want, err := boxCgroupSpec(spec.Version, spec.Root, n.opts.CgroupParent, name, 0, 0)
+	parent, err := n.cgroupParent(spec.Version, spec.Root)
+	if err != nil && n.opts.CgroupParent == "" && os.Geteuid() != 0 {
+		parent = "/" + DelegatedParent // nothing found now: the test below decides
+	} else if err != nil {
+		return fmt.Errorf("box state: %w", err)
+	}
+	want, err := boxCgroupSpec(spec.Version, spec.Root, parent, name, 0, 0)
 	if err != nil {
 		return fmt.Errorf("box state: %w", err)
 	}
-	if spec.Group != want.Group {
+	if spec.Group != want.Group && !n.ownDelegatedBox(spec, name) {
 		return fmt.Errorf("box state: cgroup %s is not the box's own (%s); left alone", spec.Group, want.Group)
 	}
 	roots := []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}
@@ -1145,6 +1243,18 @@ func (n *Native) checkOwnCgroup(spec cgroupSpec, name string) error {
 		}
 	}
 	return fmt.Errorf("box state: cgroup root %s is not a cgroup mount of this runtime; left alone", spec.Root)
+}
+
+// ownDelegatedBox reports whether spec's group is a box folder name in
+// a DelegatedParent of a cgroup v2 tree, made by this unprivileged
+// supervisor's user (see checkOwnCgroup).
+func (n *Native) ownDelegatedBox(spec cgroupSpec, name string) bool {
+	if n.opts.CgroupParent != "" || os.Geteuid() == 0 || spec.Version != 2 ||
+		path.Base(spec.Group) != name || path.Base(path.Dir(spec.Group)) != DelegatedParent {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Lstat(filepath.Join(spec.Root, spec.Group), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid()
 }
 
 var errNoStateDir = errors.New("no folder for native box records: set XDG_RUNTIME_DIR or HOME (a shared /tmp folder is never used)")

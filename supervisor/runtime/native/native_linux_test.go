@@ -214,12 +214,17 @@ func TestCgroupSpec(t *testing.T) {
 	if got := s.limitsV1(false)["memory"]; len(got) != 1 {
 		t.Errorf("swap set without swap accounting: %v", got)
 	}
-	files, ctl := s.limitsV2()
-	if want := []limitFile{{"memory.max", m}, {"memory.swap.max", "0"}, {"pids.max", "100"}}; !reflect.DeepEqual(files, want) || !reflect.DeepEqual(ctl, []string{"memory", "pids"}) {
+	// v2: the box's folder holds the limit and the watcher's reserve,
+	// the agent's the limit.
+	files, agent, ctl := s.limitsV2()
+	if want := []limitFile{{"memory.max", box}, {"memory.swap.max", "0"}, {"pids.max", "100"}}; !reflect.DeepEqual(files, want) || !reflect.DeepEqual(ctl, []string{"memory", "pids"}) {
 		t.Errorf("v2 limits %v %v", files, ctl)
 	}
-	if files, ctl := (cgroupSpec{}).limitsV2(); len(files)+len(ctl) != 0 {
-		t.Errorf("no limits: files %v, controllers %v", files, ctl)
+	if want := []limitFile{{"memory.max", m}, {"memory.swap.max", "0"}}; !reflect.DeepEqual(agent, want) {
+		t.Errorf("v2 agent limits %v, want %v", agent, want)
+	}
+	if files, agent, ctl := (cgroupSpec{}).limitsV2(); len(files)+len(agent)+len(ctl) != 0 {
+		t.Errorf("no limits: files %v, agent %v, controllers %v", files, agent, ctl)
 	}
 	for _, bad := range []struct{ parent, name string }{{"rel", "x"}, {"/a/../b", "x"}, {"", "a/b"}, {"", ".."}, {"", ""}} {
 		if _, err := boxCgroupSpec(2, "/sys/fs/cgroup", bad.parent, bad.name, 0, 0); err == nil {
