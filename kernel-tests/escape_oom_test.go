@@ -33,9 +33,10 @@ func TestEscapeOOM(t *testing.T) {
 		// An agent may lower its own oom_score_adj from 1000 to 0, the
 		// watcher's: its pages and the watcher's would then be weighed
 		// alike, and a small head beside a full tmpfs leaves the watcher
-		// the largest. The agent's own memory cgroup (v1) keeps the
-		// watcher out of the fight (exit 4: the agent is not in it).
-		{"lower own score, fill /tmp", "grep -q ':memory:/agent$' /proc/self/cgroup || exit 4; echo 0 > /proc/self/oom_score_adj || exit 3; head -c 256m /dev/zero > /tmp/fill; s=$?; echo head=$s; exit $s"},
+		// the largest. The agent's own memory cgroup keeps the watcher
+		// out of the fight (exit 4: the agent is not in it; v1 names the
+		// memory hierarchy, v2 the unified one).
+		{"lower own score, fill /tmp", "grep -qE '(:memory:|^0::)/agent$' /proc/self/cgroup || exit 4; echo 0 > /proc/self/oom_score_adj || exit 3; head -c 256m /dev/zero > /tmp/fill; s=$?; echo head=$s; exit $s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			journal := sharedTempDir(t)

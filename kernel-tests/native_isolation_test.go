@@ -192,6 +192,16 @@ func TestNativeCgroupV2(t *testing.T) {
 	if err != nil || len(ps) < 3 {
 		t.Fatalf("cgroup v2 %s holds %v (%v); want the watcher, the agent and its child", dir, ps, err)
 	}
+	// The box's folder holds no process of its own: the watcher (the
+	// init) is in watcher/, the agent and its child in agent/, which
+	// the agent sees as its own cgroup namespace's /agent.
+	own, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	w, _ := cgroupProcs(filepath.Join(dir, native.WatcherGroup))
+	a, _ := cgroupProcs(filepath.Join(dir, native.AgentMemoryGroup))
+	t.Logf("box %q, watcher/ %v, agent/ %v", strings.TrimSpace(string(own)), w, a)
+	if strings.TrimSpace(string(own)) != "" || len(w) != 1 || w[0] != b.State[native.StateInitPID] || len(a) != 2 {
+		t.Errorf("box %q, watcher/ %v, agent/ %v; want none, the init %s, and the agent and its child", own, w, a, b.State[native.StateInitPID])
+	}
 	start := time.Now()
 	if err := rt.Remove(t.Context(), b); err != nil {
 		t.Fatalf("remove: %v", err)

@@ -2,9 +2,11 @@ package kerneltests
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,27 +171,20 @@ func TestNativeMemoryLimit(t *testing.T) {
 	}
 }
 
-// An unprivileged supervisor with a delegated cgroup (DEATHWATCH_CGROUP_PARENT)
-// gets limits too: root hands dwtest a folder below each controller.
+// An unprivileged supervisor with a delegated cgroup gets limits too:
+// root hands dwtest a folder (below each controller on v1, with
+// DEATHWATCH_CGROUP_PARENT). On v2, as systemd delegates one, the
+// supervisor runs in a child of the delegated folder: it finds the
+// folder by itself, or takes DEATHWATCH_CGROUP_PARENT there; one started
+// outside it is refused before the clone, with cgroup v2's
+// common-ancestor rule named.
 func TestNativeUnprivilegedDelegatedCgroup(t *testing.T) {
 	requireUnprivilegedUserns(t)
 	bins := ktest.Build(t)
 	uid, _ := strconv.Atoi(lookupUID(t, ktest.RootlessUser))
 	parent := "/dw-deleg-" + boxName(t)
-	var dirs []string
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		// v2: the delegated folder with memory and pids enabled for its children.
-		d := "/sys/fs/cgroup" + parent
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory +pids"), 0)
-		os.WriteFile(d+"/cgroup.subtree_control", []byte("+memory +pids"), 0)
-		for _, f := range []string{"", "/cgroup.procs", "/cgroup.subtree_control", "/cgroup.threads"} {
-			os.Chown(d+f, uid, uid)
-		}
-		dirs = append(dirs, d)
-	} else {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
+		var dirs []string
 		for _, c := range []string{"memory", "pids", "freezer"} {
 			d := filepath.Join("/sys/fs/cgroup", c) + parent
 			if err := os.Mkdir(d, 0o755); err != nil {
@@ -198,37 +193,116 @@ func TestNativeUnprivilegedDelegatedCgroup(t *testing.T) {
 			filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, uid, uid) })
 			dirs = append(dirs, d)
 		}
+		t.Cleanup(func() { removeDelegated(t, dirs...) })
+		out, _ := runDelegated(t, bins, parent, nil)
+		checkPidsHeld(t, out)
+		checkNoBoxLeft(t, dirs...)
+		return
+	}
+	// v2: the delegated folder, and the supervisor's own leaf in it.
+	d := "/sys/fs/cgroup" + parent
+	sup := d + "/sup"
+	os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory +pids"), 0)
+	for _, dir := range []string{d, sup} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"", "/cgroup.procs", "/cgroup.subtree_control", "/cgroup.threads"} {
+			os.Chown(dir+f, uid, uid)
+		}
 	}
 	t.Cleanup(func() {
-		for _, d := range dirs {
-			if err := os.Remove(d); err != nil {
-				t.Errorf("remove the delegated cgroup: %v (a box cgroup left below it?)", err)
-			}
+		removeDelegated(t, d+"/"+native.DelegatedParent, d+"/boxes", sup, d)
+	})
+	leaf, err := os.Open(sup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leaf.Close()
+	t.Run("found", func(t *testing.T) {
+		out, _ := runDelegated(t, bins, "", leaf)
+		checkPidsHeld(t, out)
+		checkNoBoxLeft(t, d+"/"+native.DelegatedParent)
+	})
+	t.Run("named", func(t *testing.T) {
+		out, _ := runDelegated(t, bins, parent+"/boxes", leaf)
+		checkPidsHeld(t, out)
+		checkNoBoxLeft(t, d+"/boxes")
+	})
+	t.Run("outside", func(t *testing.T) {
+		out, code := runDelegated(t, bins, parent+"/boxes", nil)
+		if code != shared.ExitRefused || !strings.Contains(out, "CLONE_INTO_CGROUP") || !strings.Contains(out, "common ancestor") {
+			t.Fatalf("exit %d: %s; want %d and the common-ancestor rule named", code, out, shared.ExitRefused)
 		}
 	})
+}
+
+// runDelegated runs a fork loop of 200 sleeps as dwtest under
+// --pids-limit 40 --memory 128m, with DEATHWATCH_CGROUP_PARENT set to
+// parent (unless ""), started in the v2 cgroup leaf when one is given.
+func runDelegated(t *testing.T, bins ktest.Binaries, parent string, leaf *os.File) (string, int) {
+	t.Helper()
 	journal := sharedTempDir(t)
 	script := `i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); echo $i; done`
-	cmd := ktest.AsUser(ktest.RootlessUser, "env", native.EnvCgroupParent+"="+parent, bins.Supervisor, "exec", "--runtime", "native",
-		"--journal", journal, "--watcher", bins.Watcher, "--pids-limit", "40", "--memory", "128m", "--", "/bin/sh", "-c", script)
+	env := []string{"env"}
+	if parent != "" {
+		env = append(env, native.EnvCgroupParent+"="+parent)
+	}
+	cmd := ktest.AsUser(ktest.RootlessUser, env[0], append(env[1:], bins.Supervisor, "exec", "--runtime", "native",
+		"--journal", journal, "--watcher", bins.Watcher, "--pids-limit", "40", "--memory", "128m", "--", "/bin/sh", "-c", script)...)
+	if leaf != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(leaf.Fd())}
+	}
 	out, err := cmd.CombinedOutput()
-	fields := strings.Fields(string(out))
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("as %s, %s=%q: exit %d", ktest.RootlessUser, native.EnvCgroupParent, parent, code)
+	return string(out), code
+}
+
+// checkPidsHeld: the fork loop started fewer sleeps than the limit of 40
+// and a fork failed.
+func checkPidsHeld(t *testing.T, out string) {
+	t.Helper()
+	fields := strings.Fields(out)
 	n := 0
 	for _, f := range fields {
 		if v, err := strconv.Atoi(f); err == nil {
 			n = v
 		}
 	}
-	t.Logf("as %s with cgroup %s: %d sleeps started (limit 40), %v; output tail %q", ktest.RootlessUser, parent, n, err, strings.Join(fields[max(0, len(fields)-6):], " "))
-	if n == 0 || n >= 40 || !strings.Contains(string(out), "fork") {
+	t.Logf("%d sleeps started (limit 40); output tail %q", n, strings.Join(fields[max(0, len(fields)-6):], " "))
+	if n == 0 || n >= 40 || !strings.Contains(out, "fork") {
 		t.Fatalf("%d sleeps started; want fewer than the limit 40 and a failed fork: %s", n, out)
 	}
+}
+
+// checkNoBoxLeft: no box cgroup is left in the parent folders.
+func checkNoBoxLeft(t *testing.T, dirs ...string) {
+	t.Helper()
 	for _, d := range dirs {
-		if es, _ := os.ReadDir(d); len(es) > 0 {
-			for _, e := range es {
-				if e.IsDir() {
-					t.Errorf("box cgroup %s/%s left behind", d, e.Name())
-				}
+		es, err := os.ReadDir(d)
+		if err != nil {
+			t.Errorf("the boxes' parent %s: %v", d, err)
+		}
+		for _, e := range es {
+			if e.IsDir() {
+				t.Errorf("box cgroup %s/%s left behind", d, e.Name())
 			}
+		}
+	}
+}
+
+// removeDelegated removes the delegated folders, deepest first; one
+// that is missing is fine.
+func removeDelegated(t *testing.T, dirs ...string) {
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
+			t.Errorf("remove the delegated cgroup: %v (a box cgroup left below it?)", err)
 		}
 	}
 }
