@@ -43,10 +43,12 @@
 //     with a cgroup gets DefaultPidsLimit unless --pids-limit says
 //     otherwise. Memory: no default limit (a controller that knows its
 //     workload sets --memory); the agent is the OOM killer's first choice
-//     (oom_score_adj 1000) and the watcher never is: on v1 the agent is
-//     born in a memory cgroup of its own below the box's
-//     (AgentMemoryGroup), so an agent that lowers its score and fills a
-//     tmpfs still cannot make the watcher the victim.
+//     (oom_score_adj 1000) and the watcher never is: the agent is born
+//     in a memory cgroup of its own below the box's (AgentMemoryGroup;
+//     on v2 beside the watcher's WatcherGroup), so an agent that lowers
+//     its score and fills a tmpfs still cannot make the watcher the
+//     victim. An unprivileged supervisor on v2 puts its boxes below
+//     the delegated cgroup it finds above its own (cgplace_linux.go).
 //   - Trust. Records live in a folder that is the supervisor's own and
 //     writable by nobody else (supervisor.CheckTrustedDir); a journaled
 //     init pid is acted on only with its start time, and a journaled
@@ -63,6 +65,13 @@
 // exec journals the box as created. Nothing is compiled at
 // package init (no regexp, no netlink), and exec builds the parser of
 // its own command only.
+//
+// Kernel. Every feature a box needs has a stated minimum and a probe
+// (kernelFeatures): without mount_setattr (5.12), openat2 (5.6),
+// open_tree (5.2) or, on cgroup v2, clone3 CLONE_INTO_CGROUP (5.7) no
+// box is made (doctor: not usable; --runtime auto passes native by);
+// without pidfds, Landlock or cgroup.kill boxes run and doctor says
+// what changes.
 //
 // It is Linux-only: on other systems the package registers a descriptor
 // that is never installed, so `--runtime native` and doctor say so, and

@@ -82,6 +82,9 @@ type Native struct {
 	parentOnce sync.Once
 	parent     string // cgroupParent's answer
 	parentErr  error
+
+	kernelOnce sync.Once
+	kernelSeen kernelCheck // kernel's answer
 }
 
 // New returns the native runtime.
@@ -195,10 +198,7 @@ func (n *Native) Name() string { return "native" }
 // Probe reports whether this kernel and user can make native boxes.
 func (n *Native) Probe(ctx context.Context) (supervisor.Info, error) {
 	info := supervisor.Info{Runtime: "native", Rootless: os.Geteuid() != 0}
-	var u unix.Utsname
-	if err := unix.Uname(&u); err == nil {
-		info.Version = unix.ByteSliceToString(u.Release[:])
-	}
+	info.Version = kernelRelease()
 	if info.Rootless {
 		// Refusals, not absence: the runtime is here, this user may not use it.
 		if why := userNamespacesForbidden(); why != "" {
@@ -209,6 +209,10 @@ func (n *Native) Probe(ctx context.Context) (supervisor.Info, error) {
 			info.Detail = err.Error()
 			return info, supervisor.RefusedError("%s", info.Detail)
 		}
+	}
+	if r := n.kernel().refusal(info.Version); r != "" {
+		info.Detail = r
+		return info, supervisor.RefusedError("%s", r)
 	}
 	v, root, err := n.cgroupPlace()
 	if err != nil {
@@ -231,6 +235,7 @@ func (n *Native) Walls() []string {
 	w := []string{
 		"--network host is refused unless --allow-host-network: the box would share the host's network namespace, whose loopback ports its agent could reach, and its abstract unix sockets (X11, D-Bus, containerd, systemd) on a kernel without Landlock ABI 6",
 	}
+	w = append(w, n.kernel().Degraded...)
 	if os.Geteuid() != 0 {
 		if r, err := n.ranges(); err == nil {
 			w = append(w, fmt.Sprintf("at most %d boxes of this user at once: each takes %d of %s", r.Count(), RootlessSlotIDs, r.Where()))
@@ -292,6 +297,15 @@ func boxLimits(b *supervisor.Box, version int, root, parent string) (memory, pid
 	return memory, pids
 }
 
+// kernel is what this kernel lacks of kernelFeatures (probed once).
+func (n *Native) kernel() kernelCheck {
+	n.kernelOnce.Do(func() {
+		v, root, _ := n.cgroupPlace()
+		n.kernelSeen = checkKernel(v == 2, hostKernelProbe(root))
+	})
+	return n.kernelSeen
+}
+
 // cgroupPlace is the cgroup version and mount to use.
 func (n *Native) cgroupPlace() (int, string, error) {
 	if n.opts.CgroupVersion != 0 {
@@ -321,6 +335,9 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	}
 	if b.WatcherInImage != "" {
 		return supervisor.RefusedError("the native runtime bind-mounts the host's watcher; --watcher-in-image is for docker and podman")
+	}
+	if r := n.kernel().refusal(kernelRelease()); r != "" {
+		return supervisor.RefusedError("%s", r)
 	}
 	if err := checkExecutable(b.WatcherPath); err != nil {
 		return supervisor.SetupError("watcher %s: %w; build it (make) or pass its path", b.WatcherPath, err)
