@@ -62,11 +62,12 @@ type BoxInit struct {
 	// namespace rooted there (a root supervisor on v1), so it joins
 	// nothing and makes no namespace of its own.
 	CgroupNSDone bool
-	// CgroupMove is the cgroup.procs file of the v2 box cgroup's
-	// watcher folder, and CgroupMoveFD that file opened by the
-	// supervisor: the stage, born in the box's cgroup, roots its cgroup
-	// namespace there and then moves itself into the watcher's folder
-	// (see native.WatcherGroup). 0: no move.
+	// CgroupMove is the cgroup.procs file of the v2 box cgroup's agent
+	// folder, and CgroupMoveFD that file opened by the supervisor: the
+	// stage, born in the box's cgroup, roots its cgroup namespace there
+	// and then moves itself into the agent's folder, which the watcher
+	// leaves once it has forked the agent (see native.WatcherGroup).
+	// 0: no move.
 	CgroupMove   string
 	CgroupMoveFD int
 }

@@ -13,7 +13,7 @@ func TestBoxInitRoundTrip(t *testing.T) {
 		{
 			Root: "/img", RootFD: 7, Hostname: "dw-1", LoopbackUp: true, Exec: "/dev/.deathwatch/watcher",
 			Argv: []string{"watcher", "--control=fd:3"}, Env: []string{"PATH=/bin", "GOMAXPROCS=1"}, Reexec: true,
-			CgroupTasks: []string{"/sys/fs/cgroup/pids/x/tasks"}, CgroupTaskFDs: []int{6}, CgroupNSDone: true, CgroupMove: "/sys/fs/cgroup/x/watcher/cgroup.procs", CgroupMoveFD: 7,
+			CgroupTasks: []string{"/sys/fs/cgroup/pids/x/tasks"}, CgroupTaskFDs: []int{6}, CgroupNSDone: true, CgroupMove: "/sys/fs/cgroup/x/agent/cgroup.procs", CgroupMoveFD: 7,
 			Ops: []FsOp{
 				{Op: "bind", Source: "/usr", Target: "/usr", ReadOnly: true, Mkdir: true, TreeFD: 8},
 				{Op: "mount", Source: "tmpfs", Target: "/tmp", Flags: 6, Data: "mode=1777", Optional: true, Mode: 0o1777, Idmap: true},

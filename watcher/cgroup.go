@@ -95,10 +95,3 @@ func writeFile(name string, b []byte) error {
 	}
 	return nil
 }
-
-// isDirFD reports whether fd is a folder (the agent's v2 cgroup, where v1
-// hands a tasks file).
-func isDirFD(fd int) bool {
-	var st syscall.Stat_t
-	return fd > 2 && syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR
-}

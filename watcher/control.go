@@ -220,10 +220,7 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		OOMScore:    agentOOMScore,
 		CgroupTasks: w.cfg.AgentCgroupFD,
 	}
-	if isDirFD(a.CgroupTasks) {
-		// v2 hands the agent's cgroup folder, not a tasks file.
-		a.CgroupDir, a.CgroupTasks = a.CgroupTasks, 0
-	}
+	a.LeaveCgroup = w.cfg.WatcherCgroupFD
 	return a, 0
 }
 

@@ -33,9 +33,13 @@ type Config struct {
 	ParentFD int
 	// AgentCgroupFD is a v1 memory cgroup's "tasks" file, opened by the
 	// host: the agent is forked from a thread that joined it (see
-	// joinThreadCgroup); or a v2 cgroup's folder the agent is born in
-	// (agent.CgroupDir); 0 when there is none.
+	// joinThreadCgroup); 0 when there is none.
 	AgentCgroupFD int
+	// WatcherCgroupFD is a v2 cgroup's "cgroup.procs" file, opened by
+	// the host: the watcher moves itself there once it has forked the
+	// agent, which stays in the cgroup they shared (see
+	// leaveAgentCgroup); 0 when there is none.
+	WatcherCgroupFD int
 	// LiveFD is the read end of the native runtime's live pipe (see
 	// livefifo.go); 0 when there is none.
 	LiveFD  int
@@ -108,7 +112,7 @@ func parseFlags(args []string) (*Config, error) {
 			c.Help = true
 		case "allow-root":
 			c.AllowRoot = true
-		case "parent-fd", "agent-cgroup-fd", "live-fd": // set by the outer watcher or the native runtime only; not in the usage
+		case "parent-fd", "agent-cgroup-fd", "watcher-cgroup-fd", "live-fd": // set by the outer watcher or the native runtime only; not in the usage
 			var v string
 			var fd int
 			if v, err = value(); err == nil {
@@ -121,6 +125,8 @@ func parseFlags(args []string) (*Config, error) {
 				c.ParentFD = fd
 			case "live-fd":
 				c.LiveFD = fd
+			case "watcher-cgroup-fd":
+				c.WatcherCgroupFD = fd
 			default:
 				c.AgentCgroupFD = fd
 			}

@@ -40,9 +40,10 @@ type agent struct {
 	// CgroupTasks is a v1 "tasks" file the spawning thread joins before
 	// the fork, so that the agent is born in that cgroup (0: none).
 	CgroupTasks int
-	// CgroupDir is a v2 cgroup folder the agent is born in (clone3
-	// CLONE_INTO_CGROUP; 0: none).
-	CgroupDir int
+	// LeaveCgroup is a v2 "cgroup.procs" file the watcher moves itself
+	// to once it has forked the agent, which stays in the cgroup they
+	// shared (0: none; see leaveAgentCgroup).
+	LeaveCgroup int
 	// Setpgid makes the agent lead a process group of its own;
 	// Foreground also makes that group the foreground group of the
 	// terminal on the agent's fd 0.
@@ -62,8 +63,9 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 		// Ctty 0: with Setctty or Foreground, the child's fd 0 is the terminal.
 		Sys: &syscall.SysProcAttr{Setsid: a.Setsid, Setctty: a.Setctty, Setpgid: a.Setpgid, Foreground: a.Foreground},
 	}
-	if a.CgroupDir > 0 {
-		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, a.CgroupDir
+	if a.LeaveCgroup > 0 {
+		// Stopped at its exec until the watcher has left its cgroup.
+		attr.Sys.Ptrace = true
 	}
 	if a.Cred != nil {
 		c := *a.Cred
@@ -84,7 +86,7 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 // per-thread too, and taken on the same thread, in that order (the
 // filter denies keyctl).
 func spawn(a *agent) (pid int, err error) {
-	if !a.DropCaps && !a.NewKeyring && a.Landlock == nil && a.Filter == nil && a.CgroupTasks == 0 && a.CgroupDir == 0 {
+	if !a.DropCaps && !a.NewKeyring && a.Landlock == nil && a.Filter == nil && a.CgroupTasks == 0 && a.LeaveCgroup == 0 {
 		return syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
 	}
 	if a.OOMScore != 0 {
@@ -128,6 +130,9 @@ func spawnTainted(a *agent) (int, error) {
 		}
 		if err == nil {
 			pid, err = syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
+		}
+		if err == nil && a.LeaveCgroup > 0 {
+			err = leaveAgentCgroup(pid, a.LeaveCgroup)
 		}
 		close(finished)
 	}

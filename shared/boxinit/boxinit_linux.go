@@ -188,7 +188,7 @@ func reexec(settings []byte, argv []string) error {
 // joinCgroup moves the process into the box cgroup (v1: one tasks file
 // per controller; v2 is born there) and gives it a cgroup namespace
 // rooted there (the agent sees "/agent" in /proc/self/cgroup, not the
-// host's layout); on v2 it then moves into the watcher's folder below
+// host's layout); on v2 it then moves into the agent's folder below
 // the namespace's root (c.CgroupMoveFD). When the
 // stage goes on as the watcher, every thread moves itself and joins the
 // one new namespace (both are per thread); before an exec, the exec'ing
@@ -227,10 +227,10 @@ func joinCgroup(c shared.BoxInit, allThreads bool) error {
 	}
 	if c.CgroupMoveFD > 0 {
 		// v2: the whole process leaves the namespace's root for the
-		// watcher's folder ("0" is the writer's thread group), checked
+		// agent's folder ("0" is the writer's thread group), checked
 		// against the supervisor's credentials, which opened the file.
 		if _, err := unix.Write(c.CgroupMoveFD, zero); err != nil {
-			return errorf("move into the box's watcher cgroup (%s): %w", c.CgroupMove, os.NewSyscallError("write", err))
+			return errorf("move into the box's agent cgroup (%s): %w", c.CgroupMove, os.NewSyscallError("write", err))
 		}
 		unix.Close(c.CgroupMoveFD)
 	}

@@ -41,11 +41,6 @@ type cgroupSpec struct {
 	Group   string // absolute group path below Root (and below each v1 controller)
 	Memory  int64  // bytes; 0 = no limit
 	Pids    int64  // 0 = no limit
-	// Owner is the host uid and gid of the box's root, which the v2
-	// cgroup.procs files the watcher starts the agent through are
-	// given (a root supervisor's box); nil leaves them the creator's
-	// (an unprivileged supervisor, whose own id is the box's root).
-	Owner *[2]int
 }
 
 // v1Controllers are the only v1 hierarchies a box joins.
@@ -64,16 +59,14 @@ var v1Controllers = []string{"memory", "pids", "freezer"}
 //
 // On v2 a folder that enables controllers for its children holds no
 // processes (the no-internal-process rule): the box's cgroup has two
-// children, WatcherGroup and AgentMemoryGroup. The init is born in the
+// children, AgentMemoryGroup and WatcherGroup. The init is born in the
 // box's cgroup, roots its cgroup namespace there (so that the namespace
-// holds both children), and moves itself into WatcherGroup; then the
+// holds both children), and moves itself into AgentMemoryGroup; then the
 // supervisor enables the controllers in the box's cgroup and writes the
 // agent's limits (finishV2), before the spec that makes the watcher
-// start the agent. The watcher starts it straight into AgentMemoryGroup
-// (clone3 CLONE_INTO_CGROUP, watcher --agent-cgroup-fd with the
-// folder). The kernel checks that clone against the watcher's own
-// credentials (the box's root): the cgroup.procs files of the box's
-// cgroup and of AgentMemoryGroup are that root's (spec.Owner).
+// start the agent. The watcher forks the agent there, stopped at its
+// exec, moves itself into WatcherGroup (watcher --watcher-cgroup-fd)
+// and only then lets the agent run.
 const (
 	AgentMemoryGroup     = "agent"
 	WatcherGroup         = "watcher"
@@ -528,8 +521,7 @@ type boxCgroupV2 struct {
 
 // newBoxCgroupV2 makes the box's folder and its two children, enables
 // the controllers its limits need in every folder above it where they
-// are not on yet, writes the box's limits and hands the cgroup.procs
-// files the watcher starts the agent through to the box's root. Every
+// are not on yet, and writes the box's limits. Every
 // step that fails is named with its cause, and all of them are kept:
 // one refused folder makes the ones below it fail too.
 func newBoxCgroupV2(s cgroupSpec) (*boxCgroupV2, error) {
@@ -549,13 +541,6 @@ func newBoxCgroupV2(s cgroupSpec) (*boxCgroupV2, error) {
 	}
 	if err := writeLimits(c.dir(), box); err != nil {
 		return fail(cgroupStep("write the box's limits", err))
-	}
-	if s.Owner != nil {
-		for _, f := range []string{filepath.Join(c.dir(), "cgroup.procs"), filepath.Join(c.dir(), AgentMemoryGroup, "cgroup.procs")} {
-			if err := os.Chown(f, s.Owner[0], s.Owner[1]); err != nil {
-				return fail(cgroupStep("give the box's root "+f, err))
-			}
-		}
 	}
 	return c, nil
 }
@@ -596,8 +581,8 @@ func enableControllers(root, parent string, controllers []string) []error {
 
 // finishV2 enables the memory controller in the box's folder and
 // writes its agent's limits, once the box's init has left the folder
-// for WatcherGroup (until then the no-internal-process rule refuses
-// it) and before the watcher starts the agent.
+// for AgentMemoryGroup (until then the no-internal-process rule
+// refuses it) and before the watcher starts the agent.
 func (c *boxCgroupV2) finishV2() error {
 	_, agent, _ := c.spec.limitsV2()
 	if len(agent) == 0 {

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 // The v2 code path against a folder that stands in for the unified
 // mount: the controllers are enabled down the path where they are not on
 // yet, the box's limits written where the kernel would read them, the
-// watcher's and the agent's folders made, and once the init has moved
+// agent's and the watcher's folders made, and once the init has moved
 // (finishV2) the agent's limit written below the box's. (The real
 // hierarchy is exercised by kernel-tests/TestNativeCgroupV2.)
 func TestCgroupV2Files(t *testing.T) {
@@ -98,42 +97,6 @@ func TestCgroupV2Files(t *testing.T) {
 	os.RemoveAll(filepath.Join(root, "deathwatch"))
 	if l, err := loadBoxCgroup(back); err != nil || l != nil {
 		t.Fatalf("load of a removed cgroup: %v %v", l, err)
-	}
-}
-
-// A root supervisor's v2 box hands the cgroup.procs files the watcher
-// starts the agent through to the box's root, and only those.
-func TestCgroupV2Owner(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chown to another id needs root")
-	}
-	root := t.TempDir()
-	box := filepath.Join(root, "deathwatch", "dw-1")
-	for _, d := range []string{box, filepath.Join(box, AgentMemoryGroup)} {
-		os.MkdirAll(d, 0o755)
-		os.WriteFile(filepath.Join(d, "cgroup.procs"), nil, 0o644)
-	}
-	s, err := boxCgroupSpec(2, root, "", "dw-1", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Owner = &[2]int{200000, 200000}
-	if _, err := newBoxCgroup(s); err != nil {
-		t.Fatal(err)
-	}
-	for f, want := range map[string]uint32{
-		filepath.Join(box, "cgroup.procs"):                   200000,
-		filepath.Join(box, AgentMemoryGroup, "cgroup.procs"): 200000,
-		filepath.Join(box, WatcherGroup):                     0,
-		box:                                                  0,
-	} {
-		st, err := os.Stat(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if uid := st.Sys().(*syscall.Stat_t).Uid; uid != want {
-			t.Errorf("%s: owner %d, want %d", strings.TrimPrefix(f, root), uid, want)
-		}
 	}
 }
 

@@ -424,11 +424,6 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 		}
 		n.log.Info("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
 	} else {
-		if v == 2 && os.Geteuid() == 0 {
-			// The box's root: host id start of its range (idStart).
-			st, _ := strconv.Atoi(b.State[StateIDRange])
-			spec.Owner = &[2]int{st, st}
-		}
 		if _, err := newBoxCgroup(spec); err != nil {
 			release()
 			return supervisor.SetupError("%w", err)
@@ -670,7 +665,7 @@ type startPrep struct {
 	cgDir    *os.File // v2: the child is born in the cgroup (CLONE_INTO_CGROUP)
 	cgSpec   cgroupSpec
 	// finishCgroup completes a v2 box cgroup once the init has moved
-	// into its watcher folder (boxCgroupV2.finishV2).
+	// into its agent folder (boxCgroupV2.finishV2).
 	finishCgroup func() error
 	// cgTasks are the box's v1 tasks files, for a root supervisor: its
 	// cloning thread joins them (startInCgroupV1).
@@ -827,21 +822,23 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 				return nil, supervisor.SetupError("open the box's cgroup: %w", err)
 			}
 			p.cgSpec = spec
-			// The init's move into the watcher's folder, and the
-			// agent's folder the watcher starts it in (see WatcherGroup).
-			move := filepath.Join(dir, WatcherGroup, "cgroup.procs")
+			// The init's move into the agent's folder, and the
+			// watcher's, which it leaves the agent for (see
+			// WatcherGroup). Opened here: the writes are checked
+			// against the opener's credentials.
+			move := filepath.Join(dir, AgentMemoryGroup, "cgroup.procs")
 			f, err := os.OpenFile(move, os.O_WRONLY, 0)
 			if err != nil {
 				return nil, supervisor.SetupError("open %s for the box's init: %w", move, err)
 			}
 			p.cfg.CgroupMove, p.cfg.CgroupMoveFD = move, firstExtraFD+len(p.extra)
 			p.extra = append(p.extra, f)
-			agent, err := os.Open(filepath.Join(dir, AgentMemoryGroup))
-			if err != nil {
-				return nil, supervisor.SetupError("open the agent's cgroup: %w", err)
+			leave := filepath.Join(dir, WatcherGroup, "cgroup.procs")
+			if f, err = os.OpenFile(leave, os.O_WRONLY, 0); err != nil {
+				return nil, supervisor.SetupError("open %s for the watcher: %w", leave, err)
 			}
-			p.cfg.Argv = append(p.cfg.Argv[:len(p.cfg.Argv):len(p.cfg.Argv)], fmt.Sprintf("--agent-cgroup-fd=%d", firstExtraFD+len(p.extra)))
-			p.extra = append(p.extra, agent)
+			p.cfg.Argv = append(p.cfg.Argv[:len(p.cfg.Argv):len(p.cfg.Argv)], fmt.Sprintf("--watcher-cgroup-fd=%d", firstExtraFD+len(p.extra)))
+			p.extra = append(p.extra, f)
 			limited := spec
 			limited.Memory, limited.Pids = boxLimits(b, spec.Version, spec.Root, path.Dir(spec.Group))
 			p.finishCgroup = (&boxCgroupV2{spec: limited}).finishV2
