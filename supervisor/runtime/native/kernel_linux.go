@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -211,7 +212,12 @@ func probeCgroupKill(root string) error {
 			}
 		}
 		if dir == "" {
-			return errors.New("no cgroup below the root cgroup to look for cgroup.kill in")
+			// Nothing to look in (a host whose init made no cgroup):
+			// only here the release stands in for a probe.
+			if releaseAtLeast(kernelRelease(), 5, 14) {
+				return nil
+			}
+			return errors.New("no cgroup below the root cgroup to look for cgroup.kill in, and the release is before 5.14")
 		}
 	}
 	_, err = os.Stat(filepath.Join(dir, "cgroup.kill"))
@@ -225,4 +231,17 @@ func kernelRelease() string {
 		return ""
 	}
 	return unix.ByteSliceToString(u.Release[:])
+}
+
+// releaseAtLeast reports whether a uname release ("6.1.0-28-amd64") is
+// major.minor or later.
+func releaseAtLeast(release string, major, minor int) bool {
+	a, rest, _ := strings.Cut(release, ".")
+	b, _, _ := strings.Cut(rest, ".")
+	if i := strings.IndexFunc(b, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		b = b[:i] // "15rc1"
+	}
+	ma, err1 := strconv.Atoi(a)
+	mi, err2 := strconv.Atoi(b)
+	return err1 == nil && err2 == nil && (ma > major || ma == major && mi >= minor)
 }

@@ -126,3 +126,14 @@ func TestHostKernelProbe(t *testing.T) {
 		t.Errorf("clone3 CLONE_INTO_CGROUP on this kernel: %v", err)
 	}
 }
+
+func TestReleaseAtLeast(t *testing.T) {
+	for rel, want := range map[string]bool{
+		"6.1.0-28-amd64": true, "5.14.0-427.el9.x86_64": true, "5.10.0-33-amd64": false,
+		"5.4": false, "4.19.0": false, "10.0": true, "5.15rc1": true, "junk": false,
+	} {
+		if got := releaseAtLeast(rel, 5, 14); got != want {
+			t.Errorf("releaseAtLeast(%q, 5, 14) = %v, want %v", rel, got, want)
+		}
+	}
+}
