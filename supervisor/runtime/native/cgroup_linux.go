@@ -412,14 +412,17 @@ func newBoxCgroupV1(s cgroupSpec) (*boxCgroupV1, error) {
 	_, err := os.Stat(filepath.Join(s.Root, "memory", "memory.memsw.limit_in_bytes"))
 	limits := s.limitsV1(err == nil)
 	for _, n := range v1Controllers {
-		err = os.MkdirAll(c.dir(n), 0o755)
-		if err == nil {
-			err = writeLimits(c.dir(n), limits[n])
+		if err = os.MkdirAll(c.dir(n), 0o755); err != nil {
+			err = cgroupStep("make the "+n+" folder", err)
+		} else if err = writeLimits(c.dir(n), limits[n]); err != nil {
+			err = cgroupStep("write the "+n+" limits", err)
 		}
 		if agent := limits[AgentMemoryGroup]; err == nil && n == "memory" && agent != nil {
 			dir := filepath.Join(c.dir(n), AgentMemoryGroup)
-			if err = os.MkdirAll(dir, 0o755); err == nil {
-				err = writeLimits(dir, agent)
+			if err = os.MkdirAll(dir, 0o755); err != nil {
+				err = cgroupStep("make the agent's memory folder", err)
+			} else if err = writeLimits(dir, agent); err != nil {
+				err = cgroupStep("write the agent's memory limits", err)
 			}
 		}
 		if err != nil {
