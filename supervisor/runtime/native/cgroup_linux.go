@@ -524,9 +524,9 @@ type boxCgroupV2 struct {
 
 // newBoxCgroupV2 makes the box's folder and its two children, enables
 // the controllers its limits need in every folder above it where they
-// are not on yet, and writes the box's limits. Every
-// step that fails is named with its cause, and all of them are kept:
-// one refused folder makes the ones below it fail too.
+// are not on yet, and writes the box's limits. Every step that fails is
+// named with its cause, and all of them are kept: one refused folder
+// makes the ones below it fail too.
 func newBoxCgroupV2(s cgroupSpec) (*boxCgroupV2, error) {
 	c := &boxCgroupV2{spec: s}
 	fail := func(errs ...error) (*boxCgroupV2, error) {
