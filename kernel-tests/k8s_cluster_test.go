@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,35 +19,32 @@ import (
 )
 
 // The single-node Kubernetes cluster of kernel-tests/k8s/cluster.sh, as a
-// user of it sees it: up, running a pod whose stdin ends when its attached
-// client dies, and gone without a trace after `down`.
+// user of it sees it: a whole control plane (a new namespace gets its
+// service account and CA, pods are scheduled, a deleted namespace goes),
+// Pod Security enforced, pods in user namespaces, a pod whose stdin ends
+// when its attached client dies. The cluster is shared: these tests work
+// in namespaces of their own and never stop or restart it.
 
 const (
-	k8sAdmin   = "/var/lib/deathwatch-k8s/admin.kubeconfig"
-	k8sKubectl = "/var/cache/deathwatch-k8s/v1.37.2/bin/kubectl"
-	k8sState   = "/var/lib/deathwatch-k8s"
-	k8sRun     = "/run/deathwatch-k8s"
+	k8sState = "/var/lib/deathwatch-k8s"
+	k8sRun   = "/run/deathwatch-k8s"
 )
 
 func k8sClusterSh(args ...string) *exec.Cmd {
-	return exec.Command("bash", append([]string{filepath.Join(ktest.RepoRoot(), "kernel-tests", "k8s", "cluster.sh")}, args...)...)
+	return exec.Command("bash", append([]string{ktest.K8sClusterScript()}, args...)...)
 }
 
-// k8sRequireCluster fails the test unless `cluster.sh status` says the
-// cluster is up.
-func k8sRequireCluster(t *testing.T) {
-	t.Helper()
-	ktest.RequireRoot(t)
-	out, err := k8sClusterSh("status").CombinedOutput()
-	if err != nil {
-		t.Fatalf("the Kubernetes test cluster is not up: %s(run kernel-tests/k8s/cluster.sh up, or kernel-tests/provision.sh)", out)
-	}
+// k8sTestNamespace is a namespace of the test's own (Pod Security
+// baseline) on the cluster, which must be up.
+func k8sTestNamespace(t *testing.T) *ktest.K8s {
+	return ktest.RequireK8s(t).TestNamespace(t, ktest.PodSecurity{Enforce: "baseline"})
 }
 
-// k8sCtl runs kubectl as the cluster's admin and returns its stdout.
-func k8sCtl(t *testing.T, stdin string, args ...string) string {
+// k8sCtl runs kubectl as the cluster's admin in k's namespace and
+// returns its stdout.
+func k8sCtl(t *testing.T, k *ktest.K8s, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(k8sKubectl, append([]string{"--kubeconfig", k8sAdmin, "--request-timeout=60s"}, args...)...)
+	cmd := exec.Command(ktest.K8sKubectl, append([]string{"--kubeconfig", k.Kubeconfig, "-n", k.Namespace, "--request-timeout=60s"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -56,35 +54,51 @@ func k8sCtl(t *testing.T, stdin string, args ...string) string {
 	return stdout.String()
 }
 
-// k8sPod creates the pod name in the default namespace, on the node, from
-// image with the container fields extra (YAML, one field a line), and
-// deletes it when the test ends.
-func k8sPod(t *testing.T, name, image string, extra ...string) {
-	t.Helper()
+// k8sPodManifest is the pod name (placed by the scheduler, never
+// restarted) of one container c from image, with the pod fields spec and
+// the container fields extra (YAML, one field a line).
+func k8sPodManifest(name, image string, spec []string, extra ...string) string {
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Pod
-metadata: {name: %s, namespace: default}
+metadata: {name: %s}
 spec:
-  nodeName: localhost
   restartPolicy: Never
   automountServiceAccountToken: false
-  containers:
+`, name)
+	for _, f := range spec {
+		manifest += "  " + f + "\n"
+	}
+	manifest += fmt.Sprintf(`  containers:
   - name: c
     image: %s
     imagePullPolicy: Never
-`, name, image)
+`, image)
 	for _, f := range extra {
 		manifest += "    " + f + "\n"
 	}
-	k8sCtl(t, manifest, "apply", "-f", "-")
-	t.Cleanup(func() {
-		exec.Command(k8sKubectl, "--kubeconfig", k8sAdmin, "delete", "pod", name, "--grace-period=0", "--force").Run()
-	})
+	return manifest
+}
+
+// k8sPod creates the pod of k8sPodManifest in k's namespace and deletes
+// it when the test ends.
+func k8sPod(t *testing.T, k *ktest.K8s, name, image string, spec []string, extra ...string) {
+	t.Helper()
+	k8sCtl(t, k, k8sPodManifest(name, image, spec, extra...), "apply", "-f", "-")
+	t.Cleanup(func() { k.DeletePod(name) })
+}
+
+// k8sApply is `kubectl apply` of manifest in k's namespace: its error and
+// output, for a test that expects a refusal.
+func k8sApply(k *ktest.K8s, manifest string) (string, error) {
+	apply := exec.Command(ktest.K8sKubectl, "--kubeconfig", k.Kubeconfig, "-n", k.Namespace, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(manifest)
+	out, err := apply.CombinedOutput()
+	return string(out), err
 }
 
 // k8sPhase is the pod's phase as the API shows it.
-func k8sPhase(t *testing.T, name string) string {
-	return k8sCtl(t, "", "get", "pod", name, "-o", "jsonpath={.status.phase}")
+func k8sPhase(t *testing.T, k *ktest.K8s, name string) string {
+	return k8sCtl(t, k, "", "get", "pod", name, "-o", "jsonpath={.status.phase}")
 }
 
 // k8sWaitFor polls cond every 100 ms until it holds or limit passes.
@@ -116,7 +130,7 @@ func k8sClusterPids(t *testing.T) map[int]string {
 		exe, _ := os.Readlink(p + "/exe")
 		all := string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 		switch {
-		case strings.HasPrefix(exe, "/var/cache/deathwatch-k8s/") && !strings.HasSuffix(exe, "/kubectl"),
+		case strings.HasPrefix(exe, "/var/cache/deathwatch-k8s/") && filepath.Base(args[0]) != "kubectl",
 			strings.Contains(all, k8sRun+"/containerd.sock"),
 			strings.Contains(all, k8sState+"/containerd.toml"),
 			strings.Contains(all, k8sState+"/etcd"):
@@ -142,8 +156,8 @@ func k8sRSSKiB(pid int) int {
 }
 
 func TestK8sClusterUp(t *testing.T) {
-	k8sRequireCluster(t)
-	ready := k8sCtl(t, "", "get", "node", "localhost", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	k := ktest.RequireK8s(t)
+	ready := k8sCtl(t, k, "", "get", "node", "localhost", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	if ready != "True" {
 		t.Fatalf("node localhost Ready = %q, want True", ready)
 	}
@@ -166,8 +180,8 @@ func TestK8sClusterUp(t *testing.T) {
 			}
 		}
 	}
-	if listening < 4 {
-		t.Errorf("found %d listening sockets of the cluster's processes %v, want at least etcd, apiserver and kubelet's", listening, pids)
+	if listening < 6 {
+		t.Errorf("found %d listening sockets of the cluster's processes %v, want at least etcd's, the apiserver's, the controller manager's, the scheduler's and the kubelet's", listening, pids)
 	}
 	total := 0
 	for pid, name := range pids {
@@ -213,22 +227,22 @@ func k8sGone(pid int) bool {
 // attached client is SIGKILLed sees its stdin end; `cat` then exits and the
 // pod ends Succeeded. This is the channel the kubernetes runtime builds on.
 func TestK8sClusterStdinOnceEOF(t *testing.T) {
-	k8sRequireCluster(t)
-	name := fmt.Sprintf("dw-k8s-stdin-%d", time.Now().UnixNano()%1000000)
-	k8sPod(t, name, "localhost/deathwatch/busybox:1", "command: [cat]", "stdin: true", "stdinOnce: true")
-	phase := func() string { return k8sPhase(t, name) }
+	k := k8sTestNamespace(t)
+	name := "dw-k8s-stdin"
+	k8sPod(t, k, name, "localhost/deathwatch/busybox:1", nil, "command: [cat]", "stdin: true", "stdinOnce: true")
+	phase := func() string { return k8sPhase(t, k, name) }
 	start := time.Now()
 	if !k8sWaitFor(120*time.Second, func() bool { return phase() == "Running" }) {
 		t.Fatalf("pod %s not Running after 120 s (phase %q); read %s/log/kubelet.log", name, phase(), k8sState)
 	}
 	t.Logf("pod Running after %v", time.Since(start).Round(time.Millisecond))
-	uid := k8sCtl(t, "", "get", "pod", name, "-o", "jsonpath={.metadata.uid}")
+	uid := k8sCtl(t, k, "", "get", "pod", name, "-o", "jsonpath={.metadata.uid}")
 	pid := k8sPodPid(uid, "cat")
 	if pid == 0 {
 		t.Fatalf("no process cat in pod %s (uid %s) on the host", name, uid)
 	}
 
-	attach := exec.Command(k8sKubectl, "--kubeconfig", k8sAdmin, "attach", "-i", name, "-c", "c")
+	attach := exec.Command(ktest.K8sKubectl, "--kubeconfig", k.Kubeconfig, "-n", k.Namespace, "attach", "-i", name, "-c", "c")
 	stdin, err := attach.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -288,24 +302,23 @@ func TestK8sClusterStdinOnceEOF(t *testing.T) {
 // (hostNetwork: false, the box pods' setting) has its own eth0 and reaches
 // itself but not another pod: the macvlan "private" mode cluster.sh sets up.
 func TestK8sClusterPodNetworkIsolated(t *testing.T) {
-	k8sRequireCluster(t)
-	suffix := fmt.Sprint(time.Now().UnixNano() % 1000000)
-	a, b := "dw-k8s-net-a-"+suffix, "dw-k8s-net-b-"+suffix
+	k := k8sTestNamespace(t)
+	a, b := "dw-k8s-net-a", "dw-k8s-net-b"
 	for _, name := range []string{a, b} {
-		k8sPod(t, name, "localhost/deathwatch/busybox:1", `command: [sleep, "600"]`)
+		k8sPod(t, k, name, "localhost/deathwatch/busybox:1", nil, `command: [sleep, "600"]`)
 	}
 	for _, name := range []string{a, b} {
-		if !k8sWaitFor(120*time.Second, func() bool { return k8sPhase(t, name) == "Running" }) {
+		if !k8sWaitFor(120*time.Second, func() bool { return k8sPhase(t, k, name) == "Running" }) {
 			t.Fatalf("pod %s not Running after 120 s", name)
 		}
 	}
-	ipA := k8sCtl(t, "", "get", "pod", a, "-o", "jsonpath={.status.podIP}")
-	ipB := k8sCtl(t, "", "get", "pod", b, "-o", "jsonpath={.status.podIP}")
+	ipA := k8sCtl(t, k, "", "get", "pod", a, "-o", "jsonpath={.status.podIP}")
+	ipB := k8sCtl(t, k, "", "get", "pod", b, "-o", "jsonpath={.status.podIP}")
 	if ipA == "" || ipA == ipB {
 		t.Fatalf("pod IPs %q and %q: want two distinct addresses", ipA, ipB)
 	}
 	ping := func(from, to string) error {
-		return exec.Command(k8sKubectl, "--kubeconfig", k8sAdmin, "exec", from, "--", "ping", "-c1", "-W2", to).Run()
+		return exec.Command(ktest.K8sKubectl, "--kubeconfig", k.Kubeconfig, "-n", k.Namespace, "exec", from, "--", "ping", "-c1", "-W2", to).Run()
 	}
 	if err := ping(b, ipB); err != nil {
 		t.Fatalf("pod %s cannot ping its own address %s: %v", b, ipB, err)
@@ -319,7 +332,7 @@ func TestK8sClusterPodNetworkIsolated(t *testing.T) {
 // rootfs folder is taken by `cluster.sh import` (ctr -n k8s.io images
 // import) and runs as a pod with its entrypoint and environment.
 func TestK8sClusterImportsOCIImage(t *testing.T) {
-	k8sRequireCluster(t)
+	k := k8sTestNamespace(t)
 	busybox := ktest.RequireCmd(t, "busybox")
 	dir := t.TempDir()
 	root := filepath.Join(dir, "rootfs")
@@ -354,124 +367,174 @@ func TestK8sClusterImportsOCIImage(t *testing.T) {
 		t.Fatalf("cluster.sh import: %v: %s", err, out)
 	}
 	t.Cleanup(func() {
-		exec.Command("ctr", "--address", k8sRun+"/containerd.sock", "-n", "k8s.io", "images", "rm", ref).Run()
+		exec.Command(ktest.K8sCtr, "--address", k8sRun+"/containerd.sock", "-n", "k8s.io", "images", "rm", ref).Run()
 	})
 	name := "dw-k8s-import-" + tag[len(tag)-6:]
-	k8sPod(t, name, ref)
-	phase := func() string { return k8sPhase(t, name) }
+	k8sPod(t, k, name, ref, nil)
+	phase := func() string { return k8sPhase(t, k, name) }
 	if !k8sWaitFor(120*time.Second, func() bool { p := phase(); return p == "Succeeded" || p == "Failed" }) || phase() != "Succeeded" {
-		t.Fatalf("pod of the imported image: phase %q, want Succeeded; %s", phase(), k8sCtl(t, "", "get", "pod", name, "-o", "jsonpath={.status}"))
+		t.Fatalf("pod of the imported image: phase %q, want Succeeded; %s", phase(), k8sCtl(t, k, "", "get", "pod", name, "-o", "jsonpath={.status}"))
 	}
-	if logs := strings.TrimSpace(k8sCtl(t, "", "logs", name)); logs != "imported-"+tag {
+	if logs := strings.TrimSpace(k8sCtl(t, k, "", "logs", name)); logs != "imported-"+tag {
 		t.Fatalf("pod of the imported image printed %q, want %q", logs, "imported-"+tag)
 	}
 }
 
-// k8sHostTraces lists what of the cluster is on the host: processes,
-// mounts, cgroups, network links, folders, and the mount namespace
-// (processes in it).
-func k8sHostTraces(t *testing.T, mntns string) []string {
+// k8sWaitPhase waits up to 120 s for the pod to reach a phase in want and
+// returns the phase it has then.
+func k8sWaitPhase(t *testing.T, k *ktest.K8s, name string, want ...string) string {
 	t.Helper()
-	var traces []string
-	for pid, name := range k8sClusterPids(t) {
-		traces = append(traces, fmt.Sprintf("process %s (%d)", name, pid))
-	}
-	mounts, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, line := range strings.Split(string(mounts), "\n") {
-		if strings.Contains(line, "deathwatch-k8s") || strings.Contains(line, "/run/netns/cni-") {
-			traces = append(traces, "mount "+line)
-		}
-	}
-	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/deathwatch-k8s")
-	more, _ := filepath.Glob("/sys/fs/cgroup/deathwatch-k8s")
-	for _, c := range append(cgroups, more...) {
-		traces = append(traces, "cgroup "+c)
-	}
-	if exec.Command("ip", "link", "show", "dwk8s0").Run() == nil {
-		traces = append(traces, "network link dwk8s0")
-	}
-	for _, d := range []string{k8sState, k8sRun} {
-		if _, err := os.Stat(d); err == nil {
-			traces = append(traces, "folder "+d)
-		}
-	}
-	// Folders the kubelet and containerd write into, masked in their mount
-	// namespace: nothing of theirs may be there. (Others may use the folders
-	// themselves: rootful Podman keeps its network namespaces in /run/netns.)
-	for _, pattern := range []string{"/var/log/containers/*", "/var/lib/cni/*/deathwatch-k8s*", "/run/netns/cni-*"} {
-		found, _ := filepath.Glob(pattern)
-		for _, f := range found {
-			traces = append(traces, "file "+f)
-		}
-	}
-	if mntns != "" {
-		procs, _ := filepath.Glob("/proc/[0-9]*/ns/mnt")
-		for _, p := range procs {
-			if ns, _ := os.Readlink(p); ns == mntns {
-				traces = append(traces, "process in the cluster's mount namespace: "+p)
+	var phase string
+	k8sWaitFor(120*time.Second, func() bool {
+		phase = k8sPhase(t, k, name)
+		for _, w := range want {
+			if phase == w {
+				return true
 			}
 		}
-	}
-	return traces
+		return false
+	})
+	return phase
 }
 
-// k8sHostSysctls are the host values the kubelet would rewrite.
-func k8sHostSysctls() string {
-	var b strings.Builder
-	for _, s := range []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"} {
-		v, _ := os.ReadFile("/proc/sys/" + s)
-		fmt.Fprintf(&b, "%s=%s ", s, strings.TrimSpace(string(v)))
-	}
-	return b.String()
-}
-
-// TestK8sClusterDownLeavesNothing: `down` stops the cluster and leaves no
-// process, mount, cgroup, link, folder or namespace behind, Docker's
-// containerd untouched; `up` then brings it back (warm: no build) with the
-// host's sysctls unchanged.
-func TestK8sClusterDownLeavesNothing(t *testing.T) {
-	k8sRequireCluster(t)
-	// Leave a running pod behind for down to clean up.
-	k8sPod(t, "dw-k8s-leftover", "localhost/deathwatch/busybox:1", `command: [sleep, "3600"]`)
-	if !k8sWaitFor(120*time.Second, func() bool {
-		return k8sPhase(t, "dw-k8s-leftover") == "Running"
-	}) {
-		t.Fatal("pod dw-k8s-leftover not Running after 120 s")
-	}
-	pid, _ := os.ReadFile(k8sRun + "/containerd.pid")
-	mntns, err := os.Readlink("/proc/" + strings.TrimSpace(string(pid)) + "/ns/mnt")
+// TestK8sClusterControlPlane: what a whole control plane does that an API
+// server and a kubelet alone do not: a new namespace gets its "default"
+// service account and the cluster's CA as kube-root-ca.crt (controller
+// manager), a pod that names no node runs (scheduler), and a deleted
+// namespace with a running pod in it leaves the API (namespace
+// controller).
+func TestK8sClusterControlPlane(t *testing.T) {
+	k := k8sTestNamespace(t) // waits for the default service account
+	ca, err := os.ReadFile(ktest.K8sCA)
 	if err != nil {
-		t.Fatalf("the cluster's containerd: %v", err)
+		t.Fatal(err)
 	}
-	dockerd := exec.Command("pgrep", "-x", "dockerd")
-	dockerBefore, _ := dockerd.Output()
+	var published string
+	if !k8sWaitFor(60*time.Second, func() bool {
+		published, _ = k.Kubectl("get", "configmap", "kube-root-ca.crt", "-o", `jsonpath={.data.ca\.crt}`)
+		return published != ""
+	}) {
+		t.Fatalf("namespace %s has no configmap kube-root-ca.crt after 60 s", k.Namespace)
+	}
+	if strings.TrimSpace(published) != strings.TrimSpace(string(ca)) {
+		t.Errorf("kube-root-ca.crt of %s is not the cluster's CA %s:\n%s", k.Namespace, ktest.K8sCA, published)
+	}
+
+	name := "dw-k8s-scheduled"
+	k8sPod(t, k, name, "localhost/deathwatch/busybox:1", nil, `command: [sleep, "600"]`)
+	if phase := k8sWaitPhase(t, k, name, "Running"); phase != "Running" {
+		t.Fatalf("pod %s (no nodeName) not Running after 120 s: phase %q; %s", name, phase, k8sCtl(t, k, "", "get", "pod", name, "-o", "jsonpath={.status}"))
+	}
+	if node := k8sCtl(t, k, "", "get", "pod", name, "-o", "jsonpath={.spec.nodeName}"); node != "localhost" {
+		t.Errorf("the scheduler placed pod %s on %q, want localhost", name, node)
+	}
 
 	start := time.Now()
-	out, err := k8sClusterSh("down").CombinedOutput()
-	t.Logf("cluster.sh down (%v): %s", time.Since(start).Round(time.Millisecond), out)
-	if err != nil {
-		t.Fatalf("cluster.sh down: %v", err)
+	if _, err := k.Kubectl("delete", "namespace", k.Namespace, "--wait=false"); err != nil {
+		t.Fatal(err)
 	}
-	if traces := k8sHostTraces(t, mntns); len(traces) > 0 {
-		t.Errorf("after cluster.sh down the host still has:\n  %s", strings.Join(traces, "\n  "))
+	gone := k8sWaitFor(3*time.Minute, func() bool {
+		out, err := k.Kubectl("get", "namespace", k.Namespace, "--ignore-not-found", "-o", "name")
+		return err == nil && strings.TrimSpace(out) == ""
+	})
+	if !gone {
+		t.Fatalf("namespace %s (a running pod in it) still there 3 minutes after kubectl delete namespace", k.Namespace)
 	}
-	if err := k8sClusterSh("status").Run(); err == nil {
-		t.Error("cluster.sh status exits 0 after down")
+	t.Logf("kubectl delete namespace with a running pod -> gone from the API: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestK8sClusterUserNamespacedPod: a pod with hostUsers: false runs in a
+// user namespace of its own: root inside, on the host a uid from the
+// kubelet's range (above every other range on this machine), its mapping
+// not the host's; two such pods get ranges that do not overlap.
+func TestK8sClusterUserNamespacedPod(t *testing.T) {
+	k := k8sTestNamespace(t)
+	uids := map[string]int{}
+	for _, name := range []string{"dw-k8s-userns-a", "dw-k8s-userns-b"} {
+		k8sPod(t, k, name, "localhost/deathwatch/busybox:1", []string{"hostUsers: false"}, `command: [sleep, "600"]`)
 	}
-	dockerAfter, _ := exec.Command("pgrep", "-x", "dockerd").Output()
-	if !bytes.Equal(dockerBefore, dockerAfter) {
-		t.Errorf("dockerd pids changed across cluster.sh down: %q -> %q", dockerBefore, dockerAfter)
+	for _, name := range []string{"dw-k8s-userns-a", "dw-k8s-userns-b"} {
+		if phase := k8sWaitPhase(t, k, name, "Running"); phase != "Running" {
+			t.Fatalf("pod %s (hostUsers: false) not Running after 120 s: phase %q; %s", name, phase, k8sCtl(t, k, "", "get", "pod", name, "-o", "jsonpath={.status}"))
+		}
+		inside := strings.TrimSpace(k8sCtl(t, k, "", "exec", name, "--", "sh", "-c", "id -u; cat /proc/self/uid_map"))
+		t.Logf("pod %s: id -u and uid_map inside: %q", name, inside)
+		lines := strings.Split(inside, "\n")
+		if len(lines) != 2 || lines[0] != "0" {
+			t.Fatalf("pod %s: id -u and uid_map inside = %q, want uid 0 and one mapping", name, inside)
+		}
+		var in, out, n int
+		fmt.Sscanf(lines[1], "%d %d %d", &in, &out, &n)
+		if in != 0 || out < ktest.K8sPodIDsFirst || out+n > ktest.K8sPodIDsFirst+ktest.K8sPodIDsCount || n != 65536 {
+			t.Errorf("pod %s maps %d ids from %d to host %d, want 65536 from 0 within the kubelet's [%d, %d)", name, n, in, out,
+				ktest.K8sPodIDsFirst, ktest.K8sPodIDsFirst+ktest.K8sPodIDsCount)
+		}
+		uid := k8sCtl(t, k, "", "get", "pod", name, "-o", "jsonpath={.metadata.uid}")
+		pid := k8sPodPid(uid, "sleep")
+		if pid == 0 {
+			t.Fatalf("no process sleep of pod %s on the host", name)
+		}
+		v, err := ktest.StatusField(pid, "Uid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, _ := strconv.Atoi(strings.Fields(v)[0])
+		if host != out {
+			t.Errorf("pod %s: its root is host uid %d, want %d (its mapping)", name, host, out)
+		}
+		uids[name] = host
+	}
+	if a, b := uids["dw-k8s-userns-a"], uids["dw-k8s-userns-b"]; a == b || (a < b && a+65536 > b) || (b < a && b+65536 > a) {
+		t.Errorf("two pods in user namespaces share host ids: root of one is %d, of the other %d", a, b)
+	}
+}
+
+// TestK8sClusterPodSecurityRestricted: a namespace labelled to enforce
+// Pod Security restricted refuses a pod that runs as root with the
+// default capabilities and admits one that meets the level.
+func TestK8sClusterPodSecurityRestricted(t *testing.T) {
+	k := ktest.RequireK8s(t).TestNamespace(t, ktest.PodSecurity{Enforce: "restricted"})
+	const busybox, cmd = "localhost/deathwatch/busybox:1", `command: [/bin/sh, -c, "id -u"]`
+	out, err := k8sApply(k, k8sPodManifest("dw-k8s-psa-root", busybox, nil, cmd))
+	if err == nil || !strings.Contains(out, "restricted") {
+		t.Errorf("a root pod in a namespace enforcing restricted: %v, want refused naming the level:\n%s", err, out)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(out))
+	k8sPod(t, k, "dw-k8s-psa-ok", busybox, nil, cmd, "securityContext: {runAsNonRoot: true, runAsUser: 65534, "+
+		"allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}")
+	if phase := k8sWaitPhase(t, k, "dw-k8s-psa-ok", "Succeeded", "Failed"); phase != "Succeeded" {
+		t.Fatalf("the restricted pod: phase %q, want Succeeded", phase)
+	}
+	if logs := strings.TrimSpace(k8sCtl(t, k, "", "logs", "dw-k8s-psa-ok")); logs != "65534" {
+		t.Errorf("the restricted pod printed uid %q, want 65534", logs)
+	}
+}
+
+// TestK8sClusterRuntimeClass: a pod naming the RuntimeClass
+// deathwatch-runc runs under containerd's handler dwrunc (its container's
+// state is in that handler's runc root, not the default's); a pod naming
+// a RuntimeClass the cluster lacks is refused.
+func TestK8sClusterRuntimeClass(t *testing.T) {
+	k := k8sTestNamespace(t)
+	name := "dw-k8s-runtimeclass"
+	k8sPod(t, k, name, "localhost/deathwatch/busybox:1", []string{"runtimeClassName: deathwatch-runc"}, `command: [sleep, "600"]`)
+	if phase := k8sWaitPhase(t, k, name, "Running"); phase != "Running" {
+		t.Fatalf("pod %s (runtimeClassName deathwatch-runc) not Running after 120 s: phase %q", name, phase)
+	}
+	id := k8sCtl(t, k, "", "get", "pod", name, "-o", `jsonpath={.status.containerStatuses[0].containerID}`)
+	_, id, _ = strings.Cut(id, "://")
+	if len(id) < 12 {
+		t.Fatalf("pod %s: no container id (%q)", name, id)
+	}
+	if _, err := os.Stat(filepath.Join(k8sRun, "runc-dwrunc", "k8s.io", id)); err != nil {
+		t.Errorf("container %s of pod %s is not in the dwrunc handler's runc root: %v", id, name, err)
+	}
+	if _, err := os.Stat(filepath.Join(k8sRun, "runc", "k8s.io", id)); err == nil {
+		t.Errorf("container %s of pod %s is in the default handler's runc root", id, name)
 	}
 
-	sysctls := k8sHostSysctls()
-	start = time.Now()
-	out, err = k8sClusterSh("up").CombinedOutput()
-	t.Logf("cluster.sh up (warm, to a pod that ran): %v: %s", time.Since(start).Round(time.Millisecond), out)
-	if err != nil {
-		t.Fatalf("cluster.sh up after down: %v", err)
-	}
-	k8sRequireCluster(t)
-	if after := k8sHostSysctls(); after != sysctls {
-		t.Errorf("the host's sysctls changed across up:\n  before %s\n  after  %s", sysctls, after)
+	out, err := k8sApply(k, k8sPodManifest("dw-k8s-no-such-class", "localhost/deathwatch/busybox:1", []string{"runtimeClassName: no-such-class"}))
+	if err == nil || !strings.Contains(out, "no-such-class") {
+		t.Errorf("a pod naming a RuntimeClass the cluster lacks: %v, want refused naming it:\n%s", err, out)
 	}
 }

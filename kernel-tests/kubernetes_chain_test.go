@@ -3,9 +3,7 @@ package kerneltests
 // The controller chain (controller_chain_test.go) on the kubernetes
 // runtime: a Go and a Python controller start `supervisor exec
 // --runtime kubernetes` children on the test cluster and are SIGKILLed,
-// or stop reading their output. (In a file after k8s_cluster_test.go,
-// as kubernetes_test.go: TestK8sClusterDownLeavesNothing restarts the
-// cluster, which drops the images a test process imported before it.)
+// or stop reading their output.
 
 import (
 	"fmt"

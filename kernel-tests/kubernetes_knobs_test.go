@@ -113,7 +113,7 @@ func TestKubernetesKnobs(t *testing.T) {
 
 func TestKubernetesResourceQuota(t *testing.T) {
 	r := newK8sRig(t)
-	ns := k8sNamespace(t, r.k, "dw-quota-cpu", "baseline")
+	ns := r.k.TestNamespace(t, ktest.PodSecurity{Enforce: "baseline", Warn: "restricted"}).Namespace
 	kubectlApply(t, r.k, `{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"cpu","namespace":"`+ns+`"},"spec":{"hard":{"limits.cpu":"8"}}}`)
 	// Admission counts against the quota's status, which the
 	// controller-manager fills in; where the cluster has none, the test

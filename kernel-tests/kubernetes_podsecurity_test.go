@@ -8,42 +8,13 @@ package kerneltests
 // missing namespace is 240, one line.
 
 import (
-	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 )
-
-// k8sNamespace makes a namespace of the test's own, name plus a
-// suffix, with Pod Security level enforce (and warn=restricted) and its
-// default service account (made here if the cluster's controller-manager
-// has not yet), and deletes it at cleanup. It returns the name.
-func k8sNamespace(t *testing.T, k *ktest.K8s, name, enforce string) string {
-	t.Helper()
-	name = fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1e9)
-	kubectl := func(args ...string) (string, error) {
-		out, err := exec.Command(ktest.K8sKubectl, append([]string{"--kubeconfig", k.Kubeconfig}, args...)...).CombinedOutput()
-		return string(out), err
-	}
-	if out, err := kubectl("create", "namespace", name); err != nil {
-		t.Fatalf("kubectl create namespace %s: %v\n%s", name, err, out)
-	}
-	t.Cleanup(func() { kubectl("delete", "namespace", name, "--wait=false") })
-	if out, err := kubectl("label", "namespace", name, "--overwrite",
-		"pod-security.kubernetes.io/enforce="+enforce, "pod-security.kubernetes.io/warn=restricted"); err != nil {
-		t.Fatalf("kubectl label namespace %s: %v\n%s", name, err, out)
-	}
-	if _, err := kubectl("-n", name, "get", "serviceaccount", "default"); err != nil {
-		if out, err := kubectl("-n", name, "create", "serviceaccount", "default"); err != nil && !strings.Contains(out, "AlreadyExists") {
-			t.Fatalf("kubectl create serviceaccount default -n %s: %v\n%s", name, err, out)
-		}
-	}
-	return name
-}
 
 // podsIn lists the pods of ns with the rig's instance label.
 func (r *k8sRig) podsIn(ns string) []string {
@@ -77,8 +48,8 @@ func (r *k8sRig) runIn(ns string, extra ...string) (int, string) {
 
 func TestKubernetesPodSecurity(t *testing.T) {
 	r := newK8sRig(t)
-	restricted := k8sNamespace(t, r.k, "dw-pss-restricted", "restricted")
-	baseline := k8sNamespace(t, r.k, "dw-pss-baseline", "baseline")
+	restricted := r.k.TestNamespace(t, ktest.PodSecurity{Enforce: "restricted", Warn: "restricted"}).Namespace
+	baseline := r.k.TestNamespace(t, ktest.PodSecurity{Enforce: "baseline", Warn: "restricted"}).Namespace
 
 	code, out := r.runIn(restricted, "--", "true")
 	t.Logf("restricted: exit %d: %s", code, out)

@@ -27,7 +27,8 @@ import (
 	"deathwatch/supervisor/hostcheck"
 )
 
-// k8sRig is one instance of the kubernetes runtime on the test cluster.
+// k8sRig is one instance of the kubernetes runtime on the test cluster,
+// in a namespace of the test's own.
 type k8sRig struct {
 	t        *testing.T
 	k        *ktest.K8s
@@ -38,7 +39,7 @@ type k8sRig struct {
 }
 
 func newK8sRig(t *testing.T) *k8sRig {
-	k := ktest.RequireK8s(t)
+	k := ktest.RequireK8s(t).TestNamespace(t, ktest.PodSecurity{Enforce: "baseline"})
 	r := &k8sRig{t: t, k: k, bin: ktest.Build(t), image: k.WatcherImage(t), dir: t.TempDir()}
 	r.instance = fmt.Sprintf("k8s%d", time.Now().UnixNano()%1e9)
 	t.Cleanup(func() {
@@ -516,9 +517,6 @@ users:
 	}
 }
 
-// (In this file, not an escape_*_test.go: the kubernetes tests run after
-// TestK8sClusterDownLeavesNothing restarts the cluster, which drops the
-// images a test process imported before it.)
 // TestKubernetesLargeWrites: a spec frame and stdin writes larger than
 // one websocket frame (4 KiB) reach the watcher intact through the
 // cluster's attach: a long command line (the spec with the syscall
