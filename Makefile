@@ -3,9 +3,13 @@
 #   make build   static bin/watcher and bin/supervisor
 #   make cross   the supervisor for macOS (arm64, amd64) and Windows (amd64)
 #   make test    THE test command (CI's .ci/run runs exactly this): provisions
-#                the machine (kernel-tests/provision.sh, needs root), checks
-#                gofmt and go vet, runs every test (unit and kernel) and a
-#                short fixed fuzz run of the shared framing targets
+#                the machine (kernel-tests/provision.sh, needs root; it
+#                starts the Kubernetes test cluster in the background),
+#                checks gofmt and go vet, then runs its lanes side by side:
+#                the unit tests, the kernel tests but the Kubernetes ones and
+#                a short fixed fuzz run of the shared framing targets (lane
+#                main); the Kubernetes kernel tests once the cluster is up
+#                (lane kubernetes)
 #   make bench   benchmarks (figures, not pass/fail timings)
 #   make demo    the main job: bin/supervisor demo
 #   make fuzz    longer fuzz runs (FUZZTIME=5m make fuzz)
@@ -17,6 +21,7 @@
 #   make clean         bin/
 #   make clean-images  the kernel tests' images (docker, podman, rootless podman)
 #   make k8s-up        the single-node Kubernetes test cluster (built on first use)
+#   make kernel-k8s    the Kubernetes kernel tests alone (waits for the cluster)
 #   make k8s-down      stop it and remove its state (the build cache stays)
 
 # Go lives in /usr/local/go on the machines this runs on (a Go already on
@@ -61,8 +66,12 @@ FUZZ_TARGETS   := FuzzReader FuzzSpec FuzzCopyDecoders FuzzSHA256
 # timings with t.Logf). kernel-tests/bench runs only under make bench.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v '/kernel-tests')
 KERNEL_PKGS = $(shell $(GO) list ./kernel-tests/... | grep -v '/kernel-tests/bench')
+# The Kubernetes kernel tests, by name (ktest.K8sTests says the same; a
+# test that uses the cluster under another name fails in lane main).
+K8S_TESTS   := ^Test(K8s|Kubernetes|EscapeKubernetes)
+K8S_TIMEOUT ?= 100m
 
-.PHONY: k8s-up k8s-down all build test test-fresh test-loaded provision-reset provision fmt-check vet unit kernel fuzz-ci fuzz bench demo image clean clean-images
+.PHONY: k8s-up k8s-down all build test test-fresh test-loaded provision-reset provision fmt-check vet unit kernel kernel-k8s fuzz-ci fuzz bench demo image clean clean-images
 
 all: build
 
@@ -71,8 +80,39 @@ build:
 	CGO_ENABLED=0 GOEXPERIMENT=$(BUILD_GOEXPERIMENT) $(GO) build $(BUILDFLAGS) -o bin/watcher ./cmd/watcher
 	CGO_ENABLED=0 GOEXPERIMENT=$(BUILD_GOEXPERIMENT) $(GO) build $(BUILDFLAGS) -o bin/supervisor ./cmd/supervisor
 
-test: provision fmt-check vet build cross unit kernel fuzz-ci
+test: provision fmt-check vet build cross
+	@$(MAKE) --no-print-directory lanes
 	@echo "make test: all passed"
+
+# make test's lanes run side by side; the steps of a lane (LANE_NAME_STEPS,
+# make targets) run one after the other and it stops at the first that
+# fails. Lane main prints as it goes, every other lane into
+# bin/lanes/NAME.log, printed when it ends. A lane must not share what
+# another uses (an engine's boxes, fixed names; TestMain's leak check
+# looks only at its own lane's engines: each kernel-test process says its
+# lane in DEATHWATCH_TEST_LANE). To add a lane: LANE_NAME_STEPS below and
+# NAME in SIDE_LANES.
+LANE_main_STEPS       := unit kernel fuzz-ci
+LANE_kubernetes_STEPS := kernel-k8s
+SIDE_LANES := kubernetes
+LANE_DIR   := bin/lanes
+
+.PHONY: lanes $(addprefix lane-,main $(SIDE_LANES)) $(addprefix side-,$(SIDE_LANES))
+
+lanes:
+	@mkdir -p $(LANE_DIR)
+	@$(MAKE) --no-print-directory -k -j$(words main $(SIDE_LANES)) lane-main $(addprefix side-,$(SIDE_LANES))
+
+$(addprefix lane-,main $(SIDE_LANES)): lane-%:
+	@for s in $(LANE_$*_STEPS); do $(MAKE) --no-print-directory $$s || exit 1; done
+
+# side-NAME runs lane-NAME into its log and prints the log when done.
+$(addprefix side-,$(SIDE_LANES)): side-%:
+	@echo "make test: lane $* started (log $(LANE_DIR)/$*.log)"
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory lane-$* >$(LANE_DIR)/$*.log 2>&1; rc=$$?; \
+	echo "==== make test: lane $* (exit $$rc after $$(( $$(date +%s) - start )) s) ===="; cat $(LANE_DIR)/$*.log; \
+	echo "==== make test: lane $* $$(if [ $$rc = 0 ]; then echo passed; else echo FAILED; fi) ===="; exit $$rc
 
 # The supervisor runs where Docker Desktop and sbx controllers run: it
 # must build for macOS and Windows (the docker runtime; native is Linux's).
@@ -137,7 +177,12 @@ unit:
 	$(GO) test -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
 
 kernel:
-	$(GO) test -count=1 -p 1 -v -timeout $(KERNEL_TIMEOUT) $(KERNEL_PKGS)
+	DEATHWATCH_TEST_LANE=main $(GO) test -count=1 -p 1 -v -timeout $(KERNEL_TIMEOUT) -skip '$(K8S_TESTS)' $(KERNEL_PKGS)
+
+# The tests wait for the cluster provision.sh brings up in the background
+# (cluster.sh wait) and fail when it failed.
+kernel-k8s:
+	DEATHWATCH_TEST_LANE=kubernetes $(GO) test -count=1 -p 1 -v -timeout $(K8S_TIMEOUT) -run '$(K8S_TESTS)' ./kernel-tests
 
 # A short, fixed fuzz run of the framing and spec decoders (the seed
 # corpus in shared/testdata/fuzz runs in `unit` as ordinary tests too).

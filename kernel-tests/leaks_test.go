@@ -15,14 +15,27 @@ import (
 // machine, each as "where: name": the native runtime's records (root's
 // and the unprivileged test user's) and cgroup folders, one-step podman
 // runs' cidfile folders, and the containers that carry deathwatch's
-// managed label in Docker, rootful Podman and the test user's Podman.
-// An engine that is not there or does not answer has none to list.
+// managed label in Docker, rootful Podman and the test user's Podman,
+// and the test cluster's pods that carry it. An engine that is not there
+// or does not answer has none to list. A process in a lane of make test
+// (ktest.Lane) lists only what its lane's tests make: the lanes run side
+// by side, and one lane's live boxes are not another's leaks.
 func boxesOnHost() map[string]bool {
 	out := map[string]bool{}
 	add := func(where string, names []string) {
 		for _, n := range names {
 			out[where+": "+n] = true
 		}
+	}
+	if ktest.Lane() == "" || ktest.Lane() == ktest.LaneKubernetes {
+		pods := exec.Command(ktest.K8sKubectl, "--kubeconfig", ktest.K8sKubeconfig, "get", "pods", "--all-namespaces",
+			"-l", shared.LabelManaged+"=true", "-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{end}`)
+		if b, err := pods.Output(); err == nil {
+			add("kubernetes pod", strings.Fields(string(b)))
+		}
+	}
+	if ktest.Lane() == ktest.LaneKubernetes {
+		return out
 	}
 	records := func(dir string) []string {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.json"))

@@ -13,8 +13,9 @@
 #   - Debian packages: docker.io podman runc uidmap busybox-static tini
 #     bubblewrap catatonit dumb-init hyperfine iproute2 procps util-linux
 #     (+ netavark aardvark-dns iptables for rootful Podman's bridge network;
-#     containerd etcd-server containernetworking-plugins openssl curl for the
-#     Kubernetes test cluster).
+#     etcd-server containernetworking-plugins openssl curl libseccomp-dev
+#     pkg-config for the Kubernetes test cluster, whose containerd and runc
+#     are built from the Go module proxy).
 #   - dockerd running (started by hand when there is no systemd), log in
 #     /var/log/dockerd.log.
 #   - Podman (rootful and rootless): the runc runtime (crun refuses cgroup v1
@@ -53,10 +54,13 @@
 # /dev/net/tun's mode (what udev and systemd do on an ordinary machine).
 # `make test-fresh` resets, then runs `make test` twice.
 #
-#   - At the end, the single-node Kubernetes test cluster
-#     (kernel-tests/k8s/cluster.sh build, then up): built once into
-#     /var/cache/deathwatch-k8s (a fresh machine pays 15-50 min), started in
-#     seconds after that. --reset runs cluster.sh down (the build cache stays).
+#   - The single-node Kubernetes test cluster (kernel-tests/k8s/cluster.sh
+#     start: build, then up, in the background, as soon as the packages are
+#     in): built once into /var/cache/deathwatch-k8s (a fresh machine pays
+#     15-50 min), started in a minute after that. provision.sh does not wait
+#     for it: make test's kubernetes lane does (cluster.sh wait), while the
+#     other lanes run. --reset runs cluster.sh down (the build cache stays)
+#     and removes the kubelet's user and id range.
 #
 # Rootless Podman is then used as:
 #   cd / && runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 podman run --network none ...
@@ -80,7 +84,7 @@ DD_SCRIPT=/usr/share/docker.io/contrib/dockerd-rootless.sh
 PACKAGES=(docker.io podman runc uidmap busybox-static tini bubblewrap catatonit
 	dumb-init hyperfine iproute2 procps util-linux netavark aardvark-dns iptables
 	rootlesskit slirp4netns
-	containerd etcd-server containernetworking-plugins openssl curl)
+	etcd-server containernetworking-plugins openssl curl libseccomp-dev pkg-config)
 PROBE=deathwatch-provision:probe
 
 step() { printf 'provision: %-22s %s\n' "$1:" "$2"; }
@@ -185,7 +189,7 @@ rootless_docker_up() {
 		grep -q "^$DD_USER:" "$f" && continue
 		# The first 65536 ids after every user's range (podman's pool for
 		# --userns=auto, "containers", lies far above and is not a user's).
-		start=$(awk -F: 'BEGIN{m=100000} $1!="containers" {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
+		start=$(awk -F: 'BEGIN{m=100000} $1!="containers" && $1!="kubelet" {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
 		echo "$DD_USER:$start:65536" >>"$f"
 		added=added
 	done
@@ -273,8 +277,10 @@ if [ -n "$RESET" ]; then
 	rm -rf "$DW_RUNDIR"
 	for f in /etc/subuid /etc/subgid; do
 		# and podman's range for --userns=auto, only the one this script adds
-		[ -f "$f" ] && sed -i -e "/^$DW_USER:/d" -e "/^containers:1073741824:268435456\$/d" "$f"
+		[ -f "$f" ] && sed -i -e "/^$DW_USER:/d" -e "/^containers:1073741824:268435456\$/d" -e "/^kubelet:/d" "$f"
 	done
+	# The owner of the Kubernetes pods' host id range (cluster.sh up).
+	if getent passwd kubelet >/dev/null; then userdel kubelet >/dev/null 2>&1 || true; fi
 	rm -rf /tmp/deathwatch-rootfs-* /tmp/deathwatch-bin-*
 	# What a first launch learns of an engine and keeps (the live FIFO's
 	# bind proofs, docker's /info verdict): the next launch learns it anew.
@@ -320,6 +326,14 @@ if [ "$ONLY" = rootless-docker ]; then
 	rootless_docker_up
 	exit 0
 fi
+
+# ---------------------------------------------------------- kubernetes
+# The test cluster of the kubernetes runtime (kernel-tests/k8s/cluster.sh
+# says what it is), built (when its cache is not intact) and brought up in
+# the background from here on; make test's kubernetes lane waits for it.
+K8S=$(dirname "$0")/k8s/cluster.sh
+# 9>&-: the cluster's daemons must not inherit (and hold forever) our lock.
+CLUSTER_SAY_WHO=provision CLUSTER_SAY_STEP="kubernetes " "$K8S" start 9>&- || die "kubernetes: cluster.sh start failed (see above)"
 
 # ------------------------------------------------------------------ docker
 if docker info >/dev/null 2>&1; then
@@ -434,7 +448,7 @@ for f in /etc/subuid /etc/subgid; do
 	sed -i -e "/^$DW_USER:/d" "$f"
 	# The first ids after every user's range (podman's pool for
 	# --userns=auto, "containers", lies far above and is not a user's).
-	start=$(awk -F: 'BEGIN{m=100000} $1!="containers" {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
+	start=$(awk -F: 'BEGIN{m=100000} $1!="containers" && $1!="kubelet" {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
 	echo "$DW_USER:$start:$DW_SUBIDS" >>"$f"
 	subids_changed=1
 done
@@ -564,12 +578,5 @@ probe "podman rootful" podman
 probe "podman rootless" as_user podman
 probe "docker rootless" as_dd docker
 
-# ---------------------------------------------------------- kubernetes
-# The test cluster of the kubernetes runtime (kernel-tests/k8s/cluster.sh
-# says what it is); the build is skipped when its cache is intact.
-K8S=$(dirname "$0")/k8s/cluster.sh
-export CLUSTER_SAY_WHO=provision CLUSTER_SAY_STEP="kubernetes "
-# 9>&-: the cluster's daemons must not inherit (and hold forever) our lock.
-"$K8S" build 9>&- || die "kubernetes: cluster.sh build failed (see above)"
-"$K8S" up 9>&- || die "kubernetes: cluster.sh up failed (see above)"
+step kubernetes "$(cat /run/deathwatch-k8s.bringup 2>/dev/null || echo unknown) (the bring-up goes on in the background; cluster.sh wait waits for it)"
 step ready "machine ready for make test"
