@@ -578,5 +578,10 @@ probe "podman rootful" podman
 probe "podman rootless" as_user podman
 probe "docker rootless" as_dd docker
 
-step kubernetes "$(cat /run/deathwatch-k8s.bringup 2>/dev/null || echo unknown) (the bring-up goes on in the background; cluster.sh wait waits for it)"
+k8s_state=$(cat /run/deathwatch-k8s.bringup 2>/dev/null || echo unknown)
+if [ "$k8s_state" = ready ]; then
+	step kubernetes "ok (up)"
+else
+	step kubernetes "$k8s_state (the bring-up goes on in the background; cluster.sh wait waits for it)"
+fi
 step ready "machine ready for make test"

@@ -823,6 +823,11 @@ bringup_running() {
 mark() { echo "$1" >"$BRINGUP.new" && mv "$BRINGUP.new" "$BRINGUP"; }
 
 cmd_start() {
+	if built && [ "$(readlink "$CURRENT_BIN" 2>/dev/null)" = "$BIN" ] && cmd_status >/dev/null 2>&1; then
+		mark ready
+		say start "ok (already up, from $BIN)"
+		return 0
+	fi
 	if bringup_running; then
 		say start "already under way ($(cat "$BRINGUP"); log $BRINGUP_LOG)"
 		return 0
