@@ -54,6 +54,11 @@
 # /dev/net/tun's mode (what udev and systemd do on an ordinary machine).
 # `make test-fresh` resets, then runs `make test` twice.
 #
+#   - The VM rig's guests (kernel-tests/vm/vm.sh build, with
+#     qemu-system-x86 debootstrap e2fsprogs cpio xz-utils kmod from
+#     Debian): Debian's 6.1 and 5.10 kernels and a bookworm root image in
+#     /var/cache/deathwatch-vm (a fresh machine pays a few minutes), kept
+#     while its recipe is unchanged. --reset removes it.
 #   - The single-node Kubernetes test cluster (kernel-tests/k8s/cluster.sh
 #     start: build, then up, in the background, as soon as the packages are
 #     in): built once into /var/cache/deathwatch-k8s (a fresh machine pays
@@ -84,7 +89,8 @@ DD_SCRIPT=/usr/share/docker.io/contrib/dockerd-rootless.sh
 PACKAGES=(docker.io podman runc uidmap busybox-static tini bubblewrap catatonit
 	dumb-init hyperfine iproute2 procps util-linux netavark aardvark-dns iptables
 	rootlesskit slirp4netns
-	etcd-server containernetworking-plugins openssl curl libseccomp-dev pkg-config)
+	etcd-server containernetworking-plugins openssl curl libseccomp-dev pkg-config
+	qemu-system-x86 debootstrap e2fsprogs cpio xz-utils kmod)
 PROBE=deathwatch-provision:probe
 
 step() { printf 'provision: %-22s %s\n' "$1:" "$2"; }
@@ -238,6 +244,7 @@ if [ -n "$RESET" ]; then
 	DW_RUNDIR=/run/user/$DW_UID
 	# First: the reset of dockerd below kills every process named containerd.
 	"$(dirname "$0")/k8s/cluster.sh" down || die "kubernetes: cluster.sh down failed"
+	"$(dirname "$0")/vm/vm.sh" reset || die "vm: vm.sh reset failed"
 	if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
 		ids=$(docker ps -aq --filter label=io.deathwatch.managed 2>/dev/null || true)
 		[ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
@@ -577,6 +584,11 @@ probe docker docker
 probe "podman rootful" podman
 probe "podman rootless" as_user podman
 probe "docker rootless" as_dd docker
+
+# ------------------------------------------------------------------ vm
+# The VM rig's kernels and root image (kernel-tests/vm/vm.sh says what
+# they are); skipped when the cache is built from the same recipe.
+"$(dirname "$0")/vm/vm.sh" build 9>&- || die "vm: vm.sh build failed (see above)"
 
 k8s_state=$(cat /run/deathwatch-k8s.bringup 2>/dev/null || echo unknown)
 if [ "$k8s_state" = ready ]; then

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,13 +32,22 @@ type Rig struct {
 // RigNames are every rig, in the order the tests run them.
 var RigNames = []string{"docker", "podman", "podman-rootless", "docker-rootless", "native", "native-unprivileged"}
 
-// Rigs returns the prototypes of the rigs named (every one when none
-// is): the engines' images are built and loaded, the binaries built.
-// Each test takes a copy and calls Setup.
+// Rigs returns the prototypes of the rigs named (every one the machine
+// has when none is): the engines' images are built and loaded, the
+// binaries built. Each test takes a copy and calls Setup.
 func Rigs(t *testing.T, names ...string) []Rig {
 	RequireRoot(t)
+	have, err := MachineRigs(os.Getenv("DEATHWATCH_RIGS"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(names) == 0 {
-		names = RigNames
+		names = have
+	}
+	for _, n := range names {
+		if !slices.Contains(have, n) {
+			t.Fatalf("this test needs the %s rig, which this machine does not have (DEATHWATCH_RIGS=%s)", n, os.Getenv("DEATHWATCH_RIGS"))
+		}
 	}
 	bin := Build(t)
 	var out []Rig
@@ -72,6 +83,23 @@ func Rigs(t *testing.T, names ...string) []Rig {
 		out = append(out, r)
 	}
 	return out
+}
+
+// MachineRigs are the rigs a machine has: every one, or those a
+// comma-separated DEATHWATCH_RIGS names (the VM rig's guests have the
+// native runtime alone). A test that names a rig the machine lacks fails.
+func MachineRigs(env string) ([]string, error) {
+	if env == "" {
+		return RigNames, nil
+	}
+	var out []string
+	for _, n := range strings.Split(env, ",") {
+		if !slices.Contains(RigNames, n) {
+			return nil, fmt.Errorf("DEATHWATCH_RIGS names %q, not a rig (want some of %v)", n, RigNames)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // Setup gives the rig its test, a fresh instance (PREFIX-PID-N) and a

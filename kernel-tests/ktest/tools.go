@@ -23,9 +23,18 @@ type tool struct {
 // process into a world-readable folder (an unprivileged agent runs it)
 // and returns its path. The folder is the same for every run, so runs
 // leave nothing behind; a build lands there by rename, so concurrent
-// test processes do not trip over each other.
+// test processes do not trip over each other. Where there is no Go (the
+// VM rig's guests, kernel-tests/vm), DEATHWATCH_KTEST_TOOLS names the
+// folder that holds the programs built beforehand.
 func ToolPath(t testing.TB, name string) string {
 	t.Helper()
+	if dir := os.Getenv("DEATHWATCH_KTEST_TOOLS"); dir != "" {
+		path := filepath.Join(dir, name)
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("the %s program, built beforehand: %v (DEATHWATCH_KTEST_TOOLS=%s)", name, err, dir)
+		}
+		return path
+	}
 	toolsMu.Lock()
 	b := tools[name]
 	if b == nil {

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# test-vm.sh [TREE]: make test-vm, the VM lane of make test. In each guest
+# of kernel-tests/vm/vm.sh (pure cgroup v2 on 6.1 without and with
+# systemd, and 5.10): the CLI checks and the native kernel tests as root,
+# then the CLI checks as the unprivileged test user. Every run goes to the
+# end; one line per run at the end, and the exit status is 1 when any run
+# failed. TREE (default: this checkout) must have bin/ built.
+#
+#   DW_VM_GUESTS   the guests to run (default: every one, in vm.sh guests order)
+#   DW_VM_RUN      the -run pattern of the kernel tests (default: NATIVE below)
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TREE=${1:-$(cd "$HERE/../.." && pwd)}
+# The native runtime's kernel tests: those that need no engine (their
+# rigs are native and native-unprivileged; DEATHWATCH_RIGS says so to
+# the tests that run every rig the machine has).
+NATIVE='^(TestNative.*|TestEscape(OOM|NativeLivePipe|UnprivilegedPids|SupervisorSendsFilter|MountRootOwner|MountOptionsUnprivileged|UnprivilegedBoxesApart|SpecRefusals|HostSocketsUnprivileged|JournalTrust|Allowlist)|TestChain(ControllerKilled|ControllerFD|ParentGoneFirst|EPIPE|ReconcileOrphan)|TestCrashWindowMatrix|TestDefaultBounds(Off)?|TestProveDeathwatch|TestLsEveryRuntime)$'
+PATTERN=${DW_VM_RUN:-$NATIVE}
+read -r -a guests <<<"${DW_VM_GUESTS:-$("$HERE/vm.sh" guests | tr '\n' ' ')}"
+
+summary=()
+failed=0
+start=$(date +%s)
+for g in "${guests[@]}"; do
+	for as in root user; do
+		t0=$(date +%s)
+		echo "test-vm: === $g as $as ==="
+		pat=$PATTERN
+		[ $as = user ] && pat=
+		"$HERE/vm.sh" test --guest "$g" --as "$as" "$TREE" "$pat"
+		rc=$?
+		line=$(printf '%-11s as %-4s exit %3d in %4d s' "$g" "$as" "$rc" $(($(date +%s) - t0)))
+		[ $rc = 0 ] || {
+			failed=1
+			line="$line  FAILED"
+		}
+		summary+=("$line")
+	done
+done
+echo "test-vm: summary ($(($(date +%s) - start)) s in all):"
+printf 'test-vm:   %s\n' "${summary[@]}"
+[ $failed = 0 ] && echo "test-vm: all passed"
+exit $failed
