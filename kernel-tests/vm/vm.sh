@@ -317,6 +317,8 @@ boot() {
 	[ -d "$tree" ] || die "no checkout at $tree"
 	case "$tree" in *[[:space:],]*) die "the checkout's path '$tree' has a space or comma; the guest mounts it by that path" ;; esac
 	[ -x "$tree/bin/supervisor" ] && [ -x "$tree/bin/watcher" ] || die "$tree/bin has no supervisor and watcher; run make build in $tree"
+	# The test user reads the command and the programs beside it.
+	chmod -R a+rX "$out"
 	[ -f "$CACHE/root.recipe" ] && [ -f "$CACHE/kernel-$(guest_kernel "$GUEST")/recipe" ] || die "no guest images in $CACHE; run: $0 build (kernel-tests/provision.sh does)"
 	echo "$AS" >"$out/as"
 	: >"$out/output"
@@ -344,6 +346,7 @@ boot() {
 			say "$GUEST" "FAILED: the guest ended without a result (qemu exit $rc: $(tail -c 300 "$out/qemu.stderr" | tr '\n' ' ')); console tail:"
 		fi
 		tail -20 "$out/console.log" | sed 's/^/  | /'
+		say "$GUEST" "console: $out/console.log"
 		return 125
 	fi
 	rc=$(cat "$out/rc")
@@ -397,7 +400,6 @@ cmd_test() {
 	else
 		echo 'exit $checks' >>"$out/cmd"
 	fi
-	chmod -R a+rX "$out"
 	boot "$tree" "$out"
 }
 
