@@ -9,7 +9,8 @@
 #                the unit tests, the kernel tests but the Kubernetes ones and
 #                a short fixed fuzz run of the shared framing targets (lane
 #                main); the Kubernetes kernel tests once the cluster is up
-#                (lane kubernetes)
+#                (lane kubernetes); the native runtime in qemu guests on
+#                pure cgroup v2 (lane vm, make test-vm)
 #   make bench   benchmarks (figures, not pass/fail timings)
 #   make demo    the main job: bin/supervisor demo
 #   make fuzz    longer fuzz runs (FUZZTIME=5m make fuzz)
@@ -23,6 +24,10 @@
 #   make k8s-up        the single-node Kubernetes test cluster (built on first use)
 #   make kernel-k8s    the Kubernetes kernel tests alone (waits for the cluster)
 #   make k8s-down      stop it and remove its state (the build cache stays)
+#   make test-vm       the VM lane alone: the native kernel tests and the CLI
+#                      checks in qemu guests on pure cgroup v2 (Debian 6.1
+#                      without and with systemd, bullseye 5.10), as root and
+#                      as an unprivileged user (kernel-tests/vm/test-vm.sh)
 
 # Go lives in /usr/local/go on the machines this runs on (a Go already on
 # PATH wins); the tests run root's tools (runuser, chroot, dockerd, ...),
@@ -71,7 +76,7 @@ KERNEL_PKGS = $(shell $(GO) list ./kernel-tests/... | grep -v '/kernel-tests/ben
 K8S_TESTS   := ^Test(K8s|Kubernetes|EscapeKubernetes)
 K8S_TIMEOUT ?= 100m
 
-.PHONY: k8s-up k8s-down all build test test-fresh test-loaded provision-reset provision fmt-check vet unit kernel kernel-k8s fuzz-ci fuzz bench demo image clean clean-images
+.PHONY: k8s-up k8s-down test-vm all build test test-fresh test-loaded provision-reset provision fmt-check vet unit kernel kernel-k8s fuzz-ci fuzz bench demo image clean clean-images
 
 all: build
 
@@ -94,7 +99,8 @@ test: provision fmt-check vet build cross
 # NAME in SIDE_LANES.
 LANE_main_STEPS       := unit kernel fuzz-ci
 LANE_kubernetes_STEPS := kernel-k8s
-SIDE_LANES := kubernetes
+LANE_vm_STEPS         := test-vm
+SIDE_LANES := kubernetes vm
 LANE_DIR   := bin/lanes
 
 .PHONY: lanes $(addprefix lane-,main $(SIDE_LANES)) $(addprefix side-,$(SIDE_LANES))
@@ -183,6 +189,14 @@ kernel:
 # (cluster.sh wait) and fail when it failed.
 kernel-k8s:
 	DEATHWATCH_TEST_LANE=kubernetes $(GO) test -count=1 -p 1 -v -timeout $(K8S_TIMEOUT) -run '$(K8S_TESTS)' ./kernel-tests
+
+# The hosts users have (pure cgroup v2, with and without systemd, kernels
+# back to 5.10) in qemu guests, one after the other: a lane of its own,
+# independent of the engines and the cluster, that needs only provision
+# (the guests' images) and build. Runs every guest to the end and fails
+# when any run failed.
+test-vm: build
+	kernel-tests/vm/test-vm.sh $(CURDIR)
 
 # A short, fixed fuzz run of the framing and spec decoders (the seed
 # corpus in shared/testdata/fuzz runs in `unit` as ordinary tests too).

@@ -335,9 +335,19 @@ boot() {
 	qpid=$!
 	tail -n +1 -F --pid=$qpid "$out/output" 2>/dev/null 9>&- &
 	local tpid=$!
+	# qemu's peak RSS (VmHWM of timeout's child), sampled while it runs.
+	(
+		while kill -0 $qpid 2>/dev/null; do
+			q=$(pgrep -P $qpid | head -1)
+			[ -n "$q" ] && awk '$1=="VmHWM:" {print int($2/1024)}' "/proc/$q/status" >"$out/qemu-peak-mib.tmp" 2>/dev/null &&
+				mv "$out/qemu-peak-mib.tmp" "$out/qemu-peak-mib"
+			sleep 2
+		done
+	) 9>&- &
+	local mpid=$!
 	rc=0
 	wait $qpid || rc=$?
-	wait $tpid 2>/dev/null || true
+	wait $tpid $mpid 2>/dev/null || true
 	exec 9>&-
 	if [ ! -f "$out/rc" ]; then
 		if [ $rc = 124 ] || [ $rc = 137 ]; then
@@ -350,7 +360,9 @@ boot() {
 		return 125
 	fi
 	rc=$(cat "$out/rc")
-	say "$GUEST" "exit $rc (command $(cat "$out/seconds") s, guest $(($(date +%s) - start)) s in all)"
+	local all=$(($(date +%s) - start)) cmd
+	cmd=$(cat "$out/seconds")
+	say "$GUEST" "exit $rc (command $cmd s; boot and power-off $(awk -v a="$all" -v c="$cmd" 'BEGIN{printf "%.0f", a-c}') s; qemu peak RSS $(cat "$out/qemu-peak-mib" 2>/dev/null || echo ?) MiB)"
 	return "$rc"
 }
 
