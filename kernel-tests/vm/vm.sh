@@ -331,8 +331,11 @@ boot() {
 	fi
 	say "$GUEST" "booting ($acc, $(cut -d' ' -f1 "$CACHE/kernel-$(guest_kernel "$GUEST")/release"), $(guest_init "$GUEST") init, as $AS; output below, files in $out)"
 	start=$(date +%s)
-	timeout --kill-after=10 "$TIMEOUT" "${q[@]}" 9>&- 2>"$out/qemu.stderr" &
+	# qemu dies with this script however it ends (the parent-death
+	# signal on timeout and on qemu), and at TIMEOUT.
+	setpriv --pdeathsig KILL timeout --kill-after=10 "$TIMEOUT" setpriv --pdeathsig KILL "${q[@]}" 9>&- 2>"$out/qemu.stderr" &
 	qpid=$!
+	trap 'kill $qpid 2>/dev/null' INT TERM
 	tail -n +1 -F --pid=$qpid "$out/output" 2>/dev/null 9>&- &
 	local tpid=$!
 	# qemu's peak RSS (VmHWM of timeout's child), sampled while it runs.
