@@ -8,6 +8,9 @@
 #
 #   DW_VM_GUESTS   the guests to run (default: every one, in vm.sh guests order)
 #   DW_VM_RUN      the -run pattern of the kernel tests (default: NATIVE below)
+#   DW_VM_PLAN     the runs, as GUEST:AS[:PATTERN] words (AS root or user; no
+#                  PATTERN: the CLI checks alone); default: every guest as
+#                  root with DW_VM_RUN, then as user
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,24 +22,28 @@ NATIVE='^(TestNative.*|TestEscape(OOM|NativeLivePipe|UnprivilegedPids|Supervisor
 PATTERN=${DW_VM_RUN:-$NATIVE}
 read -r -a guests <<<"${DW_VM_GUESTS:-$("$HERE/vm.sh" guests | tr '\n' ' ')}"
 
+plan=${DW_VM_PLAN:-}
+if [ -z "$plan" ]; then
+	for g in "${guests[@]}"; do
+		plan="$plan $g:root:$PATTERN $g:user"
+	done
+fi
+
 summary=()
 failed=0
 start=$(date +%s)
-for g in "${guests[@]}"; do
-	for as in root user; do
-		t0=$(date +%s)
-		echo "test-vm: === $g as $as ==="
-		pat=$PATTERN
-		[ $as = user ] && pat=
-		"$HERE/vm.sh" test --guest "$g" --as "$as" "$TREE" "$pat"
-		rc=$?
-		line=$(printf '%-11s as %-4s exit %3d in %4d s' "$g" "$as" "$rc" $(($(date +%s) - t0)))
-		[ $rc = 0 ] || {
-			failed=1
-			line="$line  FAILED"
-		}
-		summary+=("$line")
-	done
+for run in $plan; do
+	IFS=: read -r g as pat <<<"$run"
+	t0=$(date +%s)
+	echo "test-vm: === $g as $as ==="
+	"$HERE/vm.sh" test --guest "$g" --as "$as" "$TREE" "${pat:-}"
+	rc=$?
+	line=$(printf '%-11s as %-4s exit %3d in %4d s' "$g" "$as" "$rc" $(($(date +%s) - t0)))
+	[ $rc = 0 ] || {
+		failed=1
+		line="$line  FAILED"
+	}
+	summary+=("$line")
 done
 echo "test-vm: summary ($(($(date +%s) - start)) s in all):"
 printf 'test-vm:   %s\n' "${summary[@]}"
