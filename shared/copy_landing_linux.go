@@ -11,7 +11,7 @@ import (
 // LandingSums hashes the files of copy-in trees while the engine still
 // extracts them: an archive put into the running box, at CopyStageDir,
 // before the host's copy-in-landed. The verification that follows
-// (CopyReceiver.Landed) walks and checks everything as before, but a
+// (CopyReceiver.Landed) walks and checks everything, but a
 // file hashed here, and not changed since, is not read again: the
 // watcher's hashing overlaps the put instead of following it.
 //

@@ -85,7 +85,7 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 		// A copy reads, writes and hashes whole trees (seconds for
 		// GiBs) beside the loop that answers the host's pings: such a
 		// box gets back the Ps the watcher gives up (watcher/oneproc),
-		// so that copies run as fast as before.
+		// so that copies use every CPU.
 		runtime.SetDefaultGOMAXPROCS()
 	}
 	if code := w.copyIn(spec); code != 0 {
@@ -100,7 +100,7 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 // watcher's start, it overflowed that goroutine's 4 KiB stack (the size
 // package init leaves it at), which the runtime then doubled for good;
 // the first 8 KiB stack makes a span of them resident (4 pages of
-// free-list links) besides the pages it uses. The main goroutine now
+// free-list links) besides the pages it uses. So the main goroutine
 // stays at 4 KiB, the size of the frame reader's, in the same span.
 // (copyIn's frame, 1.2 KiB too, is the next closest to that limit.)
 func validateSpec(spec *shared.Spec, self ID) error {
@@ -291,8 +291,8 @@ func (w *watcher) relayOutput(r *os.File, t shared.FrameType) {
 // 32 KiB frame, zeroed, on a stack grown to 64 KiB for it, per relay.
 // Not the heap either: a heap object is zeroed when its pages were used
 // before, and the pages the tainted spawning thread frees as it exits,
-// just before the relays start, are the first the heap hands out (one
-// relay's buffer measured resident in whole, 32 KiB, in an idle box).
+// just before the relays start, are the first the heap hands out, so a
+// relay's buffer would be resident in whole in an idle box.
 func chunkBuffer() []byte {
 	p, err := unix.MmapPtr(-1, 0, nil, shared.MaxChunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // can neither connect to an abstract unix socket nor signal a process
 // made outside the domain — the watcher, a process an engine's exec put
 // in the box, and with --network host the host's abstract sockets (X11,
-// D-Bus, containerd). Its own processes it reaches as before.
+// D-Bus, containerd). Its own processes it still reaches.
 const agentScopes = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
 
 // writeAccess are the rights the agent's domain handles: every way of

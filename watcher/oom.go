@@ -27,7 +27,7 @@ const agentOOMScore = 1000
 // The window is the fork alone, before any agent exists. When /proc is
 // missing the agent keeps the watcher's score and the watcher says so.
 //
-// Limit (measured): an agent may lower its own score again, down to the
+// Limit: an agent may lower its own score again, down to the
 // floor it inherited (0 unless the watcher holds CAP_SYS_RESOURCE, whose
 // write of 1000 also sets the floor the agent inherits). Such an agent
 // that fills a tmpfs still makes the watcher the victim; only a memory

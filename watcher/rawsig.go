@@ -31,7 +31,7 @@ import (
 //     through signal.Notify anyway. A signal raised by the kernel for a
 //     fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS: si_code
 //     above 0) goes on to the runtime's handler (faultHandler), which
-//     panics as before; one sent by a process is the pipe's.
+//     panics; one sent by a process is the pipe's.
 //   - SIGPIPE: a write to fd 1 or 2 that fails with EPIPE makes the
 //     os package ask the runtime to die of SIGPIPE unless os/signal
 //     asked for it or ignores it. The watcher marks it ignored for the

@@ -214,7 +214,7 @@ func watchParent(fd int, gone chan<- struct{}) {
 // exists. The Go runtime dies when it cannot create a thread it needs
 // (newosproc), and an agent can use up a pids limit that the watcher
 // shares; the runtime never destroys an idle thread, so threads made
-// now are there when the box is full.
+// before the agent are there when the box is full.
 const spareThreads = 4
 
 // pidsLimited reports whether the watcher's own pids cgroup may run out
@@ -414,8 +414,7 @@ func markCloexec() {
 // agent runs, any error of the stream (its end, a broken frame) is a
 // liveness loss (handleFrame): the box is SIGKILLed here, on the thread
 // that read it, before the loop's goroutine is even woken (on a loaded
-// host that wake-up alone measured up to 9.5 ms); the loop then ends
-// the box as ever.
+// host that wake-up is the slow part); the loop then ends the box.
 func (w *watcher) readFrames(r io.Reader) {
 	fr := shared.NewReader(bufio.NewReaderSize(r, 64<<10))
 	for {

@@ -61,10 +61,9 @@ var StartTimeout = 2 * time.Minute
 // The descriptor. Bounds: a killed supervisor's attach ends with its
 // TCP connection; the kubelet closes the container's stdin and the
 // watcher kills the box; removal is reconcile's DELETE with grace 0.
-// Measured on the single-node test cluster (2 cores, load 25-37):
-// SIGKILL → last process dead p50 7.2 ms, p95 14.5 ms (make bench);
-// prove-deathwatch's box-removed p95 185 ms. The bounds leave room for
-// a remote API server and a busy kubelet.
+// The bounds are well above what make bench and prove-deathwatch see on
+// the test cluster, to leave room for a remote API server and a busy
+// kubelet.
 func init() {
 	supervisor.Register(supervisor.Descriptor{
 		Name:     Name,

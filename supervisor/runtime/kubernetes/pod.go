@@ -181,8 +181,8 @@ type (
 )
 
 // The patterns a pod's names and labels must match, compiled on first
-// use: at package init they cost every start of the supervisor binary
-// (a native launch, the box's init stage of old) ~0.06 ms.
+// use: at package init they would cost every start of the supervisor
+// binary, a native launch included.
 var (
 	dnsLabel   = lazyRegexp(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	labelValue = lazyRegexp(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)

@@ -10,7 +10,7 @@ import (
 // ServiceAccount lives in ns): pods create, get, list, watch, delete
 // (exec, reconcile, ls) and pods/attach create and get (the control
 // stream: the API server authorizes the attach's WebSocket upgrade, a
-// GET, as get pods/attach — measured on 1.37.2 — and a POST as create).
+// GET, as get pods/attach, and a POST as create).
 // Doctor's access review asks for exactly the verbs it uses.
 func RBAC(ns, kind, subject string) (string, error) {
 	if ns == "" || len(ns) > 63 || !dnsLabel().MatchString(ns) {

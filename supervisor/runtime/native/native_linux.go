@@ -150,7 +150,7 @@ const EnvCgroupParent = "DEATHWATCH_CGROUP_PARENT"
 
 // The native runtime's descriptor. No daemon stands behind it: --runtime
 // auto takes it after a rootless engine. Its bounds are several times
-// what was measured on a 2-core VM (p95 3ms dead, 6ms removed).
+// what prove-deathwatch sees on a small, busy host.
 func init() {
 	supervisor.Register(supervisor.Descriptor{
 		Name:     "native",

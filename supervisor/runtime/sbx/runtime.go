@@ -35,9 +35,9 @@ const (
 )
 
 // The descriptor. Bounds: a killed supervisor's `sbx exec` client ends
-// at once and the watcher in the VM sees EOF (measured on the emulator:
-// the agent tree dead in tens of ms); removal is reconcile's `sbx rm
-// --force`, a VM's teardown (the emulator takes about 1 s).
+// at once and the watcher in the VM sees EOF, and the agent tree dies;
+// removal is reconcile's `sbx rm --force`, a VM's teardown, the slower
+// of the two.
 func init() {
 	supervisor.Register(supervisor.Descriptor{
 		Name:     Name,
