@@ -461,12 +461,9 @@ func containerPath(name, tail string) string { return "/containers/" + name + ta
 // whether the daemon remaps user ids: the statement on stderr is said
 // once the box started (when /info answered by then) or at Remove (which
 // waits for it), never for a launch refused before anything was
-// created. /info is asked once per daemon process: a launch after the
-// first reads its verdict from the record the first left (infomemo.go).
-// doctor (no Stderr: it reads the
-// statement from Detail), a tcp:// daemon and a listener that is not
-// root (rootless docker, or a proxy: only the daemon knows) ask /info
-// first.
+// created. doctor (no Stderr: it reads the statement from Detail), a
+// tcp:// daemon and a listener that is not root (rootless docker, or a
+// proxy: only the daemon knows) ask /info first.
 func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, error) {
 	if e.Kind == "podman" {
 		return e.libpodProbe(ctx, c)
@@ -486,13 +483,6 @@ func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, e
 				e.statement = info
 				e.mu.Unlock()
 			}
-			// This daemon's verdict, when a launch before heard it (infomemo.go).
-			memo, daemon := e.memo(c)
-			if m, ok := recallInfo(memo, daemon); ok {
-				state(m.info(e.Kind))
-				close(said)
-				return supervisor.Info{Runtime: e.Kind, Present: true, Version: v}, nil
-			}
 			go func() {
 				defer close(said)
 				ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -501,9 +491,6 @@ func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, e
 				if err != nil {
 					e.log().Debug("engine info", "err", err)
 					return
-				}
-				if err := rememberInfo(memo, daemon, info); err != nil {
-					e.log().Debug("engine info: not remembered", "err", err)
 				}
 				state(info)
 			}()

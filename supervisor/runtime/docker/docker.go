@@ -62,9 +62,6 @@ type Engine struct {
 	// statement is what it said (statedBy says it).
 	stated    chan struct{}
 	statement supervisor.Info
-	// infoMemoDir: where /info's verdict is remembered per daemon
-	// ("": the default, infomemo.go).
-	infoMemoDir string
 
 	mu sync.Mutex
 	// limits is what docker's /info said the daemon enforces (nil: /info
