@@ -14,7 +14,8 @@
 // DEATHWATCH_BENCH_TIMELINE_RUNS (150), DEATHWATCH_BENCH_DEATH_TRIALS
 // (60), DEATHWATCH_BENCH_ENGINE_RUNS (20), DEATHWATCH_BENCH_NATIVE_RUNS
 // (100), DEATHWATCH_BENCH_PHASE_RUNS (10), DEATHWATCH_BENCH_KILL_TRIALS
-// (20), DEATHWATCH_BENCH_WALLS_RUNS (150). DEATHWATCH_BENCH_RUNTIMES (e.g. "native" or "docker,podman")
+// (20), DEATHWATCH_BENCH_WALLS_RUNS (150), DEATHWATCH_BENCH_CLI_ROUNDS
+// (10). DEATHWATCH_BENCH_RUNTIMES (e.g. "native" or "docker,podman")
 // keeps only those runtimes' rows of the supervisor sections;
 // DEATHWATCH_BENCH_NATIVE_BASELINE=PATH (an earlier supervisor binary)
 // adds its native launch, interleaved, to the native launch rows and
@@ -138,6 +139,7 @@ const (
 	rankIO
 	rankCopy
 	rankWalls
+	rankCLIParse
 )
 
 // newSection adds a section to the report at rank. Make it before

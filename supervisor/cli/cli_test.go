@@ -388,20 +388,34 @@ func TestLeanExecIsExec(t *testing.T) {
 
 // BenchmarkLeanParse: the parser of `supervisor exec --runtime native
 // -- /bin/true` as Main builds it, and its parse (-benchmem: the heap a
-// native launch pays before anything is journaled).
+// native launch pays before anything is journaled), beside the parse
+// into execCLI itself, help text and all (make bench's TestBenchCLIParse
+// runs both, interleaved, and prints the ratio). "lean" builds the lean
+// type on each round, as each process does once.
 func BenchmarkLeanParse(b *testing.B) {
 	args := []string{"exec", "--runtime", "native", "--watcher", "/x/watcher", "--", "/bin/true"}
 	c := &cmdContext{stdout: io.Discard, stderr: io.Discard}
-	b.ReportAllocs()
-	for b.Loop() {
-		lean := newLeanExec()
-		p, err := newParser(lean.Interface(), c)
+	parse := func(b *testing.B, cli any) {
+		p, err := newParser(cli, c)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := p.Parse(args); err != nil {
 			b.Fatal(err)
 		}
-		leanExec(lean)
 	}
+	b.Run("lean", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			lean := reflect.New(withoutHelp(reflect.TypeOf(execCLI{}), execVars(runtimeVars())))
+			parse(b, lean.Interface())
+			leanExec(lean)
+		}
+	})
+	b.Run("full", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			parse(b, &execCLI{})
+		}
+	})
 }
