@@ -12,6 +12,7 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/runtime/docker"
 )
 
 // The live FIFO (supervisor/livefifo.go): on local Docker whose daemon
@@ -42,13 +43,13 @@ exec sleep 1000
 func (r *rig) liveRoot() string {
 	r.T.Helper()
 	if r.User == "" {
-		return supervisor.LiveRoot
+		return docker.LiveRoot
 	}
 	dir, err := ktest.RuntimeDir(r.User)
 	if err != nil {
 		r.T.Fatal(err)
 	}
-	return supervisor.LiveRootFor(r.UID, dir)
+	return docker.LiveRootFor(r.UID, dir)
 }
 
 // liveBox starts the agent in a Docker box with the exec flags extra,
@@ -98,7 +99,7 @@ func TestEscapeLiveFIFO(t *testing.T) {
 		}
 		box := r.waitEvent(supervisor.EventStarted, 30*time.Second).Box
 		dir := filepath.Join(r.liveRoot(), box)
-		for p, want := range map[string]os.FileMode{dir: os.ModeDir | 0o700, filepath.Join(dir, supervisor.LiveFIFOName): os.ModeNamedPipe | 0o600} {
+		for p, want := range map[string]os.FileMode{dir: os.ModeDir | 0o700, filepath.Join(dir, docker.LiveFIFOName): os.ModeNamedPipe | 0o600} {
 			if st, err := os.Lstat(p); err != nil {
 				t.Errorf("no %s on the host (the launch was not offered a live FIFO): %v", p, err)
 			} else if s := st.Sys().(*syscall.Stat_t); st.Mode() != want || int(s.Uid) != r.UID {
@@ -203,7 +204,7 @@ func TestLiveFIFOAlone(t *testing.T) {
 		}
 		t.Cleanup(func() { syscall.Kill(shim.PID, syscall.SIGCONT) })
 		dir := filepath.Join(r.liveRoot(), box)
-		if _, err := os.Lstat(filepath.Join(dir, supervisor.LiveFIFOName)); !os.IsNotExist(err) {
+		if _, err := os.Lstat(filepath.Join(dir, docker.LiveFIFOName)); !os.IsNotExist(err) {
 			t.Errorf("the live FIFO is still on the host after ready: %v", err)
 		}
 

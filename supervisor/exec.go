@@ -79,7 +79,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 
 	tail := &tailWriter{w: x.Stderr}
-	cfg := RuntimeConfig{Log: x.Log, Stderr: tail, EngineEnv: x.EngineEnv}
+	cfg := RuntimeConfig{Log: x.Log, Stderr: tail, EngineEnv: x.EngineEnv, ProveBind: quietProof(x.ProveBind)}
 	owner, err := SelfOwner()
 	if err != nil {
 		return fail(SetupError("%w", err), shared.ExitSetupFailed)
@@ -115,6 +115,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	rt, info := p.rt, p.info
 	d, _ := Lookup(rt.Name())
 	l.rt, l.oneStep, l.beside, l.entry.Runtime = rt, p.oneStep, d.Has(CapIntentFinds), rt.Name()
+	l.hooks, _ = rt.(LaunchHooks)
 	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
 	if p.chosen != "" {
 		l.say("%s", p.chosen)
@@ -295,8 +296,8 @@ type launch struct {
 	// the box after it was staged.
 	staged chan stagedIntent
 	stale  bool
-	// live is the box's live FIFO, nil for none (livefifo.go).
-	live *liveFIFO
+	// hooks is the runtime's part in the launch, nil for none.
+	hooks LaunchHooks
 	// ctrl is the link to the controller (nil: none); its loss ends
 	// the box.
 	ctrl *controller.Watch
@@ -372,7 +373,9 @@ func (l *launch) run(ctx context.Context) int {
 	if s := l.pendingSignal(); s != nil {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, nil)
 	}
-	l.armLive(ctx)
+	if l.hooks != nil {
+		l.hooks.Arm(ctx, l.box, &l.spec)
+	}
 	// A one-step runtime's client creates and starts the box; created
 	// says when the box exists. Its intent is durable before the client
 	// starts, so that reconcile can prove the box ours whatever the
@@ -464,7 +467,9 @@ func (l *launch) finish(code int, st *Started) int {
 			cr.CloseRead()
 		}
 	}
-	l.live.close()
+	if l.hooks != nil {
+		l.hooks.Release(l.box)
+	}
 	if err := l.journal(StateRemoving); err != nil {
 		l.say("%v", err)
 	}
@@ -482,7 +487,6 @@ func (l *launch) finish(code int, st *Started) int {
 		l.emit(Event{Event: EventRemoved, Error: err.Error()})
 		return code
 	}
-	l.live.remove()
 	if err := l.journal(StateRemoved); err != nil {
 		l.say("%v", err)
 	}
@@ -492,3 +496,16 @@ func (l *launch) finish(code int, st *Started) int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// quietProof is prove with the crash points of the nested launch it
+// runs kept quiet (crashQuiet); nil stays nil.
+func quietProof(prove BindProver) BindProver {
+	if prove == nil {
+		return nil
+	}
+	return func(ctx context.Context, runtime, dir string) (bool, string) {
+		crashQuiet.Add(1)
+		defer crashQuiet.Add(-1)
+		return prove(ctx, runtime, dir)
+	}
+}

@@ -185,8 +185,8 @@ type ExecIO struct {
 	// Resize delivers the host terminal's new size (on SIGWINCH) with
 	// TTY; the box gets the latest once the agent started.
 	Resize <-chan shared.Resize
-	// ProveBind runs the bind proof for the live FIFO (livefifo.go)
-	// when this engine has no verdict yet; nil offers no live FIFO.
+	// ProveBind runs a bind proof for the runtime (RuntimeConfig);
+	// nil: none.
 	ProveBind BindProver
 	// Controller is a link to the controller already taken
 	// (WatchController): the CLI takes it before anything else. nil:

@@ -231,7 +231,6 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 		rep.add(ReconcileItem{Runtime: "journal", Reason: b.Error() + "; look at it, then remove it by hand"})
 	}
 	pruneJournalTemps(j.Dir(), staleTemp)
-	dropStaleProbes(liveRoot()) // what live FIFO bind proofs killed midway left
 	byLaunch := map[string]*JournalEntry{}
 	inJournal := map[string]bool{}
 	for _, e := range entries {
@@ -367,7 +366,7 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 				continue
 			}
 		}
-		removeLiveDir(e.Box) // its live FIFO's folder, if the crash left one
+		sweep(rts[e.Runtime], e)
 		e.State, e.Error = StateRemoved, ""
 		if err := j.Put(e); err != nil {
 			it.Reason = fmt.Sprintf("close journal entry: %v", err)
@@ -427,7 +426,7 @@ func removeProven(ctx context.Context, j *Journal, rt Runtime, e *JournalEntry, 
 		j.Put(e)
 		return ReconcileBlocked, fmt.Sprintf("remove failed: %v; the journal entry stays open", err)
 	}
-	removeLiveDir(e.Box) // its live FIFO's folder, if the crash left one
+	sweep(rt, e)
 	e.State, e.Error = StateRemoved, ""
 	if err := j.Put(e); err != nil {
 		return ReconcileRemoved, fmt.Sprintf("labels and nonce match, %s; removed, but closing the entry failed: %v", ownerWhy, err)
@@ -451,4 +450,12 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// sweep removes what e's crashed launch left beside its box, where the
+// runtime leaves anything (Sweeper).
+func sweep(rt Runtime, e *JournalEntry) {
+	if sw, ok := rt.(Sweeper); ok {
+		sw.Sweep(BoxFromEntry(e))
+	}
 }

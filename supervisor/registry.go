@@ -39,6 +39,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"deathwatch/shared"
 )
 
 // RuntimeConfig is what a runtime is constructed with.
@@ -50,7 +52,16 @@ type RuntimeConfig struct {
 	// EngineEnv is the environment for engine CLIs; nil means
 	// os.Environ(). It never holds the agent's variables.
 	EngineEnv []string
+	// ProveBind runs a bind proof for a runtime that asks one before
+	// it binds a folder of the supervisor's into a box; nil: none can
+	// be run, and the runtime binds no such folder.
+	ProveBind BindProver
 }
+
+// BindProver runs the bind proof (a nonce file in dir, bind-mounted
+// read-only into a real box, must read back the same from inside:
+// hostcheck's staging probe) and says whether it held.
+type BindProver func(ctx context.Context, runtime, dir string) (ok bool, detail string)
 
 // RuntimeFactory makes a runtime.
 type RuntimeFactory func(RuntimeConfig) (Runtime, error)
@@ -366,17 +377,33 @@ type MountChecker interface {
 	CheckMounts(ctx context.Context, b *Box) error
 }
 
-// Ender is implemented by runtimes whose boxes the supervisor can end
-// without the engine, when the engine dies under a box (a rootless
-// daemon of the supervisor's own uid: it owns the box's user
-// namespace). Pin is called once the box is ready and notes what
-// identifies its PID 1; End, called when the control stream ended
-// without an exit record, kills that process (so the box's whole PID
-// namespace), waits until it is gone, and says what of the engine is
-// left for reconcile (a shim), or "".
-type Ender interface {
-	Pin(ctx context.Context, b *Box)
+// LaunchHooks is a runtime that takes part in a launch at fixed points
+// beyond the Runtime interface (docker: its live FIFO, and ending a
+// rootless daemon's box without the engine). The lifecycle calls them
+// in this order:
+//
+//	Arm       the intent is journaled, before Create (or CreateStart):
+//	          it may add to the box what Create applies and to the
+//	          spec what the watcher is asked
+//	Ready     the agent started; it must not block
+//	End       the stream ended without the watcher's exit record after
+//	          ready (the engine died under the box?): kill the box's
+//	          PID 1 without the engine, wait until it is gone, and say
+//	          what of the engine is left for reconcile (a shim), or ""
+//	Release   the engine client is let go, before Remove
+type LaunchHooks interface {
+	Arm(ctx context.Context, b *Box, s *shared.Spec)
+	Ready(ctx context.Context, b *Box)
 	End(b *Box) (left string, err error)
+	Release(b *Box)
+}
+
+// Sweeper is a runtime whose launches leave host objects of their own
+// beside the box (docker: a live FIFO's folder) when the supervisor
+// dies; reconcile calls Sweep for every journal entry it closes. It is
+// a no-op when nothing is left.
+type Sweeper interface {
+	Sweep(b *Box)
 }
 
 // Preparer is implemented by runtimes that work on the box before its

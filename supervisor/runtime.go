@@ -93,11 +93,6 @@ type Box struct {
 	// the lifecycle puts them into the spec.
 	Links []shared.Link
 
-	// LiveDir is the host folder of the box's live FIFO (livefifo.go),
-	// to bind-mount read-only at LiveDirInBox; "" for none. Only a
-	// LiveBinder is given one.
-	LiveDir string
-
 	// State a runtime records for itself (native: the cgroup path);
 	// it is journaled so that reconcile can find the box again.
 	State map[string]string

@@ -129,7 +129,7 @@ func (l *launch) conclude(end streamEnd, ctrlLost bool, outErr error, log *slog.
 		end.lost, end.lostWhy = shared.ReasonOutputLost, outErr.Error()
 	}
 	out := decide(end, l.o.Deadline, l.tail.Last())
-	if en, ok := l.rt.(Ender); ok && end.exit == nil && end.ready {
+	if en := l.hooks; en != nil && end.exit == nil && end.ready {
 		// The stream ended without the watcher's word (the engine died
 		// under the box?): end the box now rather than at its heartbeat.
 		left, err := en.End(l.box)
@@ -240,12 +240,9 @@ func (l *launch) read(st *Started, w *shared.Writer, in *input, ready chan struc
 				l.emit(Event{Event: EventReady, PID: rd.PID})
 				log.Info("ready", "agent_pid", rd.PID)
 				close(ready)
-				if en, ok := l.rt.(Ender); ok {
-					go en.Pin(l.ctx, l.box)
+				if l.hooks != nil {
+					l.hooks.Ready(l.ctx, l.box)
 				}
-				// The watcher opened the live FIFO before the agent
-				// started: its name is not needed any more.
-				l.live.unlink()
 				for _, p := range l.o.Parties {
 					p.Ready()
 				}

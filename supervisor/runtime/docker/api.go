@@ -338,6 +338,7 @@ type boxConf struct {
 	kind      string // "podman", else docker
 	userns    string
 	unbounded bool
+	liveDir   string // the box's live FIFO's host folder, "" for none
 }
 
 // tmpOptions are the box's /tmp tmpfs options, the native runtime's
@@ -419,9 +420,9 @@ func createBody(b *supervisor.Box, conf boxConf) apiCreate {
 		entry = supervisor.WatcherMountPoint
 		c.HostConfig.bind(conf.kind, b.WatcherPath, supervisor.WatcherMountPoint, true)
 	}
-	if b.LiveDir != "" {
-		// The live FIFO's folder (livefifo.go).
-		c.HostConfig.bind(conf.kind, b.LiveDir, supervisor.LiveDirInBox, true)
+	if conf.liveDir != "" {
+		// The live FIFO's folder (livefifo_fifo.go).
+		c.HostConfig.bind(conf.kind, conf.liveDir, LiveDirInBox, true)
 	}
 	c.Entrypoint = []string{entry}
 	return c
@@ -594,7 +595,9 @@ func (e *Engine) apiCheckImage(ctx context.Context, c *apiClient, image string) 
 }
 
 func (e *Engine) apiCreate(ctx context.Context, c *apiClient, b *supervisor.Box) error {
-	body := createBody(b, e.boxConf())
+	conf := e.boxConf()
+	conf.liveDir = e.liveDir(b.Name)
+	body := createBody(b, conf)
 	for i, v := range body.HostConfig.Binds {
 		body.HostConfig.Binds[i] = bindSpec(e.Kind, v)
 	}

@@ -90,7 +90,7 @@ func TestCreateBody(t *testing.T) {
 			// Podman's binds stay Binds entries (bindSpec adds nosuid,nodev).
 			c.HostConfig.Mounts, c.HostConfig.Binds = nil, []string{"/opt/dw/watcher:/dw/watcher:ro"}
 		}},
-		{"live FIFO: its folder read-only at /dev/.deathwatch", func(b *supervisor.Box) { b.LiveDir = "/run/deathwatch/live/dw-1" }, boxConf{},
+		{"live FIFO: its folder read-only at /dev/.deathwatch", func(*supervisor.Box) {}, boxConf{liveDir: "/run/deathwatch/live/dw-1"},
 			func(c *apiCreate) {
 				c.HostConfig.Mounts = append(c.HostConfig.Mounts, apiMount{Type: "bind", Source: "/run/deathwatch/live/dw-1", Target: "/dev/.deathwatch", ReadOnly: true})
 			}},

@@ -35,6 +35,9 @@ type Engine struct {
 	EngineEnv []string // the CLI's environment; nil: os.Environ()
 	Stderr    io.Writer
 	Log       *slog.Logger
+	// ProveBind runs the bind proof of the live FIFO's folder
+	// (livefifo_fifo.go); nil offers no live FIFO.
+	ProveBind supervisor.BindProver
 
 	rootless bool // what Probe found
 	// usernsAuto: a podman with the subordinate ids for a user
@@ -71,6 +74,7 @@ type Engine struct {
 	// (userns-remap).
 	remaps  bool
 	pins    map[string]pinnedInit // box → its PID 1, for End (ender_linux.go)
+	lives   map[string]*liveFIFO  // box → its live FIFO (livefifo_fifo.go)
 	removed map[string]chan error // box → the engine's "removed" answer
 }
 
@@ -104,7 +108,7 @@ func init() {
 				return fmt.Errorf("%s is not installed", kind)
 			},
 			New: func(c supervisor.RuntimeConfig) (supervisor.Runtime, error) {
-				return &Engine{Kind: kind, Bin: kind, EngineEnv: c.EngineEnv, Stderr: c.Stderr, Log: c.Log}, nil
+				return &Engine{Kind: kind, Bin: kind, EngineEnv: c.EngineEnv, Stderr: c.Stderr, Log: c.Log, ProveBind: c.ProveBind}, nil
 			},
 		})
 	}
@@ -747,6 +751,7 @@ func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) (err error) {
 	defer func() {
 		if err == nil {
 			e.dropOwnIDs(b) // the box is gone: so are its processes
+			e.dropLive(b)
 		}
 	}()
 	if c := e.client(ctx); c != nil {

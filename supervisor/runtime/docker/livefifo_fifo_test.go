@@ -1,9 +1,10 @@
-package supervisor
+//go:build linux
+
+package docker
 
 import (
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,25 +81,25 @@ func TestMakeLiveFIFO(t *testing.T) {
 	}
 }
 
-// liveRT is a runtime that offers a live FIFO; only Name is used.
-type liveRT struct{ Runtime }
-
-func (liveRT) Name() string                                  { return "docker" }
-func (liveRT) LiveKey(context.Context) (string, bool)        { return "docker /s dev 1 ino 2", true }
-func (liveRT) LiveIDs(context.Context) (keeps bool, e error) { return true, nil }
-
 // liveProven proves an engine once and keeps a proof for good; a
 // refutation stands for refutedFor only, then the engine is proven again
 // (a proof can fail for a passing reason on a loaded host).
 func TestLiveProvenVerdict(t *testing.T) {
 	root := t.TempDir()
 	proofs, holds := 0, false
-	l := &launch{rt: liveRT{}, x: &ExecIO{Log: slog.New(slog.DiscardHandler), ProveBind: func(context.Context, string, string) (bool, string) {
+	f := newFakeAPI(t)
+	f.server = "Docker/20.10.24+dfsg1 (linux)"
+	f.info = map[string]any{"SecurityOptions": []string{"name=rootless"}}
+	e := f.engine()
+	e.ProveBind = func(context.Context, string, string) (bool, string) {
 		proofs++
 		return holds, "detail"
-	}}}
-	key, _ := liveRT{}.LiveKey(context.Background())
-	prove := func() bool { return l.liveProven(context.Background(), liveRT{}, root, key) }
+	}
+	key, ok := e.LiveKey(context.Background())
+	if !ok {
+		t.Fatal("the fake rootless daemon offers no live FIFO")
+	}
+	prove := func() bool { return e.liveProven(context.Background(), root, key) }
 	if prove() || prove() || proofs != 1 {
 		t.Fatalf("a failed proof: proven, or proven %d times, want refuted once and remembered", proofs)
 	}

@@ -1,4 +1,6 @@
-package supervisor
+//go:build linux
+
+package docker
 
 import (
 	"context"
@@ -6,15 +8,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
 // LiveRoot is the folder of a root supervisor's live FIFOs' folders: a
@@ -50,45 +52,95 @@ type liveFIFO struct {
 	release func()
 }
 
-// armLive gives the launch a live FIFO where it is safe and proven:
-// an agent that is not root, the host's watcher (it knows the spec
-// field), a runtime that binds it and whose boxes' root is the
-// supervisor's own uid (LiveBinder: root for a rootful engine, the
-// user for the user's rootless one; the FIFO is then owned by an id no
-// agent runs as) and a bind proof for this engine. Anything else leaves
-// the launch as it was: the control stream alone.
-func (l *launch) armLive(ctx context.Context) {
-	lb, ok := l.rt.(LiveBinder)
-	if !ok || l.x.ProveBind == nil || l.spec.AllowRoot || l.box.WatcherInImage != "" {
+// Arm gives the launch a live FIFO where it is safe and proven
+// (supervisor.LaunchHooks, before Create): an agent that is not root,
+// the host's watcher (it knows the spec field), an engine whose boxes'
+// root is the supervisor's own uid (LiveKey, LiveIDs: root for a
+// rootful engine, the user for the user's rootless one; the FIFO is
+// then owned by an id no agent runs as) and a bind proof for this
+// engine. Anything else leaves the launch as it was: the control
+// stream alone.
+func (e *Engine) Arm(ctx context.Context, b *supervisor.Box, s *shared.Spec) {
+	if e.ProveBind == nil || s.AllowRoot || b.WatcherInImage != "" {
 		return
 	}
-	key, ok := lb.LiveKey(ctx)
+	key, ok := e.LiveKey(ctx)
 	if !ok {
 		return
 	}
 	root, err := liveRootDir()
 	if err != nil {
-		l.x.Log.Debug("no live FIFO", "err", err)
+		e.log().Debug("no live FIFO", "err", err)
 		return
 	}
-	if !l.liveProven(ctx, lb, root, key) {
+	if !e.liveProven(ctx, root, key) {
 		return
 	}
-	lf, err := makeLiveFIFO(root, l.box.Name, l.box.Nonce)
+	lf, err := makeLiveFIFO(root, b.Name, b.Nonce)
 	if err != nil {
-		l.x.Log.Warn("no live FIFO", "box", l.box.Name, "err", err)
+		e.log().Warn("no live FIFO", "box", b.Name, "err", err)
 		return
 	}
-	l.live = lf
-	l.box.LiveDir = lf.dir
-	l.spec.LiveFIFO = LiveDirInBox + "/" + LiveFIFOName
+	e.mu.Lock()
+	if e.lives == nil {
+		e.lives = map[string]*liveFIFO{}
+	}
+	e.lives[b.Name] = lf
+	e.mu.Unlock()
+	s.LiveFIFO = LiveDirInBox + "/" + LiveFIFOName
+}
+
+// live is box's live FIFO, nil for none.
+func (e *Engine) live(box string) *liveFIFO {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lives[box]
+}
+
+// liveDir is the host folder of box's live FIFO, to bind-mount
+// read-only at LiveDirInBox; "" for none.
+func (e *Engine) liveDir(box string) string {
+	if lf := e.live(box); lf != nil {
+		return lf.dir
+	}
+	return ""
+}
+
+// Ready notes the box's PID 1 (Pin) and deletes its live FIFO's name:
+// the watcher opened the FIFO before the agent started.
+func (e *Engine) Ready(ctx context.Context, b *supervisor.Box) {
+	e.live(b.Name).unlink()
+	go e.Pin(ctx, b)
+}
+
+// Release drops the write end of box's live FIFO once the engine client
+// is let go: the watcher's read reaches EOF.
+func (e *Engine) Release(b *supervisor.Box) { e.live(b.Name).close() }
+
+// dropLive deletes box's live FIFO folder once the box is removed; a
+// supervisor killed before that leaves the folder to Sweep.
+func (e *Engine) dropLive(b *supervisor.Box) {
+	e.mu.Lock()
+	lf := e.lives[b.Name]
+	delete(e.lives, b.Name)
+	e.mu.Unlock()
+	lf.close()
+	lf.remove()
+}
+
+// Sweep removes what a crashed launch of box left beside the box
+// (supervisor.Sweeper, for reconcile): its live FIFO's folder and the
+// probe folders of bind proofs killed midway.
+func (e *Engine) Sweep(b *supervisor.Box) {
+	removeLiveDir(b.Name)
+	dropStaleProbes(liveRoot())
 }
 
 // liveProven reads the engine's cached verdict, or proves it once: the
 // engine keeps the box's ids, and a nonce file in a folder beside the
 // FIFOs' reads back from inside a real box. A verdict is a file named
 // for the engine's key, so a new engine (a new socket) is proven anew.
-func (l *launch) liveProven(ctx context.Context, lb LiveBinder, root, key string) bool {
+func (e *Engine) liveProven(ctx context.Context, root, key string) bool {
 	sum := sha256.Sum256([]byte(key))
 	name := hex.EncodeToString(sum[:12])
 	yes, no := filepath.Join(root, ".proven-"+name), filepath.Join(root, ".refuted-"+name)
@@ -107,8 +159,8 @@ func (l *launch) liveProven(ctx context.Context, lb LiveBinder, root, key string
 	}
 	dropStaleProbes(root)
 	verdict, detail := no, ""
-	if keeps, err := lb.LiveIDs(ctx); err != nil {
-		l.x.Log.Debug("no live FIFO", "engine", key, "err", err)
+	if keeps, err := e.LiveIDs(ctx); err != nil {
+		e.log().Debug("no live FIFO", "engine", key, "err", err)
 		return false
 	} else if !keeps {
 		detail = "the daemon remaps user ids: the box's root cannot open a FIFO of the host's root"
@@ -116,15 +168,13 @@ func (l *launch) liveProven(ctx context.Context, lb LiveBinder, root, key string
 		detail = err.Error()
 	} else {
 		var ok bool
-		crashQuiet.Add(1)
-		ok, detail = l.x.ProveBind(ctx, l.rt.Name(), dir)
-		crashQuiet.Add(-1)
+		ok, detail = e.ProveBind(ctx, e.Kind, dir)
 		os.RemoveAll(dir)
 		if ok {
 			verdict = yes
 		}
 	}
-	l.x.Log.Info("live FIFO bind proof", "engine", key, "proven", verdict == yes, "detail", detail)
+	e.log().Info("live FIFO bind proof", "engine", key, "proven", verdict == yes, "detail", detail)
 	if f, err := os.OpenFile(verdict, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600); err == nil {
 		fmt.Fprintln(f, detail)
 		f.Close()
@@ -164,7 +214,7 @@ func liveRootDir() (string, error) {
 	if root == "" {
 		return "", errors.New("no folder for live FIFOs: set XDG_RUNTIME_DIR")
 	}
-	if err := EnsureTrustedDir(root); err != nil {
+	if err := supervisor.EnsureTrustedDir(root); err != nil {
 		return "", err
 	}
 	return root, nil
@@ -232,7 +282,7 @@ func makeLiveFIFO(root, box, nonce string) (*liveFIFO, error) {
 		lf.close()
 		return fail("write", err)
 	}
-	lf.release, lf.w = HoldLive(lf.w), nil
+	lf.release, lf.w = supervisor.HoldLive(lf.w), nil
 	return lf, nil
 }
 
@@ -251,86 +301,6 @@ func (lf *liveFIFO) close() {
 	}
 }
 
-// HoldLive hands w, the write end of a box's live pipe (a runtime
-// that passes the box its read end, as native does), to a thread of its
-// own (holdApart) and returns the function that closes it. Where the
-// kernel refuses, w stays open here and release closes it.
-func HoldLive(w *os.File) (release func()) {
-	if rel, err := holdApart(int(w.Fd())); err == nil {
-		w.Close()
-		return rel
-	}
-	return func() { w.Close() }
-}
-
-// holdApart keeps a copy of fd open on an OS thread of its own that
-// does nothing else and has a file table of its own (unshare
-// CLONE_FILES, every other descriptor closed in it), and returns the
-// function that closes it there; the caller then closes its own copy.
-//
-// Why: a process's shared file table is closed by its last thread to
-// exit, and in do_exit that thread first tears down the address space
-// (exit_mm before exit_files). For the supervisor (11 MB resident, 8
-// threads) that is milliseconds on a host where page-table changes are
-// dear, and the box's alarm waited for all of it. A thread's own table
-// is closed in that thread's exit, which follows the SIGKILL at once:
-// the address space is torn down by whichever thread is last, and the
-// watcher is already killing the agents by then, before the engine has
-// seen the supervisor's connections close (TestBenchSupervisorKill
-// prints how much earlier). The main thread as the holder, which the
-// kernel wakes first on a group kill, is no better.
-//
-// The thread stays locked (runtime.LockOSThread, never unlocked), so
-// the Go runtime never runs anything else on it and ends it when the
-// goroutine returns. It is never the main thread: /proc/self/fd (read
-// as the process's table, as by the podman database's open) shows the
-// main thread's. release returns once the copy is closed. err: the
-// kernel refused (no close_range before Linux 5.9); the caller keeps
-// its own copy.
-func holdApart(fd int) (release func(), err error) {
-	held, rel := make(chan error), make(chan struct{})
-	var serve func()
-	serve = func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// The main thread: /proc/self/fd shows its table, which must
-			// stay the process's. Hand over to another thread (this one,
-			// locked, can run nothing else meanwhile), then let go.
-			moved := make(chan struct{})
-			go func() { close(moved); serve() }()
-			<-moved
-			runtime.UnlockOSThread()
-			return
-		}
-		err := unix.Unshare(unix.CLONE_FILES)
-		if err == nil && fd > 0 {
-			err = unix.CloseRange(0, uint(fd-1), 0)
-		}
-		if err == nil {
-			err = unix.CloseRange(uint(fd+1), math.MaxUint32, 0)
-		}
-		held <- err
-		if err != nil {
-			// Returning while locked ends the thread and its table.
-			return
-		}
-		<-rel
-		unix.Close(fd)
-		held <- nil
-	}
-	go serve()
-	if err := <-held; err != nil {
-		return nil, err
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(rel)
-			<-held // closed: the watcher's read reaches EOF
-		})
-	}, nil
-}
-
 // unlink deletes the FIFO's name at ready, once the watcher holds it
 // open (the pipe lives on in the two ends): nothing on the host can open
 // it from then on. The folder stays, empty and 0700, as long as the box:
@@ -343,9 +313,7 @@ func (lf *liveFIFO) unlink() {
 	}
 }
 
-// remove deletes the FIFO's folder (os.RemoveAll follows no link) once
-// the box is removed. A supervisor killed before that leaves the folder
-// to reconcile.
+// remove deletes the FIFO's folder (os.RemoveAll follows no link).
 func (lf *liveFIFO) remove() {
 	if lf != nil {
 		os.RemoveAll(lf.dir)
