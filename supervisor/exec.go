@@ -135,13 +135,8 @@ func (l *launch) admit(ctx context.Context, d Descriptor) error {
 	if len(l.o.HostPorts) > 0 && !d.Has(CapHostPorts) {
 		return RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", l.rt.Name())
 	}
-	if lc, ok := l.rt.(LimitsChecker); ok {
-		if err := lc.CheckLimits(l.o.Memory, l.o.PidsLimit); err != nil {
-			return WithCode(ExitCode(err, shared.ExitRefused), err)
-		}
-	}
-	if mc, ok := l.rt.(MountChecker); ok {
-		if err := mc.CheckMounts(ctx, l.box); err != nil {
+	if a, ok := l.rt.(Admitter); ok {
+		if err := a.Admit(ctx, l.box); err != nil {
 			return WithCode(ExitCode(err, shared.ExitRefused), err)
 		}
 	}
@@ -280,7 +275,7 @@ type launch struct {
 	o       *ExecOptions
 	x       *ExecIO
 	rt      Runtime
-	oneStep bool // rt's CreateStart creates and starts the box
+	oneStep OneStepStarter // rt, whose CreateStart creates and starts the box; nil otherwise
 	box     *Box
 	j       *Journal
 	entry   *JournalEntry
@@ -382,8 +377,8 @@ func (l *launch) run(ctx context.Context) int {
 	// journal says when the supervisor dies.
 	var st *Started
 	create := func() error { return l.rt.Create(ctx, l.box) }
-	if l.oneStep {
-		s, created, err := l.rt.(OneStepStarter).CreateStart(ctx, l.box)
+	if l.oneStep != nil {
+		s, created, err := l.oneStep.CreateStart(ctx, l.box)
 		if err != nil {
 			l.say("%v", err)
 			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
@@ -415,7 +410,7 @@ func (l *launch) run(ctx context.Context) int {
 		return l.early(signalStatus(s), ReasonSupervisorSignaled, st)
 	}
 	l.ctx = ctx
-	pl := &PartyLaunch{Box: l.box, Runtime: l.rt, OneStep: l.oneStep, Log: l.x.Log, Say: l.say, Emit: l.emit}
+	pl := &PartyLaunch{Box: l.box, Runtime: l.rt, OneStep: l.oneStep != nil, Log: l.x.Log, Say: l.say, Emit: l.emit}
 	for _, p := range l.o.Parties {
 		p.Created(ctx, pl, &l.spec)
 	}

@@ -11,11 +11,12 @@ import (
 )
 
 // picked is the runtime exec drives and what its probe found; oneStep:
-// its OneStep said yes (CreateStart creates and starts the box).
+// the runtime, whose OneStep said yes (CreateStart creates and starts
+// the box), nil otherwise.
 type picked struct {
 	rt      Runtime
 	info    Info
-	oneStep bool
+	oneStep OneStepStarter
 	chosen  string // auto: the line that says what it chose and why
 }
 
@@ -112,7 +113,7 @@ func tryRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig, name str
 					return picked{info: info}, WithCode(ExitCode(err, shared.ExitImage), err)
 				}
 			}
-			return picked{rt: rt, info: info, oneStep: true}, nil
+			return picked{rt: rt, info: info, oneStep: one}, nil
 		}
 	}
 	// The image check runs beside the probe (two engine round trips

@@ -13,8 +13,8 @@ package supervisor
 //     everywhere, as supervisor/runtime/native does).
 //  2. Implement Runtime (supervisor/runtime.go) on a type; every argv it
 //     hands to a CLI comes from a pure builder with a table test.
-//     Implement ImageChecker and LimitsChecker when the runtime can check
-//     an image or a limit before anything is created, Preparer when it
+//     Implement ImageChecker and Admitter when the runtime can check
+//     an image, a limit or a mount before anything is created, Preparer when it
 //     names its own boxes, journals state from the start or asks for
 //     mount-bridge links, NonceReader when its boxes carry no labels;
 //     StartAttached starts an engine client that carries the stream.
@@ -361,20 +361,14 @@ type OneStepStarter interface {
 	CreateStart(ctx context.Context, b *Box) (st *Started, created func() error, err error)
 }
 
-// LimitsChecker is implemented by runtimes that can tell, before
-// anything is created, that they could not enforce the memory or pids
-// limit asked for. A limit that would be silently ignored is refused
-// (shared.ExitRefused).
-type LimitsChecker interface {
-	CheckLimits(memory, pids int64) error
-}
-
-// MountChecker is implemented by runtimes that can tell, before
-// anything is created, that the engine would bind another file than the
-// one the supervisor names (a rootless daemon's own copy of /etc or
-// /run); such a mount is refused (shared.ExitRefused).
-type MountChecker interface {
-	CheckMounts(ctx context.Context, b *Box) error
+// Admitter is implemented by runtimes that can tell, before anything
+// is journaled or created, that they could not honour the box as asked:
+// a memory or pids limit that would be silently ignored, a mount the
+// engine would bind from another file than the one the supervisor names
+// (a rootless daemon's own copy of /etc or /run). Admit refuses it
+// (shared.ExitRefused unless the error carries another status).
+type Admitter interface {
+	Admit(ctx context.Context, b *Box) error
 }
 
 // LaunchHooks is a runtime that takes part in a launch at fixed points

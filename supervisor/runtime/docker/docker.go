@@ -849,6 +849,16 @@ func (e *Engine) env() []string {
 	return os.Environ()
 }
 
+// Admit refuses what the engine cannot honour (supervisor.Admitter):
+// limits it would ignore (CheckLimits), then mounts its daemon would
+// bind from other files (CheckMounts).
+func (e *Engine) Admit(ctx context.Context, b *supervisor.Box) error {
+	if err := e.CheckLimits(b.Memory, b.PidsLimit); err != nil {
+		return err
+	}
+	return e.CheckMounts(ctx, b)
+}
+
 // CheckLimits refuses limits the engine would silently ignore: a
 // rootless engine on cgroup v1 has no cgroup of its own to write them
 // to (Podman prints "Resource limits are not supported and ignored on

@@ -248,6 +248,12 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 // turns into exit 242 (ImageError) and the pod is removed.
 func (r *Runtime) CheckImage(ctx context.Context, image string) error { return nil }
 
+// Admit refuses what the pod cannot honour (supervisor.Admitter): its
+// limits (CheckLimits).
+func (r *Runtime) Admit(_ context.Context, b *supervisor.Box) error {
+	return r.CheckLimits(b.Memory, b.PidsLimit)
+}
+
 // CheckLimits refuses a pids limit: a pod spec has none (the kubelet's
 // podPidsLimit is node-wide). Memory maps to the container's limit.
 func (r *Runtime) CheckLimits(_, pids int64) error {
@@ -444,7 +450,7 @@ func (r *Runtime) HostPID(ctx context.Context, b *supervisor.Box) (int, error) {
 }
 
 var (
-	_ supervisor.Preparer      = (*Runtime)(nil)
-	_ supervisor.LimitsChecker = (*Runtime)(nil)
-	_ supervisor.ImageChecker  = (*Runtime)(nil)
+	_ supervisor.Preparer     = (*Runtime)(nil)
+	_ supervisor.Admitter     = (*Runtime)(nil)
+	_ supervisor.ImageChecker = (*Runtime)(nil)
 )

@@ -201,6 +201,12 @@ func bridgeMounts(ms []supervisor.Mount) []Mount {
 // made without --mount (sbx create takes at least one).
 func scratchDir(name string) string { return filepath.Join(os.TempDir(), "deathwatch-sbx-"+name) }
 
+// Admit refuses what a sandbox cannot honour (supervisor.Admitter): its
+// limits (CheckLimits).
+func (r *Runtime) Admit(_ context.Context, b *supervisor.Box) error {
+	return r.CheckLimits(b.Memory, b.PidsLimit)
+}
+
 // CheckLimits refuses a pids limit: sbx sets none on a sandbox, and a
 // limit that would be silently ignored is refused. Memory is --memory.
 func (r *Runtime) CheckLimits(_, pids int64) error {
@@ -387,7 +393,7 @@ func unionPorts(a, b []int) []int {
 var (
 	_ supervisor.Preparer       = (*Runtime)(nil)
 	_ supervisor.NonceReader    = (*Runtime)(nil)
-	_ supervisor.LimitsChecker  = (*Runtime)(nil)
+	_ supervisor.Admitter       = (*Runtime)(nil)
 	_ supervisor.ProcessCounter = (*Runtime)(nil)
 )
 
