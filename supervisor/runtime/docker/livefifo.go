@@ -10,7 +10,7 @@ import (
 	"syscall"
 )
 
-// The live FIFO (supervisor/livefifo.go) on an engine: its folder is one
+// The live FIFO (livefifo_names.go, livefifo_fifo.go) on an engine: its folder is one
 // more read-only bind (createBody); LiveKey and LiveIDs say where it may
 // be offered (a Linux supervisor only).
 
