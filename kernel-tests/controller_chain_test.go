@@ -14,6 +14,7 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/reconcile"
 )
 
 // The controller chain (controller → supervisor → watcher): a real
@@ -394,11 +395,11 @@ func TestChainReconcileOrphan(t *testing.T) {
 			t.Logf("%s: reconcile → orphan supervisors and agents dead: %v", r.Name, took)
 			orphaned := 0
 			for _, it := range rep.Removed {
-				if it.Owner == supervisor.OwnerOrphan {
+				if it.Owner == reconcile.OwnerOrphan {
 					orphaned++
 				}
 			}
-			if code != 247 || orphaned != 2 || len(rep.Blocked) != 1 || rep.Blocked[0].Owner != supervisor.OwnerAlive {
+			if code != 247 || orphaned != 2 || len(rep.Blocked) != 1 || rep.Blocked[0].Owner != reconcile.OwnerAlive {
 				t.Fatalf("reconcile: exit %d, removed %+v, blocked %+v (%s); want the 2 orphans removed and the live controller's box blocked", code, rep.Removed, rep.Blocked, stderr)
 			}
 			for _, p := range kept {

@@ -36,6 +36,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/proc"
+	"deathwatch/supervisor/reconcile"
 	"deathwatch/supervisor/runtime/native"
 )
 
@@ -124,9 +125,9 @@ func (r *rig) exec(env []string, instance, events string, args ...string) *exec.
 }
 
 // reconcile runs `supervisor reconcile --json` for instance.
-func (r *rig) reconcile(instance string) (int, supervisor.ReconcileReport, string) {
+func (r *rig) reconcile(instance string) (int, reconcile.Report, string) {
 	r.T.Helper()
-	return supervisorJSON[supervisor.ReconcileReport](r, "--instance", instance, "--journal", r.JournalDir(), "reconcile", "--json")
+	return supervisorJSON[reconcile.Report](r, "--instance", instance, "--journal", r.JournalDir(), "reconcile", "--json")
 }
 
 // supervisorJSON runs the supervisor as the rig's user with a --json
@@ -664,7 +665,7 @@ func (r *rig) crashAt(point string, d *cwDecoys) cwCell {
 
 	code, rep, stderr := r.reconcile(r.Instance)
 	cell := cwCell{procs: len(procs), outcome: "unreported"}
-	find := func(items []supervisor.ReconcileItem) *supervisor.ReconcileItem {
+	find := func(items []reconcile.Item) *reconcile.Item {
 		for i := range items {
 			if items[i].LaunchID == launch {
 				return &items[i]

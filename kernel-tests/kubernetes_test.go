@@ -25,6 +25,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/hostcheck"
+	"deathwatch/supervisor/reconcile"
 )
 
 // k8sRig is one instance of the kubernetes runtime on the test cluster,
@@ -81,7 +82,7 @@ func (r *k8sRig) run(env []string, extra ...string) (code int, stdout, stderr st
 }
 
 // reconcile runs `supervisor reconcile --json`.
-func (r *k8sRig) reconcile() (int, supervisor.ReconcileReport) {
+func (r *k8sRig) reconcile() (int, reconcile.Report) {
 	r.t.Helper()
 	c := r.cmd(nil, "--instance", r.instance, "--journal", r.journal(), "reconcile", "--json")
 	var o, e bytes.Buffer
@@ -93,7 +94,7 @@ func (r *k8sRig) reconcile() (int, supervisor.ReconcileReport) {
 	} else if err != nil {
 		r.t.Fatalf("reconcile: %v", err)
 	}
-	var rep supervisor.ReconcileReport
+	var rep reconcile.Report
 	if err := json.Unmarshal(o.Bytes(), &rep); err != nil {
 		r.t.Fatalf("reconcile (exit %d): %v\n%s\n%s", code, err, o.String(), e.String())
 	}

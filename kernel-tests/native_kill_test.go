@@ -15,6 +15,7 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/reconcile"
 	"deathwatch/supervisor/runtime/native"
 )
 
@@ -267,9 +268,9 @@ func TestNativeSupervisorKilledUnprivileged(t *testing.T) {
 
 // reconcileKilled reconciles the one box a root kill trial left, from
 // its journal, and returns the report.
-func reconcileKilled(t *testing.T, journal string) *supervisor.ReconcileReport {
+func reconcileKilled(t *testing.T, journal string) *reconcile.Report {
 	t.Helper()
-	rep, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{Instance: killInstance, JournalDir: journal, Runtimes: []string{"native"}})
+	rep, err := reconcile.Run(context.Background(), reconcile.Options{Instance: killInstance, JournalDir: journal, Runtimes: []string{"native"}})
 	checkReconciled(t, rep, err)
 	return rep
 }
@@ -280,7 +281,7 @@ func reconcileKilled(t *testing.T, journal string) *supervisor.ReconcileReport {
 func reconcileKilledAs(t *testing.T, bins ktest.Binaries, user, journal string) {
 	t.Helper()
 	out, err := ktest.AsUser(user, bins.Supervisor, "--instance", killInstance, "--journal", journal, "reconcile", "--json").Output()
-	var rep supervisor.ReconcileReport
+	var rep reconcile.Report
 	if jerr := json.Unmarshal(out, &rep); err == nil && jerr != nil {
 		err = jerr
 	}
@@ -289,7 +290,7 @@ func reconcileKilledAs(t *testing.T, bins ktest.Binaries, user, journal string) 
 
 // checkReconciled: reconcile removed (or found gone) the trial's one box
 // and was blocked by nothing.
-func checkReconciled(t *testing.T, rep *supervisor.ReconcileReport, err error) {
+func checkReconciled(t *testing.T, rep *reconcile.Report, err error) {
 	t.Helper()
 	if err != nil || len(rep.Removed)+len(rep.Closed) != 1 || len(rep.Blocked) != 0 {
 		t.Fatalf("reconcile: %+v, %v", rep, err)

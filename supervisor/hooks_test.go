@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"strings"
@@ -12,13 +11,11 @@ import (
 	"deathwatch/shared"
 )
 
-// prepRuntime is memRuntime with the optional hooks: it names its own
-// boxes and journals state (Preparer), and its boxes carry no nonce
-// label (NonceReader).
+// prepRuntime is memRuntime with the Preparer hook: it names its own
+// boxes and journals state.
 type prepRuntime struct {
 	*memRuntime
 	refuse  error
-	nonces  map[string]string // box → the nonce inside it
 	created *Box
 }
 
@@ -39,15 +36,7 @@ func (p *prepRuntime) Create(_ context.Context, b *Box) error {
 	return nil
 }
 
-func (p *prepRuntime) ReadNonce(_ context.Context, b *Box) (string, error) {
-	n, ok := p.nonces[b.Name]
-	if !ok {
-		return "", errors.New("exec failed")
-	}
-	return n, nil
-}
-
-var thePrep = &prepRuntime{memRuntime: &memRuntime{boxes: map[string]Listed{}}, nonces: map[string]string{}}
+var thePrep = &prepRuntime{memRuntime: &memRuntime{boxes: map[string]Listed{}}}
 
 func init() {
 	Register(Descriptor{Name: "preprt", Caps: CapHostPorts, ImageWatcher: "/in/image/watcher", Bounds: Bounds{Dead: time.Second, Removed: time.Second},
@@ -93,40 +82,5 @@ func TestExecPreparer(t *testing.T) {
 	code, stderr, es = run("memrt", []int{8080})
 	if code != shared.ExitRefused || !strings.Contains(stderr, "--host-port") || len(es) != 0 {
 		t.Errorf("memrt --host-port: exit %d, stderr %q, journal %+v", code, stderr, es)
-	}
-}
-
-func TestReconcileNonceReader(t *testing.T) {
-	dir := t.TempDir()
-	j, err := OpenJournal(dir, "i")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := deadOwnerRecord(t)
-	thePrep.boxes = map[string]Listed{}
-	thePrep.removed = nil
-	thePrep.nonces = map[string]string{"own-a": "na", "own-b": "wrong"}
-	for _, l := range []string{"a", "b", "c"} {
-		if err := j.Put(&JournalEntry{LaunchID: l, Instance: "i", Box: "own-" + l, Runtime: "preprt", Nonce: "n" + l,
-			Owner: dead, State: StateStarted, Created: time.Now().UTC()}); err != nil {
-			t.Fatal(err)
-		}
-		lb := labelsFor("i", l, "")
-		delete(lb, shared.LabelNonce)
-		thePrep.boxes["own-"+l] = Listed{Name: "own-" + l, Labels: lb}
-	}
-	rep, err := Reconcile(context.Background(), ReconcileOptions{Instance: "i", JournalDir: dir, Runtimes: []string{"preprt"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Removed) != 1 || rep.Removed[0].Box != "own-a" {
-		t.Errorf("removed %+v", rep.Removed)
-	}
-	why := map[string]string{}
-	for _, it := range rep.Blocked {
-		why[it.Box] = it.Reason
-	}
-	if !strings.Contains(why["own-b"], "nonce mismatch") || !strings.Contains(why["own-c"], "cannot read the nonce") || len(rep.Closed) != 0 {
-		t.Errorf("blocked %+v, closed %+v", rep.Blocked, rep.Closed)
 	}
 }

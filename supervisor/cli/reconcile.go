@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/reconcile"
 )
 
 // ReconcileCmd is `supervisor reconcile`.
@@ -39,7 +40,7 @@ func (r *ReconcileCmd) Run(g *Globals, c *cmdContext) error {
 	if !supervisor.ValidName(g.Instance) {
 		return supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
 	}
-	rep, err := supervisor.Reconcile(context.Background(), supervisor.ReconcileOptions{
+	rep, err := reconcile.Run(context.Background(), reconcile.Options{
 		Instance: g.Instance, JournalDir: g.journalDir(), Runtimes: r.Runtime, EngineEnv: c.env, Log: g.logger(c.stderr),
 	})
 	if err != nil {
@@ -55,8 +56,8 @@ func (r *ReconcileCmd) Run(g *Globals, c *cmdContext) error {
 	return nil
 }
 
-func writeReconcileTable(w io.Writer, rep *supervisor.ReconcileReport) {
-	all := append(append(append([]supervisor.ReconcileItem{}, rep.Removed...), rep.Closed...), rep.Blocked...)
+func writeReconcileTable(w io.Writer, rep *reconcile.Report) {
+	all := append(append(append([]reconcile.Item{}, rep.Removed...), rep.Closed...), rep.Blocked...)
 	if len(all) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "OUTCOME\tBOX\tRUNTIME\tREASON")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/proc"
+	"deathwatch/supervisor/reconcile"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -207,7 +208,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 			say("   its %s is still there (%s); the journal entry is open", remainKind, d)
 		}
 	}
-	rep, err := supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: demoInstance, JournalDir: o.Journal, Runtimes: []string{o.Runtime}, Log: o.Log})
+	rep, err := reconcile.Run(ctx, reconcile.Options{Instance: demoInstance, JournalDir: o.Journal, Runtimes: []string{o.Runtime}, Log: o.Log})
 	if err != nil {
 		return res, err
 	}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/proc"
+	"deathwatch/supervisor/reconcile"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -527,7 +528,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		if !cleaned {
 			// A trial that failed half-way leaves its box to reconcile,
 			// as a restarted controller would.
-			supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
+			reconcile.Run(ctx, reconcile.Options{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
 		}
 	}()
 	ready, err := s.waitArmed(60 * time.Second)
@@ -617,7 +618,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	res.hostDelay = delay.Stop()
 	s.kill()
 	cleaned = true
-	rep, rerr := supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
+	rep, rerr := reconcile.Run(ctx, reconcile.Options{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
 	if !autoRemove {
 		res.removed = time.Since(trigger)
 	}
@@ -673,7 +674,7 @@ func countedTrial(ctx context.Context, o *ProveOptions, path string, rt supervis
 	res.dead, res.deadLeft = at.Sub(trigger), left
 	res.hostDelay = delay.Stop()
 	s.kill()
-	rep, rerr := supervisor.Reconcile(ctx, supervisor.ReconcileOptions{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
+	rep, rerr := reconcile.Run(ctx, reconcile.Options{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
 	res.removed = time.Since(trigger)
 	if rerr != nil {
 		res.removedLeft = "reconcile: " + rerr.Error()

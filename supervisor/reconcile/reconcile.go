@@ -1,4 +1,7 @@
-package supervisor
+// Package reconcile removes an instance's leftovers whose ownership it
+// can prove from the journal (labels, nonce, an owner proven gone),
+// closes journal entries whose box is gone, and reports the rest.
+package reconcile
 
 import (
 	"context"
@@ -12,18 +15,19 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 	"deathwatch/supervisor/proc"
 )
 
 // Reconcile outcomes.
 const (
-	ReconcileRemoved = "removed" // the box matched a journal entry, its owner is proven gone: removed and closed
-	ReconcileClosed  = "closed"  // the journal entry's box was already gone: closed
-	ReconcileBlocked = "blocked" // ownership not proven: left alone and reported
+	Removed = "removed" // the box matched a journal entry, its owner is proven gone: removed and closed
+	Closed  = "closed"  // the journal entry's box was already gone: closed
+	Blocked = "blocked" // ownership not proven: left alone and reported
 )
 
-// ReconcileOptions is `supervisor reconcile` as plain data.
-type ReconcileOptions struct {
+// Options is `supervisor reconcile` as plain data.
+type Options struct {
 	Instance   string
 	JournalDir string
 	// Runtimes to look at; empty: every registered runtime. An engine
@@ -33,14 +37,14 @@ type ReconcileOptions struct {
 	Log       *slog.Logger
 }
 
-// ReconcileItem is one box or journal entry and what reconcile did.
-type ReconcileItem struct {
+// Item is one box or journal entry and what reconcile did.
+type Item struct {
 	Outcome  string `json:"outcome"`
 	Box      string `json:"box,omitempty"`
 	Runtime  string `json:"runtime"`
 	LaunchID string `json:"launch_id,omitempty"`
-	// Instance is set for a box of the instance's probes (ProbeInstance,
-	// ProveInstance), empty for the instance's own.
+	// Instance is set for a box of the instance's probes (supervisor.ProbeInstance,
+	// supervisor.ProveInstance), empty for the instance's own.
 	Instance string `json:"instance,omitempty"`
 	// Owner is what became of the supervisor that owned the box:
 	// OwnerAlive, OwnerOrphan (alive, its controller gone: ended) or
@@ -49,7 +53,7 @@ type ReconcileItem struct {
 	Reason string `json:"reason"`
 }
 
-// What reconcile found of a journal entry's owner (ReconcileItem.Owner).
+// What reconcile found of a journal entry's owner (Item.Owner).
 const (
 	OwnerAlive  = "alive"  // the supervisor runs, and so does its controller (or none is recorded)
 	OwnerOrphan = "orphan" // the supervisor ran on after its controller died: reconcile ended it
@@ -64,7 +68,7 @@ const orphanBound = 15 * time.Second
 // orphan when the controller it journaled is proven gone, else alive.
 // An owner whose controller is not known (none journaled, a descriptor's
 // other end) is alive. Pure: the proofs are passed in.
-func ownerState(ownerGone bool, ctrl *ControllerRecord, ctrlGone bool) string {
+func ownerState(ownerGone bool, ctrl *supervisor.ControllerRecord, ctrlGone bool) string {
 	switch {
 	case ownerGone:
 		return OwnerGone
@@ -79,7 +83,7 @@ func ownerState(ownerGone bool, ctrl *ControllerRecord, ctrlGone bool) string {
 // SIGTERM (it stops its agent and removes its box), SIGKILL after
 // orphanBound, and is then gone. It returns the entry as the journal
 // now has it (the ended owner may have closed it).
-func ownerProof(j *Journal, e *JournalEntry, log *slog.Logger) (cur *JournalEntry, state string, gone bool, why string) {
+func ownerProof(j *supervisor.Journal, e *supervisor.JournalEntry, log *slog.Logger) (cur *supervisor.JournalEntry, state string, gone bool, why string) {
 	gone, why = e.Owner.Proof()
 	ctrlGone, ctrlWhy := false, ""
 	if !gone && e.Controller != nil && e.Controller.PID > 0 {
@@ -100,36 +104,29 @@ func ownerProof(j *Journal, e *JournalEntry, log *slog.Logger) (cur *JournalEntr
 	return e, OwnerOrphan, true, why
 }
 
-// ProbeInstance is the instance of the staging probe's box: doctor's,
-// and the one exec's --stage bind|auto launches.
-func ProbeInstance(instance string) string { return instance + ".doctor" }
-
-// ProveInstance is the instance prove-deathwatch's trials run under.
-func ProveInstance(instance string) string { return instance + ".prove" }
-
-// ReconcileReport is the result; Blocked not empty means exit BLOCKED.
-type ReconcileReport struct {
-	Instance string          `json:"instance"`
-	Removed  []ReconcileItem `json:"removed"`
-	Closed   []ReconcileItem `json:"closed"`
-	Blocked  []ReconcileItem `json:"blocked"`
-	Warnings []string        `json:"warnings,omitempty"`
+// Report is the result; Blocked not empty means exit BLOCKED.
+type Report struct {
+	Instance string   `json:"instance"`
+	Removed  []Item   `json:"removed"`
+	Closed   []Item   `json:"closed"`
+	Blocked  []Item   `json:"blocked"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
-func (r *ReconcileReport) add(it ReconcileItem) {
+func (r *Report) add(it Item) {
 	switch it.Outcome {
-	case ReconcileRemoved:
+	case Removed:
 		r.Removed = append(r.Removed, it)
-	case ReconcileClosed:
+	case Closed:
 		r.Closed = append(r.Closed, it)
 	default:
-		it.Outcome = ReconcileBlocked
+		it.Outcome = Blocked
 		r.Blocked = append(r.Blocked, it)
 	}
 }
 
 // ExitCode is 0, or shared.ExitBlocked when anything was left unproven.
-func (r *ReconcileReport) ExitCode() int {
+func (r *Report) ExitCode() int {
 	if len(r.Blocked) > 0 {
 		return shared.ExitBlocked
 	}
@@ -140,7 +137,7 @@ func (r *ReconcileReport) ExitCode() int {
 // of entry (nil: the journal has none for it). It returns "" when every
 // label matches and the owner is proven gone, else why not. Pure: the
 // owner proof is passed in.
-func boxProof(instance, runtime string, b Listed, entry *JournalEntry, ownerGone bool, ownerWhy string) string {
+func boxProof(instance, runtime string, b supervisor.Listed, entry *supervisor.JournalEntry, ownerGone bool, ownerWhy string) string {
 	lb := b.Labels
 	switch {
 	case lb[shared.LabelInstance] != instance:
@@ -172,21 +169,21 @@ func boxProof(instance, runtime string, b Listed, entry *JournalEntry, ownerGone
 // mid-probe leaves them under their own instance, which reconcile also
 // looks at when the journal has a folder for it (its entries are
 // written before its boxes exist).
-func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error) {
-	rep := &ReconcileReport{Instance: o.Instance, Removed: []ReconcileItem{}, Closed: []ReconcileItem{}, Blocked: []ReconcileItem{}}
+func Run(ctx context.Context, o Options) (*Report, error) {
+	rep := &Report{Instance: o.Instance, Removed: []Item{}, Closed: []Item{}, Blocked: []Item{}}
 	if err := reconcileInstance(ctx, o, o.Instance, rep); err != nil {
 		return nil, err
 	}
-	for _, probe := range []string{ProbeInstance(o.Instance), ProveInstance(o.Instance)} {
-		if fi, err := os.Lstat(filepath.Join(o.JournalDir, probe)); err != nil || !fi.IsDir() || !ValidName(probe) {
+	for _, probe := range []string{supervisor.ProbeInstance(o.Instance), supervisor.ProveInstance(o.Instance)} {
+		if fi, err := os.Lstat(filepath.Join(o.JournalDir, probe)); err != nil || !fi.IsDir() || !supervisor.ValidName(probe) {
 			continue
 		}
-		sub := &ReconcileReport{}
+		sub := &Report{}
 		if err := reconcileInstance(ctx, o, probe, sub); err != nil {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("instance %s: %v", probe, err))
 			continue
 		}
-		for _, items := range [][]ReconcileItem{sub.Removed, sub.Closed, sub.Blocked} {
+		for _, items := range [][]Item{sub.Removed, sub.Closed, sub.Blocked} {
 			for _, it := range items {
 				it.Instance = probe
 				rep.add(it)
@@ -203,12 +200,12 @@ func Reconcile(ctx context.Context, o ReconcileOptions) (*ReconcileReport, error
 
 // reconcileInstance is Reconcile for one instance's journal and boxes,
 // into rep.
-func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string, rep *ReconcileReport) error {
+func reconcileInstance(ctx context.Context, o Options, instance string, rep *Report) error {
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	j, err := OpenJournal(o.JournalDir, instance)
+	j, err := supervisor.OpenJournal(o.JournalDir, instance)
 	if err != nil {
 		return err
 	}
@@ -220,18 +217,18 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 	// proves nothing and may stand for a box: blocked, never skipped
 	// with a warning.
 	for _, b := range bad {
-		if lost := (*LostEntryError)(nil); errors.As(b, &lost) {
+		if lost := (*supervisor.LostEntryError)(nil); errors.As(b, &lost) {
 			// Its box ended with the power, was never created, or was gone
-			// before the write (see Journal.Put): closed.
+			// before the write (see supervisor.Journal.Put): closed.
 			if err := os.Remove(lost.Path); err == nil {
-				rep.add(ReconcileItem{Outcome: ReconcileClosed, Runtime: "journal", LaunchID: lost.LaunchID, Reason: lost.Error() + "; removed"})
+				rep.add(Item{Outcome: Closed, Runtime: "journal", LaunchID: lost.LaunchID, Reason: lost.Error() + "; removed"})
 				continue
 			}
 		}
-		rep.add(ReconcileItem{Runtime: "journal", Reason: b.Error() + "; look at it, then remove it by hand"})
+		rep.add(Item{Runtime: "journal", Reason: b.Error() + "; look at it, then remove it by hand"})
 	}
 	pruneJournalTemps(j.Dir(), staleTemp)
-	byLaunch := map[string]*JournalEntry{}
+	byLaunch := map[string]*supervisor.JournalEntry{}
 	inJournal := map[string]bool{}
 	for _, e := range entries {
 		byLaunch[e.LaunchID] = e
@@ -242,7 +239,7 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 
 	names := o.Runtimes
 	if len(names) == 0 {
-		names = RuntimeNames()
+		names = supervisor.RuntimeNames()
 	}
 	// Every runtime an open entry names, known or not: an entry whose
 	// runtime cannot be listed stays open and blocks.
@@ -253,12 +250,12 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 	}
 	sort.Strings(names)
 
-	cfg := RuntimeConfig{Log: log, EngineEnv: o.EngineEnv}
-	rts := map[string]Runtime{}
+	cfg := supervisor.RuntimeConfig{Log: log, EngineEnv: o.EngineEnv}
+	rts := map[string]supervisor.Runtime{}
 	unreachable := map[string]string{} // runtime → why it cannot be listed
-	listed := map[string][]Listed{}
+	listed := map[string][]supervisor.Listed{}
 	for _, name := range names {
-		desc, ok := Lookup(name)
+		desc, ok := supervisor.Lookup(name)
 		if !ok {
 			unreachable[name] = "not a runtime this supervisor knows"
 			continue
@@ -267,7 +264,7 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 			unreachable[name] = err.Error()
 			continue
 		}
-		rt, err := NewRuntime(name, cfg)
+		rt, err := supervisor.NewRuntime(name, cfg)
 		if err != nil {
 			unreachable[name] = err.Error()
 			continue
@@ -296,9 +293,9 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 	for _, name := range names {
 		for _, b := range listed[name] {
 			entry := byLaunch[b.Labels[shared.LabelLaunchID]]
-			it := ReconcileItem{Box: b.Name, Runtime: name, LaunchID: b.Labels[shared.LabelLaunchID]}
+			it := Item{Box: b.Name, Runtime: name, LaunchID: b.Labels[shared.LabelLaunchID]}
 			nonceWhy := ""
-			if nr, ok := rts[name].(NonceReader); ok && entry != nil && b.Labels[shared.LabelNonce] == "" {
+			if nr, ok := rts[name].(supervisor.NonceReader); ok && entry != nil && b.Labels[shared.LabelNonce] == "" {
 				b.Labels, nonceWhy = withNonce(ctx, nr, b)
 			}
 			gone, ownerWhy := false, ""
@@ -309,7 +306,7 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 				if it.Owner == OwnerOrphan && !entry.Open() {
 					// The ended owner removed its box and closed its entry.
 					seen[entry.LaunchID] = true
-					it.Outcome, it.Reason = ReconcileRemoved, ownerWhy+"; it removed its box"
+					it.Outcome, it.Reason = Removed, ownerWhy+"; it removed its box"
 					rep.add(it)
 					continue
 				}
@@ -337,7 +334,7 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 		if e = byLaunch[e.LaunchID]; !e.Open() || seen[e.LaunchID] {
 			continue
 		}
-		it := ReconcileItem{Box: e.Box, Runtime: e.Runtime, LaunchID: e.LaunchID}
+		it := Item{Box: e.Box, Runtime: e.Runtime, LaunchID: e.LaunchID}
 		if why, ok := unreachable[e.Runtime]; ok {
 			it.Reason = fmt.Sprintf("cannot see %s boxes (%s); the journal entry (%s) stays open", e.Runtime, why, e.State)
 			rep.add(it)
@@ -346,7 +343,7 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 		e, state, gone, ownerWhy := ownerProof(j, e, log)
 		it.Owner = state
 		if state == OwnerOrphan && !e.Open() {
-			it.Outcome, it.Reason = ReconcileRemoved, ownerWhy+"; it removed its box"
+			it.Outcome, it.Reason = Removed, ownerWhy+"; it removed its box"
 			rep.add(it)
 			continue
 		}
@@ -356,24 +353,24 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 			continue
 		}
 		reason := "box gone; " + ownerWhy
-		if desc, _ := Lookup(e.Runtime); desc.Has(CapUnlistedRemains) {
+		if desc, _ := supervisor.Lookup(e.Runtime); desc.Has(supervisor.CapUnlistedRemains) {
 			// The box's remains (native: an empty cgroup) have no label
 			// to list; Remove works from the journaled state and is a
 			// no-op when nothing is left.
-			if err := rts[e.Runtime].Remove(ctx, BoxFromEntry(e)); err != nil {
+			if err := rts[e.Runtime].Remove(ctx, supervisor.BoxFromEntry(e)); err != nil {
 				it.Reason = fmt.Sprintf("remove %s remains: %v; the journal entry stays open", e.Runtime, err)
 				rep.add(it)
 				continue
 			}
 		}
 		sweep(rts[e.Runtime], e)
-		e.State, e.Error = StateRemoved, ""
+		e.State, e.Error = supervisor.StateRemoved, ""
 		if err := j.Put(e); err != nil {
 			it.Reason = fmt.Sprintf("close journal entry: %v", err)
 			rep.add(it)
 			continue
 		}
-		it.Outcome, it.Reason = ReconcileClosed, reason
+		it.Outcome, it.Reason = Closed, reason
 		rep.add(it)
 	}
 	return nil
@@ -382,14 +379,14 @@ func reconcileInstance(ctx context.Context, o ReconcileOptions, instance string,
 // withNonce is b's labels with the nonce read from inside the box (a
 // runtime whose boxes carry no nonce label). A nonce that cannot be
 // read is left out, so that boxProof blocks the box, and why says so.
-func withNonce(ctx context.Context, nr NonceReader, b Listed) (labels map[string]string, why string) {
+func withNonce(ctx context.Context, nr supervisor.NonceReader, b supervisor.Listed) (labels map[string]string, why string) {
 	lb := make(map[string]string, len(b.Labels)+1)
 	for k, v := range b.Labels {
 		lb[k] = v
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	n, err := nr.ReadNonce(rctx, &Box{Name: b.Name, Labels: b.Labels})
+	n, err := nr.ReadNonce(rctx, &supervisor.Box{Name: b.Name, Labels: b.Labels})
 	if err != nil {
 		return lb, fmt.Sprintf("cannot read the nonce from inside the box: %v", err)
 	}
@@ -414,33 +411,24 @@ func pruneJournalTemps(dir string, age time.Duration) {
 
 // removeProven removes a box whose ownership is proven: removal intent
 // journaled first, then the removal, then the entry closed.
-func removeProven(ctx context.Context, j *Journal, rt Runtime, e *JournalEntry, ownerWhy string) (outcome, reason string) {
-	e.State = StateRemoving
+func removeProven(ctx context.Context, j *supervisor.Journal, rt supervisor.Runtime, e *supervisor.JournalEntry, ownerWhy string) (outcome, reason string) {
+	e.State = supervisor.StateRemoving
 	if err := j.Put(e); err != nil {
-		return ReconcileBlocked, fmt.Sprintf("journal the removal intent: %v; nothing removed", err)
+		return Blocked, fmt.Sprintf("journal the removal intent: %v; nothing removed", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := rt.Remove(rctx, BoxFromEntry(e)); err != nil {
+	if err := rt.Remove(rctx, supervisor.BoxFromEntry(e)); err != nil {
 		e.Error = err.Error()
 		j.Put(e)
-		return ReconcileBlocked, fmt.Sprintf("remove failed: %v; the journal entry stays open", err)
+		return Blocked, fmt.Sprintf("remove failed: %v; the journal entry stays open", err)
 	}
 	sweep(rt, e)
-	e.State, e.Error = StateRemoved, ""
+	e.State, e.Error = supervisor.StateRemoved, ""
 	if err := j.Put(e); err != nil {
-		return ReconcileRemoved, fmt.Sprintf("labels and nonce match, %s; removed, but closing the entry failed: %v", ownerWhy, err)
+		return Removed, fmt.Sprintf("labels and nonce match, %s; removed, but closing the entry failed: %v", ownerWhy, err)
 	}
-	return ReconcileRemoved, "labels and nonce match the journal, " + ownerWhy
-}
-
-// BoxFromEntry is the Box a runtime's Remove needs, from the journal.
-func BoxFromEntry(e *JournalEntry) *Box {
-	st := map[string]string{}
-	for k, v := range e.RuntimeState {
-		st[k] = v
-	}
-	return &Box{Name: e.Box, LaunchID: e.LaunchID, Nonce: e.Nonce, Labels: e.Labels, Image: e.Image, State: st}
+	return Removed, "labels and nonce match the journal, " + ownerWhy
 }
 
 func contains(ss []string, s string) bool {
@@ -454,8 +442,8 @@ func contains(ss []string, s string) bool {
 
 // sweep removes what e's crashed launch left beside its box, where the
 // runtime leaves anything (Sweeper).
-func sweep(rt Runtime, e *JournalEntry) {
-	if sw, ok := rt.(Sweeper); ok {
-		sw.Sweep(BoxFromEntry(e))
+func sweep(rt supervisor.Runtime, e *supervisor.JournalEntry) {
+	if sw, ok := rt.(supervisor.Sweeper); ok {
+		sw.Sweep(supervisor.BoxFromEntry(e))
 	}
 }
