@@ -1,8 +1,9 @@
 // Package supervisor is the host half of deathwatch as a library: the
-// lifecycle of one box (Exec, its events and journal), Reconcile, and the
-// Runtime interface with the registry the runtimes describe themselves
-// in. The runtimes live in supervisor/runtime/..., the verbs that check
-// a host in supervisor/hostcheck, the command line in supervisor/cli.
+// lifecycle of one box (Exec, its events and journal) and the Runtime
+// interface with the registry the runtimes describe themselves in. The
+// runtimes live in supervisor/runtime/..., reconcile in
+// supervisor/reconcile, the verbs that check a host in
+// supervisor/hostcheck, the command line in supervisor/cli.
 package supervisor
 
 import (

@@ -1,6 +1,6 @@
 // Package cli is the supervisor's command line (kong): one file per
 // command, each turning its flags into the options of the library
-// (supervisor.Exec, supervisor.Reconcile) or of hostcheck (Prove, Doctor,
+// (supervisor.Exec, reconcile.Run) or of hostcheck (Prove, Doctor,
 // RunDemo). The runtime enums come from the registry; runtimes.go holds
 // the one import line per runtime.
 package cli
