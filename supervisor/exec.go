@@ -11,11 +11,10 @@ package supervisor
 // For a runtime whose intent alone finds its boxes (Descriptor.
 // IntentFinds: docker, podman) the intent is staged (written and synced
 // under a name that is no entry) beside the probe and image check when
-// the runtime is named, and committed once the launch is accepted; the
-// created and started writes run beside the attach and start and the
-// handshake: each waits only for the write before it, the box is
-// created only once the intent is durable, and a launch refused before
-// anything exists journals nothing.
+// the runtime is named, and committed once the launch is accepted: the
+// box is created only once the intent is durable, and a launch refused
+// before anything exists journals nothing. The created and started
+// states are written and synced before the step that follows each.
 //
 // A one-step runtime (OneStepStarter: `podman run`) has no separate
 // probe, image check, create and start: after the intent is journaled
@@ -104,7 +103,6 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		// that is no entry) beside the probe and the image check, and
 		// run commits it before anything is created. A launch refused
 		// before run drops it: nothing was created, nothing journaled.
-		l.beside = true
 		l.stageIntent()
 		defer l.dropIntent()
 	}
@@ -114,7 +112,7 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	}
 	rt, info := p.rt, p.info
 	d, _ := Lookup(rt.Name())
-	l.rt, l.oneStep, l.beside, l.entry.Runtime = rt, p.oneStep, d.Has(CapIntentFinds), rt.Name()
+	l.rt, l.oneStep, l.entry.Runtime = rt, p.oneStep, rt.Name()
 	l.hooks, _ = rt.(LaunchHooks)
 	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
 	if p.chosen != "" {
@@ -282,10 +280,6 @@ type launch struct {
 	spec    shared.Spec
 	tail    *tailWriter
 	ctx     context.Context
-	// beside: the created and started writes run beside the engine's
-	// next step (CapIntentFinds); pending is the write in flight.
-	beside  bool
-	pending chan error
 	// staged is the intent being staged beside the probe (Exec), until
 	// run commits it or dropIntent removes it; stale: Prepare changed
 	// the box after it was staged.
@@ -393,7 +387,7 @@ func (l *launch) run(ctx context.Context) int {
 	if ids := l.box.OwnIDs; ids != nil {
 		l.spec.UID, l.spec.GID = ids.AgentUID, ids.AgentGID
 	}
-	if err := l.journalBeside(StateCreated); err != nil {
+	if err := l.journal(StateCreated); err != nil {
 		l.say("%v", err)
 		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), st)
 	}
@@ -422,8 +416,7 @@ func (l *launch) run(ctx context.Context) int {
 			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 	}
-	// (journalBeside: the created write, if it still ran, failed here.)
-	if err := l.journalBeside(StateStarted); err != nil {
+	if err := l.journal(StateStarted); err != nil {
 		l.say("%v", err)
 		st.Control.Close()
 		st.Kill()

@@ -145,15 +145,11 @@ const (
 	CapVolatile
 	// CapIntentFinds: the journaled intent alone lets reconcile find and
 	// prove a box (the engine lists it by the intent's labels and nonce;
-	// nothing a later write records is needed to remove it), so the
-	// created and started writes run beside the engine's next step (the
-	// attach and start, the watcher's handshake) instead of before it:
-	// a SIGKILL that beats them leaves an intent or created entry and a
-	// box that reconcile removes as it does after a kill at after-journal
-	// or in-run. A runtime named outright (not auto) also has its intent
-	// staged beside its probe and committed once the launch is accepted
-	// (a Preparer's is written again after Prepare, which may change the
-	// box). See launchjournal.go.
+	// nothing a later write records is needed to remove it), so a
+	// runtime named outright (not auto) has its intent staged beside its
+	// probe and committed once the launch is accepted (a Preparer's is
+	// written again after Prepare, which may change the box). See
+	// launchjournal.go.
 	CapIntentFinds
 	// CapHostWatcherOnly: the box always runs the host's watcher, which the
 	// runtime itself puts into the box and checks at Create
