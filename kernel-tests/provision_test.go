@@ -244,10 +244,12 @@ func TestProvisionAgain(t *testing.T) {
 	if err != nil {
 		t.Fatalf("provision.sh on a provisioned machine: %v", err)
 	}
-	// Every step reports "ok (...)" when it found its piece in place;
-	// the sub-id step prints the ranges, prefixed by "added;" only when
-	// it wrote them.
+	// Every step reports "ok (...)" when it found its piece in place
+	// (provision.sh's steps, and the VM images' steps of vm.sh build as
+	// "vm: STEP: ok"); the sub-id step prints the ranges, prefixed by
+	// "added;" only when it wrote them.
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		line = strings.TrimPrefix(line, "vm: ")
 		step, status, _ := strings.Cut(strings.TrimPrefix(line, "provision: "), ":")
 		status = strings.TrimSpace(status)
 		switch {
