@@ -9,6 +9,7 @@ package ktest
 // machine: no test stops, restarts or rebuilds it.
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -214,6 +215,18 @@ func (k *K8s) Kubectl(args ...string) (string, error) {
 		return string(out), &kubectlError{args: args, err: err, stderr: stderr.String()}
 	}
 	return string(out), nil
+}
+
+// KubectlStdin runs kubectl against the cluster with stdin as its input.
+func (k *K8s) KubectlStdin(stdin []byte, args ...string) error {
+	cmd := exec.Command(K8sKubectl, append([]string{"--kubeconfig", k.Kubeconfig, "-n", k.Namespace}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return &kubectlError{args: args, err: err, stderr: stderr.String()}
+	}
+	return nil
 }
 
 type kubectlError struct {

@@ -1,4 +1,4 @@
-// Command restricted-probe is the evidence behind the Pod Security
+// Command restrictedprobe is the evidence behind the Pod Security
 // level a box needs: run as PID 1 of a pod that passes `restricted`, it
 // tries what would keep an agent from the watcher there (a user
 // namespace of its own; PID 1, not dumpable, with the agent at its own
@@ -47,8 +47,9 @@ func main() {
 	cmd := exec.Command("/bin/sh", "-c", "id; cat /proc/self/uid_map")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}, GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}}
 	out, err := cmd.CombinedOutput()
-	fmt.Printf("PROBE clone(CLONE_NEWUSER): err=%v out=%q\n", err, out)
-	try("unshare(CLONE_NEWUSER) in a thread", func() error {
+	try("clone(CLONE_NEWUSER) by the watcher", err)
+	fmt.Printf("   output %q\n", out)
+	try("unshare(CLONE_NEWUSER) by the watcher", func() error {
 		done := make(chan error)
 		go func() {
 			// The thread is never returned to the pool: it may be in a
