@@ -16,7 +16,9 @@ import (
 // holds the verdicts the README's Kubernetes section states: the watcher
 // can make no user namespace there, and an agent at the watcher's uid
 // reaches PID 1 through none of the doors a not-dumpable PID 1 closes,
-// but can still prlimit, renice and pin it.
+// but can still prlimit, renice and pin it, until a seccomp filter that
+// lets those calls act on the caller alone and Landlock's signal scope
+// wall it in.
 func TestKubernetesRestrictedProbe(t *testing.T) {
 	k := ktest.RequireK8s(t).TestNamespace(t, ktest.PodSecurity{Enforce: "restricted"})
 	probe, err := os.ReadFile(ktest.ToolPath(t, "restrictedprobe"))
@@ -78,8 +80,18 @@ func TestKubernetesRestrictedProbe(t *testing.T) {
 				t.Errorf("hostUsers: %v: %s no longer succeeds: the README's list of what a restricted pod leaves open is out of date", hostUsers, a)
 			}
 		}
-		if !strings.Contains(log, "init still alive") {
-			t.Errorf("hostUsers: %v: PID 1 did not survive the attacker", hostUsers)
+		// Behind the walls a restricted mode would add, the calls that
+		// reach PID 1 above are refused too, and so is every signal.
+		walled := append(append([]string{"kill(1, SIGTERM)", "kill(1, SIGKILL)", "kill(1, SIGSTOP)"}, refused[2:]...), succeeded...)
+		for _, a := range walled {
+			if !regexp.MustCompile(`(?m)^WALLED ` + regexp.QuoteMeta(a) + ` +refused: `).MatchString(log) {
+				t.Errorf("hostUsers: %v: behind the walls, %s was not refused", hostUsers, a)
+			}
+		}
+		for _, mode := range []string{"walled", "plain"} {
+			if !strings.Contains(log, "init: "+mode+" attacker ended: <nil>; init still alive") {
+				t.Errorf("hostUsers: %v: PID 1 did not survive the %s attacker, or the attacker failed", hostUsers, mode)
+			}
 		}
 	}
 }

@@ -17,14 +17,21 @@ import (
 	"syscall"
 	"time"
 
+	"unsafe"
+
 	"golang.org/x/sys/unix"
 )
 
+// prefix starts every verdict line: ATTACK for the agent as the pod
+// leaves it, WALLED for the agent behind the walls a restricted mode
+// would add (walls).
+var prefix = "ATTACK"
+
 func try(name string, err error) {
 	if err == nil {
-		fmt.Printf("ATTACK %-40s SUCCEEDED\n", name)
+		fmt.Printf("%s %-40s SUCCEEDED\n", prefix, name)
 	} else {
-		fmt.Printf("ATTACK %-40s refused: %v\n", name, err)
+		fmt.Printf("%s %-40s refused: %v\n", prefix, name, err)
 	}
 }
 
@@ -75,15 +82,19 @@ func main() {
 	// A pipe stands in for the control stream's descriptors.
 	r, w, _ := os.Pipe()
 	fmt.Printf("init control stream stand-in fds r=%d w=%d\n", r.Fd(), w.Fd())
-	a := exec.Command("/proc/self/exe", "attack")
-	a.Stdout, a.Stderr = os.Stdout, os.Stderr
-	a.Env = []string{"PATH=/bin"}
-	a.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := a.Start(); err != nil {
-		fmt.Println("start attacker:", err)
+	// The walled attacker first: the other one lowers PID 1's limits.
+	for _, mode := range []string{"walled", "plain"} {
+		a := exec.Command("/proc/self/exe", "attack", mode)
+		a.Stdout, a.Stderr = os.Stdout, os.Stderr
+		a.Env = []string{"PATH=/bin"}
+		a.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := a.Start(); err != nil {
+			fmt.Println("start attacker:", err)
+			continue
+		}
+		err = a.Wait()
+		fmt.Printf("init: %s attacker ended: %v; init still alive\n", mode, err)
 	}
-	err = a.Wait()
-	fmt.Printf("init: attacker ended: %v; init still alive\n", err)
 	var rl unix.Rlimit
 	unix.Getrlimit(unix.RLIMIT_CPU, &rl)
 	fmt.Printf("init RLIMIT_CPU now cur=%d max=%d\n", rl.Cur, rl.Max)
@@ -94,7 +105,14 @@ func main() {
 func attack() {
 	fmt.Printf("attacker pid=%d uid=%d\n", os.Getpid(), os.Getuid())
 	unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-	try("kill(1, SIGTERM) (no handler)", unix.Kill(1, unix.SIGTERM))
+	if len(os.Args) > 2 && os.Args[2] == "walled" {
+		prefix = "WALLED"
+		if err := walls(); err != nil {
+			fmt.Println("WALLS FAILED:", err)
+			return
+		}
+	}
+	try("kill(1, SIGTERM)", unix.Kill(1, unix.SIGTERM))
 	try("kill(1, SIGKILL)", unix.Kill(1, unix.SIGKILL))
 	time.Sleep(200 * time.Millisecond)
 	try("kill(1, 0) init still there", unix.Kill(1, 0))
@@ -174,4 +192,51 @@ func errno(e syscall.Errno) error {
 		return nil
 	}
 	return e
+}
+
+// walls are what a restricted mode would add to the agent: a Landlock
+// domain scoping its signals (PID 1 is outside it), and a seccomp filter
+// that lets the calls taking a pid act on the caller alone (pid 0).
+// The process is single-threaded enough here: Go's other threads do not
+// run the attacks, and the filter goes on every thread (TSYNC).
+func walls() error {
+	runtime.LockOSThread()
+	attr := unix.LandlockRulesetAttr{Scoped: unix.LANDLOCK_SCOPE_SIGNAL}
+	size := unsafe.Offsetof(attr.Scoped) + unsafe.Sizeof(attr.Scoped)
+	fd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
+	if e != 0 {
+		return fmt.Errorf("landlock_create_ruleset: %w", e)
+	}
+	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); e != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", e)
+	}
+	const (
+		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		ret  = unix.BPF_RET | unix.BPF_K
+		arch = 0xc000003e // AUDIT_ARCH_X86_64
+	)
+	prog := []unix.SockFilter{
+		{Code: ld, K: 4}, {Code: jeq, Jt: 1, K: arch}, {Code: ret, K: unix.SECCOMP_RET_KILL_PROCESS},
+	}
+	for _, c := range []struct{ nr, arg uint32 }{
+		{unix.SYS_PRLIMIT64, 0}, {unix.SYS_SETPRIORITY, 1}, {unix.SYS_SCHED_SETAFFINITY, 0},
+		{unix.SYS_SCHED_SETSCHEDULER, 0}, {unix.SYS_SCHED_SETPARAM, 0}, {unix.SYS_SCHED_SETATTR, 0},
+		{unix.SYS_IOPRIO_SET, 1},
+	} {
+		prog = append(prog,
+			unix.SockFilter{Code: ld, K: 0},
+			unix.SockFilter{Code: jeq, Jf: 4, K: c.nr},
+			unix.SockFilter{Code: ld, K: 16 + 8*c.arg},
+			unix.SockFilter{Code: jeq, Jf: 1, K: 0},
+			unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW},
+			unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		)
+	}
+	prog = append(prog, unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW})
+	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fp))); e != 0 {
+		return fmt.Errorf("seccomp: %w", e)
+	}
+	return nil
 }
