@@ -2,9 +2,11 @@
 // level a box needs: run as PID 1 of a pod that passes `restricted`, it
 // tries what would keep an agent from the watcher there (a user
 // namespace of its own; PID 1, not dumpable, with the agent at its own
-// uid), then runs itself as that agent and tries every attack on PID 1.
-// It prints one line per attempt; README's Kubernetes section says how
-// to run it and what it found.
+// uid), then runs itself as that agent, once as the pod leaves it and
+// once behind the walls a restricted mode would add, and tries every
+// attack on PID 1. It prints one line per attempt;
+// TestKubernetesRestrictedProbe runs it and holds the verdicts the
+// README's Kubernetes section states.
 package main
 
 import (
