@@ -110,46 +110,87 @@ type Spec struct {
 
 // Validate names the first bad field.
 func (s *Spec) Validate() error {
-	bad := func(field, why string) error { return errors.New("spec: " + field + ": " + why) }
-	nth := func(field string, i int) string { return field + "[" + itoa(i) + "]" }
+	for _, check := range specChecks {
+		if err := check(s); err != nil {
+			return err
+		}
+	}
+	return s.Fits()
+}
+
+// specChecks are Validate's steps, in the order of the spec's fields.
+var specChecks = [...]func(*Spec) error{
+	(*Spec).checkArgv,
+	(*Spec).checkEnv,
+	(*Spec).checkWorkdir,
+	(*Spec).checkIdentity,
+	(*Spec).checkDurations,
+	(*Spec).checkLinks,
+	(*Spec).checkFilter,
+	(*Spec).checkWindow,
+	(*Spec).checkCopies,
+	(*Spec).checkLiveFIFO,
+	(*Spec).checkWritable,
+}
+
+// badField is a malformed spec, named by its field.
+func badField(field, why string) error { return errors.New("spec: " + field + ": " + why) }
+
+// nth names element i of a list field.
+func nth(field string, i int) string { return field + "[" + itoa(i) + "]" }
+
+func (s *Spec) checkArgv() error {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
-		return bad("argv", "empty: name a command to run")
+		return badField("argv", "empty: name a command to run")
 	}
 	if len(s.Argv) > MaxArgs {
-		return bad("argv", itoa(len(s.Argv))+" arguments exceed the limit of "+itoa(MaxArgs))
+		return badField("argv", itoa(len(s.Argv))+" arguments exceed the limit of "+itoa(MaxArgs))
 	}
 	for i, a := range s.Argv {
 		if err := checkString(a); err != "" {
-			return bad(nth("argv", i), err)
+			return badField(nth("argv", i), err)
 		}
 	}
+	return nil
+}
+
+func (s *Spec) checkEnv() error {
 	if len(s.Env) > MaxEnv {
-		return bad("env", itoa(len(s.Env))+" variables exceed the limit of "+itoa(MaxEnv))
+		return badField("env", itoa(len(s.Env))+" variables exceed the limit of "+itoa(MaxEnv))
 	}
 	for i, kv := range s.Env {
 		name, _, ok := strings.Cut(kv, "=")
 		switch {
 		case !ok:
-			return bad(nth("env", i), "not NAME=value")
+			return badField(nth("env", i), "not NAME=value")
 		case name == "":
-			return bad(nth("env", i), "empty name")
+			return badField(nth("env", i), "empty name")
 		}
 		if err := checkString(kv); err != "" {
-			return bad("env "+name, err)
+			return badField("env "+name, err)
 		}
 	}
+	return nil
+}
+
+func (s *Spec) checkWorkdir() error {
 	if s.Workdir != "" {
 		if err := checkPath(s.Workdir); err != "" {
-			return bad("workdir", err)
+			return badField("workdir", err)
 		}
 	}
-	// (uid_t)-1 is "leave unchanged" to setresuid: the agent would
-	// keep the watcher's identity.
+	return nil
+}
+
+// checkIdentity refuses ids the agent must not run as: (uid_t)-1, which
+// setresuid reads as "leave unchanged" (the agent would keep the
+// watcher's identity), root without AllowRoot, and the watcher's own.
+func (s *Spec) checkIdentity() error {
 	if s.UID == noID {
-		return bad("uid", "4294967295 is not an id ((uid_t)-1 means \"unchanged\" to the kernel)")
+		return badField("uid", "4294967295 is not an id ((uid_t)-1 means \"unchanged\" to the kernel)")
 	}
 	if s.GID == noID {
-		return bad("gid", "4294967295 is not an id ((gid_t)-1 means \"unchanged\" to the kernel)")
+		return badField("gid", "4294967295 is not an id ((gid_t)-1 means \"unchanged\" to the kernel)")
 	}
 	if s.UID == 0 && !s.AllowRoot {
 		return &RootRefusedError{Field: "uid"}
@@ -157,59 +198,77 @@ func (s *Spec) Validate() error {
 	if s.GID == 0 && !s.AllowRoot {
 		return &RootRefusedError{Field: "gid"}
 	}
-	if err := s.CheckWatcherID(DefaultWatcherUID, DefaultWatcherGID); err != nil {
-		return err
-	}
-	for _, f := range []struct {
+	return s.CheckWatcherID(DefaultWatcherUID, DefaultWatcherGID)
+}
+
+func (s *Spec) checkDurations() error {
+	for _, f := range [...]struct {
 		name string
 		d    time.Duration
 	}{{"deadline", s.Deadline}, {"grace", s.Grace}, {"heartbeat", s.Heartbeat}} {
 		if f.d < 0 {
-			return bad(f.name, "negative duration "+f.d.String())
+			return badField(f.name, "negative duration "+f.d.String())
 		}
 		if f.d > MaxDuration {
-			return bad(f.name, f.d.String()+" exceeds the limit of "+MaxDuration.String()+" (ten years)")
+			return badField(f.name, f.d.String()+" exceeds the limit of "+MaxDuration.String()+" (ten years)")
 		}
 	}
+	return nil
+}
+
+func (s *Spec) checkLinks() error {
 	if len(s.Links) > MaxLinks {
-		return bad("links", itoa(len(s.Links))+" links exceed the limit of "+itoa(MaxLinks))
+		return badField("links", itoa(len(s.Links))+" links exceed the limit of "+itoa(MaxLinks))
 	}
 	for i, l := range s.Links {
 		if err := checkPath(l.Target); err != "" {
-			return bad(nth("links", i)+".target", err)
+			return badField(nth("links", i)+".target", err)
 		}
 		if l.Target == "/" {
-			return bad(nth("links", i)+".target", "cannot replace /")
+			return badField(nth("links", i)+".target", "cannot replace /")
 		}
 		if err := checkPath(l.Source); err != "" {
-			return bad(nth("links", i)+".source", err)
+			return badField(nth("links", i)+".source", err)
 		}
 	}
+	return nil
+}
+
+func (s *Spec) checkFilter() error {
 	if len(s.Seccomp) > 0 {
 		if err := seccomp.Check(s.Seccomp); err != nil {
-			return bad("seccomp", err.Error())
+			return badField("seccomp", err.Error())
 		}
 	}
+	return nil
+}
+
+func (s *Spec) checkWindow() error {
 	if !s.TTY && (s.Rows != 0 || s.Cols != 0) {
-		return bad("rows/cols", "a window size without tty; set tty or leave them 0")
+		return badField("rows/cols", "a window size without tty; set tty or leave them 0")
 	}
-	if err := s.checkCopies(); err != nil {
-		return err
-	}
+	return nil
+}
+
+func (s *Spec) checkLiveFIFO() error {
 	if s.LiveFIFO != "" {
 		if err := checkPath(s.LiveFIFO); err != "" {
-			return bad("live_fifo", err)
+			return badField("live_fifo", err)
 		}
 	}
+	return nil
+}
+
+func (s *Spec) checkWritable() error {
 	if len(s.Writable) > MaxWritable {
-		return bad("writable", itoa(len(s.Writable))+" paths exceed the limit of "+itoa(MaxWritable))
+		return badField("writable", itoa(len(s.Writable))+" paths exceed the limit of "+itoa(MaxWritable))
 	}
 	for i, p := range s.Writable {
 		if err := checkPath(p); err != "" {
-			return bad(nth("writable", i), err)
+			return badField(nth("writable", i), err)
 		}
 	}
-	return s.Fits()
+	return nil
 }
 
 // noID is (uid_t)-1.
