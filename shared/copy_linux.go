@@ -425,42 +425,17 @@ func (r *CopyReceiver) Close() {
 
 func protoErr(why string) error { return &ProtocolError{Reason: why} }
 
+// entry takes a copy-entry: it checks the entry's place in the tree,
+// then makes the object it names beneath its parent folder.
 func (r *CopyReceiver) entry(b []byte) error {
 	c, err := ParseCopyEntry(b)
 	if err != nil {
 		return err
 	}
-	t := r.cur
-	if t != nil && t.file >= 0 {
-		return protoErr("copy-entry " + c.Path + " before the copy-sum of " + t.entry.Path)
+	t, err := r.place(c)
+	if err != nil {
+		return err
 	}
-	if c.Path == "" {
-		if t != nil {
-			return protoErr("copy-entry: a second root entry before copy-end")
-		}
-		if int(c.Root) >= len(r.Bases) {
-			return protoErr("copy-entry: root " + utoa(uint64(c.Root)) + " was not asked for")
-		}
-		if c.Kind == CopyHardlink {
-			return protoErr("copy-entry: the root is a hard link")
-		}
-		t = &treeRecv{root: c.Root, base: r.Bases[c.Root], known: map[string]CopyKind{}, file: -1}
-		r.cur = t
-	} else if t == nil || c.Root != t.root {
-		return protoErr("copy-entry " + c.Path + " outside a tree")
-	}
-	if r.MaxEntries > 0 && int64(len(t.known)) >= r.MaxEntries {
-		return &CopyRefusedError{Reason: EntryLimitReason(r.MaxEntries)}
-	}
-	if _, dup := t.known[c.Path]; dup {
-		return protoErr("copy-entry: " + c.Path + " sent twice")
-	}
-	if c.Path != "" {
-		if t.known[path.Dir(c.Path)] != CopyDir && !(path.Dir(c.Path) == "." && t.known[""] == CopyDir) {
-			return protoErr("copy-entry: " + c.Path + " before its folder")
-		}
-	}
-	t.known[c.Path] = c.Kind
 	full := t.base
 	if c.Path != "" {
 		full += "/" + c.Path
@@ -473,60 +448,125 @@ func (r *CopyReceiver) entry(b []byte) error {
 	defer unix.Close(pfd)
 	switch c.Kind {
 	case CopyDir:
-		if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
-			var st unix.Stat_t
-			if err != unix.EEXIST || unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				return &CopyRefusedError{Reason: full + ": cannot make the folder: " + err.Error()}
-			}
-		}
-		t.dirs = append(t.dirs, c)
-		t.man.add(ManifestLine(c, nil))
-		t.text.WriteString(ManifestLine(r.landed(c), nil))
+		return r.makeDir(t, c, pfd, name, full)
 	case CopyFile:
-		if r.Limit > 0 && t.bytes+c.Size > r.Limit {
-			return &CopyRefusedError{Reason: "the tree exceeds the limit of " + FormatSize(r.Limit) + " (refused whole, nothing kept)"}
-		}
-		fd, err := createExcl(pfd, name)
-		if err != nil {
-			return &CopyRefusedError{Reason: full + ": " + err.Error()}
-		}
-		t.file, t.entry, t.off, t.h = fd, c, 0, NewSHA256()
+		return r.openFile(t, c, pfd, name, full)
 	case CopySymlink:
-		line := ManifestLine(c, nil)
-		t.man.add(line)
-		t.text.WriteString(line)
-		if r.Symlink != nil && !r.Symlink(c.Path, c.Link) {
-			r.Refused = append(r.Refused, c.Path+" -> "+c.Link)
-			return nil
-		}
-		if err := unix.Symlinkat(c.Link, pfd, name); err != nil {
-			return &CopyRefusedError{Reason: full + ": symlink: " + err.Error()}
-		}
-		if r.Chown {
-			if err := unix.Fchownat(pfd, name, r.UID, r.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return &CopyRefusedError{Reason: full + ": chown: " + err.Error()}
-			}
-		}
+		return r.makeSymlink(t, c, pfd, name, full)
 	case CopyHardlink:
-		if t.known[c.Link] != CopyFile {
-			return protoErr("copy-entry: hard link " + c.Path + " to " + c.Link + ", not an earlier file")
-		}
-		oparent, oname := splitParent(t.base + "/" + c.Link)
-		ofd, err := r.openDir(oparent, false)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(ofd)
-		if err := unix.Linkat(ofd, oname, pfd, name, 0); err != nil {
-			return &CopyRefusedError{Reason: full + ": link: " + err.Error()}
-		}
-		line := ManifestLine(c, nil)
-		t.man.add(line)
-		t.text.WriteString(line)
-		// A hard link is no file of its own: known as a link, it cannot
-		// be linked to.
-		t.known[c.Path] = CopyHardlink
+		return r.makeHardlink(t, c, pfd, name, full)
 	}
+	return nil
+}
+
+// place checks where entry c comes in the stream (a root entry starts a
+// tree, any other continues the current one after its folder, once
+// each, within MaxEntries) and records it as known.
+func (r *CopyReceiver) place(c CopyEntry) (*treeRecv, error) {
+	t := r.cur
+	if t != nil && t.file >= 0 {
+		return nil, protoErr("copy-entry " + c.Path + " before the copy-sum of " + t.entry.Path)
+	}
+	if c.Path == "" {
+		if t != nil {
+			return nil, protoErr("copy-entry: a second root entry before copy-end")
+		}
+		if int(c.Root) >= len(r.Bases) {
+			return nil, protoErr("copy-entry: root " + utoa(uint64(c.Root)) + " was not asked for")
+		}
+		if c.Kind == CopyHardlink {
+			return nil, protoErr("copy-entry: the root is a hard link")
+		}
+		t = &treeRecv{root: c.Root, base: r.Bases[c.Root], known: map[string]CopyKind{}, file: -1}
+		r.cur = t
+	} else if t == nil || c.Root != t.root {
+		return nil, protoErr("copy-entry " + c.Path + " outside a tree")
+	}
+	if r.MaxEntries > 0 && int64(len(t.known)) >= r.MaxEntries {
+		return nil, &CopyRefusedError{Reason: EntryLimitReason(r.MaxEntries)}
+	}
+	if _, dup := t.known[c.Path]; dup {
+		return nil, protoErr("copy-entry: " + c.Path + " sent twice")
+	}
+	if c.Path != "" {
+		if t.known[path.Dir(c.Path)] != CopyDir && !(path.Dir(c.Path) == "." && t.known[""] == CopyDir) {
+			return nil, protoErr("copy-entry: " + c.Path + " before its folder")
+		}
+	}
+	t.known[c.Path] = c.Kind
+	return t, nil
+}
+
+// makeDir makes the folder (one already there will do); its
+// mode comes when its tree ends.
+func (r *CopyReceiver) makeDir(t *treeRecv, c CopyEntry, pfd int, name, full string) error {
+	if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
+		var st unix.Stat_t
+		if err != unix.EEXIST || unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return &CopyRefusedError{Reason: full + ": cannot make the folder: " + err.Error()}
+		}
+	}
+	t.dirs = append(t.dirs, c)
+	t.man.add(ManifestLine(c, nil))
+	t.text.WriteString(ManifestLine(r.landed(c), nil))
+	return nil
+}
+
+// openFile creates the file for the copy-data frames that follow, within
+// the tree's Limit.
+func (r *CopyReceiver) openFile(t *treeRecv, c CopyEntry, pfd int, name, full string) error {
+	if r.Limit > 0 && t.bytes+c.Size > r.Limit {
+		return &CopyRefusedError{Reason: "the tree exceeds the limit of " + FormatSize(r.Limit) + " (refused whole, nothing kept)"}
+	}
+	fd, err := createExcl(pfd, name)
+	if err != nil {
+		return &CopyRefusedError{Reason: full + ": " + err.Error()}
+	}
+	t.file, t.entry, t.off, t.h = fd, c, 0, NewSHA256()
+	return nil
+}
+
+// makeSymlink makes the symlink unless Symlink refuses it; either way it
+// is in the manifest.
+func (r *CopyReceiver) makeSymlink(t *treeRecv, c CopyEntry, pfd int, name, full string) error {
+	line := ManifestLine(c, nil)
+	t.man.add(line)
+	t.text.WriteString(line)
+	if r.Symlink != nil && !r.Symlink(c.Path, c.Link) {
+		r.Refused = append(r.Refused, c.Path+" -> "+c.Link)
+		return nil
+	}
+	if err := unix.Symlinkat(c.Link, pfd, name); err != nil {
+		return &CopyRefusedError{Reason: full + ": symlink: " + err.Error()}
+	}
+	if r.Chown {
+		if err := unix.Fchownat(pfd, name, r.UID, r.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return &CopyRefusedError{Reason: full + ": chown: " + err.Error()}
+		}
+	}
+	return nil
+}
+
+// makeHardlink links to an earlier file of the same tree.
+func (r *CopyReceiver) makeHardlink(t *treeRecv, c CopyEntry, pfd int, name, full string) error {
+	if t.known[c.Link] != CopyFile {
+		return protoErr("copy-entry: hard link " + c.Path + " to " + c.Link + ", not an earlier file")
+	}
+	oparent, oname := splitParent(t.base + "/" + c.Link)
+	ofd, err := r.openDir(oparent, false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ofd)
+	if err := unix.Linkat(ofd, oname, pfd, name, 0); err != nil {
+		return &CopyRefusedError{Reason: full + ": link: " + err.Error()}
+	}
+	line := ManifestLine(c, nil)
+	t.man.add(line)
+	t.text.WriteString(line)
+	// A hard link is no file of its own: known as a link, it cannot be
+	// linked to.
+	t.known[c.Path] = CopyHardlink
 	return nil
 }
 
