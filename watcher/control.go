@@ -95,14 +95,11 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 }
 
 // validateSpec checks the spec on a goroutine of its own, whose stack
-// goes back to the runtime's cache when it is done. Spec.Validate's
-// frame alone is 1.2 KiB: called from the main goroutine, deep in the
-// watcher's start, it overflowed that goroutine's 4 KiB stack (the size
-// package init leaves it at), which the runtime then doubled for good;
-// the first 8 KiB stack makes a span of them resident (4 pages of
-// free-list links) besides the pages it uses. So the main goroutine
-// stays at 4 KiB, the size of the frame reader's, in the same span.
-// (copyIn's frame, 1.2 KiB too, is the next closest to that limit.)
+// goes back to the runtime's cache when it is done: the checks run deep
+// below the watcher's start, and on the main goroutine they could
+// overflow its stack, which the runtime then doubles for good (and a
+// larger stack takes a span of its own). So the main goroutine stays
+// at the smallest size, the frame reader's, in the same span.
 func validateSpec(spec *shared.Spec, self ID) error {
 	done := make(chan error, 1)
 	go func() {

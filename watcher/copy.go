@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"deathwatch/shared"
@@ -31,76 +32,40 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 		return w.setupFailed(shared.ExitSetupFailed, "copy-in: open /: "+err.Error())
 	}
 	defer unix.Close(root)
-	r := &shared.CopyReceiver{Root: root, Chown: true, UID: int(spec.UID), GID: int(spec.GID)}
-	for _, p := range spec.CopyIn {
-		r.Bases = append(r.Bases, strings.TrimPrefix(p, "/"))
-	}
-	defer r.Close()
+	c := newCopyIn(root, spec)
+	defer c.r.Close()
 	// What landed and was not moved (a tree written through the
 	// receiver, one that failed) goes before the agent starts.
 	defer shared.RemoveAll("/" + shared.CopyStageDir)
-	// While the host's archive put lands (the box runs meanwhile), its
-	// complete files are hashed ahead; stopped at the first copy frame,
-	// before anything is verified or moved (the verification reads the
-	// digests, and again what changed since).
-	r.Landing = &shared.LandingSums{}
-	ahead, aheadDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(aheadDone)
-		r.Landing.Run(ahead, root, shared.CopyStageDir, len(spec.CopyIn))
-	}()
-	stopAhead := func() {
-		if ahead != nil {
-			close(ahead)
-			<-aheadDone
-			ahead = nil
-		}
-	}
-	defer stopAhead()
+	c.hashAhead()
+	defer c.stopAhead()
+	return w.receiveCopyIn(c, spec.Heartbeat)
+}
+
+// receiveCopyIn reads frames until every tree is received or verified,
+// answering pings; silence past the heartbeat is a liveness loss.
+func (w *watcher) receiveCopyIn(c *copyInRun, heartbeat time.Duration) int {
 	var hb *alarm
 	var hbC <-chan struct{}
-	if spec.Heartbeat > 0 {
-		hb = newAlarm(spec.Heartbeat)
+	if heartbeat > 0 {
+		hb = newAlarm(heartbeat)
 		defer hb.Stop()
 		hbC = hb.C
 	}
-	// A landed tree is verified off this loop (a 2 GiB tree takes
-	// seconds), one at a time, in the order its copy-in-landed came:
-	// the loop goes on reading frames, so the host's pings keep the
-	// heartbeat alive and a silent host is still noticed.
-	type verdict struct {
-		root uint32
-		err  error
-	}
-	verified := make(chan verdict, 1)
-	var queue []shared.CopyEnd
-	verifying := false
-	verify := func() {
-		if verifying || len(queue) == 0 {
-			return
-		}
-		e := queue[0]
-		queue, verifying = queue[1:], true
-		go func() { verified <- verdict{e.Root, landed(root, r, e)} }()
-	}
-	done := make([]bool, len(spec.CopyIn))
-	for left := len(done); left > 0; {
+	for c.left > 0 {
 		var ev frameEvent
 		select {
 		case ev = <-w.frames:
-		case v := <-verified:
-			verifying = false
-			if v.err != nil {
-				return w.copyFailed("copy-in", v.err)
+		case v := <-c.verified:
+			if err := c.verifiedOne(v); err != nil {
+				return w.copyFailed("copy-in", err)
 			}
-			left--
-			verify()
 			continue
 		case <-hbC:
-			return w.lostBeforeStart(errors.New("no frame from the host for " + spec.Heartbeat.String() + " during copy-in (heartbeat timeout)"))
+			return w.lostBeforeStart(errors.New("no frame from the host for " + heartbeat.String() + " during copy-in (heartbeat timeout)"))
 		}
 		if hb != nil {
-			hb.Reset(spec.Heartbeat)
+			hb.Reset(heartbeat)
 		}
 		if ev.err != nil {
 			return w.lostBeforeStart(ev.err)
@@ -109,42 +74,128 @@ func (w *watcher) copyIn(spec *shared.Spec) int {
 			w.pong(ev.f.Payload)
 			continue
 		}
-		var end bool
-		var i uint32
-		stopAhead()
-		switch {
-		case ev.f.Type == shared.FrameCopyInLanded:
-			var e shared.CopyEnd
-			if e, err = shared.ParseCopyEnd(ev.f.Payload); err == nil {
-				if int(e.Root) < len(done) && !done[e.Root] {
-					// Claimed now; counted when verified.
-					done[e.Root] = true
-					queue = append(queue, e)
-					verify()
-					continue
-				}
-				end, i = true, e.Root
-			}
-		case verifying || len(queue) > 0:
-			// The receiver is the verifier's until it is done.
-			err = &shared.ProtocolError{Reason: "copy-in: " + ev.f.Type.String() + " while a landed tree is verified"}
-		case shared.CopyInFrames.Has(ev.f.Type):
-			end, i, err = r.Frame(shared.CopyInFrames, ev.f)
-		default:
-			return w.lostBeforeStart(&shared.ProtocolError{Reason: "expected a copy-in frame, got " + ev.f.Type.String()})
-		}
-		if err == nil && end && (int(i) >= len(done) || done[i]) {
-			err = &shared.ProtocolError{Reason: "copy-in: root " + itoa(int(i)) + " sent twice, or not asked for"}
-		}
-		if err != nil {
+		c.stopAhead()
+		if err := c.frame(ev.f); err != nil {
 			return w.copyFailed("copy-in", err)
-		}
-		if end {
-			done[i] = true
-			left--
 		}
 	}
 	return 0
+}
+
+// copyInRun is one copy-in under way. A tree comes either in copy frames,
+// written through the receiver, or put by the host's archive and
+// announced by copy-in-landed. A landed tree is verified off the frame
+// loop (a large tree takes seconds), one at a time, in the order its
+// copy-in-landed came: the loop goes on reading frames, so the host's
+// pings keep the heartbeat alive and a silent host is still noticed.
+type copyInRun struct {
+	root int // the box's /
+	r    *shared.CopyReceiver
+
+	done []bool // roots received, or landed and claimed
+	left int    // roots not yet received or verified
+
+	queue     []shared.CopyEnd // landed trees waiting for the verifier
+	verifying bool             // the receiver is the verifier's
+	verified  chan verdict
+
+	ahead, aheadDone chan struct{} // the hashing ahead, nil once stopped
+}
+
+// verdict is a landed tree's verification.
+type verdict struct {
+	root uint32
+	err  error
+}
+
+func newCopyIn(root int, spec *shared.Spec) *copyInRun {
+	r := &shared.CopyReceiver{Root: root, Chown: true, UID: int(spec.UID), GID: int(spec.GID)}
+	for _, p := range spec.CopyIn {
+		r.Bases = append(r.Bases, strings.TrimPrefix(p, "/"))
+	}
+	return &copyInRun{root: root, r: r, done: make([]bool, len(spec.CopyIn)), left: len(spec.CopyIn), verified: make(chan verdict, 1)}
+}
+
+// hashAhead hashes the complete files of the host's archive put while it
+// lands (the box runs meanwhile). It stops at the first copy frame,
+// before anything is verified or moved: the verification reads the
+// digests, and again what changed since.
+func (c *copyInRun) hashAhead() {
+	c.r.Landing = &shared.LandingSums{}
+	c.ahead, c.aheadDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(c.aheadDone)
+		c.r.Landing.Run(c.ahead, c.root, shared.CopyStageDir, len(c.done))
+	}()
+}
+
+func (c *copyInRun) stopAhead() {
+	if c.ahead != nil {
+		close(c.ahead)
+		<-c.aheadDone
+		c.ahead = nil
+	}
+}
+
+// verifyNext starts verifying the next landed tree, unless one is under way.
+func (c *copyInRun) verifyNext() {
+	if c.verifying || len(c.queue) == 0 {
+		return
+	}
+	e := c.queue[0]
+	c.queue, c.verifying = c.queue[1:], true
+	go func() { c.verified <- verdict{e.Root, landed(c.root, c.r, e)} }()
+}
+
+// verifiedOne counts a verified tree and starts the next.
+func (c *copyInRun) verifiedOne(v verdict) error {
+	c.verifying = false
+	if v.err != nil {
+		return v.err
+	}
+	c.left--
+	c.verifyNext()
+	return nil
+}
+
+// frame takes one frame of the host's other than a ping. Anything but a
+// copy-in frame is a protocol error, as is a copy frame while a landed
+// tree is verified.
+func (c *copyInRun) frame(f shared.Frame) error {
+	var end bool
+	var i uint32
+	var err error
+	switch {
+	case f.Type == shared.FrameCopyInLanded:
+		var e shared.CopyEnd
+		if e, err = shared.ParseCopyEnd(f.Payload); err == nil {
+			if int(e.Root) < len(c.done) && !c.done[e.Root] {
+				// Claimed now; counted when verified.
+				c.done[e.Root] = true
+				c.queue = append(c.queue, e)
+				c.verifyNext()
+				return nil
+			}
+			end, i = true, e.Root
+		}
+	case c.verifying || len(c.queue) > 0:
+		err = &shared.ProtocolError{Reason: "copy-in: " + f.Type.String() + " while a landed tree is verified"}
+	case shared.CopyInFrames.Has(f.Type):
+		end, i, err = c.r.Frame(shared.CopyInFrames, f)
+	default:
+		return &shared.ProtocolError{Reason: "expected a copy-in frame, got " + f.Type.String()}
+	}
+	if err == nil && end && (int(i) >= len(c.done) || c.done[i]) {
+		err = &shared.ProtocolError{Reason: "copy-in: root " + itoa(int(i)) + " sent twice, or not asked for"}
+	}
+	if err != nil {
+		return err
+	}
+	if end {
+		c.done[i] = true
+		c.left--
+	}
+	return nil
 }
 
 // landed verifies and moves a copy-in tree the host put at
