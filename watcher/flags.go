@@ -79,123 +79,165 @@ flags:
   --version                print the version
 `
 
+// parseFlags reads the command line: flags, then the command.
 func parseFlags(args []string) (*Config, error) {
-	c := &Config{Grace: DefaultGrace, SpecTimeout: DefaultSpecTimeout, WatcherUser: ID{shared.DefaultWatcherUID, shared.DefaultWatcherGID}}
-	specTimeoutSet := false
+	p := cmdline{c: &Config{Grace: DefaultGrace, SpecTimeout: DefaultSpecTimeout, WatcherUser: ID{shared.DefaultWatcherUID, shared.DefaultWatcherGID}}}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			c.Argv = args[i+1:]
+			p.c.Argv = args[i+1:]
 			break
 		}
 		if !strings.HasPrefix(a, "-") {
 			// tini accepts the command without "--"; so do we.
-			c.Argv = args[i:]
+			p.c.Argv = args[i:]
 			break
 		}
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		value := func() (string, error) {
-			if hasVal {
-				return val, nil
-			}
+		if p.c.setSwitch(name) {
+			continue
+		}
+		set := valueFlag(name)
+		if set == nil {
+			return nil, errors.New("unknown flag " + a + " (see watcher --help)")
+		}
+		if !hasVal {
 			if i+1 >= len(args) {
-				return "", errors.New("flag --" + name + " needs a value")
+				return nil, errors.New("flag --" + name + " needs a value")
 			}
 			i++
-			return args[i], nil
+			val = args[i]
 		}
-		var err error
-		switch name {
-		case "version":
-			c.Version = true
-		case "h", "help":
-			c.Help = true
-		case "allow-root":
-			c.AllowRoot = true
-		case "parent-fd", "agent-cgroup-fd", "watcher-cgroup-fd", "live-fd": // set by the outer watcher or the native runtime only; not in the usage
-			var v string
-			var fd int
-			if v, err = value(); err == nil {
-				if fd, err = strconv.Atoi(v); err != nil || fd < 3 {
-					err = errors.New("flag --" + name + ": " + strconv.Quote(v) + " is not a descriptor above 2")
-				}
-			}
-			switch name {
-			case "parent-fd":
-				c.ParentFD = fd
-			case "live-fd":
-				c.LiveFD = fd
-			case "watcher-cgroup-fd":
-				c.WatcherCgroupFD = fd
-			default:
-				c.AgentCgroupFD = fd
-			}
-		case "control":
-			var v string
-			if v, err = value(); err == nil {
-				err = c.setControl(v)
-			}
-		case "deadline", "grace", "spec-timeout":
-			var v string
-			var d time.Duration
-			if v, err = value(); err == nil {
-				if d, err = time.ParseDuration(v); err == nil && (d < 0 || d == 0 && name == "spec-timeout") {
-					err = errors.New("out of range")
-				}
-				if err != nil {
-					err = errors.New("flag --" + name + ": " + strconv.Quote(v) + " is not a duration like 30s or 5m")
-				}
-			}
-			switch name {
-			case "deadline":
-				c.Deadline = d
-			case "grace":
-				c.Grace = d
-			default:
-				c.SpecTimeout, specTimeoutSet = d, true
-			}
-		case "user", "watcher-user":
-			var v string
-			var id ID
-			if v, err = value(); err == nil {
-				if id, err = parseID(v); err != nil {
-					err = errors.New("flag --" + name + ": " + err.Error())
-				}
-			}
-			if name == "user" {
-				c.User = &id
-			} else {
-				c.WatcherUser = id
-			}
-		default:
-			err = errors.New("unknown flag " + a + " (see watcher --help)")
-		}
-		if err != nil {
+		if err := set(&p, name, val); err != nil {
 			return nil, err
 		}
 	}
+	if err := p.checkMode(); err != nil {
+		return nil, err
+	}
+	return p.c, nil
+}
+
+// cmdline is parseFlags' state.
+type cmdline struct {
+	c              *Config
+	specTimeoutSet bool
+}
+
+// setSwitch sets a flag that takes no value; it reports false for any
+// other name.
+func (c *Config) setSwitch(name string) bool {
+	switch name {
+	case "version":
+		c.Version = true
+	case "h", "help":
+		c.Help = true
+	case "allow-root":
+		c.AllowRoot = true
+	default:
+		return false
+	}
+	return true
+}
+
+// valueFlags are the flags that take a value, each with what it sets.
+// The descriptor flags are set by the outer watcher or the native
+// runtime only, and are not in the usage.
+var valueFlags = [...]struct {
+	name string
+	set  func(p *cmdline, name, v string) error
+}{
+	{"parent-fd", func(p *cmdline, name, v string) (err error) { p.c.ParentFD, err = fdValue(name, v); return }},
+	{"agent-cgroup-fd", func(p *cmdline, name, v string) (err error) { p.c.AgentCgroupFD, err = fdValue(name, v); return }},
+	{"watcher-cgroup-fd", func(p *cmdline, name, v string) (err error) { p.c.WatcherCgroupFD, err = fdValue(name, v); return }},
+	{"live-fd", func(p *cmdline, name, v string) (err error) { p.c.LiveFD, err = fdValue(name, v); return }},
+	{"control", func(p *cmdline, _, v string) error { return p.c.setControl(v) }},
+	{"deadline", func(p *cmdline, name, v string) (err error) {
+		p.c.Deadline, err = durationValue(name, v, false)
+		return
+	}},
+	{"grace", func(p *cmdline, name, v string) (err error) { p.c.Grace, err = durationValue(name, v, false); return }},
+	{"spec-timeout", func(p *cmdline, name, v string) (err error) {
+		p.c.SpecTimeout, err = durationValue(name, v, true)
+		p.specTimeoutSet = true
+		return
+	}},
+	{"user", func(p *cmdline, name, v string) error {
+		id, err := idValue(name, v)
+		p.c.User = &id
+		return err
+	}},
+	{"watcher-user", func(p *cmdline, name, v string) (err error) { p.c.WatcherUser, err = idValue(name, v); return }},
+}
+
+// valueFlag is the setter of a flag that takes a value, nil for an
+// unknown name.
+func valueFlag(name string) func(p *cmdline, name, v string) error {
+	for _, f := range valueFlags {
+		if f.name == name {
+			return f.set
+		}
+	}
+	return nil
+}
+
+// checkMode refuses what the mode does not take: control mode reads the
+// command, the identity and the deadline from the spec frame; plain mode
+// needs a command and has no spec to wait for.
+func (p *cmdline) checkMode() error {
+	c := p.c
 	if c.Version || c.Help {
-		return c, nil
+		return nil
 	}
 	if c.Control != "" {
 		if len(c.Argv) > 0 {
-			return nil, errors.New("control mode takes its command from the spec frame, not from the command line")
+			return errors.New("control mode takes its command from the spec frame, not from the command line")
 		}
 		if c.User != nil || c.Deadline != 0 {
-			return nil, errors.New("control mode takes --user and --deadline from the spec frame, not from flags")
+			return errors.New("control mode takes --user and --deadline from the spec frame, not from flags")
 		}
-		return c, nil
+		return nil
 	}
-	if specTimeoutSet {
-		return nil, errors.New("flag --spec-timeout is for control mode (--control=stdin|fd:N)")
+	if p.specTimeoutSet {
+		return errors.New("flag --spec-timeout is for control mode (--control=stdin|fd:N)")
 	}
 	if len(c.Argv) == 0 {
-		return nil, errors.New("no command: use watcher [flags] -- CMD [ARGS...] or watcher --control=stdin")
+		return errors.New("no command: use watcher [flags] -- CMD [ARGS...] or watcher --control=stdin")
 	}
 	if c.User != nil && (c.User.UID == 0 || c.User.GID == 0) && !c.AllowRoot {
-		return nil, errRootRefused
+		return errRootRefused
 	}
-	return c, nil
+	return nil
+}
+
+// fdValue reads a descriptor the host passes down: above 2, which are
+// the standard streams.
+func fdValue(name, v string) (int, error) {
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return fd, errors.New("flag --" + name + ": " + strconv.Quote(v) + " is not a descriptor above 2")
+	}
+	return fd, nil
+}
+
+// durationValue reads a duration, not negative, and not 0 when positive.
+func durationValue(name, v string, positive bool) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && (d < 0 || d == 0 && positive) {
+		err = errors.New("out of range")
+	}
+	if err != nil {
+		return d, errors.New("flag --" + name + ": " + strconv.Quote(v) + " is not a duration like 30s or 5m")
+	}
+	return d, nil
+}
+
+func idValue(name, v string) (ID, error) {
+	id, err := parseID(v)
+	if err != nil {
+		return id, errors.New("flag --" + name + ": " + err.Error())
+	}
+	return id, nil
 }
 
 // errRootRefused is a refusal (shared.ExitRefused), not a usage error.
