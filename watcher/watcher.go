@@ -90,24 +90,39 @@ func (w *watcher) run() int {
 		w.parentGone = make(chan struct{})
 		go watchParent(w.cfg.ParentFD, w.parentGone)
 	}
-
-	var a *agent
-	var deadline, heartbeat time.Duration
-	if w.cfg.Control == "" {
-		a = w.plainAgent()
-		deadline = w.cfg.Deadline
-	} else {
-		var spec *shared.Spec
-		var code int
-		if spec, code = w.openControl(); spec == nil {
-			return code
-		}
-		if a, code = w.controlAgent(spec); a == nil {
-			return code
-		}
-		deadline, heartbeat, w.grace = spec.Deadline, spec.Heartbeat, spec.Grace
+	a, deadline, heartbeat, code := w.prepareAgent()
+	if a == nil {
+		return code
 	}
+	if code := w.startAgent(a); code != 0 {
+		return code
+	}
+	w.watch(deadline, heartbeat)
+	return w.finish()
+}
 
+// prepareAgent makes the agent from the command line, or from the
+// host's spec in control mode, with the deadline and heartbeat it runs
+// under. A nil agent comes with the status to exit with.
+func (w *watcher) prepareAgent() (a *agent, deadline, heartbeat time.Duration, code int) {
+	if w.cfg.Control == "" {
+		return w.plainAgent(), w.cfg.Deadline, 0, 0
+	}
+	spec, code := w.openControl()
+	if spec == nil {
+		return nil, 0, 0, code
+	}
+	if a, code = w.controlAgent(spec); a == nil {
+		return nil, 0, 0, code
+	}
+	w.grace = spec.Grace
+	return a, spec.Deadline, spec.Heartbeat, 0
+}
+
+// startAgent starts the agent, drops the watcher's own privileges and
+// tells the host the agent is ready. It returns 0, or the status to exit
+// with.
+func (w *watcher) startAgent(a *agent) int {
 	if pidsLimited() {
 		warmThreads(spareThreads)
 	}
@@ -118,19 +133,7 @@ func (w *watcher) run() int {
 	}
 	w.closeChildEnds(a)
 	if err != nil {
-		if w.cfg.Control != "" && os.Geteuid() != 0 && errors.Is(err, syscall.EPERM) {
-			// Not root in the box (sbx exec as the template's user): the
-			// PID namespace came with a user namespace of one uid, and the
-			// agent cannot be confined. A refusal, not a failed exec.
-			return w.setupFailed(shared.ExitRefused, "not root in the box (uid "+itoa(os.Geteuid())+"): cannot drop the agent's privileges ("+err.Error()+"); refusing to start it; run the watcher as root in the box (sbx exec -u root)")
-		}
-		if errors.Is(err, syscall.EINVAL) && a.Cred != nil {
-			// setuid/setgid to an id the box's user namespace does not map.
-			if which := unmapped(a.Cred.Uid, a.Cred.Gid); which != "" {
-				return w.setupFailed(shared.ExitRefused, "agent id outside this box's user namespace: "+which+"; pick --user inside it (a rootless engine maps only its user's subordinate ids)")
-			}
-		}
-		return w.setupFailed(execStatus(err), "start "+a.Argv[0]+": "+err.Error())
+		return w.spawnFailed(a, err)
 	}
 	w.started = time.Now()
 	w.agentUp.Store(true)
@@ -145,12 +148,37 @@ func (w *watcher) run() int {
 		_ = w.out.Send(shared.FrameReady, shared.Ready{PID: w.mainPid, Started: w.started}.Marshal())
 		w.startRelay()
 	}
+	return 0
+}
 
+// spawnFailed ends a box whose agent could not start, refusing what the
+// box cannot confine.
+func (w *watcher) spawnFailed(a *agent, err error) int {
+	if w.cfg.Control != "" && os.Geteuid() != 0 && errors.Is(err, syscall.EPERM) {
+		// Not root in the box (sbx exec as the template's user): the
+		// PID namespace came with a user namespace of one uid, and the
+		// agent cannot be confined. A refusal, not a failed exec.
+		return w.setupFailed(shared.ExitRefused, "not root in the box (uid "+itoa(os.Geteuid())+"): cannot drop the agent's privileges ("+err.Error()+"); refusing to start it; run the watcher as root in the box (sbx exec -u root)")
+	}
+	if errors.Is(err, syscall.EINVAL) && a.Cred != nil {
+		// setuid/setgid to an id the box's user namespace does not map.
+		if which := unmapped(a.Cred.Uid, a.Cred.Gid); which != "" {
+			return w.setupFailed(shared.ExitRefused, "agent id outside this box's user namespace: "+which+"; pick --user inside it (a rootless engine maps only its user's subordinate ids)")
+		}
+	}
+	return w.setupFailed(execStatus(err), "start "+a.Argv[0]+": "+err.Error())
+}
+
+// watch runs the box until the agent and every other process of it are
+// gone: it reaps, forwards signals, takes the host's frames and ends the
+// box at the deadline, on the host's silence or when the outer watcher
+// dies.
+func (w *watcher) watch(deadline, heartbeat time.Duration) {
 	// The deadline and its grace are measured from the agent's start,
 	// by the clock: time the watcher lost before this point (dropping
-	// its privileges waits for every thread to be scheduled, slow on a
-	// busy host) or while the TERM sweep ran comes off the wait, so the
-	// KILL lands at start + deadline + grace however late a timer fired.
+	// its privileges waits for every thread to be scheduled) or while
+	// the TERM sweep ran comes off the wait, so the KILL lands at
+	// start + deadline + grace however late a timer fired.
 	var deadlineC <-chan struct{}
 	deadlineAt := w.started.Add(deadline)
 	if deadline > 0 {
@@ -194,7 +222,6 @@ func (w *watcher) run() int {
 			killAll(syscall.SIGKILL)
 		}
 	}
-	return w.finish()
 }
 
 // watchParent closes gone when the outer watcher's end of the pipe
