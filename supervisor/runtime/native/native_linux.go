@@ -329,113 +329,158 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if b.State == nil {
 		b.State = map[string]string{}
 	}
-	root, err := nativeRoot(b.Image)
+	plan, err := n.checkBox(b)
 	if err != nil {
 		return err
 	}
-	if b.WatcherInImage != "" {
-		return supervisor.RefusedError("the native runtime bind-mounts the host's watcher; --watcher-in-image is for docker and podman")
-	}
-	if r := n.kernel().refusal(kernelRelease()); r != "" {
-		return supervisor.RefusedError("%s", r)
-	}
-	if err := checkExecutable(b.WatcherPath); err != nil {
-		return supervisor.SetupError("watcher %s: %w; build it (make) or pass its path", b.WatcherPath, err)
-	}
-	// The init stage's settings, worked out once: checked here, and
-	// what prepareAhead starts the stage with.
-	plan, err := nsinitPlan(b, root, b.WatcherPath, os.Geteuid() != 0)
+	spec, perr, err := n.planCgroup(b)
 	if err != nil {
-		return supervisor.UsageError("native box: %w", err)
-	}
-	if b.Network == "host" && !b.AllowHostNetwork {
-		return supervisor.RefusedError("%s", supervisor.HostNetworkRefusal)
-	}
-	if uid, gid := agentIDs(b); os.Geteuid() == 0 && (uid >= IDRangeSize || gid >= IDRangeSize) {
-		return supervisor.UsageError("--user %d:%d: a native box maps ids 0-%d only; pick a uid and gid below %d", uid, gid, IDRangeSize-1, IDRangeSize)
-	}
-	if err := checkWorkdir(b, root); err != nil {
 		return err
 	}
-	if err := checkMountTargets(b, root); err != nil {
+	release, err := n.allocateIDs(b)
+	if err != nil {
 		return err
 	}
-	if err := checkMountSources(b, os.Geteuid() == 0); err != nil {
+	if err := n.makeCgroup(b, spec, perr); err != nil {
+		release()
 		return err
-	}
-	if os.Geteuid() != 0 && b.MountOwner != nil {
-		return supervisor.UsageError("--mount-owner is for a native box of a root supervisor (idmapped mounts); an unprivileged box maps no host account, and its agent writes to a --mount only where the host lets others write")
-	}
-	if os.Geteuid() != 0 {
-		if why := userNamespacesForbidden(); why != "" {
-			return supervisor.RefusedError("no permission for namespaces: %s", why)
-		}
-		if _, _, err := subIDRange("/etc/subuid"); err != nil {
-			return supervisor.RefusedError("%w", err)
-		}
-		if _, _, err := subIDRange("/etc/subgid"); err != nil {
-			return supervisor.RefusedError("%w", err)
-		}
-	}
-	v, cgRoot, err := n.cgroupPlace()
-	if err != nil {
-		return supervisor.SetupError("%w", err)
-	}
-	// No parent found (an unprivileged supervisor without a delegated
-	// cgroup) is refused below as an unwritable one is.
-	parent, perr := n.cgroupParent(v, cgRoot)
-	spec := cgroupSpec{Version: v, Root: cgRoot}
-	if perr == nil {
-		mem, pids := boxLimits(b, v, cgRoot, parent)
-		if spec, err = boxCgroupSpec(v, cgRoot, parent, b.Name, mem, pids); err != nil {
-			return supervisor.UsageError("%w", err)
-		}
-	}
-	// Host ids of the box's own: no account, file or process of the
-	// host, and no other live box, has these ids.
-	ids, err := n.ranges()
-	if err != nil {
-		return supervisor.RefusedError("%w", err)
-	}
-	if !ids.Holds(b.Name, b.State[StateIDRange]) {
-		start, err := ids.Allocate(b.Name)
-		if err != nil {
-			return supervisor.RefusedError("%w", err)
-		}
-		b.State[StateIDRange] = strconv.FormatInt(start, 10)
-	}
-	release := func() {
-		if st, err := strconv.ParseInt(b.State[StateIDRange], 10, 64); err == nil {
-			ids.Release(b.Name, st)
-			delete(b.State, StateIDRange)
-		}
-	}
-	werr := perr
-	if werr == nil {
-		werr = checkCgroupWritable(spec)
-	}
-	if werr == nil && v == 2 {
-		werr = checkCloneIntoSelf(spec)
-	}
-	if werr != nil {
-		if b.Memory > 0 || b.PidsLimit > 0 || os.Geteuid() == 0 {
-			release()
-			return supervisor.RefusedError("%w", werr)
-		}
-		n.log.Info("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
-	} else {
-		if _, err := newBoxCgroup(spec); err != nil {
-			release()
-			return supervisor.SetupError("%w", err)
-		}
-		for k, v := range spec.state() {
-			b.State[k] = v
-		}
 	}
 	if err := n.writeRecord(b); err != nil {
 		n.log.Warn("cannot record the native box for ls/reconcile", "box", b.Name, "err", err)
 	}
 	n.prepareAhead(b, &plan)
+	return nil
+}
+
+// checkBox refuses a box this host or this runtime cannot run as asked,
+// before anything exists. It returns the init stage's settings, worked
+// out once: checked here, and what prepareAhead starts the stage with.
+func (n *Native) checkBox(b *supervisor.Box) (nsinitConfig, error) {
+	root, err := nativeRoot(b.Image)
+	if err != nil {
+		return nsinitConfig{}, err
+	}
+	if b.WatcherInImage != "" {
+		return nsinitConfig{}, supervisor.RefusedError("the native runtime bind-mounts the host's watcher; --watcher-in-image is for docker and podman")
+	}
+	if r := n.kernel().refusal(kernelRelease()); r != "" {
+		return nsinitConfig{}, supervisor.RefusedError("%s", r)
+	}
+	if err := checkExecutable(b.WatcherPath); err != nil {
+		return nsinitConfig{}, supervisor.SetupError("watcher %s: %w; build it (make) or pass its path", b.WatcherPath, err)
+	}
+	plan, err := nsinitPlan(b, root, b.WatcherPath, os.Geteuid() != 0)
+	if err != nil {
+		return nsinitConfig{}, supervisor.UsageError("native box: %w", err)
+	}
+	if b.Network == "host" && !b.AllowHostNetwork {
+		return nsinitConfig{}, supervisor.RefusedError("%s", supervisor.HostNetworkRefusal)
+	}
+	if uid, gid := agentIDs(b); os.Geteuid() == 0 && (uid >= IDRangeSize || gid >= IDRangeSize) {
+		return nsinitConfig{}, supervisor.UsageError("--user %d:%d: a native box maps ids 0-%d only; pick a uid and gid below %d", uid, gid, IDRangeSize-1, IDRangeSize)
+	}
+	if err := checkWorkdir(b, root); err != nil {
+		return nsinitConfig{}, err
+	}
+	if err := checkMountTargets(b, root); err != nil {
+		return nsinitConfig{}, err
+	}
+	if err := checkMountSources(b, os.Geteuid() == 0); err != nil {
+		return nsinitConfig{}, err
+	}
+	if os.Geteuid() != 0 {
+		if err := checkUnprivileged(b); err != nil {
+			return nsinitConfig{}, err
+		}
+	}
+	return plan, nil
+}
+
+// checkUnprivileged refuses what an unprivileged supervisor's box
+// cannot have: idmapped mounts, or namespaces and subordinate ids the
+// host does not grant.
+func checkUnprivileged(b *supervisor.Box) error {
+	if b.MountOwner != nil {
+		return supervisor.UsageError("--mount-owner is for a native box of a root supervisor (idmapped mounts); an unprivileged box maps no host account, and its agent writes to a --mount only where the host lets others write")
+	}
+	if why := userNamespacesForbidden(); why != "" {
+		return supervisor.RefusedError("no permission for namespaces: %s", why)
+	}
+	if _, _, err := subIDRange("/etc/subuid"); err != nil {
+		return supervisor.RefusedError("%w", err)
+	}
+	if _, _, err := subIDRange("/etc/subgid"); err != nil {
+		return supervisor.RefusedError("%w", err)
+	}
+	return nil
+}
+
+// planCgroup works out the box's cgroup and limits. perr says why there
+// is no parent to make it in (an unprivileged supervisor without a
+// delegated cgroup): makeCgroup refuses that as an unwritable parent.
+func (n *Native) planCgroup(b *supervisor.Box) (spec cgroupSpec, perr, err error) {
+	v, cgRoot, err := n.cgroupPlace()
+	if err != nil {
+		return cgroupSpec{}, nil, supervisor.SetupError("%w", err)
+	}
+	parent, perr := n.cgroupParent(v, cgRoot)
+	spec = cgroupSpec{Version: v, Root: cgRoot}
+	if perr == nil {
+		mem, pids := boxLimits(b, v, cgRoot, parent)
+		if spec, err = boxCgroupSpec(v, cgRoot, parent, b.Name, mem, pids); err != nil {
+			return cgroupSpec{}, nil, supervisor.UsageError("%w", err)
+		}
+	}
+	return spec, perr, nil
+}
+
+// allocateIDs takes the box's host ids (kept in b.State, so a box
+// created again keeps its own): no account, file or process of the
+// host, and no other live box, has these ids. release gives them back.
+func (n *Native) allocateIDs(b *supervisor.Box) (release func(), err error) {
+	ids, err := n.ranges()
+	if err != nil {
+		return nil, supervisor.RefusedError("%w", err)
+	}
+	if !ids.Holds(b.Name, b.State[StateIDRange]) {
+		start, err := ids.Allocate(b.Name)
+		if err != nil {
+			return nil, supervisor.RefusedError("%w", err)
+		}
+		b.State[StateIDRange] = strconv.FormatInt(start, 10)
+	}
+	return func() {
+		if st, err := strconv.ParseInt(b.State[StateIDRange], 10, 64); err == nil {
+			ids.Release(b.Name, st)
+			delete(b.State, StateIDRange)
+		}
+	}, nil
+}
+
+// makeCgroup creates the box's cgroup and records it in b.State. Without
+// a writable parent a box that asks for no limits, of an unprivileged
+// supervisor, runs without a cgroup of its own; any other is refused.
+func (n *Native) makeCgroup(b *supervisor.Box, spec cgroupSpec, perr error) error {
+	werr := perr
+	if werr == nil {
+		werr = checkCgroupWritable(spec)
+	}
+	if werr == nil && spec.Version == 2 {
+		werr = checkCloneIntoSelf(spec)
+	}
+	if werr != nil {
+		if b.Memory > 0 || b.PidsLimit > 0 || os.Geteuid() == 0 {
+			return supervisor.RefusedError("%w", werr)
+		}
+		n.log.Info("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
+		return nil
+	}
+	if _, err := newBoxCgroup(spec); err != nil {
+		return supervisor.SetupError("%w", err)
+	}
+	for k, v := range spec.state() {
+		b.State[k] = v
+	}
 	return nil
 }
 
