@@ -819,78 +819,12 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 	if err != nil || p.ids.SlotOf(p.idStart) < 0 {
 		return nil, supervisor.SetupError("the box has no host id range of its own (state %q); create it again", b.State[StateIDRange])
 	}
-	agentUID, agentGID := agentIDs(b)
-	// Descriptors the init stage inherits: 3 control, 4 settings, 5
-	// kept free (stage 2's settings pipe), then cgroup files and trees.
-	const firstExtraFD = nsinitFirstExtra
-	if spec, ok, err := cgroupSpecFromState(b.State); err != nil {
-		return nil, supervisor.SetupError("%w", err)
-	} else if ok {
-		if p.cg, err = loadBoxCgroup(spec); err != nil {
-			return nil, supervisor.SetupError("%w", err)
-		} else if p.cg == nil {
-			return nil, supervisor.SetupError("the box's cgroup %s is gone; create the box again", spec.Group)
-		}
-		switch spec.Version {
-		case 1:
-			// Opened here: in its own user namespace the box may not
-			// open host cgroup files; the write is checked against the
-			// opener's credentials.
-			for _, n := range v1Controllers {
-				path := filepath.Join(spec.Root, string(n), spec.Group, "tasks")
-				f, err := os.OpenFile(path, os.O_WRONLY, 0)
-				if err != nil {
-					return nil, supervisor.SetupError("open %s to join the box cgroup: %w", path, err)
-				}
-				if !p.rootless {
-					p.cgTasks, p.cgRoot = append(p.cgTasks, f), spec.Root
-					continue
-				}
-				p.cfg.CgroupTasks = append(p.cfg.CgroupTasks, path)
-				p.cfg.CgroupTaskFDs = append(p.cfg.CgroupTaskFDs, firstExtraFD+len(p.extra))
-				p.extra = append(p.extra, f)
-			}
-			p.cfg.CgroupNSDone = !p.rootless
-			// The agent's own memory cgroup, when the box has a memory
-			// limit: the watcher forks the agent from a thread that
-			// joined it (write checked against our credentials, as above).
-			// Argv is copied: the plan may be Create's.
-			if f, err := os.OpenFile(spec.agentTasksV1(), os.O_WRONLY, 0); err == nil {
-				p.cfg.Argv = append(p.cfg.Argv[:len(p.cfg.Argv):len(p.cfg.Argv)], fmt.Sprintf("--agent-cgroup-fd=%d", firstExtraFD+len(p.extra)))
-				p.extra = append(p.extra, f)
-			} else if !errors.Is(err, os.ErrNotExist) {
-				return nil, supervisor.SetupError("open the agent's memory cgroup: %w", err)
-			}
-		case 2:
-			dir := filepath.Join(spec.Root, spec.Group)
-			if p.cgDir, err = os.Open(dir); err != nil {
-				return nil, supervisor.SetupError("open the box's cgroup: %w", err)
-			}
-			p.cgSpec = spec
-			// The init's move into the agent's folder, and the
-			// watcher's, which it leaves the agent for (see
-			// WatcherGroup). Opened here: the writes are checked
-			// against the opener's credentials.
-			move := filepath.Join(dir, AgentMemoryGroup, "cgroup.procs")
-			f, err := os.OpenFile(move, os.O_WRONLY, 0)
-			if err != nil {
-				return nil, supervisor.SetupError("open %s for the box's init: %w", move, err)
-			}
-			p.cfg.CgroupMove, p.cfg.CgroupMoveFD = move, firstExtraFD+len(p.extra)
-			p.extra = append(p.extra, f)
-			leave := filepath.Join(dir, WatcherGroup, "cgroup.procs")
-			if f, err = os.OpenFile(leave, os.O_WRONLY, 0); err != nil {
-				return nil, supervisor.SetupError("open %s for the watcher: %w", leave, err)
-			}
-			p.cfg.Argv = append(p.cfg.Argv[:len(p.cfg.Argv):len(p.cfg.Argv)], fmt.Sprintf("--watcher-cgroup-fd=%d", firstExtraFD+len(p.extra)))
-			p.extra = append(p.extra, f)
-			limited := spec
-			limited.Memory, limited.Pids = boxLimits(b, spec.Version, spec.Root, path.Dir(spec.Group))
-			p.finishCgroup = (&boxCgroupV2{spec: limited}).finishV2
-		}
+	if err := p.openCgroup(b); err != nil {
+		return nil, err
 	}
 	if !p.rootless {
-		trees, err := openTrees(&p.cfg, n.opts.Self, boxIDs{base: p.idStart, uid: agentUID, gid: agentGID}, b.MountOwner, firstExtraFD+len(p.extra), func(msg string, args ...any) {
+		agentUID, agentGID := agentIDs(b)
+		trees, err := openTrees(&p.cfg, n.opts.Self, boxIDs{base: p.idStart, uid: agentUID, gid: agentGID}, b.MountOwner, nsinitFirstExtra+len(p.extra), func(msg string, args ...any) {
 			n.log.Warn(msg, append(args, "box", b.Name)...)
 		})
 		if err != nil {
@@ -898,20 +832,125 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 		}
 		p.extra = append(p.extra, trees...)
 	}
-	// The live pipe, last (nothing fails after it): a second, earlier
-	// alarm beside the control stream. The box inherits its read end
-	// (watcher --live-fd); its write end is held on a thread of the
-	// supervisor's own (supervisor.HoldLive), so the supervisor's
-	// SIGKILL closes it at once, where the control socket's end closes
-	// only after the supervisor's address space is torn down.
+	// Last: nothing fails after it.
+	if err := p.openLivePipe(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// inherit adds f to the descriptors the init stage inherits and returns
+// its number there: 3 control, 4 settings, 5 kept free (stage 2's
+// settings pipe), then these (cgroup files and trees) in order.
+func (p *startPrep) inherit(f *os.File) int {
+	fd := nsinitFirstExtra + len(p.extra)
+	p.extra = append(p.extra, f)
+	return fd
+}
+
+// watcherArg adds a flag to the watcher's argv, copied first: the plan
+// may be Create's.
+func (p *startPrep) watcherArg(flag string) {
+	p.cfg.Argv = append(p.cfg.Argv[:len(p.cfg.Argv):len(p.cfg.Argv)], flag)
+}
+
+// openCgroup opens the box cgroup's files the init stage and the
+// watcher join it by, when Create made one (b.State names it).
+func (p *startPrep) openCgroup(b *supervisor.Box) error {
+	spec, ok, err := cgroupSpecFromState(b.State)
+	if err != nil {
+		return supervisor.SetupError("%w", err)
+	}
+	if !ok {
+		return nil
+	}
+	if p.cg, err = loadBoxCgroup(spec); err != nil {
+		return supervisor.SetupError("%w", err)
+	} else if p.cg == nil {
+		return supervisor.SetupError("the box's cgroup %s is gone; create the box again", spec.Group)
+	}
+	switch spec.Version {
+	case 1:
+		return p.openCgroupV1(spec)
+	case 2:
+		return p.openCgroupV2(b, spec)
+	}
+	return nil
+}
+
+// openCgroupV1 opens the box's tasks files: a root supervisor's cloning
+// thread joins them, an unprivileged box's init stage writes them. They
+// are opened here because in its own user namespace the box may not
+// open host cgroup files, and a write is checked against the opener's
+// credentials.
+func (p *startPrep) openCgroupV1(spec cgroupSpec) error {
+	for _, n := range v1Controllers {
+		path := filepath.Join(spec.Root, string(n), spec.Group, "tasks")
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return supervisor.SetupError("open %s to join the box cgroup: %w", path, err)
+		}
+		if !p.rootless {
+			p.cgTasks, p.cgRoot = append(p.cgTasks, f), spec.Root
+			continue
+		}
+		p.cfg.CgroupTasks = append(p.cfg.CgroupTasks, path)
+		p.cfg.CgroupTaskFDs = append(p.cfg.CgroupTaskFDs, p.inherit(f))
+	}
+	p.cfg.CgroupNSDone = !p.rootless
+	// The agent's own memory cgroup, when the box has a memory limit:
+	// the watcher forks the agent from a thread that joined it.
+	if f, err := os.OpenFile(spec.agentTasksV1(), os.O_WRONLY, 0); err == nil {
+		p.watcherArg(fmt.Sprintf("--agent-cgroup-fd=%d", p.inherit(f)))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return supervisor.SetupError("open the agent's memory cgroup: %w", err)
+	}
+	return nil
+}
+
+// openCgroupV2 opens the box's cgroup, which the init stage is born in
+// (CLONE_INTO_CGROUP), and the cgroup.procs files of the init's move
+// into the agent's folder and of the watcher's, which it leaves the
+// agent for (see WatcherGroup): the writes are checked against the
+// opener's credentials.
+func (p *startPrep) openCgroupV2(b *supervisor.Box, spec cgroupSpec) error {
+	dir := filepath.Join(spec.Root, spec.Group)
+	var err error
+	if p.cgDir, err = os.Open(dir); err != nil {
+		return supervisor.SetupError("open the box's cgroup: %w", err)
+	}
+	p.cgSpec = spec
+	move := filepath.Join(dir, AgentMemoryGroup, "cgroup.procs")
+	f, err := os.OpenFile(move, os.O_WRONLY, 0)
+	if err != nil {
+		return supervisor.SetupError("open %s for the box's init: %w", move, err)
+	}
+	p.cfg.CgroupMove, p.cfg.CgroupMoveFD = move, p.inherit(f)
+	leave := filepath.Join(dir, WatcherGroup, "cgroup.procs")
+	if f, err = os.OpenFile(leave, os.O_WRONLY, 0); err != nil {
+		return supervisor.SetupError("open %s for the watcher: %w", leave, err)
+	}
+	p.watcherArg(fmt.Sprintf("--watcher-cgroup-fd=%d", p.inherit(f)))
+	limited := spec
+	limited.Memory, limited.Pids = boxLimits(b, spec.Version, spec.Root, path.Dir(spec.Group))
+	p.finishCgroup = (&boxCgroupV2{spec: limited}).finishV2
+	return nil
+}
+
+// openLivePipe makes the live pipe: a second, earlier alarm beside the
+// control stream. The box inherits its read end (watcher --live-fd);
+// its write end is held on a thread of the supervisor's own
+// (supervisor.HoldLive), so the supervisor's SIGKILL closes it at once,
+// where the control socket's end closes only after the supervisor's
+// address space is torn down.
+func (p *startPrep) openLivePipe() error {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, supervisor.SetupError("make the box's live pipe: %w", err)
+		return supervisor.SetupError("make the box's live pipe: %w", err)
 	}
-	p.cfg.Argv = append(p.cfg.Argv[:len(p.cfg.Argv):len(p.cfg.Argv)], fmt.Sprintf("--live-fd=%d", firstExtraFD+len(p.extra)))
-	p.extra = append(p.extra, r)
+	p.watcherArg(fmt.Sprintf("--live-fd=%d", p.inherit(r)))
 	p.releaseLive = supervisor.HoldLive(w)
-	return p, nil
+	return nil
 }
 
 func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
