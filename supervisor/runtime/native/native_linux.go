@@ -693,9 +693,6 @@ func nativeCloneFlags(network string, userns bool) uintptr {
 	return f
 }
 
-// Start starts the box's init stage in new namespaces, moves it into the
-// box cgroup, writes its uid map (unprivileged), sends it the settings
-// and waits until it has exec'd the watcher (or says why it could not).
 // startPrep is what the init stage is started with, worked out before
 // the clone: its settings, the descriptors it inherits (fds 6...), and
 // the box cgroup.
@@ -953,6 +950,9 @@ func (p *startPrep) openLivePipe() error {
 	return nil
 }
 
+// Start starts the box's init stage in new namespaces, moves it into the
+// box cgroup, writes its uid map (unprivileged), sends it the settings
+// and waits until it has exec'd the watcher (or says why it could not).
 func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
 	// Made and started ahead by Create when it could be, else now.
 	var l *launched
@@ -1070,61 +1070,14 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 			p.dropLive()
 		}
 	}()
-	ctl, err := socketPair("control")
+	ctl, set, devnull, err := openInitEnds()
 	if err != nil {
-		return nil, supervisor.SetupError("%w", err)
-	}
-	set, err := socketPair("settings")
-	if err != nil {
-		ctl.close()
-		return nil, supervisor.SetupError("%w", err)
-	}
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		ctl.close()
-		set.close()
-		return nil, supervisor.SetupError("open %s: %w", os.DevNull, err)
+		return nil, err
 	}
 	defer devnull.Close()
-	// The watcher binary is the init stage, and then PID 1 of the box
-	// in the same process. As root it runs from the read-only detached
-	// tree of its bind mount (what the box sees at boxWatcherPath), so
-	// that the box's PID 1 is never a file of a writable host mount.
-	self := b.WatcherPath
-	for _, op := range p.cfg.Ops {
-		if op.Target == boxWatcherPath && op.TreeFD > 0 {
-			self = "/proc/self/fd/" + strconv.Itoa(op.TreeFD) // the child's descriptor, resolved by its execve
-		}
-	}
-	cmd := &exec.Cmd{
-		Path:       self,
-		Args:       append(append([]string(nil), p.cfg.Argv...), boxinit.Arg),
-		Env:        p.cfg.Env,
-		Stdin:      devnull,
-		Stdout:     devnull,
-		Stderr:     n.opts.Stderr,
-		ExtraFiles: append([]*os.File{ctl.child, set.child, nil}, p.extra...), // fds 3, 4, (5), 6...
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: nativeCloneFlags(b.Network, true),
-			Pdeathsig:  syscall.SIGKILL,
-		},
-	}
-	if !p.rootless {
-		// Written by the clone's parent before the init stage execs, and
-		// the stage execs as the box's root (host id idStart): it holds
-		// every capability in the box's namespaces and none outside.
-		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.idStart), Size: IDRangeSize}}
-		cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = m, m
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = true // the watcher clears the agent's groups
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
-	}
-	if p.cgDir != nil {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(p.cgDir.Fd())
-	}
+	cmd := initCmd(b, p, n.opts.Stderr, ctl.child, set.child, devnull)
 	start := cmd.Start
 	if len(p.cgTasks) > 0 {
-		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWCGROUP
 		start = func() error { return startInCgroupV1(p.cgTasks, p.cgRoot, cmd.Start) }
 	}
 	t0 := time.Now()
@@ -1145,41 +1098,128 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 	}
 	l := &launched{p: p, cmd: cmd, ctl: ctl, set: set, t0: t0, tClone: tClone}
 	failed = false
-	if p.rootless {
-		agentUID, agentGID := agentIDs(b)
-		uids, gids := rootlessMaps(p.ids, p.idStart, os.Geteuid(), os.Getegid(), agentUID, agentGID)
-		if err := writeIDMaps(context.Background(), cmd.Process.Pid, uids, gids); err != nil {
-			l.kill()
-			return nil, supervisor.SetupError("%w", err)
+	if err := n.settle(b, l); err != nil {
+		l.kill()
+		return nil, err
+	}
+	return l, nil
+}
+
+// openInitEnds makes what the init stage is started with besides p's
+// descriptors: the control and settings socket pairs, and /dev/null for
+// its stdin and stdout.
+func openInitEnds() (ctl, set sockPair, devnull *os.File, err error) {
+	if ctl, err = socketPair("control"); err != nil {
+		return sockPair{}, sockPair{}, nil, supervisor.SetupError("%w", err)
+	}
+	if set, err = socketPair("settings"); err != nil {
+		ctl.close()
+		return sockPair{}, sockPair{}, nil, supervisor.SetupError("%w", err)
+	}
+	if devnull, err = os.Open(os.DevNull); err != nil {
+		ctl.close()
+		set.close()
+		return sockPair{}, sockPair{}, nil, supervisor.SetupError("open %s: %w", os.DevNull, err)
+	}
+	return ctl, set, devnull, nil
+}
+
+// initCmd is the init stage's command: the watcher binary in its init
+// mode, cloned into the box's new namespaces with the descriptors 3
+// (control), 4 (settings), 5 (kept free) and p's from 6.
+func initCmd(b *supervisor.Box, p *startPrep, stderr io.Writer, ctl, set, devnull *os.File) *exec.Cmd {
+	cmd := &exec.Cmd{
+		Path:       initPath(b, p),
+		Args:       append(append([]string(nil), p.cfg.Argv...), boxinit.Arg),
+		Env:        p.cfg.Env,
+		Stdin:      devnull,
+		Stdout:     devnull,
+		Stderr:     stderr,
+		ExtraFiles: append([]*os.File{ctl, set, nil}, p.extra...), // fds 3, 4, (5), 6...
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: nativeCloneFlags(b.Network, true),
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	if !p.rootless {
+		// Written by the clone's parent before the init stage execs, and
+		// the stage execs as the box's root (host id idStart): it holds
+		// every capability in the box's namespaces and none outside.
+		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.idStart), Size: IDRangeSize}}
+		cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = m, m
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = true // the watcher clears the agent's groups
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+	}
+	if p.cgDir != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(p.cgDir.Fd())
+	}
+	if len(p.cgTasks) > 0 {
+		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWCGROUP
+	}
+	return cmd
+}
+
+// initPath is the watcher binary the init stage runs, and then PID 1 of
+// the box in the same process. As root it runs from the read-only
+// detached tree of its bind mount (what the box sees at
+// boxWatcherPath), so that the box's PID 1 is never a file of a
+// writable host mount.
+func initPath(b *supervisor.Box, p *startPrep) string {
+	self := b.WatcherPath
+	for _, op := range p.cfg.Ops {
+		if op.Target == boxWatcherPath && op.TreeFD > 0 {
+			self = "/proc/self/fd/" + strconv.Itoa(op.TreeFD) // the child's descriptor, resolved by its execve
 		}
-		if b.State[StateCgroup] == "" {
-			// No cgroup, so no pids.max: the agent's and the watcher's
-			// host ids are the box's alone, so a process limit per uid
-			// (inherited by everything the init starts) is one per box.
-			lim := unix.Rlimit{Cur: DefaultPidsLimit, Max: DefaultPidsLimit}
-			if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_NPROC, &lim, nil); err != nil {
-				l.kill()
-				return nil, supervisor.SetupError("limit the box's processes: %w", os.NewSyscallError("prlimit(RLIMIT_NPROC)", err))
-			}
+	}
+	return self
+}
+
+// settle finishes a cloned init stage before it runs anything: an
+// unprivileged box's id maps and process limit, the id slot's record of
+// the init, and the settings.
+func (n *Native) settle(b *supervisor.Box, l *launched) error {
+	p, pid := l.p, l.cmd.Process.Pid
+	if p.rootless {
+		if err := mapUnprivileged(b, p, pid); err != nil {
+			return err
 		}
 	}
 	// The slot names its init before the init runs anything: a slot is
 	// taken back only once both the supervisor and the init are gone.
-	if err := p.ids.Started(b.Name, p.idStart, cmd.Process.Pid); err != nil {
-		l.kill()
-		return nil, supervisor.SetupError("record the box's init in its id slot: %w", err)
+	if err := p.ids.Started(b.Name, p.idStart, pid); err != nil {
+		return supervisor.SetupError("record the box's init in its id slot: %w", err)
 	}
 	// The settings go at once: the stage builds the box's file system
 	// (inside its own namespaces: nothing of it is on the host) while
 	// the caller journals the box as created, and Start waits for the
 	// outcome. They fit the socket's buffer, so the write does not wait
 	// for the stage.
-	set.parent.SetWriteDeadline(t0.Add(n.opts.SetupTimeout))
-	if _, err := set.parent.Write(boxinit.WriteSettings(p.cfg.Marshal())); err != nil {
-		l.kill()
-		return nil, supervisor.SetupError("send settings to the box's init: %w", err)
+	l.set.parent.SetWriteDeadline(l.t0.Add(n.opts.SetupTimeout))
+	if _, err := l.set.parent.Write(boxinit.WriteSettings(p.cfg.Marshal())); err != nil {
+		return supervisor.SetupError("send settings to the box's init: %w", err)
 	}
-	return l, nil
+	return nil
+}
+
+// mapUnprivileged writes an unprivileged box's id maps (newuidmap) and,
+// for a box without a cgroup, its process limit.
+func mapUnprivileged(b *supervisor.Box, p *startPrep, pid int) error {
+	agentUID, agentGID := agentIDs(b)
+	uids, gids := rootlessMaps(p.ids, p.idStart, os.Geteuid(), os.Getegid(), agentUID, agentGID)
+	if err := writeIDMaps(context.Background(), pid, uids, gids); err != nil {
+		return supervisor.SetupError("%w", err)
+	}
+	if b.State[StateCgroup] == "" {
+		// No cgroup, so no pids.max: the agent's and the watcher's
+		// host ids are the box's alone, so a process limit per uid
+		// (inherited by everything the init starts) is one per box.
+		lim := unix.Rlimit{Cur: DefaultPidsLimit, Max: DefaultPidsLimit}
+		if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil); err != nil {
+			return supervisor.SetupError("limit the box's processes: %w", os.NewSyscallError("prlimit(RLIMIT_NPROC)", err))
+		}
+	}
+	return nil
 }
 
 // namespaceError turns a failed clone into one line a person can act on.

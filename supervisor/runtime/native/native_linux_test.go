@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -278,5 +279,72 @@ func TestNativeIsVolatile(t *testing.T) {
 		if os.Geteuid() == 0 && !strings.HasPrefix(dir, "/run/") {
 			t.Errorf("%s is not below /run: a Volatile runtime's state must not outlive a reboot", dir)
 		}
+	}
+}
+
+// TestInitCmd: the init stage runs the watcher in its init mode with
+// the control, settings and free descriptors first; a root supervisor's
+// stage maps the box's host range and starts as the box's root, from
+// the watcher's detached tree when it has one; the cgroup settings
+// follow the prep.
+func TestInitCmd(t *testing.T) {
+	open := func() *os.File {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	ctl, set, devnull, extra := open(), open(), open(), open()
+	b := &supervisor.Box{WatcherPath: "/usr/local/bin/watcher", Network: "none"}
+	cfg := nsinitConfig{Argv: []string{"watcher", "--control=fd:3"}, Env: []string{"PATH=/bin"},
+		Ops: []fsOp{{Op: "bind", Target: boxWatcherPath, TreeFD: 9}}}
+	for _, tc := range []struct {
+		name     string
+		p        startPrep
+		wantPath string
+		wantMaps bool
+		wantCgFD bool
+		wantNS   bool
+	}{
+		{"rootful, v2", startPrep{cfg: cfg, idStart: 200000, cgDir: devnull, extra: []*os.File{extra}}, "/proc/self/fd/9", true, true, false},
+		{"rootful, v1", startPrep{cfg: cfg, idStart: 200000, cgTasks: []*os.File{devnull}}, "/proc/self/fd/9", true, false, true},
+		{"unprivileged, no cgroup", startPrep{cfg: nsinitConfig{Argv: cfg.Argv}, rootless: true}, "/usr/local/bin/watcher", false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := initCmd(b, &tc.p, os.Stderr, ctl, set, devnull)
+			if cmd.Path != tc.wantPath {
+				t.Errorf("Path = %q, want %q", cmd.Path, tc.wantPath)
+			}
+			if want := []string{"watcher", "--control=fd:3", "--box-init"}; !reflect.DeepEqual(cmd.Args, want) {
+				t.Errorf("Args = %q, want %q", cmd.Args, want)
+			}
+			if want := append([]*os.File{ctl, set, nil}, tc.p.extra...); !reflect.DeepEqual(cmd.ExtraFiles, want) {
+				t.Errorf("ExtraFiles = %v, want %v", cmd.ExtraFiles, want)
+			}
+			if cmd.Stdin != devnull || cmd.Stdout != devnull {
+				t.Errorf("stdin/stdout are not /dev/null")
+			}
+			a := cmd.SysProcAttr
+			if a.Pdeathsig != unix.SIGKILL {
+				t.Errorf("Pdeathsig = %v, want SIGKILL", a.Pdeathsig)
+			}
+			if a.Cloneflags&unix.CLONE_NEWUSER == 0 || a.Cloneflags&unix.CLONE_NEWPID == 0 {
+				t.Errorf("Cloneflags %#x lack a user or PID namespace", a.Cloneflags)
+			}
+			m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 200000, Size: IDRangeSize}}
+			if got := a.UidMappings != nil; got != tc.wantMaps {
+				t.Errorf("uid maps set = %v, want %v", got, tc.wantMaps)
+			} else if tc.wantMaps && (!reflect.DeepEqual(a.UidMappings, m) || !reflect.DeepEqual(a.GidMappings, m) || a.Credential == nil || a.Credential.Uid != 0) {
+				t.Errorf("maps %v/%v, credential %v: want the box's range and its root", a.UidMappings, a.GidMappings, a.Credential)
+			}
+			if a.UseCgroupFD != tc.wantCgFD {
+				t.Errorf("UseCgroupFD = %v, want %v", a.UseCgroupFD, tc.wantCgFD)
+			}
+			if got := a.Cloneflags&unix.CLONE_NEWCGROUP != 0; got != tc.wantNS {
+				t.Errorf("CLONE_NEWCGROUP = %v, want %v", got, tc.wantNS)
+			}
+		})
 	}
 }
