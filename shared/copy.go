@@ -7,46 +7,35 @@ import (
 	"strings"
 )
 
-// Copy-in and copy-out: a tree carried in frames on the control stream.
-//
-// The control stream is the one channel that reaches the watcher on
-// every runtime (a local engine, an engine in a VM or on another
-// machine, a native box, a remote sandbox), so copies ride on it and
-// nothing else is created for them: no volume, no staging object, no
-// host path mounted into the box (nothing for reconcile to find).
+// Copy-in and copy-out: a tree carried in frames on the control stream,
+// the one channel that reaches the watcher on every runtime, so nothing
+// else is created for a copy (no volume, no staging object, no host
+// path mounted into the box: nothing for reconcile to find).
 //
 // A copy is one tree per root, in order. For each root the sender sends
 //
 //	copy-entry (the root itself, path "") — then one per object below it,
-//	  a folder's entry before its contents;
+//	  a folder's entry before its contents; a hard link names an earlier
+//	  file of the same tree;
 //	copy-data (offset, bytes) — a regular file's data extents, ascending,
 //	  never overlapping; holes are not sent (SEEK_DATA/SEEK_HOLE);
 //	copy-sum (SHA-256) — after every regular file: the digest of its whole
 //	  content, holes read as zeros;
 //	copy-end (files, bytes, manifest digest, error) — the tree is complete.
 //
-// A hard link is an entry that names an earlier file of the same tree.
-// Both sides write the manifest (ManifestLine, one line per entry) of
-// what they sent and received; copy-end carries the digest of the
-// sender's, so a lost, added or altered entry fails the copy. A file
-// whose data does not hash to its copy-sum fails it too.
+// Both sides write the manifest (ManifestLine, one line per entry);
+// copy-end carries the digest of the sender's, so a lost, added or
+// altered entry fails the copy, as does a file that does not hash to
+// its copy-sum. Copy-in comes after the spec and before the agent
+// starts; copy-out after every process of the box is dead, before the
+// exit record, and a copy-end error there is the watcher refusing the
+// root (a limit, an unreadable tree): nothing of it is kept.
 //
-// Host → box (copy-in) comes after the spec and before the agent
-// starts, for the spec's CopyIn roots. Box → host (copy-out) comes
-// after every process of the box is dead, before the exit record, for
-// the spec's CopyOut roots; copy-end's error, when not empty, is the
-// watcher refusing the root (its --copy-out-limit, an unreadable tree)
-// and nothing of that root is kept.
-//
-// Flow control is the stream's own: each side writes what it receives
-// to disk before it reads the next frame, so a slow writer slows the
-// sender (the pipe fills) and at most a few frames are in memory. Any
-// frame is liveness, and the sender's pings ride between the data
-// frames, so a long copy never looks like a silent host.
-//
-// A malformed copy frame (a path that is not clean and relative, an
-// unknown kind, data beyond the size or out of order) is a protocol
-// error: the box is killed (fail closed).
+// Each side writes what it receives before it reads the next frame, so
+// a slow writer slows the sender and few frames are in memory; pings
+// ride between the data frames. A malformed copy frame (a path not clean
+// and relative, an unknown kind, data beyond the size or out of order)
+// is a protocol error: the box is killed.
 
 // Copy frames, host → box (copy-in) and box → host (copy-out).
 const (

@@ -9,27 +9,19 @@ import (
 )
 
 // LandingSums hashes the files of copy-in trees while the engine still
-// extracts them: an archive put into the running box, at CopyStageDir,
-// before the host's copy-in-landed. The verification that follows
-// (CopyReceiver.Landed) walks and checks everything, but a
-// file hashed here, and not changed since, is not read again: the
-// watcher's hashing overlaps the put instead of following it.
+// extracts the host's archive at CopyStageDir, before copy-in-landed:
+// the verification (CopyReceiver.Landed) then skips a file hashed here
+// and not changed since, so hashing overlaps the put.
 //
-// A file is hashed only once the engine is done with it: the host
-// writes the tar in its walk's order (each folder's names sorted, a
-// folder's tree whole before its next name) and the engine extracts it
-// entry by entry, so a file with a later name beside it is complete,
-// its owner, mode and times set. A root's last names, and what the
-// put outran, are hashed by Finish once the put is over. A file is known by what fstat says of it after it was
-// read (device, inode, size, modification and change times), and only
-// when fstat said the same before: any write, chmod or chown since
-// changes the change time, and the verification reads such a file
-// again. (Where the kernel's timestamps are coarse, before Linux 6.13's
-// fine-grained ones, a rewrite of the same size within one clock tick
-// of the hash is not seen: the verification checks what the engine
-// landed, and whoever is root on the engine's host can change a file
-// after any check anyway.) A file with an aligned 4 KiB block of zeros is not kept
-// (the verification punches those into holes, which needs its data).
+// A file is hashed once the engine is done with it: the host writes the
+// tar in its walk's order and the engine extracts it entry by entry, so
+// a file with a later name beside it is complete; a root's last names
+// wait for Finish. A hash is kept with what fstat says before and after
+// the read (device, inode, size, modification and change times): any
+// write, chmod or chown since changes the change time, and Landed reads
+// such a file again (on a kernel with coarse timestamps, a same-size
+// rewrite within one tick is not seen). A file with an aligned 4 KiB
+// block of zeros is not kept: Landed punches those into holes.
 type LandingSums struct {
 	mu   sync.Mutex
 	sums map[string]landedSum // by path below the stage folder ("0/a/b")

@@ -7,49 +7,30 @@ import (
 
 // Agent input: the stdin relay and its credit.
 //
-// A spec with Stdin gives the agent a pipe for its stdin; a spec with TTY
-// gives it a pseudo-terminal, whose input is fed the same way. Without
-// either, the agent's stdin is /dev/null and the box accepts no input.
-// Either way the agent's stdin is never the control stream: input
-// reaches it only as stdin frames, which the watcher writes for it.
-//
-// Input is bounded by credit, so that neither side buffers without
-// limit and the watcher never stops reading the stream (pings and EOF
-// must always get through):
-//
-//   - After ready, a watcher that relays input (the spec asked for stdin
-//     or tty; never otherwise, so a host that predates input never sees
-//     the frame) sends stdin-credit granting StdinWindowSize bytes. It
-//     grants again as bytes leave its queue (written to the agent's
-//     stdin, or discarded once the agent's stdin is gone): when the
-//     returned bytes reach a quarter of the window, or whenever its
-//     queue runs empty. No stdin-credit follows the exit record.
-//   - The host sends no stdin, stdin-eof or resize before ready (the
-//     spec carries the first window size); stdin before the first
-//     stdin-credit is beyond the credit.
-//   - The host may have at most the granted bytes in flight: the sum of
-//     stdin payloads it sent never exceeds the sum of the credit it
-//     received. Its stdin frames carry 1 to MaxChunk bytes each; it
-//     sends a smaller frame rather than wait for credit for a whole
-//     chunk (StdinWindow does all of this).
-//   - stdin-eof (no payload) ends the input once the queued bytes are
-//     written: a pipe is closed, and a pty gets the terminal's EOF
-//     character (VEOF, ^D by default; at the start of a line it ends a
-//     read in canonical mode, as a typist's ^D would). At most one, and
-//     no stdin frame follows it.
-//   - A stdin frame beyond the credit, an empty or oversized one, one
-//     after stdin-eof, a stdin frame to a box that granted no credit, a
-//     second stdin-eof and a payload on stdin-eof are protocol errors:
-//     the watcher kills the box (fail closed). stdin-eof to a box
-//     without input is accepted and changes nothing (its stdin,
-//     /dev/null, is at its end already).
-//   - resize (rows, cols) sets the pty's window size; the kernel sends
-//     the agent's foreground process group SIGWINCH. Without a pty it is
-//     accepted and ignored.
-//
-// A host that runs out of credit waits for more: it keeps reading the
-// box's frames and keeps sending pings meanwhile. A stalled agent thus
-// stalls only its input, never the liveness of the box.
+// A spec with Stdin gives the agent a pipe for its stdin, one with TTY a
+// pseudo-terminal; without either its stdin is /dev/null. Input reaches
+// the agent only as stdin frames the watcher writes for it, bounded by
+// credit so that neither side buffers without limit and the watcher
+// never stops reading the stream (pings and EOF always get through):
+//   - After ready, a watcher that relays input (never otherwise) grants
+//     StdinWindowSize bytes in stdin-credit, and grants again as bytes
+//     leave its queue (written, or dropped once the agent's stdin is
+//     gone): each quarter window, and whenever the queue runs empty.
+//     No stdin-credit follows the exit record.
+//   - The host sends no stdin, stdin-eof or resize before ready, and never
+//     more stdin bytes than the credit it received, in frames of 1 to
+//     MaxChunk bytes; it sends a smaller frame rather than wait for a
+//     whole chunk's credit (StdinWindow).
+//   - stdin-eof (no payload, at most one, last) ends the input once the
+//     queue is written: a pipe is closed, a pty gets its VEOF character.
+//   - resize (rows, cols) sets the pty's window size (the kernel sends
+//     SIGWINCH); without a pty it is ignored.
+//   - A stdin frame beyond the credit, empty, oversized, after stdin-eof
+//     or to a box that granted no credit, a second stdin-eof and a
+//     payload on stdin-eof are protocol errors: the watcher kills the
+//     box. stdin-eof to a box without input changes nothing.
+// A host out of credit waits, reading frames and sending pings: a
+// stalled agent stalls only its input, never the box's liveness.
 
 // StdinWindowSize is the credit a watcher grants at the start: the most
 // input it holds queued for the agent.

@@ -17,21 +17,16 @@ const agentOOMScore = 1000
 
 // withOOMScore runs start (the fork of the agent) with the watcher's
 // oom_score_adj raised to score, so that the agent inherits it from the
-// fork on, and puts the watcher's own back. oom_score_adj belongs to the
-// whole process, so it cannot be set for the spawning thread alone, and
-// setting it on the agent's pid after the fork would leave the agent a
-// moment at the watcher's score. Raising needs no privilege; lowering
-// back to the value the watcher had does not either (the kernel refuses
-// only going below the floor a privileged writer set, oom_score_adj_min).
+// fork on, then puts the watcher's own back. The value is the whole
+// process's, and setting it on the agent's pid after the fork would
+// leave the agent a moment at the watcher's score; neither raising nor
+// lowering back to the watcher's value needs a privilege (the kernel
+// refuses only going below oom_score_adj_min). Without /proc the agent
+// keeps the watcher's score and the watcher says so.
 //
-// The window is the fork alone, before any agent exists. When /proc is
-// missing the agent keeps the watcher's score and the watcher says so.
-//
-// Limit: an agent may lower its own score again, down to the
-// floor it inherited (0 unless the watcher holds CAP_SYS_RESOURCE, whose
-// write of 1000 also sets the floor the agent inherits). Such an agent
-// that fills a tmpfs still makes the watcher the victim; only a memory
-// cgroup of the agent's own, below the box's, closes that.
+// An agent may lower its score again, down to the floor it inherited;
+// one that then fills a tmpfs would still make the watcher the victim,
+// which only a memory cgroup of the agent's own closes.
 func withOOMScore(score int, start func()) {
 	const file = "/proc/self/oom_score_adj"
 	old, err := readFile(file)

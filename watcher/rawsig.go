@@ -11,43 +11,25 @@ import (
 )
 
 // The watcher catches signals with a handler of its own in assembly
-// (rawsig_*.s) that writes the signal's number to a pipe; a goroutine
-// reads it and hands the signal to the loop. It installs that handler
-// with one rt_sigaction per signal, where signal.Notify costs a
-// synchronous round trip to the runtime's signal-mask thread per
-// signal (runtime.sigenable: ~60 of them were two thirds of the
-// watcher's start before the agent's fork), and a thread of its own.
+// (rawsig_*.s) that writes the signal's number to a pipe, read by a
+// goroutine that hands it to the loop. One rt_sigaction per signal
+// installs it, where signal.Notify takes a synchronous round trip to the
+// runtime's signal-mask thread per signal, and a thread of its own. It
+// is also the only way to catch 32 and 34 (glibc's SIGCANCEL and
+// SIGRTMIN, musl's SIGSYNCCALL), which signal.Notify cannot ask for;
+// 33 stays the runtime's, for its all-thread system calls.
 //
-// It is also the only way to catch signals 32 and 34 (glibc's
-// SIGCANCEL and musl's SIGSYNCCALL; glibc names 34 SIGRTMIN, so
-// `kill -RTMIN` sends it): the runtime installs no handler for them and
-// signal.Notify cannot ask for them, so their default action would end
-// a watcher that is not PID 1 and the kernel would drop them silently
-// for one that is. Signal 33 stays the runtime's: it runs its
-// all-thread system calls (the privilege drop) on it.
-//
-// What the handler replaces, and why nothing is lost:
-//   - The runtime's handler, for signals it would have delivered only
-//     through signal.Notify anyway. A signal raised by the kernel for a
-//     fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS: si_code
-//     above 0) goes on to the runtime's handler (faultHandler), which
-//     panics; one sent by a process is the pipe's.
-//   - SIGPIPE: a write to fd 1 or 2 that fails with EPIPE makes the
-//     os package ask the runtime to die of SIGPIPE unless os/signal
-//     asked for it or ignores it. The watcher marks it ignored for the
-//     runtime (signal.Ignore) and then installs its handler over the
-//     SIG_IGN: the kernel's SIGPIPE still reaches the loop, and the
-//     agent, whose exec resets a caught signal, starts with SIGPIPE at
-//     its default action.
-//   - A signal blocked when the watcher started stays blocked on every
-//     thread the runtime makes, so no handler would ever run: those are
-//     left to signal.Notify, whose signal-mask thread unblocks them
-//     (see catchSignals).
-//   - In the agent between fork and exec, the runtime resets the
-//     handlers it installed but not the watcher's over SIGCONT, SIGTSTP,
-//     32 and 34 (signals it had left alone): one sent to the new pid in
-//     that moment is written to the pipe and forwarded to the agent,
-//     which is whom it was for. exec resets them all.
+// Nothing is lost by replacing the runtime's handler:
+//   - a fault the kernel raised (si_code above 0) goes on to the
+//     runtime's handler (faultHandler), which panics;
+//   - SIGPIPE is marked ignored for the runtime (signal.Ignore), so a
+//     failed write to fd 1 or 2 does not make the os package end the
+//     watcher, and the handler over SIG_IGN still brings it to the loop;
+//   - a signal blocked when the watcher started is left to
+//     signal.Notify, whose thread unblocks it (catchSignals);
+//   - between fork and exec the agent keeps the watcher's handler over
+//     SIGCONT, SIGTSTP, 32 and 34: one sent then is forwarded to the
+//     agent, whom it was for. exec resets them all.
 
 // rawFD is the write end of the pipe; the handlers read it.
 var rawFD int64 = -1

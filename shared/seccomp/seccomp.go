@@ -6,18 +6,10 @@
 // the launch spec; the watcher only installs it, so the PID-1 binary
 // carries no filter compiler.
 //
-// One program serves both supported architectures (x86_64 and arm64):
-// it branches on seccomp_data.arch, so it does not depend on the
-// host that built it. Any other architecture, and the x32 ABI on
-// x86_64, kills the process.
-//
-// The package is pure Go with no dependency (it builds for the
-// supervisor on macOS and Windows too). Measured against the served
-// alternatives, stripped static binaries of a program that only builds
-// a filter: fmt alone 1,585,278 bytes; with this package 1,589,374
-// (+4 KiB); with github.com/elastic/go-seccomp-bpf 1,749,118 (+160 KiB,
-// it brings golang.org/x/net/bpf). github.com/moby/profiles/seccomp is
-// Docker's profile as data for libseccomp, not a BPF compiler.
+// One program serves x86_64 and arm64: it branches on
+// seccomp_data.arch, whatever host built it. Any other architecture,
+// and the x32 ABI, kills the process. The package is pure Go with no
+// dependency, so it builds for the supervisor on every host.
 package seccomp
 
 import (

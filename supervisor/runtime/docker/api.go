@@ -452,19 +452,16 @@ func containerPath(name, tail string) string { return "/containers/" + name + ta
 
 // apiProbe reads the engine's version and security options.
 //
-// On exec's path (the engine has a Stderr to say the rootful statement
-// on) a docker whose local socket's listener is root (SO_PEERCRED) is
-// rootful without asking: the verdict that decides anything before the
-// box is created (--allow-rootful, the limits check) is known, and the
-// version came with _ping's headers. /info, which dockerd answers
-// slowly (it gathers the host's and storage's state; _ping does not),
-// then runs beside the journal and the create, and tells
-// whether the daemon remaps user ids: the statement on stderr is said
-// once the box started (when /info answered by then) or at Remove (which
-// waits for it), never for a launch refused before anything was
-// created. doctor (no Stderr: it reads the statement from Detail), a
-// tcp:// daemon and a listener that is not root (rootless docker, or a
-// proxy: only the daemon knows) ask /info first.
+// On exec's path (the engine has a Stderr for the rootful statement) a
+// docker whose local socket's listener is root (SO_PEERCRED) is rootful
+// without asking: the verdict that decides before the box is created
+// (--allow-rootful, the limits check) is known, and _ping's headers gave
+// the version. /info, which dockerd answers slowly, then runs beside the
+// journal and the create and says whether the daemon remaps user ids;
+// the statement is said once the box started or at Remove (which waits
+// for /info), never for a launch refused before anything was created.
+// doctor (no Stderr: it reads Detail), a tcp:// daemon and a listener
+// that is not root (rootless docker, a proxy) ask /info first.
 func (e *Engine) apiProbe(ctx context.Context, c *apiClient) (supervisor.Info, error) {
 	if e.Kind == "podman" {
 		return e.libpodProbe(ctx, c)

@@ -1,12 +1,18 @@
 package docker
 
-// The live FIFO: a second liveness path beside the control stream, for
-// Docker, whose engine sits between the supervisor and the box (attach →
-// containerd-shim → the box's stdin, milliseconds after the
-// supervisor's death). The runtime's hooks (supervisor.LaunchHooks,
-// livefifo_fifo.go) make a FIFO in a fresh 0700 folder of the supervisor's own (below /run as root, below $XDG_RUNTIME_DIR as a
-// user), writes the launch nonce into it and holds its only write end
-// for the life of the box; the folder is bind-mounted read-only at
+// The live FIFO: a second, earlier liveness alarm beside the control
+// stream, for Docker, whose attach reaches the box through the engine
+// and containerd-shim. The hooks (supervisor.LaunchHooks,
+// livefifo_fifo.go) make a FIFO in a fresh 0700 folder of the
+// supervisor's own (below /run as root, $XDG_RUNTIME_DIR as a user),
+// write the launch nonce into it and hold its only write end for the
+// box's life. The folder is bound read-only at LiveDirInBox; the FIFO
+// (0600, owned by the supervisor's uid, which is the box's root) is
+// opened by the watcher as root before the agent exists, and the agent
+// cannot open it. When the supervisor dies the kernel closes its end and
+// the watcher reads EOF (watcher/livefifo.go). It is offered only where
+// a bind of the supervisor's folder is proven for the engine.
+
 // LiveDirInBox, where only the box's root can open the FIFO (mode 0600,
 // owned by the supervisor's uid, which is the box's root: the host's
 // root for a rootful engine, the user for the user's rootless one). The

@@ -1,25 +1,18 @@
 package docker
 
 // Local Podman without a service: one `podman run` per launch
-// (supervisor.OneStepStarter). Every podman process costs tens of
-// milliseconds (a full Go program and its storage set-up), so the probe,
-// the image check, the create and the start are folded into one client:
-//
-//   - the probe: local Podman has no daemon; it is there when the CLI is
-//     on PATH, and rootless exactly when this process is not root. Whether
-//     it works is the run's own failure.
+// (supervisor.OneStepStarter), because every podman process is a whole
+// Go program that sets up its storage. The one client folds in:
+//   - the probe: the CLI on PATH; rootless exactly when this process is
+//     not root. Whether it works is the run's own failure.
 //   - the image check: `--pull never` fails the run before anything is
-//     created; only then is the image asked after (`image exists`, whose
-//     exit status says it), off the launch's hot path.
-//   - create and start: `run --interactive` creates the box, attaches to
-//     the watcher's stdin and stdout (the control stream) and starts it.
-//     --cidfile says when the box exists: podman writes it right after
-//     the create, before the start, so the lifecycle can journal
-//     "created" and a run that failed without it created nothing.
-//
-// Removal stays proven: the engine's own --rm removes the box after the
-// watcher exits, and Remove proves that it did from podman's own listing
-// (the CLI), never from podman's private storage.
+//     created; only then is `image exists` asked, off the hot path.
+//   - create and start: `run --interactive` attaches the watcher's stdin
+//     and stdout (the control stream); --cidfile, written after the
+//     create and before the start, says the box exists, so the lifecycle
+//     journals "created" and a run that failed without it created nothing.
+// The engine's --rm removes the box after the watcher exits, and Remove
+// proves it from podman's own listing (the CLI).
 
 import (
 	"bytes"

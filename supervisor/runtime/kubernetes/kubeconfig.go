@@ -1,20 +1,17 @@
 package kubernetes
 
 // The kubeconfig as kubectl reads it (client-go's clientcmd loading
-// rules, written here so that the supervisor's start does not pay for
-// client-go's package initialisation on every runtime):
-//
+// rules, written here so that no runtime's start pays for client-go's
+// package initialisation):
 //   - the files are $KUBECONFIG's list (empty entries and repeats
-//     dropped), else ~/.kube/config; a file that does not exist is
-//     skipped, one that does not parse is an error;
+//     dropped), else ~/.kube/config; a missing file is skipped, one that
+//     does not parse is an error;
 //   - the first file that names a cluster, context or user wins that
 //     name whole, and the first that sets current-context wins it;
-//   - a relative path in a file (certificate-authority,
-//     client-certificate, client-key, tokenFile, an exec command with
-//     a '/') is relative to that file's folder;
-//   - --kube-context picks another context than current-context,
-//     --kube-namespace another namespace than the context's (else
-//     "default");
+//   - a relative path in a file (certificates, keys, tokenFile, an exec
+//     command with a '/') is relative to that file's folder;
+//   - --kube-context and --kube-namespace override the context's (the
+//     namespace defaults to "default");
 //   - with no kubeconfig file at all, a pod's service account.
 
 import (

@@ -226,24 +226,19 @@ func CheckBox(b *supervisor.Box, o Options) error {
 	return nil
 }
 
-// BuildPod is the pod for box b: restartPolicy Never; the box's labels
-// (nonce included) as labels and the same as annotations; the watcher
-// as PID 1 in control mode on the container's stdin/stdout (stdin,
-// stdinOnce: the first attach's end is the watcher's EOF); root in the
-// container with only the watcher's capabilities, no privilege
-// escalation, the runtime's default seccomp profile, a read-only root
-// (unless ReadWriteRoot, whose /tmp is the root's) with memory-backed,
-// bounded /tmp and /dev/shm; no host namespaces, a user namespace of its own with
-// UserNamespace; no service account token, no service links; the
-// memory bound (DefaultMemory unless the box asks) and an
-// ephemeral-storage bound. Nothing secret: the agent's environment
-// travels in the spec frame alone.
+// BuildPod is the pod for box b: the watcher as PID 1 in control mode on
+// the container's stdin/stdout (stdinOnce: the first attach's end is the
+// watcher's EOF), never restarted; the box's labels as labels and
+// annotations; root in the container with only the watcher's
+// capabilities, a read-only root (unless ReadWriteRoot) with bounded
+// memory-backed /tmp and /dev/shm, no host namespaces, no service
+// account token, memory and ephemeral-storage bounds. Nothing secret:
+// the agent's environment travels in the spec frame alone.
 //
-// Pod Security: the pod meets baseline, never restricted, which lets a
-// container keep no capability but NET_BIND_SERVICE (hostUsers: false
-// relaxes its non-root rules, not that one): the watcher needs
-// SETUID, SETGID and SETPCAP to start the agent as another uid with an
-// empty bounding set, KILL to signal it and CHOWN for its pty.
+// The pod meets Pod Security baseline, not restricted, which allows no
+// capability but NET_BIND_SERVICE even with hostUsers: false: the
+// watcher needs SETUID, SETGID and SETPCAP to start the agent as another
+// uid with an empty bounding set, KILL to signal it and CHOWN for its pty.
 func BuildPod(b *supervisor.Box, o Options) Pod {
 	root, no, yes := int64(0), false, true
 	pull := ""

@@ -47,26 +47,18 @@ type cgroupSpec struct {
 var v1Controllers = []string{"memory", "pids", "freezer"}
 
 // A box with a memory limit keeps the watcher out of its agent's memory
-// cgroup, so that what fills the agent's cgroup — its own pages or a
-// tmpfs's, which stay charged after their writer is killed — makes
-// only an agent process the OOM killer's victim, whatever score the
-// agent gave itself. The box's cgroup is held at the limit plus
-// WatcherMemoryReserve, AgentMemoryGroup below it at the limit.
-//
-// On v1 the watcher is in the box's cgroup and the agent is born in
-// AgentMemoryGroup (the watcher forks it from a thread that joined it:
-// watcher --agent-cgroup-fd with its tasks file).
-//
-// On v2 a folder that enables controllers for its children holds no
-// processes (the no-internal-process rule): the box's cgroup has two
-// children, AgentMemoryGroup and WatcherGroup. The init is born in the
-// box's cgroup, roots its cgroup namespace there (so that the namespace
-// holds both children), and moves itself into AgentMemoryGroup; then the
-// supervisor enables the controllers in the box's cgroup and writes the
-// agent's limits (finishV2), before the spec that makes the watcher
-// start the agent. The watcher forks the agent there, stopped at its
-// exec, moves itself into WatcherGroup (watcher --watcher-cgroup-fd)
-// and only then lets the agent run.
+// cgroup: what fills that cgroup (the agent's pages, or a tmpfs's, which
+// stay charged after their writer dies) makes only an agent process the
+// OOM killer's victim, whatever score it gave itself. The box's cgroup
+// is held at the limit plus WatcherMemoryReserve, AgentMemoryGroup below
+// it at the limit. On v1 the watcher stays in the box's cgroup and forks
+// the agent from a thread that joined AgentMemoryGroup (--agent-cgroup-fd).
+// On v2 a folder that enables controllers holds no processes: the init
+// is born in the box's cgroup, roots its cgroup namespace there and
+// moves into AgentMemoryGroup; the supervisor then enables the
+// controllers and writes the agent's limits (finishV2) before the spec.
+// The watcher forks the agent there, stopped at its exec, moves itself
+// into WatcherGroup (--watcher-cgroup-fd), then lets the agent run.
 const (
 	AgentMemoryGroup     = "agent"
 	WatcherGroup         = "watcher"

@@ -17,14 +17,8 @@
 //     /etc/subgid ranges (RootlessSlotIDs), so two boxes of one user
 //     never share a host id either. A slot's lock file names the
 //     supervisor and the box's init (pid and start time); one whose
-//     both are gone is taken back by the next allocation. A --mount is
-//     idmapped (mount_setattr MOUNT_ATTR_IDMAP, Linux 5.12+): its source
-//     folder's owner shows as the agent's uid:gid, and what the agent
-//     writes lands on the host as that owner's; without idmapped mounts
-//     a read-only --mount is bound as it is (its files show as nobody)
-//     and a read-write one is refused. A --image rootfs is idmapped as
-//     the box maps ids (host 0…65535 show as box 0…65535), read-only,
-//     nosuid and nodev; without idmapped mounts it is bound as it is.
+//     both are gone is taken back by the next allocation. Mounts and a
+//     --image rootfs are idmapped where the kernel can (idmap_linux.go).
 //   - Reach. On the host root the box sees a minimal root: a small
 //     read-only tmpfs with the host's /usr, /bin, /sbin, /lib* and a
 //     filtered /etc (minimalEtc) bound read-only, its own /proc, /dev,
@@ -41,30 +35,23 @@
 //   - Limits. /tmp (TmpSize) and /dev/shm (ShmSize) have a size and an
 //     inode count, their pages charged to the box's memory cgroup; a box
 //     with a cgroup gets DefaultPidsLimit unless --pids-limit says
-//     otherwise. Memory: no default limit (a controller that knows its
-//     workload sets --memory); the agent is the OOM killer's first choice
-//     (oom_score_adj 1000) and the watcher never is: the agent is born
-//     in a memory cgroup of its own below the box's (AgentMemoryGroup;
-//     on v2 beside the watcher's WatcherGroup), so an agent that lowers
-//     its score and fills a tmpfs still cannot make the watcher the
-//     victim. An unprivileged supervisor on v2 puts its boxes below
-//     the delegated cgroup it finds above its own (cgplace_linux.go).
+//     otherwise. Memory has no default limit (a controller that knows
+//     its workload sets --memory); the agent is the OOM killer's first
+//     choice and the watcher never is (AgentMemoryGroup). An
+//     unprivileged supervisor on v2 puts its boxes below the delegated
+//     cgroup it finds above its own (cgplace_linux.go).
 //   - Trust. Records live in a folder that is the supervisor's own and
 //     writable by nobody else (supervisor.CheckTrustedDir); a journaled
 //     init pid is acted on only with its start time, and a journaled
 //     cgroup only when it is the box's own folder under the parent.
 //
-// Launch. A root supervisor's native launch starts one Go process
-// besides itself: the watcher binary, exec'd in the new namespaces from
-// the read-only detached tree of its bind mount, runs the init stage and
-// then is the watcher, in the same process (an unprivileged box's stage
-// execs twice more: as the mapped root once its uid map is written, then
-// the watcher). The journal is written five times. What overlaps: Create
-// starts the box (clone, exec, runtime start) and sends the stage its
-// settings at once, so that the stage builds the box's file system while
-// exec journals the box as created. Nothing is compiled at
-// package init (no regexp, no netlink), and exec builds the parser of
-// its own command only.
+// Launch. The watcher binary, exec'd in the new namespaces (as root from
+// the read-only detached tree of its bind mount), runs the init stage
+// and then is the watcher, in the same process; an unprivileged box's
+// stage execs twice more (as the mapped root once its uid map is
+// written, then the watcher). Create starts the stage and sends it its
+// settings at once, so that it builds the box's file system while exec
+// journals the box as created.
 //
 // Kernel. Every feature a box needs has a stated minimum and a probe
 // (kernelFeatures): without mount_setattr (5.12), openat2 (5.6),

@@ -15,29 +15,18 @@ import (
 	"deathwatch/supervisor"
 )
 
-// Idmapped mounts (Linux 5.12+, file system permitting): a root
-// supervisor's box runs in a user namespace of its own, so the host
-// files of a --mount belong to nobody the box knows. A --mount of a
-// folder owned by the host account the operator names (--mount-owner)
-// is idmapped: that account shows in the box as the agent (the spec's
-// uid:gid, see boxIDs), and what the agent creates lands on the host
-// as that account's. Every other --mount is bound as it is, read-only:
-// its files show as nobody and the agent reads only what the host lets
-// anyone read. No other host id, and never root (uid or gid 0), is
-// mapped onto the agent: root's owner could leave a set-uid root
-// program on the host, or read root's 0600 files. A read-write --mount
-// of a folder the named account does not own is refused (mountMapping).
-// A --image rootfs is idmapped the way the box's own namespace maps
-// ids (host 0-65535 show as box 0-65535): an image unpacked by root
-// shows its owners as the image meant them, read-only, nosuid, nodev.
-// Every --mount is nosuid and nodev.
-//
-// Without idmapped mounts (an older kernel, or a file system that does
-// not support them, e.g. some network or FUSE file systems), a
-// read-only --mount or rootfs is bound as it is, with a warning: its
-// files show as nobody, readable where the host lets others read. A
-// read-write --mount is refused, because the agent could not write to
-// it.
+// Idmapped mounts (Linux 5.12+, file system permitting): the host files
+// of a --mount belong to nobody a root supervisor's box knows. A --mount
+// of a folder the --mount-owner account owns is idmapped: that account
+// shows in the box as the agent (boxIDs), and what the agent creates
+// lands on the host as that account's. Any other --mount is bound as it
+// is, read-only, its files shown as nobody; a read-write one is refused
+// (mountMapping). No other host id, and never uid or gid 0, maps onto
+// the agent: it could leave a set-uid root program on the host or read
+// root's 0600 files. A --image rootfs is idmapped as the box maps ids
+// (host 0-65535 show as box 0-65535). Every mount is nosuid and nodev.
+// Without idmapped mounts a read-only --mount or rootfs is bound as it
+// is, with a warning, and a read-write --mount is refused.
 
 // boxIDs are a root supervisor's box's host ids: its range starts at
 // base (box id i is host id base+i) and its agent runs as uid:gid.
