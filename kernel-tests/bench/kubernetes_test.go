@@ -3,8 +3,10 @@ package bench
 // The kubernetes runtime on the test cluster (kernel-tests/k8s/cluster.sh):
 // `supervisor exec --runtime kubernetes -- true` against `kubectl run
 // --rm -i --restart=Never` of the same image and command (interleaved),
-// and a SIGKILLed supervisor → the last process of its pod's container
-// dead, p50/p95/p99. Run counts: DEATHWATCH_BENCH_K8S_RUNS (10),
+// and a SIGKILL of the supervisor, and of a controller that started it
+// (ktest/chainctl) → the last process of its pod's container dead,
+// p50/p95/p99, beside a SIGKILLed `kubectl run -i`, whose pod runs on.
+// Run counts: DEATHWATCH_BENCH_K8S_RUNS (10),
 // DEATHWATCH_BENCH_K8S_KILL_TRIALS (10).
 
 import (
@@ -47,7 +49,7 @@ func TestBenchKubernetes(t *testing.T) {
 		}
 	})
 
-	s := newSection(t, rankKubernetes, "Kubernetes: launch to exit, and SIGKILL of the supervisor", "what", "n", "p50", "p95", "p99", "max")
+	s := newSection(t, rankKubernetes, "Kubernetes: launch to exit, and SIGKILL of the supervisor or its controller", "what", "n", "p50", "p95", "p99", "max")
 	defer s.Log()
 
 	// Launch: interleaved, one warm-up each.
@@ -87,18 +89,26 @@ func TestBenchKubernetes(t *testing.T) {
 		s.Set(c.name, st)
 	}
 
-	// SIGKILL of the supervisor → every process of the box dead.
+	// SIGKILL of the supervisor, or of the controller that started it
+	// (interleaved) → every process of the box dead.
 	trials := runsFromEnv("DEATHWATCH_BENCH_K8S_KILL_TRIALS", 10)
-	var dead []time.Duration
-	for i := 0; i < trials; i++ {
+	chainctl := ktest.ToolPath(t, "chainctl")
+	dead := map[bool][]time.Duration{}
+	for i := 0; i < 2*trials; i++ {
+		controller := i%2 == 1
 		ev := filepath.Join(dir, fmt.Sprintf("events-%d.jsonl", i))
-		cmd := sup(execArgs("--events", ev, "--", "sh", "-c", "sleep 600 & (trap '' TERM; exec sleep 600) & echo armed; wait")...)
+		cmd := sup(execArgs("--events", ev, "--", "sh", "-c", "sleep 600 & (trap '' TERM; exec sleep 600) & echo armed; echo ready; wait")...)
+		if controller {
+			cmd = exec.Command(chainctl, append([]string{"-n", "1", "-mode", "main", "--"}, cmd.Args...)...)
+			cmd.Env = env
+		}
 		var out lockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		if !ktest.WaitFor(2*time.Minute, func() bool { return strings.Contains(out.String(), "armed") }) {
+		// chainctl prints ready once the agent said it (after armed).
+		if !ktest.WaitFor(2*time.Minute, func() bool { s := out.String(); return strings.Contains(s, "armed") || strings.Contains(s, "\nready") }) {
 			cmd.Process.Kill()
 			cmd.Wait()
 			t.Fatalf("trial %d: the agent never said armed:\n%s", i, out.String())
@@ -115,14 +125,53 @@ func TestBenchKubernetes(t *testing.T) {
 		if len(left) > 0 {
 			t.Fatalf("trial %d: alive 30 s after the SIGKILL: %s", i, ktest.Describe(left))
 		}
-		dead = append(dead, took)
+		dead[controller] = append(dead[controller], took)
 		if out, err := sup("reconcile").CombinedOutput(); err != nil {
 			t.Fatalf("reconcile: %v\n%s", err, out)
 		}
 	}
-	st := summarize(dead)
+	st := summarize(dead[false])
 	s.Row("supervisor SIGKILL → last process of the pod dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max))
 	s.Set("sigkill_dead", st)
+	st = summarize(dead[true])
+	s.Row("controller SIGKILL → last process of the pod dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max))
+	s.Set("controller_sigkill_dead", st)
+
+	// SIGKILL of `kubectl run --rm -i`: its pod's processes still run a
+	// while later (nothing watches the client).
+	const after = 10 * time.Second
+	alive := 0
+	for i := 0; i < 3; i++ {
+		pod := fmt.Sprintf("%s-kill-%d", instance, i)
+		cmd := exec.Command(ktest.K8sKubectl, "--kubeconfig", k.Kubeconfig, "-n", k.Namespace, "run", pod,
+			"--rm", "-i", "--restart=Never", "--image", image, "--image-pull-policy=Never", "--overrides", overrides, "--command", "--", "sh", "-c", "echo armed; sleep 600")
+		cmd.Env = env
+		var out lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if !ktest.WaitFor(2*time.Minute, func() bool { return strings.Contains(out.String(), "armed") }) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("kubectl run %d: the agent never said armed:\n%s", i, out.String())
+		}
+		ps := k.ContainerProcs(t, pod, pod)
+		cmd.Process.Kill()
+		cmd.Wait()
+		time.Sleep(after)
+		living := 0
+		for _, p := range ps {
+			if p.Alive() {
+				living++
+			}
+		}
+		if len(ps) > 0 && living == len(ps) {
+			alive++
+		}
+		k.DeletePod(pod)
+	}
+	s.Row(fmt.Sprintf("kubectl run --rm -i SIGKILL → pod's processes alive %v later", after), "3", fmt.Sprintf("%d of 3", alive), "", "", "")
 	s.Note("the same image (busybox + watcher) and command; pods placed by the scheduler, imagePullPolicy Never")
 }
 
