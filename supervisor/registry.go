@@ -16,8 +16,15 @@ package supervisor
 //     Implement ImageChecker and Admitter when the runtime can check
 //     an image, a limit or a mount before anything is created, Preparer when it
 //     names its own boxes, journals state from the start or asks for
-//     mount-bridge links, NonceReader when its boxes carry no labels;
-//     StartAttached starts an engine client that carries the stream.
+//     mount-bridge links; StartAttached starts an engine client that
+//     carries the stream. What one consumer alone asks is declared
+//     there, and the runtime's test file asserts it
+//     (var _ hostcheck.WallsReporter = (*T)(nil)): reconcile's
+//     NonceReader when its boxes carry no labels and Sweeper when its
+//     launches leave objects beside the box; hostcheck's WallsReporter
+//     and BoundsReporter (doctor), WatcherVersionCommander (doctor's
+//     image check), ProcessCounter (prove-deathwatch, for
+//     CapNoHostProcesses) and Remainer (demo).
 //  3. In the package's init, call Register with a Descriptor: the name
 //     (what --runtime takes), whether a rootful daemon stands behind it,
 //     its place in --runtime auto, its default proof bounds, the
@@ -34,7 +41,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -164,8 +170,8 @@ const (
 	CapHostPorts
 	// CapNoHostProcesses: the box's processes are not the host's (a
 	// microVM): HostPID is always 0, and prove-deathwatch watches the
-	// agent die through the runtime's ProcessCounter (it refuses a
-	// runtime without one).
+	// agent die through the runtime's hostcheck.ProcessCounter (it
+	// refuses a runtime without one).
 	CapNoHostProcesses
 )
 
@@ -388,14 +394,6 @@ type LaunchHooks interface {
 	Release(b *Box)
 }
 
-// Sweeper is a runtime whose launches leave host objects of their own
-// beside the box (docker: a live FIFO's folder) when the supervisor
-// dies; reconcile calls Sweep for every journal entry it closes. It is
-// a no-op when nothing is left.
-type Sweeper interface {
-	Sweep(b *Box)
-}
-
 // Preparer is implemented by runtimes that work on the box before its
 // intent is journaled, when nothing exists yet: refuse what they cannot
 // honour (one line, nothing to clean up), name the box themselves
@@ -403,38 +401,4 @@ type Sweeper interface {
 // (b.State) and ask for mount-bridge links (b.Links).
 type Preparer interface {
 	Prepare(ctx context.Context, b *Box) error
-}
-
-// NonceReader is implemented by runtimes whose boxes carry no nonce
-// label (a sandbox has only a name): reconcile reads the nonce from
-// inside the listed box instead, and a box whose nonce cannot be read
-// is BLOCKED.
-type NonceReader interface {
-	ReadNonce(ctx context.Context, b *Box) (string, error)
-}
-
-// ProcessCounter is implemented by runtimes whose boxes' processes the
-// host cannot see (Descriptor.NoHostProcesses) but can count from inside
-// the box: prove-deathwatch polls it to watch the agent die, its
-// resolution one round trip into the box.
-type ProcessCounter interface {
-	// CountProcesses counts the processes in the box whose environment
-	// holds env (NAME=VALUE).
-	CountProcesses(ctx context.Context, b *Box, env string) (int, error)
-}
-
-// WatcherVersionCommander is implemented by runtimes that can run the
-// watcher baked into an image on its own, for doctor: the command runs
-// it with --version in a throwaway box (no network, no privileges,
-// removed at once).
-type WatcherVersionCommander interface {
-	WatcherVersionCommand(ctx context.Context, image, path string) *exec.Cmd
-}
-
-// Remainer is implemented by runtimes whose boxes hold host objects of
-// their own beyond processes (native as root: its cgroup folders), so
-// that the demo can show them and check that reconcile removed them.
-type Remainer interface {
-	// Remains names the kind ("cgroup") and host paths of what b holds.
-	Remains(b *Box) (kind string, paths []string)
 }

@@ -141,18 +141,6 @@ type Started struct {
 	Kill func()
 }
 
-// WallsReporter is a runtime that says plainly what its boxes' walls
-// leave open on this host; doctor prints it.
-type WallsReporter interface {
-	Walls() []string
-}
-
-// BoundsReporter is a runtime that says which bounds its boxes get by
-// default on this host; doctor prints them.
-type BoundsReporter interface {
-	Bounds() []string
-}
-
 // DefaultBounds says the bounds a box gets when it asks for none: pids
 // and memory where the runtime enforces them (else why it cannot: then
 // an explicit --pids-limit or --memory is refused), a read-only root,

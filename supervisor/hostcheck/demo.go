@@ -165,7 +165,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	}
 	remainKind := ""
 	for _, e := range entries {
-		if r, ok := rt.(supervisor.Remainer); ok && e.Open() {
+		if r, ok := rt.(Remainer); ok && e.Open() {
 			if kind, paths := r.Remains(supervisor.BoxFromEntry(e)); len(paths) > 0 {
 				remainKind = kind
 				res.Remains = append(res.Remains, paths...)

@@ -31,9 +31,9 @@ type DoctorRuntime struct {
 	Mode    string `json:"mode,omitempty"` // rootless | rootful
 	Status  string `json:"status"`         // usable, or why not
 	// Walls says what the runtime's boxes leave open here
-	// (supervisor.WallsReporter).
+	// (WallsReporter).
 	Walls []string `json:"walls,omitempty"`
-	// Bounds are what a box gets by default (supervisor.BoundsReporter).
+	// Bounds are what a box gets by default (BoundsReporter).
 	Bounds []string `json:"bounds,omitempty"`
 	// NoImage says why a usable runtime cannot run --image (it is not
 	// in the engine's store); auto passes such a runtime over.
@@ -286,10 +286,10 @@ func probeRuntime(ctx context.Context, desc supervisor.Descriptor, allowRootful 
 	default:
 		dr.Usable = true
 		dr.Status = "usable"
-		if wr, ok := rt.(supervisor.WallsReporter); ok {
+		if wr, ok := rt.(WallsReporter); ok {
 			dr.Walls = wr.Walls()
 		}
-		if br, ok := rt.(supervisor.BoundsReporter); ok {
+		if br, ok := rt.(BoundsReporter); ok {
 			dr.Bounds = br.Bounds()
 		}
 		if info.Detail != "" {
@@ -368,7 +368,7 @@ func imageWatcher(ctx context.Context, runtime string, d *DoctorOptions, env []s
 			w.Detail = err.Error()
 			return w
 		}
-		wc, ok := rt.(supervisor.WatcherVersionCommander)
+		wc, ok := rt.(WatcherVersionCommander)
 		if !ok {
 			w.Detail = fmt.Sprintf("%s cannot run the image's watcher on its own", runtime)
 			return w

@@ -241,7 +241,7 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 	}()
 	if d, _ := supervisor.Lookup(o.Runtime); d.Has(supervisor.CapNoHostProcesses) {
 		rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log, EngineEnv: o.EngineEnv})
-		if _, ok := rt.(supervisor.ProcessCounter); err == nil && !ok {
+		if _, ok := rt.(ProcessCounter); err == nil && !ok {
 			// Refused rather than half measured: a box-removed time alone
 			// says nothing about when the agent died.
 			rep.Pass, rep.Code = false, shared.ExitRefused
@@ -513,7 +513,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 		return nil, err
 	}
 	desc, _ := supervisor.Lookup(o.Runtime)
-	counter, _ := rt.(supervisor.ProcessCounter)
+	counter, _ := rt.(ProcessCounter)
 	marker := ""
 	if desc.Has(supervisor.CapNoHostProcesses) {
 		marker = supervisor.RandHex(16)
@@ -647,7 +647,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 // the box is removed by reconcile once the stand-in is gone (or by the
 // stand-in's supervisor itself, on the controller path). The dead time
 // is an upper bound (countedDead).
-func countedTrial(ctx context.Context, o *ProveOptions, path string, rt supervisor.Runtime, counter supervisor.ProcessCounter, s *standin, ready supervisor.Event, marker string) (*trialResult, error) {
+func countedTrial(ctx context.Context, o *ProveOptions, path string, rt supervisor.Runtime, counter ProcessCounter, s *standin, ready supervisor.Event, marker string) (*trialResult, error) {
 	box := &supervisor.Box{Name: ready.Box, LaunchID: ready.LaunchID}
 	env := proveMarkerEnv + "=" + marker
 	// The agent's main process and its two descendants.
@@ -704,7 +704,7 @@ type boxLister interface {
 // removed, so the box's absence is often the first sight of the
 // agent's death. Either sight comes after the death: the time is an
 // upper bound.
-func countedDead(ctx context.Context, rt boxLister, counter supervisor.ProcessCounter, box *supervisor.Box, env string, end time.Time) (time.Time, string) {
+func countedDead(ctx context.Context, rt boxLister, counter ProcessCounter, box *supervisor.Box, env string, end time.Time) (time.Time, string) {
 	for {
 		n, err := counter.CountProcesses(ctx, box, env)
 		if err == nil && n == 0 {

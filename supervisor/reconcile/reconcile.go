@@ -295,7 +295,7 @@ func reconcileInstance(ctx context.Context, o Options, instance string, rep *Rep
 			entry := byLaunch[b.Labels[shared.LabelLaunchID]]
 			it := Item{Box: b.Name, Runtime: name, LaunchID: b.Labels[shared.LabelLaunchID]}
 			nonceWhy := ""
-			if nr, ok := rts[name].(supervisor.NonceReader); ok && entry != nil && b.Labels[shared.LabelNonce] == "" {
+			if nr, ok := rts[name].(NonceReader); ok && entry != nil && b.Labels[shared.LabelNonce] == "" {
 				b.Labels, nonceWhy = withNonce(ctx, nr, b)
 			}
 			gone, ownerWhy := false, ""
@@ -379,7 +379,7 @@ func reconcileInstance(ctx context.Context, o Options, instance string, rep *Rep
 // withNonce is b's labels with the nonce read from inside the box (a
 // runtime whose boxes carry no nonce label). A nonce that cannot be
 // read is left out, so that boxProof blocks the box, and why says so.
-func withNonce(ctx context.Context, nr supervisor.NonceReader, b supervisor.Listed) (labels map[string]string, why string) {
+func withNonce(ctx context.Context, nr NonceReader, b supervisor.Listed) (labels map[string]string, why string) {
 	lb := make(map[string]string, len(b.Labels)+1)
 	for k, v := range b.Labels {
 		lb[k] = v
@@ -443,7 +443,7 @@ func contains(ss []string, s string) bool {
 // sweep removes what e's crashed launch left beside its box, where the
 // runtime leaves anything (Sweeper).
 func sweep(rt supervisor.Runtime, e *supervisor.JournalEntry) {
-	if sw, ok := rt.(supervisor.Sweeper); ok {
+	if sw, ok := rt.(Sweeper); ok {
 		sw.Sweep(supervisor.BoxFromEntry(e))
 	}
 }

@@ -129,7 +129,7 @@ func (e *Engine) dropLive(b *supervisor.Box) {
 }
 
 // Sweep removes what a crashed launch of box left beside the box
-// (supervisor.Sweeper, for reconcile): its live FIFO's folder and the
+// (reconcile.Sweeper): its live FIFO's folder and the
 // probe folders of bind proofs killed midway.
 func (e *Engine) Sweep(b *supervisor.Box) {
 	removeLiveDir(b.Name)

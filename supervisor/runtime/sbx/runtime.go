@@ -391,10 +391,8 @@ func unionPorts(a, b []int) []int {
 }
 
 var (
-	_ supervisor.Preparer       = (*Runtime)(nil)
-	_ supervisor.NonceReader    = (*Runtime)(nil)
-	_ supervisor.Admitter       = (*Runtime)(nil)
-	_ supervisor.ProcessCounter = (*Runtime)(nil)
+	_ supervisor.Preparer = (*Runtime)(nil)
+	_ supervisor.Admitter = (*Runtime)(nil)
 )
 
 // memoryBound is the sandbox's memory (sbx create --memory): what the

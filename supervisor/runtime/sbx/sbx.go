@@ -32,7 +32,7 @@
 //	          the instance and launch-id labels the name carries
 //	Exists    the name in Driver.List
 //	HostPID   0: the watcher runs in a microVM
-//	ReadNonce (supervisor.NonceReader) Driver.ReadNonce: reconcile
+//	ReadNonce (reconcile.NonceReader) Driver.ReadNonce: reconcile
 //	          proves the nonce as it would a label (Decide states the
 //	          same rule as a pure function)
 package sbx
