@@ -9,6 +9,7 @@ package kerneltests
 
 import (
 	"bufio"
+	"deathwatch/supervisor/journal"
 	"fmt"
 	"io"
 	"net"
@@ -185,14 +186,14 @@ func TestCrashInRun(t *testing.T) {
 			run.kill()
 			t.Fatalf("podman run never created box %s", ev.Box)
 		}
-		var entry *supervisor.JournalEntry
+		var entry *journal.Entry
 		for _, e := range r.entries(r.Instance) {
 			if e.LaunchID == ev.LaunchID {
 				entry = e
 			}
 		}
-		if entry == nil || entry.State != supervisor.StateIntent {
-			t.Errorf("journal entry with the box there: %+v, want state %s", entry, supervisor.StateIntent)
+		if entry == nil || entry.State != journal.StateIntent {
+			t.Errorf("journal entry with the box there: %+v, want state %s", entry, journal.StateIntent)
 		}
 		var procs []ktest.Proc
 		if !run.waitFor(60*time.Second, func() bool { procs = r.boxProcs(ev.Box, entry); return len(procs) > 0 }) {

@@ -19,6 +19,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"deathwatch/supervisor/journal"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -206,15 +207,15 @@ func cwCgroupDirs(box string) []string {
 	return append(a, b...)
 }
 
-func (r *rig) entries(instance string) []*supervisor.JournalEntry {
+func (r *rig) entries(instance string) []*journal.Entry {
 	r.T.Helper()
 	if r.User != "" {
 		// The user's journal, read as files: the supervisor trusts only
 		// its own user's folders, and the test runs as root.
 		files, _ := filepath.Glob(filepath.Join(r.JournalDir(), instance, "*.json"))
-		var es []*supervisor.JournalEntry
+		var es []*journal.Entry
 		for _, f := range files {
-			var e supervisor.JournalEntry
+			var e journal.Entry
 			b, err := os.ReadFile(f)
 			if err == nil {
 				err = json.Unmarshal(b, &e)
@@ -226,7 +227,7 @@ func (r *rig) entries(instance string) []*supervisor.JournalEntry {
 		}
 		return es
 	}
-	j, err := supervisor.OpenJournal(r.JournalDir(), instance)
+	j, err := journal.Open(r.JournalDir(), instance, nil)
 	if err != nil {
 		r.T.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func (r *rig) entries(instance string) []*supervisor.JournalEntry {
 // boxProcs is every process of a running box as the host sees it: its
 // PID 1 (docker/podman: State.Pid; native: the journaled init pid),
 // everything below it, and everything in its PID namespace.
-func (r *rig) boxProcs(box string, entry *supervisor.JournalEntry) []ktest.Proc {
+func (r *rig) boxProcs(box string, entry *journal.Entry) []ktest.Proc {
 	pid := 0
 	if r.Runtime == "native" {
 		if entry != nil {
@@ -358,7 +359,7 @@ type cwDecoys struct {
 }
 
 // deadOwner is the owner record of a process that has exited.
-func deadOwner(t *testing.T) supervisor.Owner {
+func deadOwner(t *testing.T) journal.Owner {
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -367,14 +368,14 @@ func deadOwner(t *testing.T) supervisor.Owner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := supervisor.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: proc.BootID()}
+	o := journal.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: proc.BootID()}
 	cmd.Process.Kill()
 	cmd.Wait()
 	return o
 }
 
 // putEntry writes a journal entry as the rig's user would own it.
-func (r *rig) putEntry(instance string, e *supervisor.JournalEntry) {
+func (r *rig) putEntry(instance string, e *journal.Entry) {
 	r.T.Helper()
 	if r.User != "" {
 		// Written as files and handed to the user: the supervisor opens
@@ -391,7 +392,7 @@ func (r *rig) putEntry(instance string, e *supervisor.JournalEntry) {
 		filepath.Walk(r.JournalDir(), func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, r.UID, r.GID) })
 		return
 	}
-	j, err := supervisor.OpenJournal(r.JournalDir(), instance)
+	j, err := journal.Open(r.JournalDir(), instance, nil)
 	if err != nil {
 		r.T.Fatal(err)
 	}
@@ -458,9 +459,9 @@ func (r *rig) decoys() *cwDecoys {
 	// box's nonce is not the journaled one.
 	d.nonceLaunch = "decoy-nonce-" + tag
 	d.nonce = "dwdecoy-nonce-" + tag
-	r.putEntry(r.Instance, &supervisor.JournalEntry{LaunchID: d.nonceLaunch, Instance: r.Instance, Box: d.nonce,
+	r.putEntry(r.Instance, &journal.Entry{LaunchID: d.nonceLaunch, Instance: r.Instance, Box: d.nonce,
 		Runtime: r.Runtime, Nonce: "the-journaled-nonce", Labels: cwLabels(r.Instance, d.nonceLaunch, "the-journaled-nonce"),
-		Owner: deadOwner(t), State: supervisor.StateStarted, Created: now})
+		Owner: deadOwner(t), State: journal.StateStarted, Created: now})
 	r.makeBox(d.nonce, cwLabels(r.Instance, d.nonceLaunch, "another-nonce"))
 
 	// This instance's label, no journal entry at all.
@@ -471,9 +472,9 @@ func (r *rig) decoys() *cwDecoys {
 	// owner: reconcile of that instance would remove it, ours must not.
 	otherLaunch := "decoy-other-" + tag
 	d.other = "dwdecoy-other-" + tag
-	r.putEntry(r.other, &supervisor.JournalEntry{LaunchID: otherLaunch, Instance: r.other, Box: d.other,
+	r.putEntry(r.other, &journal.Entry{LaunchID: otherLaunch, Instance: r.other, Box: d.other,
 		Runtime: r.Runtime, Nonce: "n-other", Labels: cwLabels(r.other, otherLaunch, "n-other"),
-		Owner: deadOwner(t), State: supervisor.StateStarted, Created: now})
+		Owner: deadOwner(t), State: journal.StateStarted, Created: now})
 	r.makeBox(d.other, cwLabels(r.other, otherLaunch, "n-other"))
 
 	// An unlabelled box (engines only: a native box is its record).
@@ -638,7 +639,7 @@ func (r *rig) crashAt(point string, d *cwDecoys) cwCell {
 		t.Fatalf("%s/%s: no journaled event", r.Name, point)
 	}
 	box, launch := ev.Box, ev.LaunchID
-	var entry *supervisor.JournalEntry
+	var entry *journal.Entry
 	for _, e := range r.entries(r.Instance) {
 		if e.LaunchID == launch {
 			entry = e
@@ -646,8 +647,8 @@ func (r *rig) crashAt(point string, d *cwDecoys) cwCell {
 	}
 	// The supervisor stopped exactly at the point: the journal says so,
 	// and no agent runs before ready.
-	wantState := map[string]string{supervisor.CrashAfterJournal: supervisor.StateIntent, supervisor.CrashInRun: supervisor.StateIntent, supervisor.CrashAfterCreate: supervisor.StateCreated,
-		supervisor.CrashAfterStart: supervisor.StateStarted, "running": supervisor.StateStarted, supervisor.CrashRemoving: supervisor.StateRemoving}[point]
+	wantState := map[string]string{supervisor.CrashAfterJournal: journal.StateIntent, supervisor.CrashInRun: journal.StateIntent, supervisor.CrashAfterCreate: journal.StateCreated,
+		supervisor.CrashAfterStart: journal.StateStarted, "running": journal.StateStarted, supervisor.CrashRemoving: journal.StateRemoving}[point]
 	if entry == nil || entry.State != wantState {
 		t.Errorf("%s/%s: journal entry at the kill %+v, want state %s", r.Name, point, entry, wantState)
 	}

@@ -6,6 +6,7 @@ package kerneltests
 // bounds off is said out loud.
 
 import (
+	"deathwatch/supervisor/journal"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,7 +56,7 @@ func TestDefaultBounds(t *testing.T) {
 				t.Fatalf("the agent did not start: %s", run.stdout())
 			}
 			box := run.event(supervisor.EventReady).Box
-			var entry *supervisor.JournalEntry
+			var entry *journal.Entry
 			for _, e := range r.entries(r.Instance) {
 				if e.Box == box {
 					entry = e

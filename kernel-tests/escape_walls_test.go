@@ -3,6 +3,7 @@ package kerneltests
 import (
 	"bufio"
 	"context"
+	"deathwatch/supervisor/journal"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -426,10 +427,10 @@ func TestEscapeJournalTrust(t *testing.T) {
 	t.Cleanup(func() { cgVictim.Process.Kill(); cgVictim.Wait() })
 
 	entry := func(launch string, state map[string]string) []byte {
-		e := supervisor.JournalEntry{
+		e := journal.Entry{
 			LaunchID: launch, Instance: "ktest-trust", Box: "dw-" + launch, Runtime: "native", Nonce: "n",
-			Labels: map[string]string{shared.LabelInstance: "ktest-trust"}, State: supervisor.StateStarted,
-			Owner:        supervisor.Owner{PID: 999999, StartTime: 1, BootID: "not-this-boot"},
+			Labels: map[string]string{shared.LabelInstance: "ktest-trust"}, State: journal.StateStarted,
+			Owner:        journal.Owner{PID: 999999, StartTime: 1, BootID: "not-this-boot"},
 			RuntimeState: state, Created: time.Now(), Updated: time.Now(),
 		}
 		b, _ := json.Marshal(e)

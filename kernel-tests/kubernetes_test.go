@@ -9,6 +9,7 @@ package kerneltests
 
 import (
 	"bytes"
+	"deathwatch/supervisor/journal"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -284,7 +285,7 @@ func TestKubernetesHeartbeatEndsAFrozenSupervisorsPod(t *testing.T) {
 func TestKubernetesForeignPodLeftAlone(t *testing.T) {
 	r := newK8sRig(t)
 	tag := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	forged := map[string]*supervisor.JournalEntry{
+	forged := map[string]*journal.Entry{
 		"dwforged-nonce-" + tag:   nil, // journaled below with another nonce
 		"dwforged-noentry-" + tag: nil,
 	}
@@ -300,13 +301,13 @@ func TestKubernetesForeignPodLeftAlone(t *testing.T) {
 		})
 		t.Cleanup(func() { r.k.DeletePod(name) })
 	}
-	j, err := supervisor.OpenJournal(r.journal(), r.instance)
+	j, err := journal.Open(r.journal(), r.instance, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := "dwforged-nonce-" + tag
-	if err := j.Put(&supervisor.JournalEntry{LaunchID: "forged-" + name, Instance: r.instance, Box: name, Runtime: "kubernetes",
-		Nonce: "the-journaled-nonce", Owner: deadOwner(t), State: supervisor.StateStarted, Created: time.Now().UTC(),
+	if err := j.Put(&journal.Entry{LaunchID: "forged-" + name, Instance: r.instance, Box: name, Runtime: "kubernetes",
+		Nonce: "the-journaled-nonce", Owner: deadOwner(t), State: journal.StateStarted, Created: time.Now().UTC(),
 		RuntimeState: map[string]string{"kubernetes.namespace": r.k.Namespace}}); err != nil {
 		t.Fatal(err)
 	}
@@ -381,10 +382,10 @@ func TestKubernetesCrashWindows(t *testing.T) {
 			if ps := r.k.Pods(t, shared.LabelInstance+"="+r.instance); len(ps) != 0 {
 				t.Errorf("pods of the instance left: %v", ps)
 			}
-			j, _ := supervisor.OpenJournal(r.journal(), r.instance)
+			j, _ := journal.Open(r.journal(), r.instance, nil)
 			es, _, _ := j.List()
 			for _, e := range es {
-				if e.State != supervisor.StateRemoved {
+				if e.State != journal.StateRemoved {
 					t.Errorf("journal entry %s left %s", e.LaunchID, e.State)
 				}
 			}

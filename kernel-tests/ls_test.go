@@ -1,6 +1,7 @@
 package kerneltests
 
 import (
+	"deathwatch/supervisor/journal"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestLsEveryRuntime(t *testing.T) {
 					row = &rows[i]
 				}
 			}
-			if code != 0 || row == nil || row.Runtime != r.Runtime || row.Journal != supervisor.StateStarted || row.BoxState != "running" || row.Owner != "alive" {
+			if code != 0 || row == nil || row.Runtime != r.Runtime || row.Journal != journal.StateStarted || row.BoxState != "running" || row.Owner != "alive" {
 				t.Errorf("ls: exit %d, row %+v of %+v (%s)", code, row, rows, stderr)
 			}
 			run.kill()

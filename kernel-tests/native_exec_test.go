@@ -3,6 +3,7 @@ package kerneltests
 import (
 	"bufio"
 	"bytes"
+	"deathwatch/supervisor/journal"
 	"os"
 	"os/exec"
 	"strings"
@@ -65,9 +66,9 @@ func TestNativeExecExitCodes(t *testing.T) {
 
 // assertAllRemoved: every journal entry is closed and no box cgroup or
 // record is left.
-func assertAllRemoved(t *testing.T, journal string) {
+func assertAllRemoved(t *testing.T, dir string) {
 	t.Helper()
-	j, err := supervisor.OpenJournal(journal, "ktest-exec")
+	j, err := journal.Open(dir, "ktest-exec", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

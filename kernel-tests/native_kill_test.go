@@ -3,6 +3,7 @@ package kerneltests
 import (
 	"bufio"
 	"context"
+	"deathwatch/supervisor/journal"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -183,9 +184,9 @@ func sharedTempDir(t *testing.T) string {
 }
 
 // openEntry is the one journal entry of a killed supervisor.
-func openEntry(t *testing.T, dir string) *supervisor.JournalEntry {
+func openEntry(t *testing.T, dir string) *journal.Entry {
 	t.Helper()
-	j, err := supervisor.OpenJournal(dir, killInstance)
+	j, err := journal.Open(dir, killInstance, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package kerneltests
 
 import (
+	"deathwatch/supervisor/journal"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,8 +52,8 @@ func TestPodmanOneProcessPerLaunch(t *testing.T) {
 			t.Errorf("boxes left, as podman lists them: %v", left)
 		}
 		for _, e := range r.entries(r.Instance) {
-			if e.State != supervisor.StateRemoved {
-				t.Errorf("journal entry %s: %s, want %s", e.LaunchID, e.State, supervisor.StateRemoved)
+			if e.State != journal.StateRemoved {
+				t.Errorf("journal entry %s: %s, want %s", e.LaunchID, e.State, journal.StateRemoved)
 			}
 		}
 		if entries, err := filepath.Glob(filepath.Join(os.TempDir(), "dw-run-*")); err == nil {

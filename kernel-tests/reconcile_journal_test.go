@@ -2,6 +2,7 @@ package kerneltests
 
 import (
 	"bufio"
+	"deathwatch/supervisor/journal"
 	"fmt"
 	"math/rand"
 	"os"
@@ -10,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"deathwatch/supervisor"
 )
 
 const journalWriterEnv = "DW_TEST_JOURNAL_WRITER_DIR"
@@ -25,16 +24,16 @@ func TestReconcileJournalWriter(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	j, err := supervisor.OpenJournal(dir, "kill9")
+	j, err := journal.Open(dir, "kill9", nil)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
 	big := strings.Repeat("x", 48<<10) // a write that takes a while
 	for i := 0; ; i++ {
-		e := &supervisor.JournalEntry{
+		e := &journal.Entry{
 			LaunchID: fmt.Sprintf("launch-%d", i%5), Instance: "kill9", Box: fmt.Sprintf("dw-%d", i%5),
-			Runtime: "docker", Nonce: fmt.Sprintf("nonce-%d", i), State: supervisor.StateStarted,
+			Runtime: "docker", Nonce: fmt.Sprintf("nonce-%d", i), State: journal.StateStarted,
 			Labels:  map[string]string{"pad": big[:(i*7919)%len(big)]},
 			Created: time.Now().UTC(),
 		}
@@ -79,7 +78,7 @@ func TestReconcileJournalKill(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 
-		j, err := supervisor.OpenJournal(dir, "kill9")
+		j, err := journal.Open(dir, "kill9", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +87,7 @@ func TestReconcileJournalKill(t *testing.T) {
 			t.Fatalf("rep %d: the journal does not load after kill -9: %v %v", i, err, bad)
 		}
 		for _, e := range es {
-			if e.Instance != "kill9" || !strings.HasPrefix(e.Nonce, "nonce-") || e.State != supervisor.StateStarted {
+			if e.Instance != "kill9" || !strings.HasPrefix(e.Nonce, "nonce-") || e.State != journal.StateStarted {
 				t.Fatalf("rep %d: entry %s is not one that was written: %+v", i, e.LaunchID, e)
 			}
 		}

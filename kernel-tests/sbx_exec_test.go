@@ -9,6 +9,7 @@ package kerneltests
 import (
 	"bytes"
 	"context"
+	"deathwatch/supervisor/journal"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -98,7 +99,7 @@ func (r *sbxRig) assertClean(what string) {
 	if m, _ := filepath.Glob(filepath.Join(os.TempDir(), "deathwatch-sbx-"+sbx.NamePrefix+r.instance+"-*")); len(m) > 0 {
 		r.t.Errorf("%s: scratch workspaces left: %v", what, m)
 	}
-	j, err := supervisor.OpenJournal(r.journal, r.instance)
+	j, err := journal.Open(r.journal, r.instance, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"deathwatch/supervisor/journal"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -157,7 +158,7 @@ func TestSupervisorExitStatus(t *testing.T) {
 			t.Fatalf("%d journal entries, want 7", len(es))
 		}
 		for _, e := range es {
-			if e.State != supervisor.StateRemoved || e.Exit == nil {
+			if e.State != journal.StateRemoved || e.Exit == nil {
 				t.Errorf("journal entry %+v", e)
 			}
 		}
@@ -258,7 +259,7 @@ func TestSupervisorSIGKILL(t *testing.T) {
 		}
 		// The supervisor never got to journal the removal: reconcile's job.
 		for _, e := range r.entries(r.Instance) {
-			if e.State != supervisor.StateStarted || e.Owner.Alive() {
+			if e.State != journal.StateStarted || e.Owner.Alive() {
 				t.Errorf("journal entry %s: state %s, owner alive %v", e.LaunchID, e.State, e.Owner.Alive())
 			}
 		}
@@ -275,7 +276,7 @@ func TestSupervisorSIGKILL(t *testing.T) {
 			t.Errorf("ls: %d rows, want %d: %s", len(rows), trials, out)
 		}
 		for _, row := range rows {
-			if row.Journal != supervisor.StateStarted || row.Owner != "gone" || row.BoxState != "absent" || row.Runtime != r.Runtime {
+			if row.Journal != journal.StateStarted || row.Owner != "gone" || row.BoxState != "absent" || row.Runtime != r.Runtime {
 				t.Errorf("ls row %+v", row)
 			}
 		}
@@ -489,7 +490,7 @@ func TestSupervisorRefusals(t *testing.T) {
 		// and finds a missing image (local podman's `podman run`): its
 		// intent came first, and is closed with the image's status.
 		for _, e := range r.entries(r.Instance) {
-			if !r.oneStep() || e.State != supervisor.StateRemoved || e.Exit == nil || e.Exit.Code != shared.ExitImage {
+			if !r.oneStep() || e.State != journal.StateRemoved || e.Exit == nil || e.Exit.Code != shared.ExitImage {
 				t.Errorf("journal entry written: %+v", e)
 			}
 		}

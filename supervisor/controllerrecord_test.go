@@ -1,13 +1,14 @@
 package supervisor
 
 import (
+	"deathwatch/supervisor/journal"
 	"testing"
 
 	"deathwatch/supervisor/controller"
 )
 
 func TestControllerRecord(t *testing.T) {
-	owner := Owner{PID: 10, StartTime: 3, BootID: "b", PIDNS: 9}
+	owner := journal.Owner{PID: 10, StartTime: 3, BootID: "b", PIDNS: 9}
 	if r := controllerRecord(nil, owner); r != nil {
 		t.Errorf("no watch recorded as %+v", r)
 	}
@@ -23,13 +24,13 @@ func TestControllerRecord(t *testing.T) {
 // TestJournalController: the controller record reads back beside the
 // owner.
 func TestJournalController(t *testing.T) {
-	j, err := OpenJournal(t.TempDir(), "ci")
+	j, err := journal.Open(t.TempDir(), "ci", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	me, _ := SelfOwner()
-	e := &JournalEntry{LaunchID: "20260101-000000-cc", Instance: "ci", Box: "dw-c", Runtime: "docker", Nonce: "n", Owner: me,
-		Controller: &ControllerRecord{Link: controller.LinkParent, Owner: Owner{PID: 42, StartTime: 5, BootID: me.BootID}}, State: StateIntent}
+	me, _ := journal.SelfOwner()
+	e := &journal.Entry{LaunchID: "20260101-000000-cc", Instance: "ci", Box: "dw-c", Runtime: "docker", Nonce: "n", Owner: me,
+		Controller: &journal.ControllerRecord{Link: controller.LinkParent, Owner: journal.Owner{PID: 42, StartTime: 5, BootID: me.BootID}}, State: journal.StateIntent}
 	if err := j.Put(e); err != nil {
 		t.Fatal(err)
 	}

@@ -1,65 +1,39 @@
 package supervisor
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 
-	"deathwatch/shared"
+	"deathwatch/supervisor/exitcode"
 )
 
-// ExitError is a failure that carries the supervisor's exit status
-// (a shared.Exit* code). Runtimes return one for an outcome the
-// controller must tell apart: a missing engine, a missing image, a
-// refused combination.
-type ExitError struct {
-	Code int
-	Err  error
-}
+// The lifecycle's and the runtimes' names for the failures of package
+// exitcode, which the journal shares: errors.As with *ExitError finds
+// an *exitcode.Error, the same type.
 
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
+// ExitError is a failure that carries the supervisor's exit status
+// (a shared.Exit* code).
+type ExitError = exitcode.Error
 
 // WithCode wraps err with an exit status.
-func WithCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &ExitError{Code: code, Err: err}
-}
-
-// codef formats an error that carries an exit status.
-func codef(code int, format string, args ...any) error {
-	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
-}
+func WithCode(code int, err error) error { return exitcode.With(code, err) }
 
 // EngineError is a runtime that is missing or not running (shared.ExitEngine).
-func EngineError(format string, args ...any) error { return codef(shared.ExitEngine, format, args...) }
+func EngineError(format string, args ...any) error { return exitcode.Engine(format, args...) }
 
 // ImageError is an image or template that was not found (shared.ExitImage).
-func ImageError(format string, args ...any) error { return codef(shared.ExitImage, format, args...) }
+func ImageError(format string, args ...any) error { return exitcode.Image(format, args...) }
 
 // RefusedError is an unsafe or impossible combination (shared.ExitRefused).
-func RefusedError(format string, args ...any) error {
-	return codef(shared.ExitRefused, format, args...)
-}
+func RefusedError(format string, args ...any) error { return exitcode.Refused(format, args...) }
 
 // UsageError is a bad flag or argument (shared.ExitUsage).
-func UsageError(format string, args ...any) error { return codef(shared.ExitUsage, format, args...) }
+func UsageError(format string, args ...any) error { return exitcode.Usage(format, args...) }
 
 // SetupError is a box that could not be set up (shared.ExitSetupFailed).
-func SetupError(format string, args ...any) error {
-	return codef(shared.ExitSetupFailed, format, args...)
-}
+func SetupError(format string, args ...any) error { return exitcode.Setup(format, args...) }
 
 // ExitCode is the status for err: its ExitError code, or def.
-func ExitCode(err error, def int) int {
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.Code
-	}
-	return def
-}
+func ExitCode(err error, def int) int { return exitcode.Of(err, def) }
 
 // FirstLine is the first line of s, trimmed: what a one-line message
 // quotes of a command's output.

@@ -28,6 +28,7 @@ package supervisor
 import (
 	"context"
 	"crypto/rand"
+	"deathwatch/supervisor/journal"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -79,21 +80,21 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 
 	tail := &tailWriter{w: x.Stderr}
 	cfg := RuntimeConfig{Log: x.Log, Stderr: tail, EngineEnv: x.EngineEnv, ProveBind: quietProof(x.ProveBind)}
-	owner, err := SelfOwner()
+	owner, err := journal.SelfOwner()
 	if err != nil {
 		return fail(SetupError("%w", err), shared.ExitSetupFailed)
 	}
-	j, err := OpenJournal(o.JournalDir, o.Instance)
+	j, err := journal.Open(o.JournalDir, o.Instance, Volatile)
 	if err != nil {
 		return fail(WithCode(ExitCode(err, shared.ExitSetupFailed), err), shared.ExitSetupFailed)
 	}
 	box := newBox(o)
 	l := &launch{
 		o: o, x: x, box: box, j: j, spec: spec, tail: tail,
-		entry: &JournalEntry{
+		entry: &journal.Entry{
 			LaunchID: box.LaunchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
 			Runtime: o.Runtime, Image: o.Image, Nonce: box.Nonce, Labels: box.Labels, Owner: owner,
-			Controller: controllerRecord(x.Controller, owner), State: StateIntent, Created: time.Now().UTC(),
+			Controller: controllerRecord(x.Controller, owner), State: journal.StateIntent, Created: time.Now().UTC(),
 		},
 		ctrl: x.Controller,
 	}
@@ -275,8 +276,8 @@ type launch struct {
 	rt      Runtime
 	oneStep OneStepStarter // rt, whose CreateStart creates and starts the box; nil otherwise
 	box     *Box
-	j       *Journal
-	entry   *JournalEntry
+	j       *journal.Journal
+	entry   *journal.Entry
 	spec    shared.Spec
 	tail    *tailWriter
 	ctx     context.Context
@@ -346,7 +347,7 @@ func (l *launch) run(ctx context.Context) int {
 		err = l.commitIntent() // staged beside the probe (Exec)
 	} else {
 		l.dropIntent()
-		err = l.journal(StateIntent)
+		err = l.journal(journal.StateIntent)
 	}
 	if err != nil {
 		l.say("%v (nothing was created)", err)
@@ -387,7 +388,7 @@ func (l *launch) run(ctx context.Context) int {
 	if ids := l.box.OwnIDs; ids != nil {
 		l.spec.UID, l.spec.GID = ids.AgentUID, ids.AgentGID
 	}
-	if err := l.journal(StateCreated); err != nil {
+	if err := l.journal(journal.StateCreated); err != nil {
 		l.say("%v", err)
 		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), st)
 	}
@@ -416,7 +417,7 @@ func (l *launch) run(ctx context.Context) int {
 			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 	}
-	if err := l.journal(StateStarted); err != nil {
+	if err := l.journal(journal.StateStarted); err != nil {
 		l.say("%v", err)
 		st.Control.Close()
 		st.Kill()
@@ -432,7 +433,7 @@ func (l *launch) run(ctx context.Context) int {
 // control stream took over: the exit is journaled and announced like
 // any other, then the box is removed.
 func (l *launch) early(code int, reason string, st *Started) int {
-	l.entry.Exit = &JournalExit{Code: code, Reason: reason}
+	l.entry.Exit = &journal.Exit{Code: code, Reason: reason}
 	l.emit(Event{Event: EventExited, Code: ptr(code), Reason: reason})
 	return l.finish(code, st)
 }
@@ -458,7 +459,7 @@ func (l *launch) finish(code int, st *Started) int {
 	if l.hooks != nil {
 		l.hooks.Release(l.box)
 	}
-	if err := l.journal(StateRemoving); err != nil {
+	if err := l.journal(journal.StateRemoving); err != nil {
 		l.say("%v", err)
 	}
 	crashpoint(CrashRemoving)
@@ -469,13 +470,13 @@ func (l *launch) finish(code int, st *Started) int {
 	if err != nil {
 		l.entry.Error = err.Error()
 		l.say("remove box %s: %v (the journal keeps it open for `supervisor reconcile`)", l.box.Name, err)
-		if jerr := l.journal(StateRemoving); jerr != nil {
+		if jerr := l.journal(journal.StateRemoving); jerr != nil {
 			l.say("%v", jerr)
 		}
 		l.emit(Event{Event: EventRemoved, Error: err.Error()})
 		return code
 	}
-	if err := l.journal(StateRemoved); err != nil {
+	if err := l.journal(journal.StateRemoved); err != nil {
 		l.say("%v", err)
 	}
 	l.emit(Event{Event: EventRemoved})

@@ -2,8 +2,10 @@ package supervisor
 
 import (
 	"context"
+	"deathwatch/supervisor/journal"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,12 +39,12 @@ func TestExecLibraryEvents(t *testing.T) {
 	if ex := got[2]; ex.Code == nil || *ex.Code != shared.ExitSetupFailed || ex.Reason != string(shared.ReasonSetupFailed) {
 		t.Errorf("exited event %+v", ex)
 	}
-	j, _ := OpenJournal(dir, "lib")
+	j, _ := journal.Open(dir, "lib", nil)
 	es, _, _ := j.List()
-	if len(es) != 1 || es[0].State != StateRemoved || es[0].Exit == nil || es[0].Exit.Code != shared.ExitSetupFailed {
+	if len(es) != 1 || es[0].State != journal.StateRemoved || es[0].Exit == nil || es[0].Exit.Code != shared.ExitSetupFailed {
 		t.Fatalf("journal %+v", es)
 	}
-	b, _ := os.ReadFile(j.path(es[0].LaunchID))
+	b, _ := os.ReadFile(filepath.Join(j.Dir(), es[0].LaunchID+".json"))
 	if strings.Contains(string(b), "secret") {
 		t.Error("the agent's environment reached the journal")
 	}

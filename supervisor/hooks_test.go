@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"deathwatch/supervisor/journal"
 	"io"
 	"os"
 	"strings"
@@ -44,14 +45,14 @@ func init() {
 }
 
 func TestExecPreparer(t *testing.T) {
-	run := func(rt string, ports []int) (int, string, []*JournalEntry) {
+	run := func(rt string, ports []int) (int, string, []*journal.Entry) {
 		dir := t.TempDir()
 		var stderr strings.Builder
 		code := Exec(context.Background(), &ExecOptions{
 			Instance: "hooks", JournalDir: dir, Runtime: rt, WatcherPath: "/host/watcher", HostPorts: ports,
 			UID: 1000, GID: 1000, Argv: []string{"true"},
 		}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal)})
-		j, _ := OpenJournal(dir, "hooks")
+		j, _ := journal.Open(dir, "hooks", nil)
 		es, _, _ := j.List()
 		return code, stderr.String(), es
 	}

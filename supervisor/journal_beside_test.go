@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"deathwatch/supervisor/journal"
 	"io"
 	"os"
 	"strings"
@@ -17,7 +18,7 @@ import (
 type findsRuntime struct {
 	*memRuntime
 	probe      func() (Info, error)
-	j          *Journal
+	j          *journal.Journal
 	intentSeen bool
 	rename     string // Prepare names the box this ("": leaves it)
 }
@@ -33,7 +34,7 @@ func (f *findsRuntime) Name() string                        { return "findsrt" }
 func (f *findsRuntime) Probe(context.Context) (Info, error) { return f.probe() }
 func (f *findsRuntime) Create(_ context.Context, b *Box) error {
 	e, err := f.j.Get(b.LaunchID)
-	f.intentSeen = err == nil && e.State == StateIntent && e.Box == b.Name
+	f.intentSeen = err == nil && e.State == journal.StateIntent && e.Box == b.Name
 	return nil
 }
 
@@ -48,10 +49,10 @@ func init() {
 // its intent written beside the probe; Create runs only once it is on
 // disk; a probe that fails leaves no entry (nothing was created).
 func TestExecIntentBesideProbe(t *testing.T) {
-	run := func() (int, string, []*JournalEntry) {
+	run := func() (int, string, []*journal.Entry) {
 		dir := t.TempDir()
 		var stderr strings.Builder
-		theFinds.j, _ = OpenJournal(dir, "finds")
+		theFinds.j, _ = journal.Open(dir, "finds", nil)
 		theFinds.intentSeen = false
 		code := Exec(context.Background(), &ExecOptions{
 			Instance: "finds", JournalDir: dir, Runtime: "findsrt", WatcherPath: "/host/watcher",
@@ -68,7 +69,7 @@ func TestExecIntentBesideProbe(t *testing.T) {
 	if !theFinds.intentSeen {
 		t.Error("Create ran before the intent was on disk")
 	}
-	if len(es) != 1 || es[0].State != StateRemoved || es[0].Runtime != "findsrt" {
+	if len(es) != 1 || es[0].State != journal.StateRemoved || es[0].Runtime != "findsrt" {
 		t.Errorf("journal after a launch: %+v", es)
 	}
 	// A Preparer that names the box: the intent Create finds says the
@@ -79,7 +80,7 @@ func TestExecIntentBesideProbe(t *testing.T) {
 	if !theFinds.intentSeen {
 		t.Errorf("Create ran before an intent naming the prepared box was on disk (exit %d: %s)", code, stderr)
 	}
-	if len(es) != 1 || es[0].Box != "dw-prepared" || es[0].State != StateRemoved {
+	if len(es) != 1 || es[0].Box != "dw-prepared" || es[0].State != journal.StateRemoved {
 		t.Errorf("journal after a prepared launch: %+v", es)
 	}
 	theFinds.probe = func() (Info, error) { return Info{Runtime: "findsrt"}, EngineError("findsrt engine is not reachable") }
@@ -109,7 +110,7 @@ func init() {
 // file); an accepted one has its intent on disk before Create.
 func TestExecIntentStagedBesideProbe(t *testing.T) {
 	dir := t.TempDir()
-	theFinds.j, _ = OpenJournal(dir, "finds")
+	theFinds.j, _ = journal.Open(dir, "finds", nil)
 	entries := func() []string {
 		des, _ := os.ReadDir(theFinds.j.Dir())
 		var names []string
@@ -158,7 +159,7 @@ func TestExecIntentStagedBesideProbe(t *testing.T) {
 	if !theFinds.intentSeen {
 		t.Error("Create ran before the intent was on disk")
 	}
-	if es, _, _ := theFinds.j.List(); len(es) != 1 || es[0].State != StateRemoved {
+	if es, _, _ := theFinds.j.List(); len(es) != 1 || es[0].State != journal.StateRemoved {
 		t.Errorf("journal after the launch: %+v", es)
 	}
 }

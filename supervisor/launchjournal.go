@@ -1,5 +1,10 @@
 package supervisor
 
+import (
+	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/journal"
+)
+
 // The launch's journal steps: the intent staged beside the probe and
 // committed before anything is created, then each state written and
 // synced before the step that follows it.
@@ -26,7 +31,7 @@ func (l *launch) crashAt(point string) {
 
 // stagedIntent is what staging the intent left.
 type stagedIntent struct {
-	s   *StagedEntry
+	s   *journal.StagedEntry
 	err error
 }
 
@@ -63,4 +68,17 @@ func (l *launch) dropIntent() {
 		r.s.Drop()
 	}
 	l.staged = nil
+}
+
+// controllerRecord is the journal's record of w, beside owner (nil:
+// no controller is watched or recorded).
+func controllerRecord(w *controller.Watch, owner journal.Owner) *journal.ControllerRecord {
+	if w == nil {
+		return nil
+	}
+	r := &journal.ControllerRecord{Link: w.Link}
+	if w.PID > 0 {
+		r.Owner = journal.Owner{PID: w.PID, StartTime: w.StartTime, BootID: owner.BootID, PIDNS: owner.PIDNS}
+	}
+	return r
 }

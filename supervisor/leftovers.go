@@ -1,5 +1,7 @@
 package supervisor
 
+import "deathwatch/supervisor/journal"
+
 // ProbeInstance is the instance of the staging probe's box: doctor's,
 // and the one exec's --stage bind|auto launches.
 func ProbeInstance(instance string) string { return instance + ".doctor" }
@@ -8,7 +10,7 @@ func ProbeInstance(instance string) string { return instance + ".doctor" }
 func ProveInstance(instance string) string { return instance + ".prove" }
 
 // BoxFromEntry is the Box a runtime's Remove needs, from the journal.
-func BoxFromEntry(e *JournalEntry) *Box {
+func BoxFromEntry(e *journal.Entry) *Box {
 	st := map[string]string{}
 	for k, v := range e.RuntimeState {
 		st[k] = v

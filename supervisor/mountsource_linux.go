@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"deathwatch/shared/boxinit"
+	"deathwatch/supervisor/trusted"
 )
 
 // CheckMountSources refuses (243) a --mount source an engine would be
@@ -42,7 +43,7 @@ func CheckMountSources(ms []Mount) error {
 		if m.Source == "/" {
 			continue
 		}
-		sticky, err := checkFoldersAbove(m.Source, euid)
+		sticky, err := trusted.CheckFoldersAbove(m.Source, euid)
 		if err == nil && sticky && st.Uid != euid && st.Uid != 0 {
 			err = fmt.Errorf("%s is owned by uid %d in a folder anyone may write to: its owner can swap it for a link", m.Source, st.Uid)
 		}

@@ -220,6 +220,13 @@ func Lookup(name string) (Descriptor, bool) {
 	return *d, true
 }
 
+// Volatile reports whether nothing of a box of runtime outlives the
+// host's power (CapVolatile): the journal does not sync its entries.
+func Volatile(runtime string) bool {
+	d, ok := Lookup(runtime)
+	return ok && d.Has(CapVolatile)
+}
+
 // Descriptors lists the registered runtimes, sorted by name.
 func Descriptors() []Descriptor {
 	registryMu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRegistry(t *testing.T) {
@@ -41,5 +42,19 @@ func TestNewRuntimeUnknown(t *testing.T) {
 	}
 	if ok, _ := rt.Exists(context.Background(), &Box{Name: "nothing"}); ok {
 		t.Error("a box that was never made exists")
+	}
+}
+
+// TestVolatile: what the lifecycle tells the journal about a runtime is
+// its CapVolatile declaration; an unknown runtime's entries are synced.
+func TestVolatile(t *testing.T) {
+	Register(Descriptor{Name: "volatiletest", Caps: CapVolatile, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
+		New: func(RuntimeConfig) (Runtime, error) { return nil, nil }})
+	Register(Descriptor{Name: "durabletest", Bounds: Bounds{Dead: time.Second, Removed: time.Second},
+		New: func(RuntimeConfig) (Runtime, error) { return nil, nil }})
+	for rt, want := range map[string]bool{"volatiletest": true, "durabletest": false, "no-such-runtime": false} {
+		if got := Volatile(rt); got != want {
+			t.Errorf("Volatile(%q) = %v, want %v", rt, got, want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ package supervisor
 import (
 	"bufio"
 	"context"
+	"deathwatch/supervisor/journal"
 	"fmt"
 	"io"
 	"log/slog"
@@ -148,7 +149,7 @@ func (l *launch) conclude(end streamEnd, ctrlLost bool, outErr error, log *slog.
 		l.say("%s", out.say)
 	}
 	l.emit(Event{Event: EventExited, Code: ptr(out.code), Reason: out.eventReason})
-	l.entry.Exit = &JournalExit{Code: out.code, Reason: out.journalReason}
+	l.entry.Exit = &journal.Exit{Code: out.code, Reason: out.journalReason}
 	return out.code
 }
 

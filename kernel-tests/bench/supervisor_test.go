@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"deathwatch/supervisor/journal"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -609,7 +610,7 @@ func leftovers(t *testing.T, r *rig) {
 // cgroups) the way reconcile does, from the rig's journal.
 func removeNativeBoxes(t *testing.T, r *rig) {
 	t.Helper()
-	j, err := supervisor.OpenJournal(r.JournalDir(), r.Instance)
+	j, err := journal.Open(r.JournalDir(), r.Instance, nil)
 	if err != nil {
 		t.Errorf("open journal %s: %v", r.JournalDir(), err)
 		return

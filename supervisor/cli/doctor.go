@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"deathwatch/supervisor/journal"
 	"io"
 	"os"
 	"time"
@@ -46,7 +47,7 @@ Exit status: 0 the posture is met; 243 it is not (the problems are listed).`
 
 // Run is `supervisor doctor`.
 func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error {
-	if !supervisor.ValidName(g.Instance) || len(g.Instance) > 120 {
+	if !journal.ValidName(g.Instance) || len(g.Instance) > 120 {
 		return supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
 	}
 	if d.Trials < 1 {

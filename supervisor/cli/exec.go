@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"deathwatch/supervisor/journal"
 	"fmt"
 	"os"
 	"os/signal"
@@ -207,10 +208,10 @@ func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, e
 	if len(o.Argv) > 0 && o.Argv[0] == "--" {
 		o.Argv = o.Argv[1:]
 	}
-	if !supervisor.ValidName(g.Instance) {
+	if !journal.ValidName(g.Instance) {
 		return nil, supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
 	}
-	if !supervisor.ValidName(e.Name) || len(e.Name) > 40 {
+	if !journal.ValidName(e.Name) || len(e.Name) > 40 {
 		return nil, supervisor.UsageError("--name %q: use letters, digits, '_', '.', '-' (at most 40)", e.Name)
 	}
 	if e.RunKey != "" && (strings.ContainsAny(e.RunKey, "\n\x00,") || len(e.RunKey) > 256) {

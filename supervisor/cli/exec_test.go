@@ -4,6 +4,7 @@ package cli
 
 import (
 	"bytes"
+	"deathwatch/supervisor/journal"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -81,9 +82,9 @@ func (r execRun) eventNames() []string {
 	return n
 }
 
-func journalEntries(t *testing.T, dir string) []*supervisor.JournalEntry {
+func journalEntries(t *testing.T, dir string) []*journal.Entry {
 	t.Helper()
-	j, err := supervisor.OpenJournal(dir, "default")
+	j, err := journal.Open(dir, "default", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestExecExitStatus(t *testing.T) {
 				t.Errorf("boxes left: %v", b)
 			}
 			es := journalEntries(t, r.journal)
-			if len(es) != 1 || es[0].State != supervisor.StateRemoved || es[0].Exit == nil || es[0].Exit.Code != tc.code {
+			if len(es) != 1 || es[0].State != journal.StateRemoved || es[0].Exit == nil || es[0].Exit.Code != tc.code {
 				t.Fatalf("journal: %+v", es[0])
 			}
 			e := es[0]
@@ -258,7 +259,7 @@ func TestExecCreateFails(t *testing.T) {
 		t.Errorf("engine calls %v", got)
 	}
 	es := journalEntries(t, r.journal)
-	if len(es) != 1 || es[0].State != supervisor.StateRemoved {
+	if len(es) != 1 || es[0].State != journal.StateRemoved {
 		t.Errorf("journal %+v", es)
 	}
 	if !strings.Contains(r.stderr, "already in use") {
@@ -331,7 +332,7 @@ func TestExecSignals(t *testing.T) {
 				t.Errorf("boxes left: %v", fe.boxes())
 			}
 			es := journalEntries(t, r.journal)
-			if len(es) != 1 || es[0].State != supervisor.StateRemoved {
+			if len(es) != 1 || es[0].State != journal.StateRemoved {
 				t.Errorf("journal %+v", es)
 			}
 			if n := r.eventNames(); n[len(n)-1] != supervisor.EventRemoved {
@@ -435,7 +436,7 @@ func TestExecSupervisorSIGKILL(t *testing.T) {
 	}
 	t.Logf("fake engine: liveness lost and box removed %v after SIGKILL", time.Since(t0))
 	es := journalEntries(t, jdir)
-	if len(es) != 1 || es[0].State != supervisor.StateStarted || !es[0].Open() || es[0].Owner.Alive() {
+	if len(es) != 1 || es[0].State != journal.StateStarted || !es[0].Open() || es[0].Owner.Alive() {
 		t.Errorf("journal %+v", es)
 	}
 }
@@ -465,7 +466,7 @@ func TestLs(t *testing.T) {
 	waitFile(t, fe, "running")
 	// The started entry is written beside the watcher's handshake: the
 	// kill comes once it landed.
-	for i := 0; i < 200 && !journalSays(jdir, supervisor.StateStarted); i++ {
+	for i := 0; i < 200 && !journalSays(jdir, journal.StateStarted); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cmd.Process.Kill()
@@ -488,7 +489,7 @@ func TestLs(t *testing.T) {
 	for _, r := range rows {
 		byJournal[r.Journal] = r
 	}
-	if r := byJournal[supervisor.StateStarted]; r.Owner != "gone" || r.BoxState != "running" || r.Runtime != "docker" {
+	if r := byJournal[journal.StateStarted]; r.Owner != "gone" || r.BoxState != "running" || r.Runtime != "docker" {
 		t.Errorf("killed launch: %+v", r)
 	}
 	if r := byJournal["none"]; r.Box != "stray" || r.BoxState != "running" {
@@ -592,7 +593,7 @@ func TestExecNoExitRecord(t *testing.T) {
 			if len(fe.boxes()) != 0 {
 				t.Errorf("boxes left: %v", fe.boxes())
 			}
-			if es := journalEntries(t, r.journal); es[0].State != supervisor.StateRemoved || es[0].Exit.Code != tc.code {
+			if es := journalEntries(t, r.journal); es[0].State != journal.StateRemoved || es[0].Exit.Code != tc.code {
 				t.Errorf("journal %+v", es[0])
 			}
 		})
@@ -609,7 +610,7 @@ func TestExecRemoveInProgress(t *testing.T) {
 	if v := verbs(fe.calls()); !slices.Equal(v[len(v)-3:], []string{"ps", "rm", "ps"}) {
 		t.Errorf("calls %v: want the box listed, rm, then the listing without it", v)
 	}
-	if es := journalEntries(t, r.journal); es[0].State != supervisor.StateRemoved {
+	if es := journalEntries(t, r.journal); es[0].State != journal.StateRemoved {
 		t.Errorf("journal %+v", es[0])
 	}
 }
@@ -643,7 +644,7 @@ func TestExecPodmanImageMissing(t *testing.T) {
 	if !slices.Equal(v, []string{"run", "image", "ps"}) {
 		t.Errorf("calls %v: want the run, the image check after it, the listing", fe.calls())
 	}
-	if es := journalEntries(t, r.journal); len(es) != 1 || es[0].State != supervisor.StateRemoved || es[0].Exit == nil || es[0].Exit.Code != shared.ExitImage {
+	if es := journalEntries(t, r.journal); len(es) != 1 || es[0].State != journal.StateRemoved || es[0].Exit == nil || es[0].Exit.Code != shared.ExitImage {
 		t.Errorf("journal %+v", es)
 	}
 }
@@ -674,7 +675,7 @@ func TestExecPodmanRunFails(t *testing.T) {
 			if len(fe.boxes()) != 0 {
 				t.Errorf("boxes left: %v", fe.boxes())
 			}
-			if es := journalEntries(t, r.journal); es[0].State != supervisor.StateRemoved {
+			if es := journalEntries(t, r.journal); es[0].State != journal.StateRemoved {
 				t.Errorf("journal %+v", es[0])
 			}
 		})

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"deathwatch/supervisor/journal"
 	"fmt"
 	"sort"
 	"text/tabwriter"
@@ -32,7 +33,7 @@ type LsRow struct {
 
 // Run is `supervisor ls`.
 func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
-	j, err := supervisor.OpenJournal(g.journalDir(), g.Instance)
+	j, err := journal.Open(g.journalDir(), g.Instance, supervisor.Volatile)
 	if err != nil {
 		return err
 	}

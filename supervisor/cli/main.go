@@ -6,6 +6,7 @@
 package cli
 
 import (
+	"deathwatch/supervisor/journal"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -347,5 +348,5 @@ func (g *Globals) journalDir() string {
 	if g.Journal != "" {
 		return g.Journal
 	}
-	return supervisor.DefaultJournalDir()
+	return journal.DefaultDir()
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"deathwatch/supervisor/journal"
 	"fmt"
 	"io"
 	"os"
@@ -62,7 +63,7 @@ it could not run at all.`
 }
 
 func (p *ProveCmd) options(g *Globals, c *cmdContext) (*hostcheck.ProveOptions, error) {
-	if !supervisor.ValidName(g.Instance) || len(g.Instance) > 120 {
+	if !journal.ValidName(g.Instance) || len(g.Instance) > 120 {
 		return nil, supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
 	}
 	if p.Trials < 1 {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"deathwatch/supervisor/journal"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -37,7 +38,7 @@ Exit status: 0 all clean; 247 something is blocked; 240 usage; 244 the journal c
 
 // Run is `supervisor reconcile`.
 func (r *ReconcileCmd) Run(g *Globals, c *cmdContext) error {
-	if !supervisor.ValidName(g.Instance) {
+	if !journal.ValidName(g.Instance) {
 		return supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
 	}
 	rep, err := reconcile.Run(context.Background(), reconcile.Options{

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/journal"
 	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor/reconcile"
 	"encoding/json"
@@ -151,7 +152,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	say("2. stand-in controller (pid %d) runs supervisor exec (pid %d) as its child, box %s: %d processes, agents that ignore SIGTERM and escaped with setsid", ctl.Process.Pid, sup, box, len(procs))
 	// What the box has of its own beyond its processes (native: its
 	// cgroup), to check that nothing of it is left.
-	j, err := supervisor.OpenJournal(o.Journal, demoInstance)
+	j, err := journal.Open(o.Journal, demoInstance, supervisor.Volatile)
 	if err != nil {
 		return res, err
 	}

@@ -2,8 +2,8 @@ package idslot
 
 import (
 	"bufio"
-	"deathwatch/supervisor"
 	"deathwatch/supervisor/proc"
+	"deathwatch/supervisor/trusted"
 	"errors"
 	"fmt"
 	"os"
@@ -227,7 +227,7 @@ func selfLine() (string, error) {
 // lockDir takes an exclusive lock on the slot folder (against two
 // supervisors taking back the same stale slot) until unlock is called.
 func (r *Ranges) lockDir() (unlock func(), err error) {
-	if err := supervisor.EnsureTrustedDir(r.dir); err != nil {
+	if err := trusted.EnsureDir(r.dir); err != nil {
 		return nil, err
 	}
 	fd, err := unix.Open(r.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
@@ -314,7 +314,7 @@ func (r *Ranges) reclaim() {
 			continue
 		}
 		p := filepath.Join(r.dir, e.Name())
-		b, err := supervisor.ReadTrustedFile(p, 4096)
+		b, err := trusted.ReadFile(p, 4096)
 		if err == nil && parseHolder(b).gone(r.EngineHas) {
 			os.Remove(p)
 		}
@@ -354,7 +354,7 @@ func (r *Ranges) appendLine(box string, start int64, line string) error {
 
 func (r *Ranges) appendSlot(box string, i int64, line string) error {
 	p := filepath.Join(r.dir, strconv.FormatInt(i, 10))
-	b, err := supervisor.ReadTrustedFile(p, 4096)
+	b, err := trusted.ReadFile(p, 4096)
 	if err != nil {
 		return err
 	}
@@ -418,7 +418,7 @@ func (r *Ranges) locked(f func() error) error {
 // releaseSlot removes slot i's lock file when box holds it.
 func (r *Ranges) releaseSlot(box string, i int64) error {
 	p := filepath.Join(r.dir, strconv.FormatInt(i, 10))
-	b, err := supervisor.ReadTrustedFile(p, 4096)
+	b, err := trusted.ReadFile(p, 4096)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -441,6 +441,6 @@ func (r *Ranges) Holds(box, st string) bool {
 	if err != nil || r.SlotOf(start) < 0 {
 		return false
 	}
-	b, err := supervisor.ReadTrustedFile(filepath.Join(r.dir, strconv.FormatInt(r.SlotOf(start), 10)), 4096)
+	b, err := trusted.ReadFile(filepath.Join(r.dir, strconv.FormatInt(r.SlotOf(start), 10)), 4096)
 	return err == nil && parseHolder(b).box == box
 }

@@ -5,6 +5,7 @@ package reconcile
 
 import (
 	"context"
+	"deathwatch/supervisor/journal"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,7 +69,7 @@ const orphanBound = 15 * time.Second
 // orphan when the controller it journaled is proven gone, else alive.
 // An owner whose controller is not known (none journaled, a descriptor's
 // other end) is alive. Pure: the proofs are passed in.
-func ownerState(ownerGone bool, ctrl *supervisor.ControllerRecord, ctrlGone bool) string {
+func ownerState(ownerGone bool, ctrl *journal.ControllerRecord, ctrlGone bool) string {
 	switch {
 	case ownerGone:
 		return OwnerGone
@@ -83,7 +84,7 @@ func ownerState(ownerGone bool, ctrl *supervisor.ControllerRecord, ctrlGone bool
 // SIGTERM (it stops its agent and removes its box), SIGKILL after
 // orphanBound, and is then gone. It returns the entry as the journal
 // now has it (the ended owner may have closed it).
-func ownerProof(j *supervisor.Journal, e *supervisor.JournalEntry, log *slog.Logger) (cur *supervisor.JournalEntry, state string, gone bool, why string) {
+func ownerProof(j *journal.Journal, e *journal.Entry, log *slog.Logger) (cur *journal.Entry, state string, gone bool, why string) {
 	gone, why = e.Owner.Proof()
 	ctrlGone, ctrlWhy := false, ""
 	if !gone && e.Controller != nil && e.Controller.PID > 0 {
@@ -137,7 +138,7 @@ func (r *Report) ExitCode() int {
 // of entry (nil: the journal has none for it). It returns "" when every
 // label matches and the owner is proven gone, else why not. Pure: the
 // owner proof is passed in.
-func boxProof(instance, runtime string, b supervisor.Listed, entry *supervisor.JournalEntry, ownerGone bool, ownerWhy string) string {
+func boxProof(instance, runtime string, b supervisor.Listed, entry *journal.Entry, ownerGone bool, ownerWhy string) string {
 	lb := b.Labels
 	switch {
 	case lb[shared.LabelInstance] != instance:
@@ -175,7 +176,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	for _, probe := range []string{supervisor.ProbeInstance(o.Instance), supervisor.ProveInstance(o.Instance)} {
-		if fi, err := os.Lstat(filepath.Join(o.JournalDir, probe)); err != nil || !fi.IsDir() || !supervisor.ValidName(probe) {
+		if fi, err := os.Lstat(filepath.Join(o.JournalDir, probe)); err != nil || !fi.IsDir() || !journal.ValidName(probe) {
 			continue
 		}
 		sub := &Report{}
@@ -205,7 +206,7 @@ func reconcileInstance(ctx context.Context, o Options, instance string, rep *Rep
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	j, err := supervisor.OpenJournal(o.JournalDir, instance)
+	j, err := journal.Open(o.JournalDir, instance, supervisor.Volatile)
 	if err != nil {
 		return err
 	}
@@ -217,9 +218,9 @@ func reconcileInstance(ctx context.Context, o Options, instance string, rep *Rep
 	// proves nothing and may stand for a box: blocked, never skipped
 	// with a warning.
 	for _, b := range bad {
-		if lost := (*supervisor.LostEntryError)(nil); errors.As(b, &lost) {
+		if lost := (*journal.LostEntryError)(nil); errors.As(b, &lost) {
 			// Its box ended with the power, was never created, or was gone
-			// before the write (see supervisor.Journal.Put): closed.
+			// before the write (see journal.Journal.Put): closed.
 			if err := os.Remove(lost.Path); err == nil {
 				rep.add(Item{Outcome: Closed, Runtime: "journal", LaunchID: lost.LaunchID, Reason: lost.Error() + "; removed"})
 				continue
@@ -228,7 +229,7 @@ func reconcileInstance(ctx context.Context, o Options, instance string, rep *Rep
 		rep.add(Item{Runtime: "journal", Reason: b.Error() + "; look at it, then remove it by hand"})
 	}
 	pruneJournalTemps(j.Dir(), staleTemp)
-	byLaunch := map[string]*supervisor.JournalEntry{}
+	byLaunch := map[string]*journal.Entry{}
 	inJournal := map[string]bool{}
 	for _, e := range entries {
 		byLaunch[e.LaunchID] = e
@@ -364,7 +365,7 @@ func reconcileInstance(ctx context.Context, o Options, instance string, rep *Rep
 			}
 		}
 		sweep(rts[e.Runtime], e)
-		e.State, e.Error = supervisor.StateRemoved, ""
+		e.State, e.Error = journal.StateRemoved, ""
 		if err := j.Put(e); err != nil {
 			it.Reason = fmt.Sprintf("close journal entry: %v", err)
 			rep.add(it)
@@ -411,8 +412,8 @@ func pruneJournalTemps(dir string, age time.Duration) {
 
 // removeProven removes a box whose ownership is proven: removal intent
 // journaled first, then the removal, then the entry closed.
-func removeProven(ctx context.Context, j *supervisor.Journal, rt supervisor.Runtime, e *supervisor.JournalEntry, ownerWhy string) (outcome, reason string) {
-	e.State = supervisor.StateRemoving
+func removeProven(ctx context.Context, j *journal.Journal, rt supervisor.Runtime, e *journal.Entry, ownerWhy string) (outcome, reason string) {
+	e.State = journal.StateRemoving
 	if err := j.Put(e); err != nil {
 		return Blocked, fmt.Sprintf("journal the removal intent: %v; nothing removed", err)
 	}
@@ -424,7 +425,7 @@ func removeProven(ctx context.Context, j *supervisor.Journal, rt supervisor.Runt
 		return Blocked, fmt.Sprintf("remove failed: %v; the journal entry stays open", err)
 	}
 	sweep(rt, e)
-	e.State, e.Error = supervisor.StateRemoved, ""
+	e.State, e.Error = journal.StateRemoved, ""
 	if err := j.Put(e); err != nil {
 		return Removed, fmt.Sprintf("labels and nonce match, %s; removed, but closing the entry failed: %v", ownerWhy, err)
 	}
@@ -442,7 +443,7 @@ func contains(ss []string, s string) bool {
 
 // sweep removes what e's crashed launch left beside its box, where the
 // runtime leaves anything (Sweeper).
-func sweep(rt supervisor.Runtime, e *supervisor.JournalEntry) {
+func sweep(rt supervisor.Runtime, e *journal.Entry) {
 	if sw, ok := rt.(Sweeper); ok {
 		sw.Sweep(supervisor.BoxFromEntry(e))
 	}

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"deathwatch/supervisor/journal"
 	"errors"
 	"os"
 	"os/exec"
@@ -85,7 +86,7 @@ func labelsFor(instance, launch, nonce string) map[string]string {
 }
 
 // deadOwnerRecord is the owner record of a process that has exited.
-func deadOwnerRecord(t *testing.T) supervisor.Owner {
+func deadOwnerRecord(t *testing.T) journal.Owner {
 	t.Helper()
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {
@@ -95,14 +96,14 @@ func deadOwnerRecord(t *testing.T) supervisor.Owner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := supervisor.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: proc.BootID()}
+	o := journal.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: proc.BootID()}
 	cmd.Process.Kill()
 	cmd.Wait()
 	return o
 }
 
 func TestBoxProof(t *testing.T) {
-	e := &supervisor.JournalEntry{LaunchID: "L1", Instance: "i", Box: "dw-L1", Runtime: "docker", Nonce: "n1"}
+	e := &journal.Entry{LaunchID: "L1", Instance: "i", Box: "dw-L1", Runtime: "docker", Nonce: "n1"}
 	box := supervisor.Listed{Name: "dw-L1", Labels: labelsFor("i", "L1", "n1")}
 	with := func(f func(l map[string]string)) supervisor.Listed {
 		b := supervisor.Listed{Name: box.Name, Labels: map[string]string{}}
@@ -115,7 +116,7 @@ func TestBoxProof(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		b    supervisor.Listed
-		e    *supervisor.JournalEntry
+		e    *journal.Entry
 		rt   string
 		gone bool
 		want string // "" = may remove; else a piece of the reason
@@ -140,7 +141,7 @@ func TestBoxProof(t *testing.T) {
 }
 
 func TestOwnerProof(t *testing.T) {
-	me, err := supervisor.SelfOwner()
+	me, err := journal.SelfOwner()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,22 +161,22 @@ func TestOwnerProof(t *testing.T) {
 	if gone, _ := reboot.Proof(); !gone {
 		t.Errorf("other boot: not gone")
 	}
-	if gone, _ := (supervisor.Owner{}).Proof(); gone {
+	if gone, _ := (journal.Owner{}).Proof(); gone {
 		t.Errorf("no pid: gone")
 	}
 }
 
 func TestReconcile(t *testing.T) {
 	dir := t.TempDir()
-	j, err := supervisor.OpenJournal(dir, "i")
+	j, err := journal.Open(dir, "i", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	me, _ := supervisor.SelfOwner()
+	me, _ := journal.SelfOwner()
 	dead := deadOwnerRecord(t)
 	now := time.Now().UTC()
-	put := func(launch, nonce, state string, o supervisor.Owner) {
-		if err := j.Put(&supervisor.JournalEntry{LaunchID: launch, Instance: "i", Box: "dw-" + launch, Runtime: "memrt", Nonce: nonce,
+	put := func(launch, nonce, state string, o journal.Owner) {
+		if err := j.Put(&journal.Entry{LaunchID: launch, Instance: "i", Box: "dw-" + launch, Runtime: "memrt", Nonce: nonce,
 			Labels: labelsFor("i", launch, nonce), Owner: o, State: state, Created: now}); err != nil {
 			t.Fatal(err)
 		}
@@ -185,21 +186,21 @@ func TestReconcile(t *testing.T) {
 	}
 	theMem.boxes = map[string]supervisor.Listed{}
 	theMem.removed = nil
-	put("gone", "n", supervisor.StateStarted, dead) // box there, owner dead → removed
+	put("gone", "n", journal.StateStarted, dead) // box there, owner dead → removed
 	box("dw-gone", "i", "gone", "n")
-	put("closed", "n", supervisor.StateCreated, dead) // no box, owner dead → closed
-	put("busy", "n", supervisor.StateStarted, me)     // box there, owner alive → blocked
+	put("closed", "n", journal.StateCreated, dead) // no box, owner dead → closed
+	put("busy", "n", journal.StateStarted, me)     // box there, owner alive → blocked
 	box("dw-busy", "i", "busy", "n")
-	put("intent", "n", supervisor.StateIntent, me) // no box yet, owner alive → blocked (in progress)
-	put("nonce", "right", supervisor.StateStarted, dead)
-	box("dw-nonce", "i", "nonce", "wrong")          // nonce mismatch → blocked
-	box("dw-stray", "i", "stray", "n")              // no entry → blocked
-	box("dw-other", "k", "other", "n")              // another instance: not even listed
-	put("done", "n", supervisor.StateRemoved, dead) // closed already: nothing
+	put("intent", "n", journal.StateIntent, me) // no box yet, owner alive → blocked (in progress)
+	put("nonce", "right", journal.StateStarted, dead)
+	box("dw-nonce", "i", "nonce", "wrong")       // nonce mismatch → blocked
+	box("dw-stray", "i", "stray", "n")           // no entry → blocked
+	box("dw-other", "k", "other", "n")           // another instance: not even listed
+	put("done", "n", journal.StateRemoved, dead) // closed already: nothing
 	// Closed, but its box turned up later (an engine client killed with
 	// the supervisor mid-create finishes the create after a reconcile
 	// closed the entry): a closed entry still proves ownership.
-	put("late", "n", supervisor.StateRemoved, dead)
+	put("late", "n", journal.StateRemoved, dead)
 	box("dw-late", "i", "late", "n")
 
 	stale := filepath.Join(j.Dir(), ".x.json.tmp-1")
@@ -244,7 +245,7 @@ func TestReconcile(t *testing.T) {
 	if strings.Join(theMem.removed, ",") != "dw-gone,dw-late" {
 		t.Errorf("runtime removed %v, want only dw-gone and dw-late", theMem.removed)
 	}
-	for _, want := range []struct{ id, state string }{{"gone", supervisor.StateRemoved}, {"closed", supervisor.StateRemoved}, {"busy", supervisor.StateStarted}, {"nonce", supervisor.StateStarted}, {"intent", supervisor.StateIntent}} {
+	for _, want := range []struct{ id, state string }{{"gone", journal.StateRemoved}, {"closed", journal.StateRemoved}, {"busy", journal.StateStarted}, {"nonce", journal.StateStarted}, {"intent", journal.StateIntent}} {
 		e, err := j.Get(want.id)
 		if err != nil || e.State != want.state {
 			t.Errorf("entry %s: %v state %v, want %s", want.id, err, e, want.state)
@@ -264,8 +265,8 @@ func TestReconcile(t *testing.T) {
 	}
 
 	// An entry of a runtime this supervisor does not know: blocked.
-	if err := j.Put(&supervisor.JournalEntry{LaunchID: "alien", Instance: "i", Box: "dw-alien", Runtime: "sbx", Nonce: "n",
-		Owner: dead, State: supervisor.StateStarted, Created: now}); err != nil {
+	if err := j.Put(&journal.Entry{LaunchID: "alien", Instance: "i", Box: "dw-alien", Runtime: "sbx", Nonce: "n",
+		Owner: dead, State: journal.StateStarted, Created: now}); err != nil {
 		t.Fatal(err)
 	}
 	repA, _ := Run(context.Background(), Options{Instance: "i", JournalDir: dir, Runtimes: []string{"memrt"}})
@@ -281,7 +282,7 @@ func TestReconcile(t *testing.T) {
 	// A runtime that cannot list: its open entries are blocked, never closed.
 	theMem.listErr = errors.New("engine down")
 	defer func() { theMem.listErr = nil }()
-	put("unseen", "n", supervisor.StateStarted, dead)
+	put("unseen", "n", journal.StateStarted, dead)
 	rep3, _ := Run(context.Background(), Options{Instance: "i", JournalDir: dir, Runtimes: []string{"memrt"}})
 	found := false
 	for _, it := range rep3.Blocked {
@@ -304,13 +305,13 @@ func TestReconcileProbes(t *testing.T) {
 	theMem.boxes = map[string]supervisor.Listed{}
 	theMem.removed = nil
 	for _, inst := range []string{supervisor.ProbeInstance("i"), supervisor.ProveInstance("i"), supervisor.ProbeInstance("k")} {
-		j, err := supervisor.OpenJournal(dir, inst)
+		j, err := journal.Open(dir, inst, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		launch := strings.ReplaceAll(inst, ".", "-")
-		if err := j.Put(&supervisor.JournalEntry{LaunchID: launch, Instance: inst, Box: "dw-" + launch, Runtime: "memrt", Nonce: "n",
-			Labels: labelsFor(inst, launch, "n"), Owner: dead, State: supervisor.StateStarted, Created: time.Now().UTC()}); err != nil {
+		if err := j.Put(&journal.Entry{LaunchID: launch, Instance: inst, Box: "dw-" + launch, Runtime: "memrt", Nonce: "n",
+			Labels: labelsFor(inst, launch, "n"), Owner: dead, State: journal.StateStarted, Created: time.Now().UTC()}); err != nil {
 			t.Fatal(err)
 		}
 		theMem.boxes["dw-"+launch] = supervisor.Listed{Name: "dw-" + launch, Labels: labelsFor(inst, launch, "n")}
@@ -347,7 +348,7 @@ func TestReconcileProbes(t *testing.T) {
 // but NULs in it, still blocks (no power loss explains it).
 func TestReconcileLostEntry(t *testing.T) {
 	dir := t.TempDir()
-	j, err := supervisor.OpenJournal(dir, "i")
+	j, err := journal.Open(dir, "i", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +395,7 @@ func TestReconcileLostEntry(t *testing.T) {
 }
 
 func TestOwnerProofOtherPIDNamespace(t *testing.T) {
-	me, err := supervisor.SelfOwner()
+	me, err := journal.SelfOwner()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,12 +411,12 @@ func TestOwnerProofOtherPIDNamespace(t *testing.T) {
 }
 
 func TestOwnerState(t *testing.T) {
-	ctrl := &supervisor.ControllerRecord{Link: controller.LinkDetached, Owner: supervisor.Owner{PID: 42, StartTime: 7}}
-	unknown := &supervisor.ControllerRecord{Link: controller.LinkFD}
+	ctrl := &journal.ControllerRecord{Link: controller.LinkDetached, Owner: journal.Owner{PID: 42, StartTime: 7}}
+	unknown := &journal.ControllerRecord{Link: controller.LinkFD}
 	for _, c := range []struct {
 		name                string
 		ownerGone, ctrlGone bool
-		ctrl                *supervisor.ControllerRecord
+		ctrl                *journal.ControllerRecord
 		want                string
 	}{
 		{"owner gone", true, true, ctrl, OwnerGone},
@@ -431,9 +432,9 @@ func TestOwnerState(t *testing.T) {
 	}
 }
 
-// sleeper is a running process as an supervisor.Owner record (a stand-in
+// sleeper is a running process as an journal.Owner record (a stand-in
 // supervisor that dies of SIGTERM).
-func sleeper(t *testing.T) (supervisor.Owner, *exec.Cmd) {
+func sleeper(t *testing.T) (journal.Owner, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
@@ -444,7 +445,7 @@ func sleeper(t *testing.T) (supervisor.Owner, *exec.Cmd) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return supervisor.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: proc.BootID()}, cmd
+	return journal.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: proc.BootID()}, cmd
 }
 
 // TestReconcileOrphan: an owner alive whose journaled controller is dead
@@ -452,11 +453,11 @@ func sleeper(t *testing.T) (supervisor.Owner, *exec.Cmd) {
 // alone, and so is its box.
 func TestReconcileOrphan(t *testing.T) {
 	dir := t.TempDir()
-	j, err := supervisor.OpenJournal(dir, "o")
+	j, err := journal.Open(dir, "o", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	me, _ := supervisor.SelfOwner()
+	me, _ := journal.SelfOwner()
 	dead := deadOwnerRecord(t)
 	orphan, orphanCmd := sleeper(t)
 	kept, _ := sleeper(t)
@@ -466,12 +467,12 @@ func TestReconcileOrphan(t *testing.T) {
 	theMem.removed = nil
 	for _, c := range []struct {
 		launch string
-		owner  supervisor.Owner
-		ctrl   supervisor.Owner
+		owner  journal.Owner
+		ctrl   journal.Owner
 	}{{"orphan", orphan, dead}, {"kept", kept, me}} {
-		if err := j.Put(&supervisor.JournalEntry{LaunchID: c.launch, Instance: "o", Box: "dw-" + c.launch, Runtime: "memrt", Nonce: "n",
-			Labels: labelsFor("o", c.launch, "n"), Owner: c.owner, Controller: &supervisor.ControllerRecord{Link: controller.LinkDetached, Owner: c.ctrl},
-			State: supervisor.StateStarted, Created: time.Now().UTC()}); err != nil {
+		if err := j.Put(&journal.Entry{LaunchID: c.launch, Instance: "o", Box: "dw-" + c.launch, Runtime: "memrt", Nonce: "n",
+			Labels: labelsFor("o", c.launch, "n"), Owner: c.owner, Controller: &journal.ControllerRecord{Link: controller.LinkDetached, Owner: c.ctrl},
+			State: journal.StateStarted, Created: time.Now().UTC()}); err != nil {
 			t.Fatal(err)
 		}
 		theMem.boxes["dw-"+c.launch] = supervisor.Listed{Name: "dw-" + c.launch, Labels: labelsFor("o", c.launch, "n"), Running: true}
@@ -494,14 +495,14 @@ func TestReconcileOrphan(t *testing.T) {
 	if strings.Join(theMem.removed, ",") != "dw-orphan" {
 		t.Errorf("runtime removed %v, want dw-orphan alone", theMem.removed)
 	}
-	if !(supervisor.Owner{PID: kept.PID, StartTime: kept.StartTime, BootID: kept.BootID}).Alive() {
+	if !(journal.Owner{PID: kept.PID, StartTime: kept.StartTime, BootID: kept.BootID}).Alive() {
 		t.Error("the owner whose controller lives was ended")
 	}
 }
 
 func TestReconcileNonceReader(t *testing.T) {
 	dir := t.TempDir()
-	j, err := supervisor.OpenJournal(dir, "i")
+	j, err := journal.Open(dir, "i", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,8 +511,8 @@ func TestReconcileNonceReader(t *testing.T) {
 	thePrep.removed = nil
 	thePrep.nonces = map[string]string{"own-a": "na", "own-b": "wrong"}
 	for _, l := range []string{"a", "b", "c"} {
-		if err := j.Put(&supervisor.JournalEntry{LaunchID: l, Instance: "i", Box: "own-" + l, Runtime: "preprt", Nonce: "n" + l,
-			Owner: dead, State: supervisor.StateStarted, Created: time.Now().UTC()}); err != nil {
+		if err := j.Put(&journal.Entry{LaunchID: l, Instance: "i", Box: "own-" + l, Runtime: "preprt", Nonce: "n" + l,
+			Owner: dead, State: journal.StateStarted, Created: time.Now().UTC()}); err != nil {
 			t.Fatal(err)
 		}
 		lb := labelsFor("i", l, "")

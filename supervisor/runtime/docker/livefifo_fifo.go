@@ -5,6 +5,7 @@ package docker
 import (
 	"context"
 	"crypto/sha256"
+	"deathwatch/supervisor/trusted"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -208,13 +209,13 @@ func dropStaleProbes(root string) {
 
 // liveRootDir makes liveRoot (and its parents, 0700) if need be and
 // checks that it is the supervisor's own, writable by no one else, with
-// no link on its path (EnsureTrustedDir).
+// no link on its path (trusted.EnsureDir).
 func liveRootDir() (string, error) {
 	root := liveRoot()
 	if root == "" {
 		return "", errors.New("no folder for live FIFOs: set XDG_RUNTIME_DIR")
 	}
-	if err := supervisor.EnsureTrustedDir(root); err != nil {
+	if err := trusted.EnsureDir(root); err != nil {
 		return "", err
 	}
 	return root, nil

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"deathwatch/supervisor/journal"
 	"errors"
 	"os"
 	"path/filepath"
@@ -101,7 +102,7 @@ func userSlotDir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "deathwatch", "idslots")
 	}
-	if d := supervisor.DefaultJournalDir(); d != "" {
+	if d := journal.DefaultDir(); d != "" {
 		return filepath.Join(d, "idslots")
 	}
 	return ""

@@ -41,7 +41,7 @@
 //     unprivileged supervisor on v2 puts its boxes below the delegated
 //     cgroup it finds above its own (cgplace_linux.go).
 //   - Trust. Records live in a folder that is the supervisor's own and
-//     writable by nobody else (supervisor.CheckTrustedDir); a journaled
+//     writable by nobody else (trusted.CheckDir); a journaled
 //     init pid is acted on only with its start time, and a journaled
 //     cgroup only when it is the box's own folder under the parent.
 //

@@ -4,7 +4,9 @@ import (
 	"context"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/idslot"
+	"deathwatch/supervisor/journal"
 	"deathwatch/supervisor/proc"
+	"deathwatch/supervisor/trusted"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -177,7 +179,7 @@ func defaultNativeStateDir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "deathwatch", "native")
 	}
-	if d := supervisor.DefaultJournalDir(); d != "" {
+	if d := journal.DefaultDir(); d != "" {
 		return filepath.Join(d, "native")
 	}
 	return ""
@@ -1415,7 +1417,7 @@ func (n *Native) writeRecord(b *supervisor.Box) error {
 	if n.opts.StateDir == "" {
 		return errNoStateDir
 	}
-	if err := supervisor.EnsureTrustedDir(n.opts.StateDir); err != nil {
+	if err := trusted.EnsureDir(n.opts.StateDir); err != nil {
 		return err
 	}
 	data, err := json.Marshal(nativeRecord{Name: b.Name, Labels: b.Labels, State: b.State})
@@ -1426,7 +1428,7 @@ func (n *Native) writeRecord(b *supervisor.Box) error {
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	return supervisor.ReplaceFile(tmp, n.recordPath(b.Name))
+	return trusted.ReplaceFile(tmp, n.recordPath(b.Name))
 }
 
 // List returns the native boxes recorded for instance; a box is
@@ -1442,7 +1444,7 @@ func (n *Native) List(ctx context.Context, instance string) ([]supervisor.Listed
 	if err != nil {
 		return nil, fmt.Errorf("list native boxes in %s: %w", n.opts.StateDir, err)
 	}
-	if err := supervisor.CheckTrustedDir(n.opts.StateDir); err != nil {
+	if err := trusted.CheckDir(n.opts.StateDir); err != nil {
 		return nil, fmt.Errorf("native state not trusted: %w", err)
 	}
 	var out []supervisor.Listed
@@ -1450,7 +1452,7 @@ func (n *Native) List(ctx context.Context, instance string) ([]supervisor.Listed
 		if !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		data, err := supervisor.ReadTrustedFile(filepath.Join(n.opts.StateDir, e.Name()), 1<<20)
+		data, err := trusted.ReadFile(filepath.Join(n.opts.StateDir, e.Name()), 1<<20)
 		if err != nil {
 			continue
 		}
@@ -1502,10 +1504,10 @@ func (n *Native) state(b *supervisor.Box) map[string]string {
 	if len(b.State) > 0 {
 		return b.State
 	}
-	if n.opts.StateDir == "" || supervisor.CheckTrustedDir(n.opts.StateDir) != nil {
+	if n.opts.StateDir == "" || trusted.CheckDir(n.opts.StateDir) != nil {
 		return nil
 	}
-	data, err := supervisor.ReadTrustedFile(n.recordPath(b.Name), 1<<20)
+	data, err := trusted.ReadFile(n.recordPath(b.Name), 1<<20)
 	if err != nil {
 		return nil
 	}

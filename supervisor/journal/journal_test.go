@@ -1,4 +1,4 @@
-package supervisor
+package journal
 
 import (
 	"os"
@@ -6,12 +6,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestJournalRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	j, err := OpenJournal(dir, "ci")
+	j, err := Open(dir, "ci", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +18,7 @@ func TestJournalRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &JournalEntry{LaunchID: "20260101-000000-aa", Instance: "ci", Box: "dw-x", Runtime: "docker", Nonce: "n", Owner: owner, State: StateIntent}
+	e := &Entry{LaunchID: "20260101-000000-aa", Instance: "ci", Box: "dw-x", Runtime: "docker", Nonce: "n", Owner: owner, State: StateIntent}
 	if err := j.Put(e); err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +42,10 @@ func TestJournalRoundTrip(t *testing.T) {
 	if fi, _ := os.Stat(j.Dir()); fi.Mode().Perm() != 0o700 {
 		t.Errorf("journal dir mode %v", fi.Mode())
 	}
-	if _, err := OpenJournal(dir, "../x"); err == nil {
+	if _, err := Open(dir, "../x", nil); err == nil {
 		t.Error("instance ../x accepted")
 	}
-	if err := j.Put(&JournalEntry{LaunchID: "../../etc/x"}); err == nil {
+	if err := j.Put(&Entry{LaunchID: "../../etc/x"}); err == nil {
 		t.Error("launch id ../../etc/x accepted")
 	}
 }
@@ -79,9 +78,8 @@ func TestOwnerAlive(t *testing.T) {
 // (nothing of it survives a power loss, and the page cache keeps its
 // entry over the supervisor's death) none at all. Each state reads back.
 func TestJournalFsyncs(t *testing.T) {
-	Register(Descriptor{Name: "volatilert", Caps: CapVolatile, Bounds: Bounds{Dead: time.Second, Removed: time.Second},
-		New: func(RuntimeConfig) (Runtime, error) { return nil, nil }})
-	j, err := OpenJournal(t.TempDir(), "ci")
+	volatile := func(rt string) bool { return rt == "volatilert" }
+	j, err := Open(t.TempDir(), "ci", volatile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +95,7 @@ func TestJournalFsyncs(t *testing.T) {
 	}
 	for _, rt := range []string{"docker", "volatilert"} {
 		total := 0
-		e := &JournalEntry{LaunchID: "20260101-000000-" + rt, Instance: "ci", Box: "dw-y", Runtime: rt, Nonce: "n"}
+		e := &Entry{LaunchID: "20260101-000000-" + rt, Instance: "ci", Box: "dw-y", Runtime: rt, Nonce: "n"}
 		for _, st := range []string{StateIntent, StateCreated, StateStarted, StateRemoving, StateRemoved} {
 			files, dirs = 0, 0
 			e.State = st

@@ -1,4 +1,9 @@
-package supervisor
+// Package journal is the durable record of a supervisor instance's
+// launches: one JSON file per launch, written before anything of its box
+// exists and closed once the box is gone. The lifecycle writes it;
+// reconcile, ls and demo read it (and reconcile closes what it proves
+// gone).
+package journal
 
 import (
 	"encoding/json"
@@ -9,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/proc"
+	"deathwatch/supervisor/trusted"
 )
 
 // Journal states, in lifecycle order. An entry is open until it reaches
@@ -44,14 +51,14 @@ type ControllerRecord struct {
 	Owner
 }
 
-// JournalExit is how the agent ended, as the watcher reported it.
-type JournalExit struct {
+// Exit is how the agent ended, as the watcher reported it.
+type Exit struct {
 	Code   int    `json:"code"`
 	Reason string `json:"reason"`
 }
 
-// JournalEntry is one launch. It never holds the agent's environment.
-type JournalEntry struct {
+// Entry is one launch. It never holds the agent's environment.
+type Entry struct {
 	LaunchID string            `json:"launch_id"`
 	Instance string            `json:"instance"`
 	RunKey   string            `json:"run_key,omitempty"`
@@ -68,14 +75,14 @@ type JournalEntry struct {
 	// RuntimeState is what the runtime recorded for itself (Box.State),
 	// e.g. the native runtime's cgroup path.
 	RuntimeState map[string]string `json:"runtime_state,omitempty"`
-	Exit         *JournalExit      `json:"exit,omitempty"`
+	Exit         *Exit             `json:"exit,omitempty"`
 	Error        string            `json:"error,omitempty"` // the last failure, e.g. a removal that did not succeed
 	Created      time.Time         `json:"created"`
 	Updated      time.Time         `json:"updated"`
 }
 
 // Open reports whether the entry still stands for a box that may exist.
-func (e *JournalEntry) Open() bool { return e.State != StateRemoved }
+func (e *Entry) Open() bool { return e.State != StateRemoved }
 
 // Journal is the durable record of one instance's launches: one JSON
 // file per launch in DIR/INSTANCE/, each written temp → fsync → rename,
@@ -85,6 +92,9 @@ func (e *JournalEntry) Open() bool { return e.State != StateRemoved }
 // is not synced at all: see Put.
 type Journal struct {
 	dir string
+	// volatile reports whether nothing of a box of the runtime it names
+	// outlives the host's power (supervisor.CapVolatile); nil: none.
+	volatile func(runtime string) bool
 }
 
 // ValidName reports whether s can be an instance name, a name prefix or
@@ -108,12 +118,12 @@ func ValidName(s string) bool {
 	return true
 }
 
-// DefaultJournalDir is /var/lib/deathwatch for root, else
+// DefaultDir is /var/lib/deathwatch for root, else
 // $XDG_STATE_HOME/deathwatch (~/.local/state/deathwatch). It is "" when
 // neither XDG_STATE_HOME nor HOME is set: there is no shared fallback
 // (a folder in /tmp that another user made first would be theirs), and
-// OpenJournal asks for --journal.
-func DefaultJournalDir() string {
+// Open asks for --journal.
+func DefaultDir() string {
 	if os.Geteuid() == 0 {
 		return "/var/lib/deathwatch"
 	}
@@ -129,26 +139,28 @@ func DefaultJournalDir() string {
 // maxEntrySize bounds one journal entry (a few KB in practice).
 const maxEntrySize = 1 << 20
 
-// OpenJournal opens (creating) the journal of instance under dir. The
+// Open opens (creating) the journal of instance under dir. The
 // journal is acted on (boxes removed, pids killed, cgroups emptied), so
 // it is refused unless the folder and every one above it are the
 // supervisor's own or root's and nobody else can write them
-// (CheckTrustedDir).
-func OpenJournal(dir, instance string) (*Journal, error) {
+// (trusted.CheckDir). volatile names the runtimes whose entries are not synced (see Put):
+// the lifecycle and reconcile pass supervisor.Volatile; nil syncs every
+// entry.
+func Open(dir, instance string, volatile func(runtime string) bool) (*Journal, error) {
 	if !ValidName(instance) {
-		return nil, UsageError("instance %q: use letters, digits, '_', '.', '-' (at most 128)", instance)
+		return nil, exitcode.Usage("instance %q: use letters, digits, '_', '.', '-' (at most 128)", instance)
 	}
 	if dir == "" {
-		return nil, UsageError("no journal folder: neither HOME nor XDG_STATE_HOME is set; pass --journal DIR (a folder of this user's that nobody else can write)")
+		return nil, exitcode.Usage("no journal folder: neither HOME nor XDG_STATE_HOME is set; pass --journal DIR (a folder of this user's that nobody else can write)")
 	}
 	d := filepath.Join(dir, instance)
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return nil, fmt.Errorf("create journal directory: %w", err)
 	}
-	if err := CheckTrustedDir(d); err != nil {
-		return nil, RefusedError("journal not trusted: %w", err)
+	if err := trusted.CheckDir(d); err != nil {
+		return nil, exitcode.Refused("journal not trusted: %w", err)
 	}
-	return &Journal{dir: d}, nil
+	return &Journal{dir: d, volatile: volatile}, nil
 }
 
 // Dir is the instance's journal directory.
@@ -198,7 +210,7 @@ func (j *Journal) path(launchID string) string { return filepath.Join(j.dir, lau
 //
 // A launch writes intent, created, started, removing and removed:
 // 5 fsyncs (4 before the agent starts); a Volatile runtime's launch 0.
-func (j *Journal) Put(e *JournalEntry) error {
+func (j *Journal) Put(e *Entry) error {
 	if !ValidName(e.LaunchID) {
 		return fmt.Errorf("journal: bad launch id %q", e.LaunchID)
 	}
@@ -207,7 +219,7 @@ func (j *Journal) Put(e *JournalEntry) error {
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", e.LaunchID, err)
 	}
-	durable := !volatile(e.Runtime)
+	durable := !j.isVolatile(e.Runtime)
 	if err := writeFileAtomic(j.path(e.LaunchID), append(b, '\n'), durable && e.State != StateRemoved, durable && e.State == StateIntent); err != nil {
 		return fmt.Errorf("journal %s (%s): %w", e.LaunchID, e.State, err)
 	}
@@ -226,7 +238,7 @@ type StagedEntry struct {
 // and synced under a temporary name, which can run beside the engine's
 // probe. Commit makes it the entry; Drop removes it (a launch refused
 // before anything was created journals nothing).
-func (j *Journal) Stage(e *JournalEntry) (*StagedEntry, error) {
+func (j *Journal) Stage(e *Entry) (*StagedEntry, error) {
 	if !ValidName(e.LaunchID) {
 		return nil, fmt.Errorf("journal: bad launch id %q", e.LaunchID)
 	}
@@ -235,7 +247,7 @@ func (j *Journal) Stage(e *JournalEntry) (*StagedEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", e.LaunchID, err)
 	}
-	s := &StagedEntry{path: j.path(e.LaunchID), durable: !volatile(e.Runtime)}
+	s := &StagedEntry{path: j.path(e.LaunchID), durable: !j.isVolatile(e.Runtime)}
 	if s.tmp, err = writeTemp(s.path, append(b, '\n'), s.durable); err != nil {
 		return nil, fmt.Errorf("journal %s (%s): %w", e.LaunchID, e.State, err)
 	}
@@ -245,7 +257,7 @@ func (j *Journal) Stage(e *JournalEntry) (*StagedEntry, error) {
 // Commit names the staged entry and makes the name durable: once it
 // returns, reconcile finds the entry after a SIGKILL or a power loss.
 func (s *StagedEntry) Commit() error {
-	if err := ReplaceFile(s.tmp, s.path); err != nil {
+	if err := trusted.ReplaceFile(s.tmp, s.path); err != nil {
 		os.Remove(s.tmp)
 		return fmt.Errorf("journal %s: %w", filepath.Base(s.path), err)
 	}
@@ -283,15 +295,13 @@ func writeTemp(p string, data []byte, sync bool) (string, error) {
 	return tmp, nil
 }
 
-// volatile reports whether nothing of a box of runtime outlives the
-// host's power (CapVolatile).
-func volatile(runtime string) bool {
-	d, ok := Lookup(runtime)
-	return ok && d.Has(CapVolatile)
+// isVolatile reports whether runtime's entries need no fsync.
+func (j *Journal) isVolatile(runtime string) bool {
+	return j.volatile != nil && j.volatile(runtime)
 }
 
 // Get reads one entry.
-func (j *Journal) Get(launchID string) (*JournalEntry, error) {
+func (j *Journal) Get(launchID string) (*Entry, error) {
 	if !ValidName(launchID) {
 		return nil, fmt.Errorf("journal: bad launch id %q", launchID)
 	}
@@ -302,7 +312,7 @@ func (j *Journal) Get(launchID string) (*JournalEntry, error) {
 // write that was killed are ignored; an entry that does not parse is
 // returned in bad (a *LostEntryError when a power loss explains it)
 // rather than failing the lot.
-func (j *Journal) List() (entries []*JournalEntry, bad []error, err error) {
+func (j *Journal) List() (entries []*Entry, bad []error, err error) {
 	des, err := os.ReadDir(j.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read journal: %w", err)
@@ -353,7 +363,7 @@ func lostToPower(p string, boot time.Time) bool {
 	if err != nil || !fi.Mode().IsRegular() || !fi.ModTime().Before(boot) {
 		return false
 	}
-	b, err := ReadTrustedFile(p, maxEntrySize)
+	b, err := trusted.ReadFile(p, maxEntrySize)
 	if err != nil {
 		return false
 	}
@@ -365,19 +375,19 @@ func lostToPower(p string, boot time.Time) bool {
 	return true
 }
 
-func readEntry(p string) (*JournalEntry, error) {
-	b, err := ReadTrustedFile(p, maxEntrySize)
+func readEntry(p string) (*Entry, error) {
+	b, err := trusted.ReadFile(p, maxEntrySize)
 	if err != nil {
 		return nil, fmt.Errorf("read journal entry: %w", err)
 	}
-	var e JournalEntry
+	var e Entry
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, fmt.Errorf("parse journal entry %s: %w", p, err)
 	}
 	return &e, nil
 }
 
-// writeFileAtomic writes temp → rename (ReplaceFile: an exchange and an
+// writeFileAtomic writes temp → rename (trusted.ReplaceFile: an exchange and an
 // unlink where an entry is replaced), syncing the data when syncData
 // asks, and the folder when syncName asks that the name itself be
 // durable (see Put). Data synced without the name is synced before the
@@ -414,7 +424,7 @@ func writeFileAtomic(p string, data []byte, syncData, syncName bool) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := ReplaceFile(tmp, p); err != nil {
+	if err := trusted.ReplaceFile(tmp, p); err != nil {
 		return err
 	}
 	ok = true

@@ -1,6 +1,20 @@
 //go:build unix
 
-package supervisor
+// Package trusted reads and writes the supervisor's own records (the
+// journal, the native runtime's state, the id slots) in folders that
+// nobody else can write. They are acted on (a pid is killed, a cgroup
+// emptied) on the strength of what they say, so they are trusted only
+// when nobody else could have written them:
+//
+//   - every folder from / down to the folder itself is owned by the
+//     supervisor's euid or by root, and is not writable by group or
+//     others, except a root-owned sticky folder (/tmp) above it, where
+//     others cannot rename or remove what is ours;
+//   - the folder itself is the euid's own, mode 0700 or narrower
+//     writable;
+//   - the files read from it are regular files, opened O_NOFOLLOW and
+//     O_NONBLOCK (a FIFO never blocks a read), not symlinks.
+package trusted
 
 import (
 	"errors"
@@ -12,22 +26,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The journal and the native runtime's state are acted on (a pid is
-// killed, a cgroup emptied) on the strength of what they say, so they
-// are trusted only when nobody else could have written them:
-//
-//   - every folder from / down to the folder itself is owned by the
-//     supervisor's euid or by root, and is not writable by group or
-//     others, except a root-owned sticky folder (/tmp) above it, where
-//     others cannot rename or remove what is ours;
-//   - the folder itself is the euid's own, mode 0700 or narrower
-//     writable;
-//   - the files read from it are regular files, opened O_NOFOLLOW and
-//     O_NONBLOCK (a FIFO never blocks a read), not symlinks.
-
-// CheckTrustedDir says why dir (which must exist) cannot be trusted,
+// CheckDir says why dir (which must exist) cannot be trusted,
 // or nil.
-func CheckTrustedDir(dir string) error {
+func CheckDir(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -48,17 +49,17 @@ func CheckTrustedDir(dir string) error {
 	if abs == "/" {
 		return nil
 	}
-	_, err = checkFoldersAbove(abs, euid)
+	_, err = CheckFoldersAbove(abs, euid)
 	return err
 }
 
-// checkFoldersAbove says why the folders from / down to abs's parent
+// CheckFoldersAbove says why the folders from / down to abs's parent
 // would let someone other than uid euid or root swap an entry on the
 // path to abs, or nil: each is owned by euid or root and writable by
 // group or others only when it is a root-owned sticky folder (/tmp).
 // sticky reports whether abs's parent is such a folder: then abs's own
 // entry is safe only when euid or root owns abs.
-func checkFoldersAbove(abs string, euid uint32) (sticky bool, err error) {
+func CheckFoldersAbove(abs string, euid uint32) (sticky bool, err error) {
 	for p, first := filepath.Dir(abs), true; ; p, first = filepath.Dir(p), false {
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil {
@@ -82,13 +83,13 @@ func checkFoldersAbove(abs string, euid uint32) (sticky bool, err error) {
 	}
 }
 
-// EnsureTrustedDir creates dir (0700, with missing parents) and checks
-// it with CheckTrustedDir.
-func EnsureTrustedDir(dir string) error {
+// EnsureDir creates dir (0700, with missing parents) and checks
+// it with CheckDir.
+func EnsureDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := CheckTrustedDir(dir); err != nil {
+	if err := CheckDir(dir); err != nil {
 		return fmt.Errorf("untrusted folder: %w", err)
 	}
 	return nil
@@ -98,10 +99,10 @@ func EnsureTrustedDir(dir string) error {
 // FIFO, a device, a socket or a symlink.
 var ErrNotRegular = errors.New("not a regular file")
 
-// ReadTrustedFile reads at most max bytes of a regular file, refusing a
+// ReadFile reads at most max bytes of a regular file, refusing a
 // symlink (O_NOFOLLOW) or anything else that is not a regular file
 // without blocking on it (O_NONBLOCK: a FIFO does not hang the read).
-func ReadTrustedFile(p string, max int64) ([]byte, error) {
+func ReadFile(p string, max int64) ([]byte, error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err == unix.ELOOP {
 		return nil, fmt.Errorf("%s: %w (a symlink)", p, ErrNotRegular)

@@ -1,11 +1,10 @@
-package supervisor
+package journal
 
 import (
 	"errors"
 	"fmt"
 	"os"
 
-	"deathwatch/supervisor/controller"
 	"deathwatch/supervisor/proc"
 )
 
@@ -16,19 +15,6 @@ func SelfOwner() (Owner, error) {
 		return Owner{}, fmt.Errorf("read own start time: %w", err)
 	}
 	return Owner{PID: os.Getpid(), StartTime: st, BootID: proc.BootID(), PIDNS: proc.SelfPIDNamespace()}, nil
-}
-
-// controllerRecord is the journal's record of w, beside owner (nil:
-// no controller is watched or recorded).
-func controllerRecord(w *controller.Watch, owner Owner) *ControllerRecord {
-	if w == nil {
-		return nil
-	}
-	r := &ControllerRecord{Link: w.Link}
-	if w.PID > 0 {
-		r.Owner = Owner{PID: w.PID, StartTime: w.StartTime, BootID: owner.BootID, PIDNS: owner.PIDNS}
-	}
-	return r
 }
 
 // Alive reports whether the owner may still run: it names a pid and

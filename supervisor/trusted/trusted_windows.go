@@ -1,4 +1,4 @@
-package supervisor
+package trusted
 
 import (
 	"errors"
@@ -7,9 +7,9 @@ import (
 	"os"
 )
 
-// CheckTrustedDir: Windows folders carry ACLs, not modes; the journal
+// CheckDir: Windows folders carry ACLs, not modes; the journal
 // lives in the user's own profile.
-func CheckTrustedDir(dir string) error {
+func CheckDir(dir string) error {
 	st, err := os.Lstat(dir)
 	if err != nil {
 		return err
@@ -20,19 +20,19 @@ func CheckTrustedDir(dir string) error {
 	return nil
 }
 
-// EnsureTrustedDir creates dir and checks it with CheckTrustedDir.
-func EnsureTrustedDir(dir string) error {
+// EnsureDir creates dir and checks it with CheckDir.
+func EnsureDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return CheckTrustedDir(dir)
+	return CheckDir(dir)
 }
 
 // ErrNotRegular is returned for a file that is not a regular file.
 var ErrNotRegular = errors.New("not a regular file")
 
-// ReadTrustedFile reads at most max bytes of a regular file.
-func ReadTrustedFile(p string, max int64) ([]byte, error) {
+// ReadFile reads at most max bytes of a regular file.
+func ReadFile(p string, max int64) ([]byte, error) {
 	st, err := os.Lstat(p)
 	if err != nil {
 		return nil, err
