@@ -28,12 +28,12 @@
 // holds the supervisor and watcher of an earlier commit (`git worktree
 // add ../base COMMIT && make -C ../base build`, DIR=../base/bin). It
 // stands in for each of the three variables above that is unset, a base
-// supervisor runs with the base watcher, and the kill section runs each
-// runtime's trials with the base build too, interleaved. Where both
-// builds are measured, a note or column says "this / base": the ratio of
-// the p50s with its 95 % bootstrap interval, and "SLOWER beyond the
-// noise" when the whole interval lies above 1. Sections that have no
-// baseline (size, death, heartbeat, io, copy, walls, cli parse,
+// supervisor runs with the base watcher, and the kill, heartbeat and I/O
+// sections run the base build beside this one (kill trials and echo
+// lines interleaved). Where both builds are measured, a note or column
+// says "this / base": the ratio of the p50s with its 95 % bootstrap
+// interval, and "SLOWER beyond the noise" when the whole interval lies
+// above 1. The other sections (size, death, copy, walls, cli parse,
 // kubernetes) measure this build alone.
 //
 // Other work on the machine shows in every tail: each section prints the
