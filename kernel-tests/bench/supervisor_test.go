@@ -508,7 +508,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 	var live []*rig
 	for _, r := range rigs(t) {
 		if r.probeErr != nil {
-			s.Skip("supervisor SIGKILL, "+r.key(), r.probeErr.Error())
+			s.Skip("supervisor SIGKILL, "+r.Name, r.probeErr.Error())
 			continue
 		}
 		live = append(live, r)
@@ -533,13 +533,13 @@ func TestBenchSupervisorKill(t *testing.T) {
 		bwrapDead = append(bwrapDead, bwrapDeathTrial(t, bwrap, fmt.Sprintf("dwbench-kill-bwrap-%d-%d", os.Getpid(), i)).agent)
 		for _, r := range live {
 			if !r.noController {
-				c := r.killTrial(t, fmt.Sprintf("dwbench-ctl-%s-%d-%d", r.Name, os.Getpid(), i), pe, kt, true)
+				c := r.killTrial(t, fmt.Sprintf("dwbench-ctl-%s-%s-%d", r.Name, r.Instance, i), pe, kt, true)
 				cdead[r.key()] = append(cdead[r.key()], c.dead)
 				if r.Name != "native" {
 					cremoved[r.key()] = append(cremoved[r.key()], c.removed)
 				}
 			}
-			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%d-%d", r.Name, os.Getpid(), i), pe, kt, false)
+			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%s-%d", r.Name, r.Instance, i), pe, kt, false)
 			dead[r.key()] = append(dead[r.key()], res.dead)
 			if res.tlError != "" {
 				t.Logf("%s trial %d: no kernel timeline: %s", r.key(), i, res.tlError)
