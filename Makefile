@@ -11,7 +11,10 @@
 #                main); the Kubernetes kernel tests once the cluster is up
 #                (lane kubernetes); the native runtime in qemu guests on
 #                pure cgroup v2 (lane vm, make test-vm)
-#   make bench   benchmarks (figures, not pass/fail timings)
+#   make bench   benchmarks (figures, not pass/fail timings); with
+#                DEATHWATCH_BENCH_BASE=DIR (the bin of an earlier commit's
+#                make build) each row with a baseline runs both builds,
+#                interleaved, and says this / base with its noise
 #   make demo    the main job: bin/supervisor demo
 #   make fuzz    longer fuzz runs (FUZZTIME=5m make fuzz)
 #   make image   the FROM scratch watcher image, offline (ENGINE=podman make image)
@@ -225,6 +228,8 @@ fuzz:
 
 # The benchmarks live in kernel-tests/bench as TestBench* functions that
 # run only with DEATHWATCH_BENCH=1; they print figures and ratios.
+# DEATHWATCH_BENCH_BASE=DIR compares against a base build (the package
+# doc of kernel-tests/bench says which rows).
 bench: provision build
 	@if [ ! -d kernel-tests/bench ]; then echo "make bench: kernel-tests/bench does not exist yet"; exit 1; fi
 	DEATHWATCH_BENCH=1 $(GO) test -count=1 -p 1 -timeout 60m -run '^TestBench' -v ./kernel-tests/bench/...

@@ -21,14 +21,30 @@
 // adds its native launch, interleaved, to the native launch rows and
 // the native timeline: before and after in one run;
 // DEATHWATCH_BENCH_ENGINE_BASELINE=PATH does the same for the docker and
-// podman launch rows and their split. Other work on the machine shows in every tail: each section
-// prints the load average when it began and ended.
+// podman launch rows and their split; DEATHWATCH_BENCH_WATCHER_BASELINE
+// (an earlier watcher) joins the launch and idle-memory rows.
+//
+// DEATHWATCH_BENCH_BASE=DIR names a base build to compare against: DIR
+// holds the supervisor and watcher of an earlier commit (`git worktree
+// add ../base COMMIT && make -C ../base build`, DIR=../base/bin). It
+// stands in for each of the three variables above that is unset, a base
+// supervisor runs with the base watcher, and the kill, heartbeat and I/O
+// sections run the base build beside this one (kill trials and echo
+// lines interleaved). Where both builds are measured, a note or column
+// says "this / base": the ratio of the p50s with its 95 % bootstrap
+// interval, and "SLOWER beyond the noise" when the whole interval lies
+// above 1. The other sections (size, death, copy, walls, cli parse,
+// kubernetes) measure this build alone.
+//
+// Other work on the machine shows in every tail: each section prints the
+// load average when it began and ended.
 package bench
 
 import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -343,3 +359,57 @@ func fms(v float64) string {
 }
 
 func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+// versus compares this build's times with the base build's from the
+// same interleaved runs: the ratio of their p50s, its 95 % interval (a
+// bootstrap of both samples, seeded so that a run prints one answer)
+// and the verdict the interval gives.
+func versus(this, base []time.Duration) string {
+	if len(this) == 0 || len(base) == 0 {
+		return "this / base: no runs to compare"
+	}
+	r, lo, hi := p50Ratio(this, base)
+	verdict := "within the noise"
+	switch {
+	case lo > 1:
+		verdict = "SLOWER beyond the noise"
+	case hi < 1:
+		verdict = "faster beyond the noise"
+	}
+	return fmt.Sprintf("this / base p50 %.3fx (95%% %.3f–%.3f, n %d/%d): %s", r, lo, hi, len(this), len(base), verdict)
+}
+
+// p50Ratio is p50(a)/p50(b) and the 2.5th and 97.5th percentiles of the
+// same ratio over resamples of a and b.
+func p50Ratio(a, b []time.Duration) (ratio, lo, hi float64) {
+	const resamples = 2000
+	rng := rand.New(rand.NewPCG(1, 2))
+	median := func(s []time.Duration) float64 {
+		s = slices.Clone(s)
+		slices.Sort(s)
+		return float64(pct(s, .50))
+	}
+	draw := func(s []time.Duration) []time.Duration {
+		out := make([]time.Duration, len(s))
+		for i := range out {
+			out[i] = s[rng.IntN(len(s))]
+		}
+		return out
+	}
+	rs := make([]float64, resamples)
+	for i := range rs {
+		rs[i] = median(draw(a)) / median(draw(b))
+	}
+	slices.Sort(rs)
+	return median(a) / median(b), rs[resamples*25/1000], rs[resamples*975/1000-1]
+}
+
+// byName is the candidate called name (nil if none).
+func byName(cs []*candidate, name string) *candidate {
+	for _, c := range cs {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}

@@ -86,6 +86,15 @@ func TestBenchIO(t *testing.T) {
 		s.Target("supervisor stdout time / docker run -i cat time (≥0.8 throughput)", float64(viaOut)/float64(bare), 1.25, "x")
 		s.Note("best of 3 runs each; throughput ratio (docker run -i cat = 1): --stdin cat %.2f, stdout alone %.2f", float64(bare)/float64(viaCat), float64(bare)/float64(viaOut))
 	}
+	if b := baseRig(t, r); b != nil && ok1 && ok2 && ok3 {
+		baseCat, ok4 := best("base supervisor exec --stdin cat", file, b.execArgs([]string{"--stdin"}, "cat")...)
+		baseOut, ok5 := best("base supervisor exec head", "", b.execArgs(nil, "head", "-c", strconv.Itoa(size), "/dev/zero")...)
+		if ok4 && ok5 {
+			s.Row("supervisor exec --stdin -- cat < file, base build", "docker", baseCat.Round(time.Millisecond).String(), fmt.Sprintf("%.0f", rate(baseCat)), "", "")
+			s.Row("supervisor exec -- head -c N /dev/zero, base build", "docker", baseOut.Round(time.Millisecond).String(), fmt.Sprintf("%.0f", rate(baseOut)), "", "")
+			s.Note("this / base time (best of 3 each, run after this build's; no interval): --stdin cat %.2fx, stdout alone %.2fx", float64(viaCat)/float64(baseCat), float64(viaOut)/float64(baseOut))
+		}
+	}
 
 	for _, name := range []string{"native", "docker"} {
 		er := r
@@ -93,49 +102,69 @@ func TestBenchIO(t *testing.T) {
 			er = &rig{Rig: ktest.Rigs(t, name)[0]}
 			er.Setup(t, "bench-io")
 		}
-		ds, err := echoRoundTrips(er, 5000)
+		builds := []*rig{er}
+		if b := baseRig(t, er); b != nil {
+			builds = append(builds, b)
+		}
+		ds, err := echoRoundTrips(builds, 5000)
 		if err != nil {
 			t.Errorf("%s echo: %v", name, err)
 			continue
 		}
-		st := summarize(ds)
+		st := summarize(ds[0])
 		s.Row("echo round trip (--stdin, sh while read)", name, "", "", fms(st.P50), fms(st.P99))
 		s.Set("echo_"+name, st)
+		if len(ds) > 1 {
+			bst := summarize(ds[1])
+			s.Row("echo round trip, base build", name, "", "", fms(bst.P50), fms(bst.P99))
+			s.Set("echo_"+name+"_base", bst)
+			s.Note("%s echo round trip, %s", name, versus(ds[0], ds[1]))
+		}
 	}
 }
 
 // echoRoundTrips times n request/answer lines through a `while read`
-// echo agent under exec --stdin, one at a time.
-func echoRoundTrips(r *rig, n int) ([]time.Duration, error) {
-	argv := r.execArgs([]string{"--stdin"}, "sh", "-c", `while read -r l; do echo "$l"; done`)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
+// echo agent under exec --stdin on each rig, one line at a time, the
+// rigs' boxes taking turns line by line.
+func echoRoundTrips(rs []*rig, n int) ([][]time.Duration, error) {
+	type agent struct {
+		in  io.WriteCloser
+		out *bufio.Reader
 	}
-	outp, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	defer cmd.Wait()
-	defer in.Close()
-	out := bufio.NewReader(outp)
-	ds := make([]time.Duration, 0, n)
-	for i := 0; i < n+100; i++ { // the first 100 warm up
-		t0 := time.Now()
-		fmt.Fprintf(in, "%d\n", i)
-		line, err := out.ReadString('\n')
+	var as []agent
+	for _, r := range rs {
+		argv := r.execArgs([]string{"--stdin"}, "sh", "-c", `while read -r l; do echo "$l"; done`)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		in, err := cmd.StdinPipe()
 		if err != nil {
-			return nil, fmt.Errorf("answer %d: %w", i, err)
+			return nil, err
 		}
-		if line != strconv.Itoa(i)+"\n" {
-			return nil, fmt.Errorf("answer %d is %q", i, line)
+		outp, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
 		}
-		if i >= 100 {
-			ds = append(ds, time.Since(t0))
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		defer cmd.Wait()
+		defer in.Close()
+		as = append(as, agent{in, bufio.NewReader(outp)})
+	}
+	ds := make([][]time.Duration, len(rs))
+	for i := 0; i < n+100; i++ { // the first 100 warm up
+		for k, a := range as {
+			t0 := time.Now()
+			fmt.Fprintf(a.in, "%d\n", i)
+			line, err := a.out.ReadString('\n')
+			if err != nil {
+				return nil, fmt.Errorf("%s: answer %d: %w", rs[k].key(), i, err)
+			}
+			if line != strconv.Itoa(i)+"\n" {
+				return nil, fmt.Errorf("%s: answer %d is %q", rs[k].key(), i, line)
+			}
+			if i >= 100 {
+				ds[k] = append(ds[k], time.Since(t0))
+			}
 		}
 	}
 	return ds, nil

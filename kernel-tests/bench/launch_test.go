@@ -112,19 +112,52 @@ func goinitBin(t *testing.T) string {
 	return goinitPath
 }
 
-// baselineBinary is the executable named by the variable env (an
-// earlier build, measured interleaved with this one's: before and after
-// in one run, at one load); "" when the variable is unset.
-func baselineBinary(t *testing.T, env string) string {
+// baseEnv names a base build to compare against: a folder with the
+// supervisor and watcher binaries of an earlier commit (`make build` in
+// a worktree there, then DIR is its bin). Every benchmark that measures
+// a baseline takes its binaries from it unless its own variable names
+// one, and a base supervisor runs with the base watcher.
+const baseEnv = "DEATHWATCH_BENCH_BASE"
+
+// baselineBinary is the executable named by the variable env, else the
+// file name in the base build (an earlier build, measured interleaved
+// with this one's: before and after in one run, at one load); "" when
+// neither is set.
+func baselineBinary(t *testing.T, env, name string) string {
 	t.Helper()
 	p := os.Getenv(env)
+	if p == "" {
+		if dir := os.Getenv(baseEnv); dir != "" {
+			p, env = filepath.Join(dir, name), baseEnv
+		}
+	}
 	if p == "" {
 		return ""
 	}
 	if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
-		t.Fatalf("%s=%s: not an executable file (%v); build the earlier binary there", env, p, err)
+		t.Fatalf("%s: %s is not an executable file (%v); build the earlier binaries there", env, p, err)
 	}
 	return p
+}
+
+// baseExec is argv (a `supervisor ... exec --watcher W ...` of this
+// build) run by the earlier supervisor sup instead, with the base
+// build's watcher when there is one.
+func baseExec(t *testing.T, sup string, argv []string) []string {
+	t.Helper()
+	out := append([]string{sup}, argv[1:]...)
+	dir := os.Getenv(baseEnv)
+	if dir == "" {
+		return out
+	}
+	w := baselineBinary(t, "", "watcher")
+	for i := 1; i+1 < len(out); i++ {
+		if out[i] == "--watcher" {
+			out[i+1] = w
+			break
+		}
+	}
+	return out
 }
 
 // watcherBaselineEnv names an earlier watcher binary that the launch
@@ -157,8 +190,9 @@ func TestBenchLaunch(t *testing.T) {
 		{name: "goinit notify-all", role: "probe", argv: in(g, "notify-all", trueBin)},
 		{name: "goinit notify-async", role: "probe", argv: in(g, "notify-async", trueBin)},
 	}
-	if b := baselineBinary(t, watcherBaselineEnv); b != "" {
-		cs = append(cs, &candidate{name: "watcher (baseline)", role: "init", argv: in(b, "--", trueBin)})
+	wbase := baselineBinary(t, watcherBaselineEnv, "watcher")
+	if wbase != "" {
+		cs = append(cs, &candidate{name: "watcher (baseline)", role: "init", argv: in(wbase, "--", trueBin)})
 	}
 	s := newSection(t, rankLaunch, fmt.Sprintf("launch: `unshare --pid --fork INIT -- /bin/true`, %d runs each, interleaved", n),
 		"candidate", "role", "p50", "p95", "over bare (p50)", "cpu p50", "cpu over bare")
@@ -186,7 +220,7 @@ func TestBenchLaunch(t *testing.T) {
 	s.Target("watcher overhead / tini overhead (p50)", over["watcher"]/tini, 2.0, "x")
 	s.Set("watcher_over_tini", round3(over["watcher"]/tini))
 	if o, ok := over["watcher (baseline)"]; ok {
-		s.Note("watcher (baseline) is %s: overhead %+.2f ms = %.2fx tini's", os.Getenv(watcherBaselineEnv), o, o/tini)
+		s.Note("watcher (baseline) is %s: overhead %+.2f ms = %.2fx tini's; %s", wbase, o, o/tini, versus(byName(cs, "watcher").wall, byName(cs, "watcher (baseline)").wall))
 	}
 	floor := over["goinit fork"]
 	s.Note("Go floor (goinit fork: a static Go init that forks, waits and exits) %+.2f ms = %.2fx tini's overhead; the watcher is %+.2f ms above it", floor, floor/tini, over["watcher"]-floor)
@@ -387,10 +421,10 @@ func TestBenchNativeTimeline(t *testing.T) {
 	bw := []string{bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", trueBin}
 	var base []string // an earlier supervisor, interleaved (DEATHWATCH_BENCH_NATIVE_BASELINE)
 	if p := baselineSupervisor(t); p != "" {
-		base = append([]string{p}, sup[1:]...)
+		base = baseExec(t, p, sup)
 	}
 	s := newSection(t, rankTimeline, fmt.Sprintf("native launch timeline from the kernel's process events (cn_proc), %d runs, interleaved with bwrap, p50", n),
-		"candidate", "phase", "p50")
+		"candidate", "phase", "p50", "this / base (with DEATHWATCH_BENCH_BASE or _NATIVE_BASELINE)")
 	p, err := openProcEvents()
 	if err != nil {
 		t.Fatalf("process events connector: %v", err)
@@ -460,16 +494,20 @@ func TestBenchNativeTimeline(t *testing.T) {
 		}
 	}
 	for i, ph := range phases {
-		s.Row("supervisor exec --runtime native -- /bin/true", ph, fms(summarize(got[i]).P50))
+		vs := ""
+		if base != nil {
+			vs = versus(got[i], gotBase[i])
+		}
+		s.Row("supervisor exec --runtime native -- /bin/true", ph, fms(summarize(got[i]).P50), vs)
 		s.Set(ph, summarize(got[i]))
 	}
 	if base != nil {
 		for i, ph := range phases {
-			s.Row("baseline "+base[0]+" exec --runtime native -- /bin/true", ph, fms(summarize(gotBase[i]).P50))
+			s.Row("baseline "+base[0]+" exec --runtime native -- /bin/true", ph, fms(summarize(gotBase[i]).P50), "")
 			s.Set("baseline: "+ph, summarize(gotBase[i]))
 		}
 	}
-	s.Row(strings.Join(bw[:len(bw)-1], " ")+" /bin/true", "exec → exit", fms(summarize(bwrapTotal).P50))
+	s.Row(strings.Join(bw[:len(bw)-1], " ")+" /bin/true", "exec → exit", fms(summarize(bwrapTotal).P50), "")
 	s.Set("bwrap exec → exit", summarize(bwrapTotal))
 	s.Set("runs_lost_to_connector_overflow", lost)
 	s.Note("kernel timestamps (CLOCK_MONOTONIC); the phases of one run add up to its exec → exit; each p50 is taken on its own, so the p50s need not add up; %d runs lost to connector overflow", lost)

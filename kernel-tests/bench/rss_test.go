@@ -190,7 +190,8 @@ func TestBenchIdleRSS(t *testing.T) {
 		{name: "watcher (plain)", argv: []string{w, "--", "/bin/sleep", "5"}},
 		{name: "watcher (--control=fd:3)", bin: w},
 	}
-	if b := baselineBinary(t, watcherBaselineEnv); b != "" {
+	wbase := baselineBinary(t, watcherBaselineEnv, "watcher")
+	if b := wbase; b != "" {
 		inits = append(inits, &init{name: "watcher (baseline, plain)", argv: []string{b, "--", "/bin/sleep", "5"}}, &init{name: "watcher (baseline, --control=fd:3)", bin: b})
 	}
 	s := newSection(t, rankRSS, fmt.Sprintf("idle memory as PID 1 with a sleeping child, read after %s (median of %d)", idleDelay, trials),
@@ -233,8 +234,8 @@ func TestBenchIdleRSS(t *testing.T) {
 		}
 	}
 	s.Note("goinit fork is the least a static Go init costs (the runtime's own heap, stacks and threads; a smaller binary, so less RssFile): the watcher's RssAnon above its RssAnon is what the watcher itself holds")
-	if b := os.Getenv(watcherBaselineEnv); b != "" {
-		s.Note("watcher (baseline) is %s", b)
+	if wbase != "" {
+		s.Note("watcher (baseline) is %s", wbase)
 	}
 	s.Note("by mapping (smaps Rss, each column its own median): the binary's r-x (text), r-- (rodata; a Go binary's pclntab too) and rw- (data) mappings; the largest anonymous mapping (a Go init's heap arena: objects, goroutine and thread stacks); the rest (bss, off-heap runtime metadata, the main stack). A small binary is resident in whole once it runs (fault-around maps the page cache's folios): its RssFile is its size, so a byte less of binary is a byte less per box")
 	s.Note("RssFile is the init's own binary as mapped from the page cache (shared between boxes that run the same file); RssAnon is its private memory; Pss divides shared pages among their mappers; USS is what only this init maps (Private_Clean + Private_Dirty: what its end would free; the binary's pages leave USS as soon as a second box runs the same file)")

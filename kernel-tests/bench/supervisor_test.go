@@ -33,6 +33,47 @@ type rig struct {
 	// rig's own (podman): the API path, measured beside the CLI's one
 	// `podman run` ("" none).
 	service string
+	// label names a base build's copy of a runtime in the rows ("" for
+	// this build's); base is that copy, set on this build's rig.
+	label string
+	base  *rig
+	// noController: the supervisor does not watch its controller (a
+	// base build from before --controller-fd); its controller trials
+	// are not run.
+	noController bool
+}
+
+// key names the rig in rows and figures: its runtime, and "(base)" for
+// a base build's copy.
+func (r *rig) key() string {
+	if r.label != "" {
+		return r.label
+	}
+	return r.Name
+}
+
+// baseRig is r driven by the base build's supervisor and watcher (a
+// journal and instance of its own), nil without a base build; r.base is
+// set to it.
+func baseRig(t *testing.T, r *rig) *rig {
+	t.Helper()
+	sup := baselineFor(t, r)
+	if sup == "" {
+		return nil
+	}
+	b := &rig{Rig: r.Rig, label: r.Name + " (base)"}
+	b.Bin.Supervisor = sup
+	if w := baselineBinary(t, "", "watcher"); w != "" {
+		b.Bin.Watcher = w
+	}
+	help, _ := exec.Command(sup, "exec", "--help").CombinedOutput()
+	b.noController = !bytes.Contains(help, []byte("--controller-fd"))
+	b.Setup(t, "benchbase")
+	if r.Name == "native" {
+		t.Cleanup(func() { removeNativeBoxes(t, b) })
+	}
+	r.base = b
+	return b
 }
 
 // execArgs is `supervisor --instance I --journal J exec --runtime R ...
@@ -119,7 +160,18 @@ func rigs(t *testing.T) []*rig {
 // supervisor binary whose native launch runs interleaved with this
 // one's (before and after in one run, at one load); "" when unset.
 func baselineSupervisor(t *testing.T) string {
-	return baselineBinary(t, "DEATHWATCH_BENCH_NATIVE_BASELINE")
+	return baselineBinary(t, "DEATHWATCH_BENCH_NATIVE_BASELINE", "supervisor")
+}
+
+// baselineFor is the earlier supervisor measured beside this one on
+// runtime r: DEATHWATCH_BENCH_NATIVE_BASELINE for native,
+// DEATHWATCH_BENCH_ENGINE_BASELINE for docker and podman, each else the
+// base build's; "" when none.
+func baselineFor(t *testing.T, r *rig) string {
+	if r.Name == "native" {
+		return baselineSupervisor(t)
+	}
+	return baselineBinary(t, "DEATHWATCH_BENCH_ENGINE_BASELINE", "supervisor")
 }
 
 // podmanService starts a rootful `podman system service` on a socket of
@@ -164,9 +216,8 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 				{name: "supervisor exec --runtime native -- /bin/true", argv: r.execArgs(nil, "/bin/true")},
 				{name: "bwrap --unshare-all --die-with-parent --ro-bind / / /bin/true", argv: []string{bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "/bin/true"}},
 			}
-			if base := baselineSupervisor(t); base != "" {
-				argv := append([]string{base}, r.execArgs(nil, "/bin/true")[1:]...)
-				cs = append(cs, &candidate{name: "baseline " + base + " exec --runtime native -- /bin/true", argv: argv})
+			if base := baselineFor(t, r); base != "" {
+				cs = append(cs, &candidate{name: "baseline " + base + " exec --runtime native -- /bin/true", argv: baseExec(t, base, r.execArgs(nil, "/bin/true"))})
 			}
 		} else {
 			// Issue 16: docker through its Engine API beats its own CLI;
@@ -178,9 +229,8 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 				engineCandidate(r.engineBare(true), ""),
 				engineCandidate(r.engineWalled(), " (the box's walls, no watcher)"),
 			}
-			if base := baselineBinary(t, "DEATHWATCH_BENCH_ENGINE_BASELINE"); base != "" {
-				argv := append([]string{base}, r.execArgs(nil, "true")[1:]...)
-				cs = append(cs, &candidate{name: "baseline " + base + " exec --runtime " + r.Name + " -- true", argv: argv})
+			if base := baselineFor(t, r); base != "" {
+				cs = append(cs, &candidate{name: "baseline " + base + " exec --runtime " + r.Name + " -- true", argv: baseExec(t, base, r.execArgs(nil, "true"))})
 			}
 			if r.service != "" {
 				cs = append(cs, &candidate{name: "supervisor exec --runtime podman -- true, through `podman system service` (API)",
@@ -198,6 +248,11 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 			s.Set(r.Name+": "+c.name, map[string]any{"argv": c.argv, "wall": c.stats})
 		}
 		s.Target(fmt.Sprintf("%s: supervisor exec / %s (p50)", r.Name, cs[1].name), cs[0].stats.P50/base, limit, "x")
+		for _, c := range cs {
+			if strings.HasPrefix(c.name, "baseline ") {
+				s.Note("%s: supervisor exec, %s", r.Name, versus(cs[0].wall, c.wall))
+			}
+		}
 		if r.Name != "native" {
 			s.Note("%s: supervisor exec / the walled run (the same walls, no watcher) %.2fx, the walled run / the bare run %.2fx", r.Name, cs[0].stats.P50/cs[3].stats.P50, cs[3].stats.P50/base)
 		}
@@ -458,6 +513,9 @@ func TestBenchSupervisorKill(t *testing.T) {
 			continue
 		}
 		live = append(live, r)
+		if b := baseRig(t, r); b != nil {
+			live = append(live, b)
+		}
 	}
 	pe, err := openProcEvents()
 	if err != nil {
@@ -475,24 +533,26 @@ func TestBenchSupervisorKill(t *testing.T) {
 	for i := 0; i < trials; i++ {
 		bwrapDead = append(bwrapDead, bwrapDeathTrial(t, bwrap, fmt.Sprintf("dwbench-kill-bwrap-%d-%d", os.Getpid(), i)).agent)
 		for _, r := range live {
-			c := r.killTrial(t, fmt.Sprintf("dwbench-ctl-%s-%d-%d", r.Name, os.Getpid(), i), pe, kt, true)
-			cdead[r.Name] = append(cdead[r.Name], c.dead)
-			if r.Name != "native" {
-				cremoved[r.Name] = append(cremoved[r.Name], c.removed)
+			if !r.noController {
+				c := r.killTrial(t, fmt.Sprintf("dwbench-ctl-%s-%s-%d", r.Name, r.Instance, i), pe, kt, true)
+				cdead[r.key()] = append(cdead[r.key()], c.dead)
+				if r.Name != "native" {
+					cremoved[r.key()] = append(cremoved[r.key()], c.removed)
+				}
 			}
-			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%d-%d", r.Name, os.Getpid(), i), pe, kt, false)
-			dead[r.Name] = append(dead[r.Name], res.dead)
+			res := r.killTrial(t, fmt.Sprintf("dwbench-kill-%s-%s-%d", r.Name, r.Instance, i), pe, kt, false)
+			dead[r.key()] = append(dead[r.key()], res.dead)
 			if res.tlError != "" {
-				t.Logf("%s trial %d: no kernel timeline: %s", r.Name, i, res.tlError)
+				t.Logf("%s trial %d: no kernel timeline: %s", r.key(), i, res.tlError)
 			} else {
-				tls[r.Name] = append(tls[r.Name], res.tl)
-				splits[r.Name] = append(splits[r.Name], res.split)
+				tls[r.key()] = append(tls[r.key()], res.tl)
+				splits[r.key()] = append(splits[r.key()], res.split)
 			}
 			sp, tl := res.split, res.tl
 			t.Logf("%s trial %d: dead after %s (pidfd); from the supervisor's death: shim woken %s (by %s), shim read EOF %s, watcher woken %s (by %s), watcher read EOF %s, SIGKILL sent %s, first agent process dead %s, last %s, watcher exit %s",
-				r.Name, i, dms(res.dead), dms(sp.shimWoken), who(sp.shimWaker), dms(sp.shimEOF), dms(sp.watcherWoken), who(sp.watcherWaker), dms(sp.eof), dms(sp.kill), dms(tl.firstKill), dms(tl.lastDead), dms(tl.initExit))
+				r.key(), i, dms(res.dead), dms(sp.shimWoken), who(sp.shimWaker), dms(sp.shimEOF), dms(sp.watcherWoken), who(sp.watcherWaker), dms(sp.eof), dms(sp.kill), dms(tl.firstKill), dms(tl.lastDead), dms(tl.initExit))
 			if r.Name != "native" {
-				removed[r.Name] = append(removed[r.Name], res.removed)
+				removed[r.key()] = append(removed[r.key()], res.removed)
 			}
 		}
 	}
@@ -501,24 +561,34 @@ func TestBenchSupervisorKill(t *testing.T) {
 	s.Row("bwrap", "--die-with-parent: parent SIGKILL → last agent process dead", fmt.Sprint(bst.N), fms(bst.P50), fms(bst.P95), fms(bst.P99), fms(bst.Max), over10ms(bwrapDead))
 	s.Set("bwrap: dead", bst)
 	for _, r := range live {
-		cst := summarize(cdead[r.Name])
-		s.Row(r.Name, "controller SIGKILL → last agent process dead", fmt.Sprint(cst.N), fms(cst.P50), fms(cst.P95), fms(cst.P99), fms(cst.Max), over10ms(cdead[r.Name]))
-		s.Set(r.Name+": controller dead", cst)
-		if r.Name == "native" || r.Name == "docker" {
-			s.Target(r.Name+": controller SIGKILL → last agent process dead, p99", cst.P99, 10, "ms")
+		cst := summarize(cdead[r.key()])
+		if r.noController {
+			s.Skip(r.key()+": controller SIGKILL", "this supervisor does not watch its controller (no --controller-fd)")
+		} else {
+			s.Row(r.key(), "controller SIGKILL → last agent process dead", fmt.Sprint(cst.N), fms(cst.P50), fms(cst.P95), fms(cst.P99), fms(cst.Max), over10ms(cdead[r.key()]))
+			s.Set(r.key()+": controller dead", cst)
 		}
-		if r.Name != "native" {
-			crm := summarize(cremoved[r.Name])
-			s.Row(r.Name, "controller SIGKILL → box removed", fmt.Sprint(crm.N), fms(crm.P50), fms(crm.P95), fms(crm.P99), fms(crm.Max), "")
-			s.Set(r.Name+": controller removed", crm)
+		if r.label == "" && (r.Name == "native" || r.Name == "docker") {
+			s.Target(r.key()+": controller SIGKILL → last agent process dead, p99", cst.P99, 10, "ms")
 		}
-		st := summarize(dead[r.Name])
-		s.Row(r.Name, "supervisor SIGKILL → last agent process dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(dead[r.Name]))
-		s.Set(r.Name+": dead", st)
-		s.Target(r.Name+": SIGKILL → last agent process dead, p99", st.P99, 10, "ms")
-		s.Target(r.Name+": controller SIGKILL p99 / supervisor SIGKILL p99", cst.P99/st.P99, 2, "x")
+		if r.Name != "native" && !r.noController {
+			crm := summarize(cremoved[r.key()])
+			s.Row(r.key(), "controller SIGKILL → box removed", fmt.Sprint(crm.N), fms(crm.P50), fms(crm.P95), fms(crm.P99), fms(crm.Max), "")
+			s.Set(r.key()+": controller removed", crm)
+		}
+		st := summarize(dead[r.key()])
+		s.Row(r.key(), "supervisor SIGKILL → last agent process dead", fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(dead[r.key()]))
+		s.Set(r.key()+": dead", st)
+		if r.label == "" {
+			s.Target(r.key()+": SIGKILL → last agent process dead, p99", st.P99, 10, "ms")
+			s.Target(r.key()+": controller SIGKILL p99 / supervisor SIGKILL p99", cst.P99/st.P99, 2, "x")
+		}
+		if r.base != nil {
+			s.Note("%s: controller SIGKILL → dead, %s", r.Name, versus(cdead[r.key()], cdead[r.base.key()]))
+			s.Note("%s: supervisor SIGKILL → dead, %s", r.Name, versus(dead[r.key()], dead[r.base.key()]))
+		}
 		var first, last, exit, shim, shimEOF, woken, eof, kill, reaction, ownPath, killToFirst, liveWoken, streamWoken []time.Duration
-		for _, tl := range tls[r.Name] {
+		for _, tl := range tls[r.key()] {
 			first, last, exit = append(first, tl.firstKill), append(last, tl.lastDead), append(exit, tl.initExit)
 		}
 		seen := func(ds []time.Duration, d time.Duration) []time.Duration {
@@ -527,7 +597,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 			}
 			return ds
 		}
-		for i, sp := range splits[r.Name] {
+		for i, sp := range splits[r.key()] {
 			shim, shimEOF, woken, eof, kill = seen(shim, sp.shimWoken), seen(shimEOF, sp.shimEOF), seen(woken, sp.watcherWoken), seen(eof, sp.eof), seen(kill, sp.kill)
 			if sp.watcherWoken > 0 && sp.kill > 0 {
 				reaction = append(reaction, sp.kill-sp.watcherWoken)
@@ -545,7 +615,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 				ownPath = append(ownPath, sp.kill-sp.eof)
 			}
 			if sp.kill > 0 {
-				killToFirst = append(killToFirst, tls[r.Name][i].firstKill-sp.kill)
+				killToFirst = append(killToFirst, tls[r.key()][i].firstKill-sp.kill)
 			}
 		}
 		for _, b := range []struct {
@@ -570,16 +640,22 @@ func TestBenchSupervisorKill(t *testing.T) {
 				continue
 			}
 			st := summarize(b.ds)
-			s.Row(r.Name, b.what, fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(b.ds))
-			s.Set(r.Name+":"+b.what, st)
+			s.Row(r.key(), b.what, fmt.Sprint(st.N), fms(st.P50), fms(st.P95), fms(st.P99), fms(st.Max), over10ms(b.ds))
+			s.Set(r.key()+":"+b.what, st)
 		}
 		if r.Name == "native" {
 			continue
 		}
-		rm := summarize(removed[r.Name])
-		s.Row(r.Name, "supervisor SIGKILL → box removed", fmt.Sprint(rm.N), fms(rm.P50), fms(rm.P95), fms(rm.P99), fms(rm.Max), "")
-		s.Set(r.Name+": removed", rm)
-		s.Target(r.Name+": SIGKILL → box removed, p95", rm.P95, removeLimit[r.Name], "ms")
+		rm := summarize(removed[r.key()])
+		s.Row(r.key(), "supervisor SIGKILL → box removed", fmt.Sprint(rm.N), fms(rm.P50), fms(rm.P95), fms(rm.P99), fms(rm.Max), "")
+		s.Set(r.key()+": removed", rm)
+		if r.label == "" {
+			s.Target(r.key()+": SIGKILL → box removed, p95", rm.P95, removeLimit[r.Name], "ms")
+		}
+		if r.base != nil {
+			s.Note("%s: controller SIGKILL → removed, %s", r.Name, versus(cremoved[r.key()], cremoved[r.base.key()]))
+			s.Note("%s: supervisor SIGKILL → removed, %s", r.Name, versus(removed[r.key()], removed[r.base.key()]))
+		}
 	}
 	s.Note("trace rows: a tracefs instance of the bench's own (sched_wakeup, sys_exit_read returning 0, signal_generate of SIGKILL) on the watcher's threads and its parent's (containerd-shim on docker, conmon on podman), CLOCK_MONOTONIC like the kernel rows; up to \"a watcher thread woken\" the time is the engine's (docker: dockerd sees the supervisor's connection close; the trace shows the shim first woken by containerd, then the shim's read of EOF and, at once, its close of the box's stdin pipe waking the watcher), after it the watcher's and the scheduler's; every trial's split is in the test log")
 	s.Note("agent tree: the death benchmark's (setsid'd double fork, TERM-ignoring process, main shell, three sleeps) as uid 1000; removal polled every 1 ms through dockerd's API socket (docker) and with `podman container exists` (podman; each poll is a CLI start, ~40 ms: removal times are upper bounds to that resolution); issue anchors: 91 ms docker, 253 ms podman p50")
@@ -656,7 +732,7 @@ func phases(t *testing.T, env []string) {
 			continue
 		}
 		vs = append(vs, variant{r: r, name: r.Name, env: env})
-		if base := baselineBinary(t, "DEATHWATCH_BENCH_ENGINE_BASELINE"); base != "" && r.Name != "native" {
+		if base := baselineFor(t, r); base != "" {
 			vs = append(vs, variant{r: r, name: r.Name + " (baseline)", env: env, bin: base})
 		}
 		if r.service != "" {
@@ -670,7 +746,7 @@ func phases(t *testing.T, env []string) {
 			events := filepath.Join(t.TempDir(), "events.jsonl")
 			argv := r.execArgs([]string{"--events", events}, "true")
 			if v.bin != "" {
-				argv[0] = v.bin
+				argv = baseExec(t, v.bin, argv)
 			}
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = v.env
