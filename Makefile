@@ -254,7 +254,8 @@ image: build
 busybox-image:
 	@bb=$$(command -v busybox) || { echo "make busybox-image: busybox is not installed (apt-get install busybox-static)"; exit 1; }; \
 	ctx=$$(mktemp -d) && cp "$$bb" "$$ctx/busybox" && \
-	$(ENGINE) build -q -f image/busybox.Dockerfile -t $(BUSYBOX_IMAGE) "$$ctx"; rc=$$?; rm -rf "$$ctx"; exit $$rc
+	$(ENGINE) build -q -f image/busybox.Dockerfile -t $(BUSYBOX_IMAGE) "$$ctx" >/dev/null; rc=$$?; rm -rf "$$ctx"; \
+	[ $$rc = 0 ] && echo "built $(BUSYBOX_IMAGE) with $(ENGINE)"; exit $$rc
 
 # The two static binaries into $(DESTDIR)$(PREFIX)/bin; the supervisor
 # finds the watcher beside itself.
