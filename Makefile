@@ -1,6 +1,7 @@
 # deathwatch — build, test, benchmark.
 #
 #   make build   static bin/watcher and bin/supervisor
+#   make install the two into $(PREFIX)/bin (PREFIX=/usr/local; DESTDIR too)
 #   make cross   the supervisor for macOS (arm64, amd64) and Windows (amd64)
 #   make test    THE test command (CI's .ci/run runs exactly this): provisions
 #                the machine (kernel-tests/provision.sh, needs root; it
@@ -18,6 +19,8 @@
 #   make demo    the main job: bin/supervisor demo
 #   make fuzz    longer fuzz runs (FUZZTIME=5m make fuzz)
 #   make image   the FROM scratch watcher image, offline (ENGINE=podman make image)
+#   make busybox-image  deathwatch/busybox: the host's static busybox as an
+#                image, offline, for a first box on an engine
 #   make test-fresh    provision.sh --reset (the machine as if never
 #                      provisioned, packages aside), then make test twice
 #   make test-loaded   make test with LOAD busy loops beside it (default 4:
@@ -39,6 +42,8 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/sbin
 GO      ?= go
 ENGINE  ?= docker
 IMAGE   ?= deathwatch/watcher:latest
+BUSYBOX_IMAGE ?= deathwatch/busybox:latest
+PREFIX  ?= /usr/local
 
 # Static, reproducible, no PIE: without cgo, PIE needs a dynamic loader
 # and would not run in a FROM scratch image.
@@ -79,7 +84,7 @@ KERNEL_PKGS = $(shell $(GO) list ./kernel-tests/... | grep -v '/kernel-tests/ben
 K8S_TESTS   := ^Test(K8s|Kubernetes|EscapeKubernetes)
 K8S_TIMEOUT ?= 100m
 
-.PHONY: k8s-up k8s-down test-vm test-vm-lane all build test test-fresh test-loaded provision-reset provision fmt-check vet unit kernel kernel-k8s fuzz-ci fuzz bench demo image clean clean-images
+.PHONY: k8s-up k8s-down test-vm test-vm-lane all build test test-fresh test-loaded provision-reset provision fmt-check vet unit kernel kernel-k8s fuzz-ci fuzz bench demo install image busybox-image clean clean-images
 
 all: build
 
@@ -242,6 +247,21 @@ demo: build
 # stage for machines that can pull golang).
 image: build
 	$(ENGINE) build -f image/watcher.Dockerfile -t $(IMAGE) bin
+
+# A shell image without a registry: the host's static busybox (Debian's
+# busybox-static) alone in a FROM scratch image, applets installed as
+# links. The build context is a folder of its own holding only the binary.
+busybox-image:
+	@bb=$$(command -v busybox) || { echo "make busybox-image: busybox is not installed (apt-get install busybox-static)"; exit 1; }; \
+	ctx=$$(mktemp -d) && cp "$$bb" "$$ctx/busybox" && \
+	$(ENGINE) build -q -f image/busybox.Dockerfile -t $(BUSYBOX_IMAGE) "$$ctx" >/dev/null; rc=$$?; rm -rf "$$ctx"; \
+	[ $$rc = 0 ] && echo "built $(BUSYBOX_IMAGE) with $(ENGINE)"; exit $$rc
+
+# The two static binaries into $(DESTDIR)$(PREFIX)/bin; the supervisor
+# finds the watcher beside itself.
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/watcher bin/supervisor $(DESTDIR)$(PREFIX)/bin/
 
 clean:
 	rm -rf bin

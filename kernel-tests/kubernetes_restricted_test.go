@@ -13,7 +13,7 @@ import (
 // TestKubernetesRestrictedProbe runs the restrictedprobe program as PID 1
 // of a pod that passes Pod Security `restricted` (in a namespace that
 // enforces it), with and without a user namespace of the pod's own, and
-// holds the verdicts the README's Kubernetes section states: the watcher
+// holds the verdicts docs/runtimes/kubernetes.md states: the watcher
 // can make no user namespace there, and an agent at the watcher's uid
 // reaches PID 1 through none of the doors a not-dumpable PID 1 closes,
 // but can still prlimit, renice and pin it, until a seccomp filter that
@@ -77,7 +77,7 @@ func TestKubernetesRestrictedProbe(t *testing.T) {
 		}
 		for _, a := range succeeded {
 			if !regexp.MustCompile(`(?m)^ATTACK ` + regexp.QuoteMeta(a) + ` +SUCCEEDED`).MatchString(log) {
-				t.Errorf("hostUsers: %v: %s no longer succeeds: the README's list of what a restricted pod leaves open is out of date", hostUsers, a)
+				t.Errorf("hostUsers: %v: %s no longer succeeds: docs/runtimes/kubernetes.md's list of what a restricted pod leaves open is out of date", hostUsers, a)
 			}
 		}
 		// Behind the walls a restricted mode would add, the calls that

@@ -543,7 +543,7 @@ func TestKubernetesLargeWrites(t *testing.T) {
 // not pass them on), and no connection to the API server, the kubelet or
 // the service address from inside the pod, at any address of this host.
 // In the test cluster the pod network reaches only itself; on a real
-// cluster the namespace's NetworkPolicy decides that reach (README), the
+// cluster the namespace's NetworkPolicy decides that reach (docs/runtimes/kubernetes.md), the
 // token and the variables are ours to withhold everywhere.
 func TestEscapeKubernetesAPI(t *testing.T) {
 	r := newK8sRig(t)

@@ -15,7 +15,8 @@
 #     (+ netavark aardvark-dns iptables for rootful Podman's bridge network;
 #     etcd-server containernetworking-plugins openssl curl libseccomp-dev
 #     pkg-config for the Kubernetes test cluster, whose containerd and runc
-#     are built from the Go module proxy).
+#     are built from the Go module proxy; python3 for the README's Python
+#     controller, which TestReadmeExamples runs).
 #   - dockerd running (started by hand when there is no systemd), log in
 #     /var/log/dockerd.log.
 #   - Podman (rootful and rootless): the runc runtime (crun refuses cgroup v1
@@ -90,7 +91,7 @@ PACKAGES=(docker.io podman runc uidmap busybox-static tini bubblewrap catatonit
 	dumb-init hyperfine iproute2 procps util-linux netavark aardvark-dns iptables
 	rootlesskit slirp4netns
 	etcd-server containernetworking-plugins openssl curl libseccomp-dev pkg-config
-	qemu-system-x86 debootstrap e2fsprogs cpio xz-utils kmod)
+	qemu-system-x86 debootstrap e2fsprogs cpio xz-utils kmod python3)
 PROBE=deathwatch-provision:probe
 
 step() { printf 'provision: %-22s %s\n' "$1:" "$2"; }

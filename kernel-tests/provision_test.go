@@ -129,7 +129,7 @@ func TestProvisionBusyboxRootfs(t *testing.T) {
 	}
 }
 
-// TestImageRecipes builds the image/ recipes offline, as the README
+// TestImageRecipes builds the image/ recipes offline, as image/README.md
 // describes them: the FROM scratch watcher image from image/watcher.Dockerfile
 // and a template from image/template.Dockerfile on top of the test image.
 // The template's watcher, given no controller (stdin at EOF), must fail

@@ -27,14 +27,14 @@ import (
 // once SigCgt has signal 34, the last it installs and one the Go
 // runtime never catches itself. Before that, the runtime's own handlers
 // run (they end the process for SIGTERM, SIGINT and SIGHUP): that
-// window is the runtime's start, the README's "from the start of main".
+// window is the runtime's start, docs/watcher.md's "from the start of main".
 
 // burstSignals are the signals TestWatcherSignalBurst sends: those
 // both tini and the watcher forward and an agent started with every
 // signal blocked keeps pending under both. Left out: SIGKILL and
 // SIGSTOP (no one catches them); SIGCHLD, SIGTTIN and SIGTTOU (neither
-// forwards them); SIGURG, SIGPROF and 33 (the Go runtime's, see the
-// README); 32 (glibc cannot block it); SIGCONT and SIGTSTP (the kernel
+// forwards them); SIGURG, SIGPROF and 33 (the Go runtime's, see
+// docs/watcher.md); 32 (glibc cannot block it); SIGCONT and SIGTSTP (the kernel
 // drops a pending stop signal when SIGCONT comes and a pending SIGCONT
 // when a stop signal comes: which one stays depends on the order they
 // are forwarded in); and the signals the Go runtime unblocks at start

@@ -448,7 +448,7 @@ sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGTTIN, SIGILL, SIGTERM)); exec @ARGV
 
 // TestTiniParitySignalState: the agent starts with the signals the init
 // was started with ignored and blocked, as far as the Go runtime lets
-// the watcher know them (the README lists what it hides: an inherited
+// the watcher know them (docs/watcher.md lists what it hides: an inherited
 // SIG_IGN of any signal but SIGHUP, SIGINT, the job-control signals and
 // 32/34, and blocked signals the runtime unblocks at start). And
 // `nohup watcher -- cmd` survives SIGHUP, as under tini.

@@ -1,7 +1,7 @@
 package shared
 
-// The exit-status table. Both binaries exit with these, and the README
-// prints the same table.
+// The exit-status table. Both binaries exit with these; exec --help
+// prints ExitTable and the README's table is generated from it.
 //
 //	0-125    the agent's own exit code
 //	126      the command was found but could not be executed
@@ -20,7 +20,7 @@ const (
 	ExitUsage          = 240 // a bad flag, argument or spec: nothing was started
 	ExitEngine         = 241 // the runtime is missing or not running
 	ExitImage          = 242 // the image or template was not found
-	ExitRefused        = 243 // an unsafe or impossible combination (a rootful engine, agent uid 0 or the watcher's own, no kill domain)
+	ExitRefused        = 243 // an unsafe or impossible combination (a rootful engine, host network, agent uid 0 or the watcher's own, no kill domain, no free id slot, a limit not enforced)
 	ExitSetupFailed    = 244 // the box or the agent could not be set up
 	ExitLivenessLost   = 245 // the control stream reached EOF, went silent or broke
 	ExitDeadline       = 246 // the in-box deadline passed
@@ -44,7 +44,7 @@ var ExitTable = []ExitMeaning{
 	{"240", "usage: a bad flag, argument or spec; nothing was started"},
 	{"241", "engine: the runtime is missing or not running"},
 	{"242", "image: the image or template was not found"},
-	{"243", "refused: an unsafe or impossible combination (rootful engine, agent uid 0 or the watcher's own, no kill domain)"},
+	{"243", "refused: an unsafe or impossible combination (a rootful engine without --allow-rootful, --network host without --allow-host-network, agent uid 0 or the watcher's own, no kill domain, no free host id slot, a limit the runtime would not enforce)"},
 	{"244", "setup failed: the box or the agent could not be set up"},
 	{"245", "liveness lost: the control stream reached EOF, went silent or broke"},
 	{"246", "deadline: the in-box deadline passed"},

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The watcher's signal contract, tini's unless the README says
+// The watcher's signal contract, tini's unless docs/watcher.md says
 // otherwise:
 //
 //   - Every signal it can catch is caught from the start of Main, before
@@ -182,7 +182,7 @@ func sigBit(s syscall.Signal) uint64 { return 1 << (uint(s) - 1) }
 
 // blockedAtStart is the signal mask of the calling thread: the one the
 // watcher was started with, less the signals the runtime unblocks on
-// every thread it runs (the README lists them).
+// every thread it runs (docs/watcher.md lists them).
 func blockedAtStart() uint64 {
 	var set uint64
 	_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_BLOCK, 0, uintptr(unsafe.Pointer(&set)), 8, 0, 0)

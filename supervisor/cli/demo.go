@@ -7,7 +7,7 @@ import (
 	"deathwatch/supervisor/hostcheck"
 )
 
-// DemoCmd is `supervisor demo`, the README's first command: an agent
+// DemoCmd is `supervisor demo`, what make demo runs: an agent
 // command runs in a native box and its output and exit code come back;
 // then a stand-in controller is SIGKILLed and the demo shows how long
 // the agent tree survived and that nothing was left.

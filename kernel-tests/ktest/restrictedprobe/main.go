@@ -5,8 +5,8 @@
 // uid), then runs itself as that agent, once as the pod leaves it and
 // once behind the walls a restricted mode would add, and tries every
 // attack on PID 1. It prints one line per attempt;
-// TestKubernetesRestrictedProbe runs it and holds the verdicts the
-// README's Kubernetes section states.
+// TestKubernetesRestrictedProbe runs it and holds the verdicts
+// docs/runtimes/kubernetes.md states.
 package main
 
 import (
