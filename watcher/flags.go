@@ -49,7 +49,7 @@ type Config struct {
 	// restricted. Control mode only.
 	Restricted bool
 	Version    bool
-	Help    bool
+	Help       bool
 }
 
 // ID is a uid:gid pair.
