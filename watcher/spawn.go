@@ -36,14 +36,14 @@ type agent struct {
 	NewKeyring bool
 	Landlock   *landlockPlan
 	Filter     []seccomp.Insn
+	OOMScore   int // 0: the watcher's own
 	// SameUID (restricted mode) starts the agent at the watcher's own
 	// uid, without Cred: the thread's ambient and inheritable sets are
 	// emptied instead of its bounding set, which takes a capability the
 	// watcher does not have. PidWall is a filter installed before Filter
 	// (seccomp.PidWall).
-	SameUID  bool
-	PidWall  []seccomp.Insn
-	OOMScore int // 0: the watcher's own
+	SameUID bool
+	PidWall []seccomp.Insn
 	// CgroupTasks is a v1 "tasks" file the spawning thread joins before
 	// the fork, so that the agent is born in that cgroup (0: none).
 	CgroupTasks int
