@@ -191,7 +191,9 @@ func TestCheckBoxRefuses(t *testing.T) {
 		{"network none", func(b *supervisor.Box, _ *Options) { b.Network, b.NetworkSet = "none", true }, "--network none"},
 		{"network host", func(b *supervisor.Box, _ *Options) { b.Network, b.NetworkSet = "host", true }, "--network host"},
 		{"no watcher", func(b *supervisor.Box, _ *Options) { b.WatcherInImage = "" }, "--watcher-in-image"},
-		{"restricted as root", func(b *supervisor.Box, o *Options) { b.AgentUID, b.AgentGID, o.PodSecurity = 0, 7, PodSecurityRestricted }, "restricted refuses root"},
+		{"restricted as root", func(b *supervisor.Box, o *Options) {
+			b.AgentUID, b.AgentGID, o.PodSecurity = 0, 7, PodSecurityRestricted
+		}, "restricted refuses root"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, o := testBox(), Options{Namespace: "ns"}
