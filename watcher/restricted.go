@@ -78,14 +78,5 @@ func clearInheritedCaps() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
 		return os.NewSyscallError("prctl(PR_CAP_AMBIENT_CLEAR_ALL)", err)
 	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return os.NewSyscallError("capget", err)
-	}
-	data[0].Inheritable, data[1].Inheritable = 0, 0
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return os.NewSyscallError("capset", err)
-	}
-	return nil
+	return clearInheritable()
 }

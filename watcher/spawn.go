@@ -223,6 +223,12 @@ func dropCaps() error {
 			return os.NewSyscallError("prctl(PR_CAPBSET_DROP) (the watcher needs CAP_SETPCAP)", err)
 		}
 	}
+	return clearInheritable()
+}
+
+// clearInheritable empties the calling thread's inheritable set. It
+// must be called with the OS thread locked.
+func clearInheritable() error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
