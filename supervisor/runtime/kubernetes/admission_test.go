@@ -102,7 +102,7 @@ func TestProbeAsksAdmission(t *testing.T) {
 		t.Errorf("Probe in baseline mode: %q", info.Detail)
 	}
 	f.levels = nil
-	if info, _ = rt.Probe(ctx); !strings.Contains(info.Detail, "cannot be read by this identity") {
+	if info, _ = rt.Probe(ctx); !strings.Contains(info.Detail, "not for this identity to read (it may not get namespaces)") {
 		t.Errorf("Probe without the namespace's label: %q", info.Detail)
 	}
 	if _, err := (&Runtime{env: []string{EnvPodSecurity + "=strict"}}).options(); supervisor.ExitCode(err, 0) != shared.ExitUsage || !strings.Contains(err.Error(), "want baseline or restricted") {

@@ -14,6 +14,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -62,8 +63,12 @@ func (k *Client) EnforcedLevel(ctx context.Context, ns string) (string, error) {
 // err) and of the mode boxes use.
 func levelLine(ns, level string, err error, mode string) string {
 	enforced := fmt.Sprintf("namespace %s enforces Pod Security %q", ns, level)
-	if err != nil {
-		enforced = fmt.Sprintf("the level namespace %s enforces cannot be read by this identity (%v), and its admission takes a box's pod", ns, err)
+	var a *APIError
+	switch {
+	case errors.As(err, &a) && a.Code == http.StatusForbidden:
+		enforced = fmt.Sprintf("the level namespace %s enforces is not for this identity to read (it may not get namespaces)", ns)
+	case err != nil:
+		enforced = fmt.Sprintf("the level namespace %s enforces could not be read (%v)", ns, err)
 	}
 	if mode == PodSecurityRestricted {
 		return enforced + "; boxes use --kube-pod-security restricted: the agent shares the watcher's uid, walled off PID 1 by its not being dumpable, Landlock's signal scope and a seccomp wall (Linux 6.12 on the node)"
