@@ -1,8 +1,9 @@
 package kerneltests
 
 // Pod Security and the pod's walls on the test cluster: a namespace
-// enforcing restricted refuses every box (243, before anything exists,
-// one line naming the level a box needs and why); in one enforcing
+// enforcing restricted refuses every baseline box (243, before anything
+// exists, one line naming the level a box needs, why, and
+// --kube-pod-security restricted); in one enforcing
 // baseline the agent runs as another uid with no capabilities, on a
 // read-only root with a bounded /tmp and no service-account token; a
 // missing namespace is 240, one line.
@@ -54,8 +55,8 @@ func TestKubernetesPodSecurity(t *testing.T) {
 	code, out := r.runIn(restricted, "--", "true")
 	t.Logf("restricted: exit %d: %s", code, out)
 	if code != shared.ExitRefused || strings.Count(strings.TrimSpace(out), "\n") != 0 ||
-		!strings.Contains(out, `enforces Pod Security "restricted"`) || !strings.Contains(out, "needs baseline") || !strings.Contains(out, "SETUID") {
-		t.Errorf("a namespace enforcing restricted: exit %d %q; want %d, one line naming the level a box needs and why", code, out, shared.ExitRefused)
+		!strings.Contains(out, `enforces Pod Security "restricted"`) || !strings.Contains(out, "needs baseline") || !strings.Contains(out, "SETUID") || !strings.Contains(out, "pass --kube-pod-security restricted") {
+		t.Errorf("a namespace enforcing restricted: exit %d %q; want %d, one line naming the level a box needs, why, and the flag for restricted", code, out, shared.ExitRefused)
 	}
 	// A user namespace relaxes restricted's non-root rules, not its
 	// capabilities rule: still refused, for the capabilities alone.

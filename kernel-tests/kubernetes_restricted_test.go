@@ -1,8 +1,11 @@
 package kerneltests
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +96,94 @@ func TestKubernetesRestrictedProbe(t *testing.T) {
 				t.Errorf("hostUsers: %v: PID 1 did not survive the %s attacker, or the attacker failed", hostUsers, mode)
 			}
 		}
+	}
+}
+
+// TestKubernetesRestricted: --kube-pod-security restricted in a
+// namespace that enforces restricted. A box runs there as a user checks
+// it (its output, its exit code, an environment variable over the
+// stream; the agent at the pod's uid with no capability); its agent runs
+// restrictedprobe's attacks on PID 1 and every one is refused, and the
+// watcher still reports the agent's exit; doctor names the level and
+// the mode; SIGKILL of a controller that runs `supervisor exec` ends the
+// box and its pod.
+func TestKubernetesRestricted(t *testing.T) {
+	r := newK8sRigIn(t, ktest.PodSecurity{Enforce: "restricted", Warn: "restricted"})
+	probe, err := os.ReadFile(ktest.ToolPath(t, "restrictedprobe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := "dw-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	script := `echo "secret=$DW_SECRET"
+echo "uid=$(id -u) gid=$(id -g)"
+grep -E '^(Cap(Eff|Prm|Bnd|Amb)|NoNewPrivs):' /proc/self/status
+cat > /tmp/attack && chmod 755 /tmp/attack && /tmp/attack attack
+echo "attacks done"
+exit 7`
+	c := r.cmd([]string{"DW_SECRET=" + secret}, r.execArgs("--kube-pod-security", "restricted", "--env", "DW_SECRET", "-i", "--", "sh", "-c", script)...)
+	c.Stdin = bytes.NewReader(probe)
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	err = c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	out := o.String()
+	t.Logf("restricted box: exit %d\n%s\nstderr:\n%s", code, out, e.String())
+	if code != 7 || !strings.Contains(out, "attacks done") {
+		t.Errorf("exit %d, want the agent's 7 after its attacks", code)
+	}
+	for _, want := range []string{"secret=" + secret, "uid=1000 gid=1000", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000",
+		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the agent does not see %q", want)
+		}
+	}
+	attacks := []string{
+		"kill(1, SIGTERM)", "kill(1, SIGKILL)", "kill(1, SIGSTOP)",
+		"prlimit(1, RLIMIT_CPU, 1s)", "prlimit(1, RLIMIT_NOFILE, 3)", "setpriority(PRIO_PROCESS, 1, 19)", "sched_setaffinity(1)",
+		"ptrace(PTRACE_ATTACH, 1)", "ptrace(PTRACE_SEIZE, 1)", "process_vm_readv(1)", "process_vm_writev(1)",
+		"open /proc/1/environ", "open /proc/1/mem", "open /proc/1/maps", "open /proc/1/fd/0", "open /proc/1/fd/1",
+		"readdir /proc/1/fd", "open /proc/1/fd/4 for write", "open /proc/1/cwd/.", "open /proc/1/root/.",
+		"open /proc/1/oom_score_adj for write", "pidfd_getfd(1, 0)", "pidfd_getfd(1, 1)", "unshare(CLONE_NEWUSER) by the attacker",
+	}
+	for _, a := range attacks {
+		if !regexp.MustCompile(`(?m)^ATTACK ` + regexp.QuoteMeta(a) + ` +refused: `).MatchString(out) {
+			t.Errorf("the agent's %s was not refused", a)
+		}
+	}
+	if ps := r.podsIn(r.k.Namespace); len(ps) != 0 {
+		t.Errorf("pods left after the box: %v", ps)
+	}
+
+	d := r.cmd(nil, "--instance", r.instance, "--journal", r.journal(), "doctor", "--runtime", "kubernetes", "--image", r.image,
+		"--kube-pod-security", "restricted", "--posture", "preferred", "--skip-proof")
+	dout, err := d.CombinedOutput()
+	t.Logf("doctor --kube-pod-security restricted: %v\n%s", err, dout)
+	for _, want := range []string{`namespace ` + r.k.Namespace + ` enforces Pod Security "restricted"`, "boxes use --kube-pod-security restricted"} {
+		if !strings.Contains(string(dout), want) {
+			t.Errorf("doctor does not say %q", want)
+		}
+	}
+
+	marker := chainMarker("k8srestricted")
+	ctl := r.startChain(t, "go", "main", 1, marker, append([]string{"--kube-pod-security", "restricted"}, chainAgent(marker, false)...)...)
+	ctl.until("ready")
+	if got := r.pods(); len(got) != 1 {
+		t.Fatalf("pods of the instance %v; want 1", got)
+	}
+	ps := ctl.procs(2)
+	at := ctl.kill()
+	dead := chainDead(t, ps, at, "after SIGKILL of the controller, the supervisor and the agent")
+	var left []string
+	if !ktest.WaitFor(chainCeiling, func() bool { left = r.pods(); return len(left) == 0 }) {
+		t.Fatalf("pods %v left %v after the controller's death", left, chainCeiling)
+	}
+	t.Logf("restricted: controller SIGKILL → supervisor and agent dead %v, → pod gone %v", dead.Round(time.Millisecond), time.Since(at).Round(time.Millisecond))
+	if code, rep := r.reconcile(); code != 0 || len(rep.Blocked) != 0 {
+		t.Fatalf("reconcile at restart: exit %d, blocked %+v", code, rep.Blocked)
 	}
 }

@@ -41,7 +41,13 @@ type k8sRig struct {
 }
 
 func newK8sRig(t *testing.T) *k8sRig {
-	k := ktest.RequireK8s(t).TestNamespace(t, ktest.PodSecurity{Enforce: "baseline"})
+	return newK8sRigIn(t, ktest.PodSecurity{Enforce: "baseline"})
+}
+
+// newK8sRigIn is a rig in a namespace of the test's own with the Pod
+// Security levels ps.
+func newK8sRigIn(t *testing.T, ps ktest.PodSecurity) *k8sRig {
+	k := ktest.RequireK8s(t).TestNamespace(t, ps)
 	r := &k8sRig{t: t, k: k, bin: ktest.Build(t), image: k.WatcherImage(t), dir: t.TempDir()}
 	r.instance = fmt.Sprintf("k8s%d", time.Now().UnixNano()%1e9)
 	t.Cleanup(func() {

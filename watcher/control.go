@@ -188,7 +188,15 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 			return nil, w.setupFailed(shared.ExitUsage, "spec: seccomp: "+err.Error())
 		}
 	}
-	plan, warn, err := planLandlock(spec.Writable, spec.RequireLandlock)
+	if w.cfg.Restricted {
+		var refused *refusedError
+		if err := checkRestricted(spec); errors.As(err, &refused) {
+			return nil, w.setupFailed(shared.ExitRefused, err.Error())
+		} else if err != nil {
+			return nil, w.setupFailed(shared.ExitSetupFailed, err.Error())
+		}
+	}
+	plan, warn, err := planLandlock(spec.Writable, spec.RequireLandlock || w.cfg.Restricted)
 	var refused *refusedError
 	switch {
 	case errors.As(err, &refused):
@@ -218,6 +226,10 @@ func (w *watcher) controlAgent(spec *shared.Spec) (*agent, int) {
 		CgroupTasks: w.cfg.AgentCgroupFD,
 	}
 	a.LeaveCgroup = w.cfg.WatcherCgroupFD
+	if w.cfg.Restricted {
+		a.Cred, a.DropCaps = nil, false
+		a.SameUID, a.PidWall = true, seccomp.PidWall()
+	}
 	return a, 0
 }
 

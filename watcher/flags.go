@@ -42,9 +42,14 @@ type Config struct {
 	WatcherCgroupFD int
 	// LiveFD is the read end of the native runtime's live pipe (see
 	// livefifo.go); 0 when there is none.
-	LiveFD  int
-	Version bool
-	Help    bool
+	LiveFD int
+	// Restricted runs the agent at the watcher's own uid behind the
+	// walls that stand in for another uid (restricted.go): for a box
+	// that may hold no capability, such as a pod under Pod Security
+	// restricted. Control mode only.
+	Restricted bool
+	Version    bool
+	Help       bool
 }
 
 // ID is a uid:gid pair.
@@ -76,6 +81,10 @@ flags:
   --watcher-user=UID:GID   the identity the watcher keeps once the agent runs (default 65533:65533)
   --spec-timeout=DURATION  control mode: exit (liveness lost) when no spec arrives by then (default 1m)
   --allow-root             plain mode: accept --user 0:0
+  --restricted             control mode, a box without capabilities at a non-root uid (Kubernetes Pod
+                           Security restricted): run the agent at the watcher's uid, PID 1 not dumpable,
+                           behind Landlock's signal scope and a seccomp wall on prlimit/setpriority/sched_set*
+                           (Linux 6.12 or later; refused below)
   --version                print the version
 `
 
@@ -134,6 +143,8 @@ func (c *Config) setSwitch(name string) bool {
 		c.Help = true
 	case "allow-root":
 		c.AllowRoot = true
+	case "restricted":
+		c.Restricted = true
 	default:
 		return false
 	}
@@ -200,6 +211,9 @@ func (p *cmdline) checkMode() error {
 	}
 	if p.specTimeoutSet {
 		return errors.New("flag --spec-timeout is for control mode (--control=stdin|fd:N)")
+	}
+	if c.Restricted {
+		return errors.New("flag --restricted is for control mode (--control=stdin|fd:N)")
 	}
 	if len(c.Argv) == 0 {
 		return errors.New("no command: use watcher [flags] -- CMD [ARGS...] or watcher --control=stdin")

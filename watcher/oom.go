@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,10 +29,9 @@ const agentOOMScore = 1000
 // one that then fills a tmpfs would still make the watcher the victim,
 // which only a memory cgroup of the agent's own closes.
 func withOOMScore(score int, start func()) {
-	const file = "/proc/self/oom_score_adj"
-	old, err := readFile(file)
+	old, err := readOOMScoreAdj()
 	if err == nil {
-		err = writeFile(file, []byte(strconv.Itoa(score)))
+		err = writeOOMScoreAdj([]byte(strconv.Itoa(score)))
 	}
 	if err != nil {
 		logf("the agent keeps the watcher's oom_score_adj: " + err.Error())
@@ -39,9 +39,47 @@ func withOOMScore(score int, start func()) {
 		return
 	}
 	start()
-	if err := writeFile(file, old); err != nil {
+	if err := writeOOMScoreAdj(old); err != nil {
 		logf("restore the watcher's oom_score_adj: " + err.Error())
 	}
+}
+
+const oomScoreAdjFile = "/proc/self/oom_score_adj"
+
+// oomScoreAdjFD is /proc/self/oom_score_adj held open (holdOOMScoreAdj),
+// or -1: the file is then opened at each use.
+var oomScoreAdjFD = -1
+
+// holdOOMScoreAdj opens /proc/self/oom_score_adj for good, for a
+// watcher that is about to make itself not dumpable (its /proc files
+// are root's from then on, but an open descriptor stays usable). A
+// failure leaves the file to be opened at each use, and said there.
+func holdOOMScoreAdj() {
+	if fd, err := syscall.Open(oomScoreAdjFile, syscall.O_RDWR|syscall.O_CLOEXEC, 0); err == nil {
+		oomScoreAdjFD = fd
+	}
+}
+
+func readOOMScoreAdj() ([]byte, error) {
+	if oomScoreAdjFD < 0 {
+		return readFile(oomScoreAdjFile)
+	}
+	var b [16]byte
+	n, err := syscall.Pread(oomScoreAdjFD, b[:], 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: oomScoreAdjFile, Err: err}
+	}
+	return b[:n], nil
+}
+
+func writeOOMScoreAdj(b []byte) error {
+	if oomScoreAdjFD < 0 {
+		return writeFile(oomScoreAdjFile, b)
+	}
+	if _, err := syscall.Pwrite(oomScoreAdjFD, b, 0); err != nil {
+		return &os.PathError{Op: "write", Path: oomScoreAdjFile, Err: err}
+	}
+	return nil
 }
 
 // oomCounter reads the number of OOM kills in the box's memory cgroup

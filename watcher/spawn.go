@@ -37,6 +37,13 @@ type agent struct {
 	Landlock   *landlockPlan
 	Filter     []seccomp.Insn
 	OOMScore   int // 0: the watcher's own
+	// SameUID (restricted mode) starts the agent at the watcher's own
+	// uid, without Cred: the thread's ambient and inheritable sets are
+	// emptied instead of its bounding set, which takes a capability the
+	// watcher does not have. PidWall is a filter installed before Filter
+	// (seccomp.PidWall).
+	SameUID bool
+	PidWall []seccomp.Insn
 	// CgroupTasks is a v1 "tasks" file the spawning thread joins before
 	// the fork, so that the agent is born in that cgroup (0: none).
 	CgroupTasks int
@@ -86,7 +93,7 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 // per-thread too, and taken on the same thread, in that order (the
 // filter denies keyctl).
 func spawn(a *agent) (pid int, err error) {
-	if !a.DropCaps && !a.NewKeyring && a.Landlock == nil && a.Filter == nil && a.CgroupTasks == 0 && a.LeaveCgroup == 0 {
+	if !a.DropCaps && !a.SameUID && !a.NewKeyring && a.Landlock == nil && a.Filter == nil && a.PidWall == nil && a.CgroupTasks == 0 && a.LeaveCgroup == 0 {
 		return syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
 	}
 	if a.OOMScore != 0 {
@@ -165,10 +172,11 @@ func joinThreadCgroup(fd int) error {
 }
 
 // taintThread applies to the calling thread what the agent inherits
-// from it: dropCaps, a new session keyring, the Landlock domain, the
-// syscall filter. It must be called with the OS thread locked.
+// from it: dropCaps (or, at the same uid, clearInheritedCaps), a new
+// session keyring, the Landlock domain, the pid wall and the syscall
+// filter. It must be called with the OS thread locked.
 func taintThread(a *agent) error {
-	if a.DropCaps || a.Landlock != nil || a.Filter != nil {
+	if a.DropCaps || a.SameUID || a.Landlock != nil || a.Filter != nil || a.PidWall != nil {
 		// no_new_privs: also what lets an unprivileged thread install a
 		// filter or enter a Landlock domain.
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -180,6 +188,11 @@ func taintThread(a *agent) error {
 			return err
 		}
 	}
+	if a.SameUID {
+		if err := clearInheritedCaps(); err != nil {
+			return err
+		}
+	}
 	if a.NewKeyring {
 		if err := joinNewSessionKeyring(); err != nil {
 			return err
@@ -187,6 +200,11 @@ func taintThread(a *agent) error {
 	}
 	if a.Landlock != nil {
 		if err := restrictThread(a.Landlock); err != nil {
+			return err
+		}
+	}
+	if a.PidWall != nil {
+		if err := installFilter(a.PidWall); err != nil {
 			return err
 		}
 	}
@@ -205,6 +223,12 @@ func dropCaps() error {
 			return os.NewSyscallError("prctl(PR_CAPBSET_DROP) (the watcher needs CAP_SETPCAP)", err)
 		}
 	}
+	return clearInheritable()
+}
+
+// clearInheritable empties the calling thread's inheritable set. It
+// must be called with the OS thread locked.
+func clearInheritable() error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {

@@ -154,7 +154,7 @@ func (w *watcher) startAgent(a *agent) int {
 // spawnFailed ends a box whose agent could not start, refusing what the
 // box cannot confine.
 func (w *watcher) spawnFailed(a *agent, err error) int {
-	if w.cfg.Control != "" && os.Geteuid() != 0 && errors.Is(err, syscall.EPERM) {
+	if w.cfg.Control != "" && !w.cfg.Restricted && os.Geteuid() != 0 && errors.Is(err, syscall.EPERM) {
 		// Not root in the box (sbx exec as the template's user): the
 		// PID namespace came with a user namespace of one uid, and the
 		// agent cannot be confined. A refusal, not a failed exec.

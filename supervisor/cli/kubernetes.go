@@ -43,12 +43,15 @@ func (k *KubernetesRBACCmd) Run(c *cmdContext) error {
 type KubeGlobals struct {
 	Context   string `help:"kubernetes: the kubeconfig context to use (default: its current-context), as kubectl --context." env:"DEATHWATCH_K8S_CONTEXT" placeholder:"NAME"`
 	Namespace string `help:"kubernetes: the namespace of the boxes (default: the context's, else default), as kubectl --namespace." env:"DEATHWATCH_K8S_NAMESPACE" placeholder:"NAME"`
+	// PodSecurity is chosen, never followed from the namespace's label
+	// (see the runtime's podsecurity.go).
+	PodSecurity string `help:"kubernetes: the Pod Security level the box's pod passes: baseline (default; the agent at a uid of its own, the watcher keeps SETUID, SETGID, SETPCAP, KILL and CHOWN) or restricted (no capability: the agent shares the watcher's uid, walled off PID 1 by Landlock's signal scope and a seccomp wall; needs Linux 6.12 on the node)." env:"DEATHWATCH_K8S_POD_SECURITY" placeholder:"baseline|restricted"`
 }
 
 // engineEnv is env (nil: the process's) with the flags set as the
 // runtime's variables; env itself when no flag is set.
 func (k KubeGlobals) engineEnv(env []string) []string {
-	return withEnv(env, map[string]string{kubernetes.EnvContext: k.Context, kubernetes.EnvNamespace: k.Namespace})
+	return withEnv(env, map[string]string{kubernetes.EnvContext: k.Context, kubernetes.EnvNamespace: k.Namespace, kubernetes.EnvPodSecurity: k.PodSecurity})
 }
 
 // withEnv is env (nil: the process's) with the non-empty values of set

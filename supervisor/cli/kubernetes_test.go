@@ -9,13 +9,15 @@ import (
 	"time"
 )
 
-// --kube-context and --kube-namespace (and their variables) are in
-// --help, and reach the runtime as its engine-environment variables.
+// --kube-context, --kube-namespace and --kube-pod-security (and their
+// variables) are in --help, and reach the runtime as its
+// engine-environment variables.
 func TestKubeGlobals(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"exec", "--help"}, {"reconcile", "--help"}} {
 		var out, errb bytes.Buffer
 		run(args, &cmdContext{stdout: &out, stderr: &errb, getenv: os.LookupEnv})
-		for _, want := range []string{"--kube-context=NAME", "DEATHWATCH_K8S_CONTEXT", "--kube-namespace=NAME", "DEATHWATCH_K8S_NAMESPACE"} {
+		for _, want := range []string{"--kube-context=NAME", "DEATHWATCH_K8S_CONTEXT", "--kube-namespace=NAME", "DEATHWATCH_K8S_NAMESPACE",
+			"--kube-pod-security=baseline|restricted", "DEATHWATCH_K8S_POD_SECURITY", "Linux 6.12"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%v: no %s in\n%s", args, want, out.String())
 			}
@@ -25,8 +27,8 @@ func TestKubeGlobals(t *testing.T) {
 	if got := (KubeGlobals{}).engineEnv(env); &got[0] != &env[0] {
 		t.Error("no flag set: the environment was copied")
 	}
-	got := KubeGlobals{Context: "prod", Namespace: "agents"}.engineEnv(env)
-	if want := []string{"A=1", "DEATHWATCH_K8S_CONTEXT=prod", "DEATHWATCH_K8S_NAMESPACE=agents"}; !slices.Equal(got, want) {
+	got := KubeGlobals{Context: "prod", Namespace: "agents", PodSecurity: "restricted"}.engineEnv(env)
+	if want := []string{"A=1", "DEATHWATCH_K8S_CONTEXT=prod", "DEATHWATCH_K8S_NAMESPACE=agents", "DEATHWATCH_K8S_POD_SECURITY=restricted"}; !slices.Equal(got, want) {
 		t.Errorf("engineEnv = %q, want %q", got, want)
 	}
 	// reconcile on a kubeconfig without the context: the flag reached the runtime.

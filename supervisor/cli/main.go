@@ -62,7 +62,7 @@ type execCLI struct {
 
 // globalValueFlags are the Globals flags that take a value (as the next
 // argument when not spelled --flag=value).
-var globalValueFlags = []string{"--instance", "--journal", "--log-level", "--kube-context", "--kube-namespace"}
+var globalValueFlags = []string{"--instance", "--journal", "--log-level", "--kube-context", "--kube-namespace", "--kube-pod-security"}
 
 // commandOf is the command args name: the first argument that is
 // neither a flag nor a global flag's value ("" when there is none).

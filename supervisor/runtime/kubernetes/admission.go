@@ -44,9 +44,9 @@ func probePod(o Options) Pod {
 var podSecurityLevel = lazyRegexp(`violates PodSecurity "([a-z]+)(:[^"]*)?"`)
 
 // createRefusal is the error for an answer of the API server to a
-// create (or its dry run) of a pod in ns, or nil when err is none of
-// the refusals this file names.
-func createRefusal(err error, ns string) error {
+// create (or its dry run) of a pod in ns built for Pod Security mode,
+// or nil when err is none of the refusals this file names.
+func createRefusal(err error, ns, mode string) error {
 	var a *APIError
 	if !errors.As(err, &a) {
 		return nil
@@ -57,7 +57,10 @@ func createRefusal(err error, ns string) error {
 		if m := podSecurityLevel().FindStringSubmatch(a.Message); m != nil {
 			level = m[1]
 		}
-		return supervisor.RefusedError("kubernetes: namespace %s enforces Pod Security %q, and a box needs baseline: its watcher keeps SETUID, SETGID, SETPCAP, KILL and CHOWN to start the agent as another uid with no capabilities, and %s lets a container keep none but NET_BIND_SERVICE (user namespaces included); run the boxes in a namespace labelled pod-security.kubernetes.io/enforce=baseline (the admission said: %w)", ns, level, level, err)
+		if mode == PodSecurityRestricted {
+			return supervisor.RefusedError("kubernetes: namespace %s enforces Pod Security %q, which refuses even a --kube-pod-security restricted pod; run the boxes in a namespace labelled pod-security.kubernetes.io/enforce=restricted or baseline (the admission said: %w)", ns, level, err)
+		}
+		return supervisor.RefusedError("kubernetes: namespace %s enforces Pod Security %q, and a box needs baseline: its watcher keeps SETUID, SETGID, SETPCAP, KILL and CHOWN to start the agent as another uid with no capabilities, and %s lets a container keep none but NET_BIND_SERVICE (user namespaces included); pass --kube-pod-security restricted (the agent then shares the watcher's uid, walled off PID 1 by Landlock's signal scope and a seccomp wall; Linux 6.12 on the node), or run the boxes in a namespace labelled pod-security.kubernetes.io/enforce=baseline (the admission said: %w)", ns, level, level, err)
 	case a.Code == http.StatusForbidden && (strings.Contains(a.Message, "quota") || strings.Contains(a.Message, "LimitRange") || strings.Contains(a.Message, "must specify") || strings.Contains(a.Message, "maximum") || strings.Contains(a.Message, "minimum")):
 		return supervisor.RefusedError("kubernetes: namespace %s's resource policy refuses the box's pod: size it with --memory, --kube-cpu-request, --kube-cpu-limit, --kube-ephemeral-storage-request and --kube-ephemeral-storage-limit to fit (the admission said: %w)", ns, err)
 	case a.Code == http.StatusForbidden && strings.Contains(a.Message, "RuntimeClass"):
@@ -77,12 +80,12 @@ func createRefusal(err error, ns string) error {
 // admissionProbe asks for a dry run of the probe pod: nil when the
 // cluster would admit it (a pod of that name that exists, 409, has
 // passed admission too).
-func admissionProbe(err error, ns string) error {
+func admissionProbe(err error, ns, mode string) error {
 	var a *APIError
 	if err == nil || errors.As(err, &a) && a.Code == http.StatusConflict {
 		return nil
 	}
-	if r := createRefusal(err, ns); r != nil {
+	if r := createRefusal(err, ns, mode); r != nil {
 		return r
 	}
 	return supervisor.EngineError("kubernetes: a dry run of a box's pod in namespace %s: %w", ns, err)

@@ -31,7 +31,7 @@ func TestCreateRefusal(t *testing.T) {
 		code int
 		want []string
 	}{
-		{&APIError{Code: 403, Reason: "Forbidden", Message: pss}, shared.ExitRefused, []string{`enforces Pod Security "restricted"`, "needs baseline", "SETUID", "pod-security.kubernetes.io/enforce=baseline", "namespace agents"}},
+		{&APIError{Code: 403, Reason: "Forbidden", Message: pss}, shared.ExitRefused, []string{`enforces Pod Security "restricted"`, "needs baseline", "SETUID", "pass --kube-pod-security restricted", "Linux 6.12", "pod-security.kubernetes.io/enforce=baseline", "namespace agents"}},
 		{&APIError{Code: 403, Reason: "Forbidden", Message: `pods "dw-x" is forbidden: failed quota: q: must specify limits.cpu for: box`}, shared.ExitRefused, []string{"--kube-cpu-limit", "resource policy"}},
 		{&APIError{Code: 403, Reason: "Forbidden", Message: `pods is forbidden: User "bob" cannot create resource "pods" in API group "" in the namespace "agents"`}, shared.ExitEngine, []string{"supervisor kubernetes rbac --namespace agents"}},
 		{&APIError{Code: 404, Reason: "NotFound", Message: `namespaces "agents" not found`}, shared.ExitUsage, []string{"does not exist", "kubectl create namespace agents", "--kube-namespace"}},
@@ -39,7 +39,7 @@ func TestCreateRefusal(t *testing.T) {
 		{&APIError{Code: 403, Reason: "Forbidden", Message: `pod rejected: RuntimeClass "gvisor" not found`}, shared.ExitUsage, []string{"kubectl get runtimeclass"}},
 		{&APIError{Code: 422, Reason: "Invalid", Message: `Pod "x" is invalid: spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1`}, shared.ExitUsage, []string{"--kube-*"}},
 	} {
-		err := createRefusal(tc.err, "agents")
+		err := createRefusal(tc.err, "agents", PodSecurityBaseline)
 		if err == nil || supervisor.ExitCode(err, 0) != tc.code || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v (code %d), want one line with code %d", tc.err.Message, err, supervisor.ExitCode(err, 0), tc.code)
 			continue
@@ -53,10 +53,15 @@ func TestCreateRefusal(t *testing.T) {
 			t.Errorf("%v does not wrap the API's answer", err)
 		}
 	}
-	if err := createRefusal(&APIError{Code: 500, Message: "etcd"}, "ns"); err != nil {
+	// A restricted pod refused by Pod Security: no flag left to name.
+	err := createRefusal(&APIError{Code: 403, Reason: "Forbidden", Message: `pods "dw-x" is forbidden: violates PodSecurity "restricted:latest": seLinuxOptions`}, "agents", PodSecurityRestricted)
+	if supervisor.ExitCode(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "refuses even a --kube-pod-security restricted pod") {
+		t.Errorf("a restricted pod refused: %v", err)
+	}
+	if err := createRefusal(&APIError{Code: 500, Message: "etcd"}, "ns", PodSecurityBaseline); err != nil {
 		t.Errorf("a 500 is no refusal: %v", err)
 	}
-	if err := admissionProbe(&APIError{Code: 409, Reason: "AlreadyExists"}, "ns"); err != nil {
+	if err := admissionProbe(&APIError{Code: 409, Reason: "AlreadyExists"}, "ns", PodSecurityBaseline); err != nil {
 		t.Errorf("a 409 passed admission: %v", err)
 	}
 }
@@ -80,6 +85,28 @@ func TestProbeAsksAdmission(t *testing.T) {
 	rt.Prepare(ctx, b)
 	if err := rt.Create(ctx, b); supervisor.ExitCode(err, 0) != shared.ExitRefused {
 		t.Errorf("Create in a restricted namespace = %v (code %d), want 243", err, supervisor.ExitCode(err, 0))
+	}
+	// doctor's line: the level the namespace enforces and the mode boxes
+	// use; the dry run is of the mode's pod.
+	f.refuse = nil
+	f.levels = map[string]string{"ns": "restricted"}
+	rs, _ := newRuntime(t, "KUBECONFIG="+kubeconfigFor(t, srv, f.token), EnvNamespace+"=ns", EnvPodSecurity+"=restricted")
+	info, err = rs.Probe(ctx)
+	if err != nil || !strings.Contains(info.Detail, `namespace ns enforces Pod Security "restricted"`) || !strings.Contains(info.Detail, "boxes use --kube-pod-security restricted") {
+		t.Errorf("Probe in restricted mode = %+v, %v", info, err)
+	}
+	if c := f.lastPod.Spec.Containers[0]; len(c.SecurityContext.Capabilities.Add) != 0 || c.Command[len(c.Command)-1] != "--restricted" {
+		t.Errorf("the dry run in restricted mode was of %+v", c)
+	}
+	if info, _ = rt.Probe(ctx); !strings.Contains(info.Detail, `enforces Pod Security "restricted"; boxes use --kube-pod-security baseline`) {
+		t.Errorf("Probe in baseline mode: %q", info.Detail)
+	}
+	f.levels = nil
+	if info, _ = rt.Probe(ctx); !strings.Contains(info.Detail, "not for this identity to read (it may not get namespaces)") {
+		t.Errorf("Probe without the namespace's label: %q", info.Detail)
+	}
+	if _, err := (&Runtime{env: []string{EnvPodSecurity + "=strict"}}).options(); supervisor.ExitCode(err, 0) != shared.ExitUsage || !strings.Contains(err.Error(), "want baseline or restricted") {
+		t.Errorf("--kube-pod-security strict: %v", err)
 	}
 	f.refuse = &APIError{Code: 404, Reason: "NotFound", Message: `namespaces "ns" not found`}
 	if _, err := rt.Probe(ctx); supervisor.ExitCode(err, 0) != shared.ExitUsage {

@@ -38,6 +38,8 @@ type fakeAPI struct {
 	proto   string    // the subprotocol the server speaks; "" v5
 	refuse  *APIError // the answer to every pod create (and its dry run)
 	dryRuns int
+	levels  map[string]string // namespace: its enforce label; a namespace not here is forbidden to read
+	lastPod Pod               // the last pod created or dry-run
 }
 
 func newFake(t *testing.T) (*fakeAPI, *httptest.Server) {
@@ -65,6 +67,14 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		io.WriteString(w, `{"status":{"images":[{"names":["localhost/deathwatch/watcher:1","sha256:00"]},{"names":["docker.io/library/busybox:1"]}]}}`)
+	case len(p) == 4 && p[2] == "namespaces" && r.Method == "GET":
+		level, ok := f.levels[p[3]]
+		if !ok {
+			w.WriteHeader(403)
+			io.WriteString(w, `{"reason":"Forbidden","message":"namespaces is forbidden"}`)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"metadata": map[string]any{"name": p[3], "labels": map[string]string{enforceLabel: level}}})
 	case strings.HasSuffix(r.URL.Path, "selfsubjectaccessreviews"):
 		var rev struct {
 			Spec struct {
@@ -77,6 +87,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(p) == 5 && p[4] == "pods" && r.Method == "POST":
 		var pod Pod
 		json.NewDecoder(r.Body).Decode(&pod)
+		f.lastPod = pod
 		if f.refuse != nil {
 			w.WriteHeader(f.refuse.Code)
 			json.NewEncoder(w).Encode(map[string]string{"reason": f.refuse.Reason, "message": f.refuse.Message})

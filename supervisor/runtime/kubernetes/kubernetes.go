@@ -13,8 +13,9 @@
 // cluster without a scheduler), DEATHWATCH_K8S_PULL_NEVER=1,
 // DEATHWATCH_K8S_WATCHER_IMAGE (an image whose watcher an init
 // container copies in, when the box's image carries none),
-// DEATHWATCH_K8S_USER_NAMESPACE=1 and the pod knobs of knobs.go (exec's
-// other --kube-* flags).
+// DEATHWATCH_K8S_USER_NAMESPACE=1, DEATHWATCH_K8S_POD_SECURITY
+// (podsecurity.go) and the pod knobs of knobs.go (exec's other --kube-*
+// flags).
 //
 //	Probe     GET /version; a SelfSubjectAccessReview per verb the
 //	          runtime needs (pods: create, get, list, delete;
@@ -128,6 +129,10 @@ func (r *Runtime) options() (Options, error) {
 	if err := knobs(r.env, &o); err != nil {
 		return o, supervisor.UsageError("kubernetes: %w", err)
 	}
+	var err error
+	if o.PodSecurity, err = parsePodSecurity(getenv(r.env, EnvPodSecurity)); err != nil {
+		return o, supervisor.UsageError("kubernetes: %w", err)
+	}
 	return o, nil
 }
 
@@ -161,10 +166,13 @@ func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 		allowed = make([]bool, len(Needed))
 		aerrs   = make([]error, len(Needed))
 		dryErr  error
+		level   string
+		lerr    error
 	)
-	wg.Add(2 + len(Needed))
+	wg.Add(3 + len(Needed))
 	go func() { defer wg.Done(); version, verr = k.Version(ctx) }()
 	go func() { defer wg.Done(); dryErr = k.Do(ctx, DryRunPodRequest(probePod(o)), nil) }()
+	go func() { defer wg.Done(); level, lerr = k.EnforcedLevel(ctx, ns) }()
 	for i, n := range Needed {
 		go func() { defer wg.Done(); allowed[i], aerrs[i] = k.Allowed(ctx, ns, n.Verb, n.Resource, n.Sub) }()
 	}
@@ -192,19 +200,21 @@ func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 		info.Detail = fmt.Sprintf("RBAC denies %s in namespace %s: apply `supervisor kubernetes rbac --namespace %s --subject NAME` for this identity", strings.Join(denied, ", "), ns, ns)
 		return info, supervisor.EngineError("kubernetes: %s", info.Detail)
 	}
-	if err := admissionProbe(dryErr, ns); err != nil {
+	if err := admissionProbe(dryErr, ns, o.PodSecurity); err != nil {
 		info.Detail = err.Error()
 		return info, err
 	}
 	// The boundary is the node's container runtime, not this host's
 	// root: a daemon-less, "rootless" runtime from this host's view.
 	info.Present, info.Rootless = true, true
-	info.Detail = r.describe(o)
+	info.Detail = r.describe(o, level, lerr)
 	return info, nil
 }
 
-// describe is doctor's line on where boxes go and what admits them.
-func (r *Runtime) describe(o Options) string {
+// describe is doctor's line on where boxes go and what admits them:
+// the namespace's Pod Security level (level, read with lerr) and the
+// mode boxes use.
+func (r *Runtime) describe(o Options, level string, lerr error) string {
 	ctx := r.cluster.Context
 	if ctx == "" {
 		ctx = "the pod's service account"
@@ -215,7 +225,7 @@ func (r *Runtime) describe(o Options) string {
 	if o.UserNamespace {
 		users = "a user namespace of its own (hostUsers: false)"
 	}
-	return fmt.Sprintf("%s, server %s, namespace %s: admission takes a box's pod (a dry run; boxes need Pod Security baseline, restricted forbids the watcher's capabilities); %s", ctx, r.cluster.Server, o.Namespace, users)
+	return fmt.Sprintf("%s, server %s: %s (a dry run of a box's pod passes); %s", ctx, r.cluster.Server, levelLine(o.Namespace, level, lerr, o.PodSecurity), users)
 }
 
 // Prepare refuses what a pod cannot honour and journals where the pod
@@ -284,7 +294,7 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 	}
 	o.Namespace = r.namespace(b)
 	if err := k.Do(ctx, CreatePodRequest(BuildPod(b, o)), nil); err != nil {
-		if r := createRefusal(err, o.Namespace); r != nil {
+		if r := createRefusal(err, o.Namespace, o.PodSecurity); r != nil {
 			return r
 		}
 		return supervisor.SetupError("create pod %s/%s: %w", o.Namespace, b.Name, err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"deathwatch/shared"
 	"deathwatch/supervisor"
 )
 
@@ -39,6 +40,7 @@ type Options struct {
 	PullNever     bool   // imagePullPolicy: Never
 	WatcherImage  string // copy the watcher from this image (when the box has no WatcherInImage)
 	UserNamespace bool   // hostUsers: false (the node's runtime must support user-namespaced pods)
+	PodSecurity   string // the pod's Pod Security level: PodSecurityBaseline ("": it) or PodSecurityRestricted
 
 	RuntimeClass   string            // spec.runtimeClassName
 	PullSecrets    []string          // spec.imagePullSecrets
@@ -220,11 +222,20 @@ func CheckBox(b *supervisor.Box, o Options) error {
 	if b.NetworkSet && b.Network != "bridge" {
 		return fmt.Errorf("--network %s cannot be honoured: a pod always has the cluster's pod network (its NetworkPolicy decides its reach); drop --network or pass --network bridge", b.Network)
 	}
+	if uid, gid := agentIDs(b); o.PodSecurity == PodSecurityRestricted && (uid == 0 || gid == 0) {
+		return fmt.Errorf("--kube-pod-security restricted runs the box's container as the agent's ids, and restricted refuses root: pick a --user other than 0")
+	}
 	if b.WatcherInImage == "" && o.WatcherImage == "" {
 		return fmt.Errorf("the host's watcher cannot be mounted into a pod: pass --watcher-in-image PATH (a watcher in the image) or --kube-watcher-image IMAGE (a watcher image)")
 	}
 	return nil
 }
+
+// The Pod Security levels a box's pod is built to pass.
+const (
+	PodSecurityBaseline   = "baseline"
+	PodSecurityRestricted = "restricted"
+)
 
 // BuildPod is the pod for box b: the watcher as PID 1 in control mode on
 // the container's stdin/stdout (stdinOnce: the first attach's end is the
@@ -239,15 +250,18 @@ func CheckBox(b *supervisor.Box, o Options) error {
 // capability but NET_BIND_SERVICE even with hostUsers: false: the
 // watcher needs SETUID, SETGID and SETPCAP to start the agent as another
 // uid with an empty bounding set, KILL to signal it and CHOWN for its pty.
+// With PodSecurity restricted the box container runs as the agent's
+// ids with no capability, and the watcher in restricted mode
+// (--restricted) keeps the agent at that uid behind its own walls.
 func BuildPod(b *supervisor.Box, o Options) Pod {
 	root, no, yes := int64(0), false, true
 	pull := ""
 	if o.PullNever {
 		pull = "Never"
 	}
-	sec := func(caps []string, user int64) *Security {
+	sec := func(caps []string, user, group int64) *Security {
 		return &Security{
-			RunAsUser: &user, RunAsGroup: &user, RunAsNonRoot: ptr(user != 0),
+			RunAsUser: &user, RunAsGroup: &group, RunAsNonRoot: ptr(user != 0),
 			AllowPrivilegeEscalation: &no, Privileged: &no,
 			Capabilities:           &Capabilities{Drop: []string{"ALL"}, Add: caps},
 			SeccompProfile:         &Seccomp{Type: "RuntimeDefault"},
@@ -260,7 +274,12 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 		Env:        watcherEnv(),
 		WorkingDir: b.Workdir,
 		Stdin:      true, StdinOnce: true, TTY: false,
-		SecurityContext: sec(append([]string(nil), watcherCaps...), root),
+		SecurityContext: sec(append([]string(nil), watcherCaps...), root, root),
+	}
+	if o.PodSecurity == PodSecurityRestricted {
+		uid, gid := agentIDs(b)
+		c.SecurityContext = sec(nil, uid, gid)
+		c.Command = append(c.Command, "--restricted")
 	}
 	// An asked-for memory bound is also the request; the default one
 	// is a limit with a small request, so that it fits any node.
@@ -324,7 +343,7 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 		p.Spec.InitContainers = []Container{{
 			Name: initContainerName, Image: o.WatcherImage, ImagePullPolicy: pull,
 			Command:         []string{"cp", WatcherImagePath, watcherDir + "/watcher"},
-			SecurityContext: sec(nil, nobody),
+			SecurityContext: sec(nil, nobody, nobody),
 			Resources:       &Resources{Limits: map[string]string{"memory": "64Mi", "ephemeral-storage": "64Mi"}},
 			VolumeMounts:    []VolumeMount{{Name: watcherVolume, MountPath: watcherDir}},
 		}}
@@ -333,6 +352,15 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 	}
 	p.Spec.Containers = []Container{c}
 	return p
+}
+
+// agentIDs are the ids the agent runs as: the box's, else the
+// defaults.
+func agentIDs(b *supervisor.Box) (uid, gid int64) {
+	if b.AgentUID == 0 && b.AgentGID == 0 {
+		return shared.DefaultAgentUID, shared.DefaultAgentGID
+	}
+	return int64(b.AgentUID), int64(b.AgentGID)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -78,6 +78,28 @@ func TestBuildPod(t *testing.T) {
 				t.Errorf("env %v: the watcher's environment holds %v alone", e, want)
 			}
 		}},
+		{"restricted: the agent's ids, no capability, non-root, the watcher in restricted mode, the rest as in baseline", func(b *supervisor.Box) { b.AgentUID, b.AgentGID = 2000, 3000 }, Options{Namespace: "ns", PodSecurity: PodSecurityRestricted}, func(t *testing.T, p Pod) {
+			c := p.Spec.Containers[0]
+			s := c.SecurityContext
+			if *s.RunAsUser != 2000 || *s.RunAsGroup != 3000 || !*s.RunAsNonRoot || *s.AllowPrivilegeEscalation || *s.Privileged || !*s.ReadOnlyRootFilesystem {
+				t.Errorf("security %+v", s)
+			}
+			if strings.Join(s.Capabilities.Drop, ",") != "ALL" || len(s.Capabilities.Add) != 0 || s.SeccompProfile.Type != "RuntimeDefault" {
+				t.Errorf("capabilities %+v seccomp %v", s.Capabilities, s.SeccompProfile)
+			}
+			if got := strings.Join(c.Command, " "); got != "/usr/local/bin/watcher --control=stdin --restricted" {
+				t.Errorf("command %q", got)
+			}
+			base := BuildPod(testBox(), Options{Namespace: "ns"})
+			if !reflect.DeepEqual(p.Spec.Volumes, base.Spec.Volumes) || !reflect.DeepEqual(c.VolumeMounts, base.Spec.Containers[0].VolumeMounts) || !reflect.DeepEqual(c.Resources, base.Spec.Containers[0].Resources) || !c.StdinOnce {
+				t.Errorf("restricted changed more than the identity: %+v", c)
+			}
+		}},
+		{"restricted, default ids: 1000:1000", nil, Options{Namespace: "ns", PodSecurity: PodSecurityRestricted}, func(t *testing.T, p Pod) {
+			if s := p.Spec.Containers[0].SecurityContext; *s.RunAsUser != 1000 || *s.RunAsGroup != 1000 {
+				t.Errorf("runs as %d:%d", *s.RunAsUser, *s.RunAsGroup)
+			}
+		}},
 		{"the walls by default: read-only root, bounded memory-backed /tmp and /dev/shm, memory and storage bounds, no host namespaces", nil, Options{Namespace: "ns"}, func(t *testing.T, p Pod) {
 			c := p.Spec.Containers[0]
 			if !*c.SecurityContext.ReadOnlyRootFilesystem || p.Spec.HostNetwork || p.Spec.HostPID || p.Spec.HostIPC || p.Spec.HostUsers != nil {
@@ -169,6 +191,9 @@ func TestCheckBoxRefuses(t *testing.T) {
 		{"network none", func(b *supervisor.Box, _ *Options) { b.Network, b.NetworkSet = "none", true }, "--network none"},
 		{"network host", func(b *supervisor.Box, _ *Options) { b.Network, b.NetworkSet = "host", true }, "--network host"},
 		{"no watcher", func(b *supervisor.Box, _ *Options) { b.WatcherInImage = "" }, "--watcher-in-image"},
+		{"restricted as root", func(b *supervisor.Box, o *Options) {
+			b.AgentUID, b.AgentGID, o.PodSecurity = 0, 7, PodSecurityRestricted
+		}, "restricted refuses root"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, o := testBox(), Options{Namespace: "ns"}
