@@ -31,7 +31,10 @@ type Ranges struct {
 	// EngineHas, when set, asks the engine of the allocating runtime
 	// whether it still has a box (by name): an engine-held slot
 	// (EngineHeld) whose supervisor is gone is taken back only when the
-	// engine answers no. nil: such slots are kept.
+	// engine answers no. nil: such slots are kept. It asks whether a box
+	// of that name exists in any state, of any instance: a slot stays its
+	// box's while any of its processes may run, and an allocation has no
+	// instance to List (reconcile's question) and no entry to Sweep.
 	EngineHas func(box string) (bool, error)
 	// only, when set, says which slots Allocate may take (by their
 	// first uid and gid): Only.
