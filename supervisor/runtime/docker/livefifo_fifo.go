@@ -132,9 +132,8 @@ func (e *Engine) dropLive(b *supervisor.Box) {
 // Sweep removes what a crashed launch of box left beside the box
 // (reconcile.Sweeper): its live FIFO's folder and the
 // probe folders of bind proofs killed midway. It asks the engine
-// nothing: reconcile calls it once its List showed the box gone or it
-// removed the box, and nothing here outlives the box the way an id
-// slot does (idslot's Exists).
+// nothing: reconcile calls it only once its List showed the box gone or
+// it removed the box, so no second List nor Exists (idslot's) is due.
 func (e *Engine) Sweep(b *supervisor.Box) {
 	removeLiveDir(b.Name)
 	dropStaleProbes(liveRoot())
