@@ -41,8 +41,8 @@ const (
 
 // The heartbeat and deadline paths' settings when not given (doctor
 // uses these). A heartbeat much below 1s risks killing a healthy box on
-// a loaded host: rootless podman's attach chain was measured delaying
-// pings by more than 300ms.
+// a busy host, where an engine's attach chain (rootless podman's) can
+// delay pings by a good part of a second.
 const (
 	DefaultProveHeartbeat = time.Second
 	DefaultProveDeadline  = time.Second
