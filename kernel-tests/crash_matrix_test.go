@@ -36,9 +36,9 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
-	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor/reconcile"
 	"deathwatch/supervisor/runtime/native"
+	"deathwatch/supervisor/supervisortest"
 )
 
 // cwPoints are the kill points, in lifecycle order.
@@ -358,22 +358,6 @@ type cwDecoys struct {
 	aliveLaunch, nonceLaunch     string
 }
 
-// deadOwner is the owner record of a process that has exited.
-func deadOwner(t *testing.T) journal.Owner {
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := proc.StartTime(cmd.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := journal.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: proc.BootID()}
-	cmd.Process.Kill()
-	cmd.Wait()
-	return o
-}
-
 // putEntry writes a journal entry as the rig's user would own it.
 func (r *rig) putEntry(instance string, e *journal.Entry) {
 	r.T.Helper()
@@ -461,7 +445,7 @@ func (r *rig) decoys() *cwDecoys {
 	d.nonce = "dwdecoy-nonce-" + tag
 	r.putEntry(r.Instance, &journal.Entry{LaunchID: d.nonceLaunch, Instance: r.Instance, Box: d.nonce,
 		Runtime: r.Runtime, Nonce: "the-journaled-nonce", Labels: cwLabels(r.Instance, d.nonceLaunch, "the-journaled-nonce"),
-		Owner: deadOwner(t), State: journal.StateStarted, Created: now})
+		Owner: supervisortest.DeadOwner(t), State: journal.StateStarted, Created: now})
 	r.makeBox(d.nonce, cwLabels(r.Instance, d.nonceLaunch, "another-nonce"))
 
 	// This instance's label, no journal entry at all.
@@ -474,7 +458,7 @@ func (r *rig) decoys() *cwDecoys {
 	d.other = "dwdecoy-other-" + tag
 	r.putEntry(r.other, &journal.Entry{LaunchID: otherLaunch, Instance: r.other, Box: d.other,
 		Runtime: r.Runtime, Nonce: "n-other", Labels: cwLabels(r.other, otherLaunch, "n-other"),
-		Owner: deadOwner(t), State: journal.StateStarted, Created: now})
+		Owner: supervisortest.DeadOwner(t), State: journal.StateStarted, Created: now})
 	r.makeBox(d.other, cwLabels(r.other, otherLaunch, "n-other"))
 
 	// An unlabelled box (engines only: a native box is its record).

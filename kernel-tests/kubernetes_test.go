@@ -27,6 +27,7 @@ import (
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/hostcheck"
 	"deathwatch/supervisor/reconcile"
+	"deathwatch/supervisor/supervisortest"
 )
 
 // k8sRig is one instance of the kubernetes runtime on the test cluster,
@@ -313,7 +314,7 @@ func TestKubernetesForeignPodLeftAlone(t *testing.T) {
 	}
 	name := "dwforged-nonce-" + tag
 	if err := j.Put(&journal.Entry{LaunchID: "forged-" + name, Instance: r.instance, Box: name, Runtime: "kubernetes",
-		Nonce: "the-journaled-nonce", Owner: deadOwner(t), State: journal.StateStarted, Created: time.Now().UTC(),
+		Nonce: "the-journaled-nonce", Owner: supervisortest.DeadOwner(t), State: journal.StateStarted, Created: time.Now().UTC(),
 		RuntimeState: map[string]string{"kubernetes.namespace": r.k.Namespace}}); err != nil {
 		t.Fatal(err)
 	}

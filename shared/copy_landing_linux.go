@@ -103,7 +103,7 @@ func (l *LandingSums) Run(stop <-chan struct{}, root int, stage string, roots in
 			return
 		}
 		// Passes list the folders being filled again: between them, a
-		// pause of 10 ms, of four times a pass's listing at least, longer while
+		// pause of at least four times a pass's listing, longer while
 		// nothing new lands (the engine's creations wait for a listing).
 		if progress {
 			wait = max(10*time.Millisecond, 4*l.listing)

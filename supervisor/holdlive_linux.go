@@ -21,30 +21,20 @@ func HoldLive(w *os.File) (release func()) {
 	return func() { w.Close() }
 }
 
-// holdApart keeps a copy of fd open on an OS thread of its own that
-// does nothing else and has a file table of its own (unshare
-// CLONE_FILES, every other descriptor closed in it), and returns the
-// function that closes it there; the caller then closes its own copy.
+// holdApart keeps a copy of fd open on an OS thread of its own that does
+// nothing else and has a file table of its own (unshare CLONE_FILES,
+// every other descriptor closed in it), and returns the function that
+// closes it there; the caller then closes its own copy. A process's
+// shared table is closed by its last thread to exit, after it tears
+// down the address space (exit_mm before exit_files); a thread's own is
+// closed right after the SIGKILL, so the watcher is killing the agents
+// before the engine sees the supervisor's connections close. The main
+// thread, which the kernel wakes first on a group kill, is no better.
 //
-// Why: a process's shared file table is closed by its last thread to
-// exit, and in do_exit that thread first tears down the address space
-// (exit_mm before exit_files). For the supervisor (11 MB resident, 8
-// threads) that is milliseconds on a host where page-table changes are
-// dear, and the box's alarm waited for all of it. A thread's own table
-// is closed in that thread's exit, which follows the SIGKILL at once:
-// the address space is torn down by whichever thread is last, and the
-// watcher is already killing the agents by then, before the engine has
-// seen the supervisor's connections close (TestBenchSupervisorKill
-// prints how much earlier). The main thread as the holder, which the
-// kernel wakes first on a group kill, is no better.
-//
-// The thread stays locked (runtime.LockOSThread, never unlocked), so
-// the Go runtime never runs anything else on it and ends it when the
-// goroutine returns. It is never the main thread: /proc/self/fd (read
-// as the process's table, as by the podman database's open) shows the
-// main thread's. release returns once the copy is closed. err: the
-// kernel refused (no close_range before Linux 5.9); the caller keeps
-// its own copy.
+// The thread stays locked, so the Go runtime runs nothing else on it and
+// ends it when the goroutine returns; it is never the main thread (see
+// serve). release returns once the copy is closed. err: the kernel
+// refused (no close_range before Linux 5.9); the caller keeps its own.
 func holdApart(fd int) (release func(), err error) {
 	held, rel := make(chan error), make(chan struct{})
 	var serve func()

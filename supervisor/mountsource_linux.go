@@ -10,23 +10,20 @@ import (
 	"deathwatch/supervisor/trusted"
 )
 
-// CheckMountSources refuses (243) a --mount source an engine would be
-// handed as a path string before anything is created: one that passes
-// through a symlink (opened by descriptor with openat2
-// RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS, the native runtime's rule,
-// boxinit.OpenHostSource), or one whose way there someone else could
-// change after this check.
+// CheckMountSources refuses (243), before anything is created, a
+// --mount source an engine would be handed as a path string: one that
+// passes through a symlink (the native runtime's rule, openat2 with
+// RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS: boxinit.OpenHostSource), or
+// one whose way there someone else could change after this check.
 //
-// An engine's daemon (dockerd, sbx) resolves the path again, in its own
-// process, after this check; a /proc/self/fd/N path would name the
-// daemon's descriptors, not ours. What makes the check hold until the
-// engine's own resolution is who may change the way: every folder from /
-// down to the source's parent is owned by this supervisor's uid or root
-// and writable by nobody else (a root-owned sticky folder such as /tmp
-// included, where only an entry's owner may rename it: then the source
-// itself must be ours or root's). A box's ids are neither, so no box
-// can swap a part of the way for a link between the check and the
-// engine's mount; the source's own contents may be the box's.
+// An engine's daemon (dockerd, sbx) resolves the path again in its own
+// process (a /proc/self/fd/N path would name its descriptors, not ours),
+// so the check holds only while nobody but this uid or root can change
+// the way: every folder from / down to the source's parent is theirs and
+// writable by nobody else (in a root-owned sticky folder such as /tmp,
+// where only an entry's owner may rename it, the source itself must be
+// ours or root's). A box's ids are neither; the source's contents may be
+// the box's.
 func CheckMountSources(ms []Mount) error {
 	euid := uint32(os.Geteuid())
 	for _, m := range ms {

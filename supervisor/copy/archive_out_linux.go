@@ -15,21 +15,19 @@ import (
 	"deathwatch/supervisor"
 )
 
-// Copy-out through the runtime's archive (shared/copy.go): the watcher
-// sends each tree's manifest (entries, copy-sums, copy-end; no data)
-// once every process of the box is dead, and waits; the host reads the
-// tree from the engine as a tar stream and replays the manifest into
-// the frame receiver, each file's bytes taken from the archive: so the
-// host writer's rules are the frame copy's own (openat2 beneath
-// HOSTDIR, nothing overwritten, escaping symlinks refused, limits), a
-// file whose bytes do not hash to the manifest's SHA-256 fails the copy
-// as verify-failed with nothing kept, and folders, symlinks and hard
-// links are made from the manifest, never from the archive. An archive
-// entry the manifest does not name (a file the watcher did not let
-// leave: another user's, a FIFO) is dropped and counted. The engine
-// reads the box as root; the manifest, written by the watcher after the
-// agent died, is what decides. Then copy-out-fetched lets the watcher
-// send its exit record and go (the engine removes the box after).
+// Copy-out through the runtime's archive (shared/copy.go): once every
+// process of the box is dead the watcher sends each tree's manifest
+// (entries, copy-sums, copy-end; no data) and waits; the host reads the
+// tree from the engine as a tar stream and replays the manifest into the
+// frame receiver, each file's bytes taken from the archive. So the host
+// writer's rules are the frame copy's own, a file whose bytes do not
+// hash to the manifest's SHA-256 fails the copy as verify-failed with
+// nothing kept, and folders, symlinks and hard links come from the
+// manifest, never the archive: the engine reads the box as root, and the
+// manifest, written by the watcher after the agent died, decides. An
+// archive entry the manifest does not name (another user's file, a FIFO)
+// is dropped and counted. Then copy-out-fetched lets the watcher send
+// its exit record and go (the engine removes the box after).
 
 // ArchiveExporter is implemented by runtimes that can read a box's
 // file or tree as a tar stream (the Engine API's GET archive).

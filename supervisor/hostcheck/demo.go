@@ -91,6 +91,53 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 
 	// 1. An agent command in a box: its output and exit code come back.
+	if err := demoExitCode(ctx, o, &res, say); err != nil {
+		return res, err
+	}
+
+	// 2. A stand-in controller: SIGKILL it while its agent runs.
+	s, err := startDemoStandin(o)
+	if err != nil {
+		return res, err
+	}
+	defer s.close()
+	res.BoxProcesses = len(s.procs)
+	say("2. stand-in controller (pid %d) runs supervisor exec (pid %d) as its child, box %s: %d processes, agents that ignore SIGTERM and escaped with setsid", s.ctl.Process.Pid, s.sup, s.box, len(s.procs))
+	j, err := journal.Open(o.Journal, demoInstance, supervisor.Volatile)
+	if err != nil {
+		return res, err
+	}
+	remainKind, err := demoRemains(o, j, &res)
+	if err != nil {
+		return res, err
+	}
+	killed := time.Now()
+	if err := s.killController(killed, &res); err != nil {
+		return res, err
+	}
+	say("   SIGKILL controller -> agent tree dead after %v, box removed after %v", res.TreeDead.Round(10*time.Microsecond), time.Since(killed).Round(10*time.Microsecond))
+
+	// 3. A later cleanup: reconcile, as a restarted controller runs it,
+	// removes what a killed supervisor leaves (its box's empty cgroup and
+	// record) and closes its journal entry; after a controller's death
+	// the supervisor removed them itself.
+	if err := demoReconcile(ctx, o, res.Remains, remainKind, say); err != nil {
+		return res, err
+	}
+
+	// 4. Nothing is left.
+	demoLeft(j, s.procs, &res)
+	cg := "nothing of its own beyond its processes (the PID namespace is the kill domain)"
+	if len(res.Remains) > 0 {
+		cg = fmt.Sprintf("%d %ss", res.LeftRemains, remainKind)
+	}
+	say("3. left: %d processes, %s, %d open journal entries", res.LeftProcesses, cg, res.LeftOpen)
+	return res, nil
+}
+
+// demoExitCode runs an agent command in a box and checks that its output
+// and exit code come back.
+func demoExitCode(ctx context.Context, o DemoOptions, res *DemoResult, say func(string, ...any)) error {
 	script := `echo "hello from box $(hostname) as uid $(id -u), pid $$ under PID 1 $(tr '\0' ' ' </proc/1/cmdline)"; exit 7`
 	cmd := exec.CommandContext(ctx, o.Supervisor, o.execArgs("--", "/bin/sh", "-c", script)...)
 	cmd.Stderr = os.Stderr
@@ -103,83 +150,91 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 	case errors.As(err, &ee):
 		res.AgentCode = ee.ExitCode()
 	default:
-		return res, supervisor.SetupError("run %s: %w", o.Supervisor, err)
+		return supervisor.SetupError("run %s: %w", o.Supervisor, err)
 	}
 	say("1. supervisor exec --runtime %s -- sh -c '...; exit 7'  (%v)", o.Runtime, time.Since(start).Round(100*time.Microsecond))
 	say("   agent said: %s", res.AgentOutput)
 	say("   exit code:  %d (the agent's own, passed through)", res.AgentCode)
 	if res.AgentCode != 7 {
-		return res, supervisor.SetupError("the agent's exit code came back as %d, not 7", res.AgentCode)
+		return supervisor.SetupError("the agent's exit code came back as %d, not 7", res.AgentCode)
 	}
+	return nil
+}
 
-	// 2. A stand-in controller, a separate process (sh) that runs
-	// `supervisor exec` as its child: SIGKILL it while its agent runs.
+// demoStandin is the demo's stand-in controller, a separate process (sh)
+// that runs `supervisor exec` as its child, and what the host sees of
+// its supervisor and box.
+type demoStandin struct {
+	ctl      *exec.Cmd // nil until it started
+	events   *os.File
+	box      string
+	sup      int    // the supervisor's pid
+	supStart uint64 // and start time
+	procs    []proc.Proc
+}
+
+// startDemoStandin starts the stand-in controller and waits until its
+// agent is ready.
+func startDemoStandin(o DemoOptions) (_ *demoStandin, err error) {
 	events, evw, err := os.Pipe()
 	if err != nil {
-		return res, supervisor.SetupError("events pipe: %w", err)
+		return nil, supervisor.SetupError("events pipe: %w", err)
 	}
-	defer events.Close()
+	s := &demoStandin{events: events}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
 	ctl := exec.Command("sh", controllerArgs(o.Supervisor, o.execArgs("--events", "fd:3", "--", "/bin/sh", "-c", demoAgent))...)
 	ctl.ExtraFiles = []*os.File{evw}
 	ctl.Stderr = os.Stderr
 	stdout, err := ctl.StdoutPipe()
 	if err != nil {
-		return res, supervisor.SetupError("%w", err)
+		return nil, supervisor.SetupError("%w", err)
 	}
 	if err := ctl.Start(); err != nil {
-		return res, supervisor.SetupError("start the stand-in controller: %w", err)
+		return nil, supervisor.SetupError("start the stand-in controller: %w", err)
 	}
 	evw.Close()
-	defer func() { ctl.Process.Kill(); ctl.Wait() }()
-	box, err := demoWaitReady(events, stdout)
-	if err != nil {
-		return res, err
+	s.ctl = ctl
+	if s.box, err = demoWaitReady(events, stdout); err != nil {
+		return nil, err
 	}
-	initPID, sup := 0, 0
-	for _, p := range proc.Children(ctl.Process.Pid) {
-		sup = p
+	if err := s.findBox(); err != nil {
+		return nil, err
 	}
-	for _, p := range proc.Children(sup) {
+	return s, nil
+}
+
+// findBox finds the stand-in's supervisor and the processes of its box.
+func (s *demoStandin) findBox() error {
+	initPID := 0
+	for _, p := range proc.Children(s.ctl.Process.Pid) {
+		s.sup = p
+	}
+	for _, p := range proc.Children(s.sup) {
 		initPID = p
 	}
 	ns, err := proc.PIDNamespace(initPID)
 	if initPID == 0 || err != nil {
-		return res, supervisor.SetupError("find the box below the supervisor %d of the stand-in controller %d: %w", sup, ctl.Process.Pid, err)
+		return supervisor.SetupError("find the box below the supervisor %d of the stand-in controller %d: %w", s.sup, s.ctl.Process.Pid, err)
 	}
-	procs := proc.InNamespace(ns)
-	supStart, _ := proc.StartTime(sup)
-	res.BoxProcesses = len(procs)
-	say("2. stand-in controller (pid %d) runs supervisor exec (pid %d) as its child, box %s: %d processes, agents that ignore SIGTERM and escaped with setsid", ctl.Process.Pid, sup, box, len(procs))
-	// What the box has of its own beyond its processes (native: its
-	// cgroup), to check that nothing of it is left.
-	j, err := journal.Open(o.Journal, demoInstance, supervisor.Volatile)
-	if err != nil {
-		return res, err
-	}
-	entries, _, err := j.List()
-	if err != nil {
-		return res, err
-	}
-	rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log})
-	if err != nil {
-		return res, err
-	}
-	remainKind := ""
-	for _, e := range entries {
-		if r, ok := rt.(Remainer); ok && e.Open() {
-			if kind, paths := r.Remains(supervisor.BoxFromEntry(e)); len(paths) > 0 {
-				remainKind = kind
-				res.Remains = append(res.Remains, paths...)
-			}
-		}
-	}
-	killed := time.Now()
-	if err := ctl.Process.Kill(); err != nil {
-		return res, supervisor.SetupError("SIGKILL the stand-in controller: %w", err)
+	s.procs = proc.InNamespace(ns)
+	s.supStart, _ = proc.StartTime(s.sup)
+	return nil
+}
+
+// killController SIGKILLs the stand-in controller and waits until its
+// box's processes are dead and its supervisor, which removes the box
+// and then exits, is gone.
+func (s *demoStandin) killController(killed time.Time, res *DemoResult) error {
+	if err := s.ctl.Process.Kill(); err != nil {
+		return supervisor.SetupError("SIGKILL the stand-in controller: %w", err)
 	}
 	for {
 		alive := 0
-		for _, p := range procs {
+		for _, p := range s.procs {
 			if p.Alive() {
 				alive++
 			}
@@ -189,35 +244,70 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 			break
 		}
 		if time.Since(killed) > 10*time.Second {
-			return res, supervisor.SetupError("%d box processes still run 10s after the controller's SIGKILL", alive)
+			return supervisor.SetupError("%d box processes still run 10s after the controller's SIGKILL", alive)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	ctl.Wait()
-	// The supervisor removes its box, then exits.
-	if _, left := proc.WaitDead([]proc.Proc{{PID: sup, Start: supStart}}, killed.Add(60*time.Second)); len(left) > 0 {
-		return res, supervisor.SetupError("the supervisor %d still runs 60s after its controller's SIGKILL", sup)
+	s.ctl.Wait()
+	if _, left := proc.WaitDead([]proc.Proc{{PID: s.sup, Start: s.supStart}}, killed.Add(60*time.Second)); len(left) > 0 {
+		return supervisor.SetupError("the supervisor %d still runs 60s after its controller's SIGKILL", s.sup)
 	}
-	say("   SIGKILL controller -> agent tree dead after %v, box removed after %v", res.TreeDead.Round(10*time.Microsecond), time.Since(killed).Round(10*time.Microsecond))
+	return nil
+}
 
-	// 3. A later cleanup: reconcile, as a restarted controller runs it,
-	// removes what a killed supervisor leaves (its box's empty cgroup and
-	// record) and closes its journal entry; after a controller's death
-	// the supervisor removed them itself.
-	for _, d := range res.Remains {
+// close kills the stand-in controller, if it runs, and closes its events.
+func (s *demoStandin) close() {
+	if s.ctl != nil {
+		s.ctl.Process.Kill()
+		s.ctl.Wait()
+	}
+	s.events.Close()
+}
+
+// demoRemains records in res what the open boxes of the journal have of
+// their own beyond their processes (native: their cgroups), to check
+// that nothing of them is left, and returns what kind of thing that is.
+func demoRemains(o DemoOptions, j *journal.Journal, res *DemoResult) (kind string, err error) {
+	entries, _, err := j.List()
+	if err != nil {
+		return "", err
+	}
+	rt, err := supervisor.NewRuntime(o.Runtime, supervisor.RuntimeConfig{Log: o.Log})
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if r, ok := rt.(Remainer); ok && e.Open() {
+			if k, paths := r.Remains(supervisor.BoxFromEntry(e)); len(paths) > 0 {
+				kind = k
+				res.Remains = append(res.Remains, paths...)
+			}
+		}
+	}
+	return kind, nil
+}
+
+// demoReconcile says which remains are still there and runs reconcile
+// as a restarted controller does.
+func demoReconcile(ctx context.Context, o DemoOptions, remains []string, kind string, say func(string, ...any)) error {
+	for _, d := range remains {
 		if _, err := os.Stat(d); err == nil {
-			say("   its %s is still there (%s); the journal entry is open", remainKind, d)
+			say("   its %s is still there (%s); the journal entry is open", kind, d)
 		}
 	}
 	rep, err := reconcile.Run(ctx, reconcile.Options{Instance: demoInstance, JournalDir: o.Journal, Runtimes: []string{o.Runtime}, Log: o.Log})
 	if err != nil {
-		return res, err
+		return err
 	}
 	for _, it := range append(append(rep.Removed, rep.Closed...), rep.Blocked...) {
 		say("   reconcile: %s %s (%s)", it.Outcome, it.Box, it.Reason)
 	}
+	return nil
+}
 
-	// 4. Nothing is left.
+// demoLeft counts in res the box's processes still alive, its remains
+// still there and the journal's entries still open.
+func demoLeft(j *journal.Journal, procs []proc.Proc, res *DemoResult) {
 	res.LeftProcesses = 0
 	for _, p := range procs {
 		if p.Alive() {
@@ -229,19 +319,13 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) (DemoResult, err
 			res.LeftRemains++
 		}
 	}
-	if entries, _, err = j.List(); err == nil {
+	if entries, _, err := j.List(); err == nil {
 		for _, e := range entries {
 			if e.Open() {
 				res.LeftOpen++
 			}
 		}
 	}
-	cg := "nothing of its own beyond its processes (the PID namespace is the kill domain)"
-	if len(res.Remains) > 0 {
-		cg = fmt.Sprintf("%d %ss", res.LeftRemains, remainKind)
-	}
-	say("3. left: %d processes, %s, %d open journal entries", res.LeftProcesses, cg, res.LeftOpen)
-	return res, nil
 }
 
 // demoWaitReady reads --events until the agent is ready and the agent's

@@ -8,11 +8,11 @@ import (
 // A busy host delays every hop of the kill chain — the watcher's timer,
 // its kill, the victims' exit, the prover's poll — by as long as the
 // scheduler makes a woken thread wait. prove-deathwatch measures that
-// wait during each trial (the prover's own wake-ups, 1 ms apart) and
-// allows a trial hopsAllowed times the worst of it on top of the bound:
-// on an idle host the allowance is a few hundred microseconds and the
-// bound is what it says; on a host at load 8 the report shows how much
-// of a late trial the host itself took. --strict turns it off.
+// wait during each trial (the prover's own wake-ups, hostDelayPeriod
+// apart) and allows a trial hopsAllowed times the worst of it on top of
+// the bound: on an idle host the allowance is small and the bound is
+// what it says; on a busy one the report shows how much of a late trial
+// the host itself took. --strict turns it off.
 const (
 	hopsAllowed     = 4
 	hostDelayPeriod = time.Millisecond

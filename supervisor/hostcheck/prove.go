@@ -41,8 +41,8 @@ const (
 
 // The heartbeat and deadline paths' settings when not given (doctor
 // uses these). A heartbeat much below 1s risks killing a healthy box on
-// a loaded host: rootless podman's attach chain was measured delaying
-// pings by more than 300ms.
+// a busy host, where an engine's attach chain (rootless podman's) can
+// delay pings by a good part of a second.
 const (
 	DefaultProveHeartbeat = time.Second
 	DefaultProveDeadline  = time.Second
@@ -535,14 +535,69 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	if err != nil {
 		return nil, err
 	}
+	var res *trialResult
 	if desc.Has(supervisor.CapNoHostProcesses) {
-		res, err := countedTrial(ctx, o, path, rt, counter, s, ready, marker)
-		cleaned = err == nil // it ran reconcile itself
-		return res, err
+		res, err = countedTrial(ctx, o, path, rt, counter, s, ready, marker)
+	} else {
+		res, err = seenTrial(ctx, o, path, rt, desc.Has(supervisor.CapAutoRemove), s, ready)
 	}
-	// The watcher, the agent's main process and its two descendants: the
-	// agent said it forked them, give /proc a moment to show them all.
+	cleaned = err == nil // the trial ran reconcile itself
+	return res, err
+}
+
+// seenTrial is a trial on a runtime whose box's processes the host sees:
+// they are watched from the host until none is left, and the box's
+// removal (by its engine, when autoRemove, else by reconcile once the
+// stand-in is gone) is timed from the trigger.
+func seenTrial(ctx context.Context, o *ProveOptions, path string, rt supervisor.Runtime, autoRemove bool, s *standin, ready supervisor.Event) (*trialResult, error) {
+	procs, err := awaitBoxProcesses(ctx, rt, s, ready, path)
+	if err != nil {
+		return nil, err
+	}
+	res := &trialResult{procs: len(procs)}
+
+	delay := startHostDelay()
+	defer delay.Stop()
+	trigger := s.pull(path, ready)
+	deadBound, _ := o.deadBound(path)
+	removedBound, _ := o.removedBound(path)
+
+	// The box's removal is watched alongside (engines remove it
+	// themselves once the watcher exits).
+	var removedCh <-chan boxRemoval
+	if autoRemove {
+		removedCh = watchRemoval(ctx, rt, ready.Box, trigger.Add(removedBound+2*time.Second))
+	}
+
+	at, left := proc.WaitDead(procs, trigger.Add(deadBound+2*time.Second))
+	res.dead = at.Sub(trigger)
+	if len(left) > 0 {
+		res.deadLeft = fmt.Sprintf("%d processes of the box still alive (%v)", len(left), left)
+		for _, p := range left {
+			killPID(p.PID)
+		}
+	}
+
+	// The stand-in's remains: its journal entry (a runtime that removes
+	// its boxes itself) or the whole box go through reconcile once the
+	// stand-in is gone, as a restarted controller would do it.
+	if autoRemove {
+		r := <-removedCh
+		res.removed = r.at.Sub(trigger)
+		res.removedLeft = r.left
+	}
+	res.hostDelay = delay.Stop()
+	s.kill()
+	reconcileTrial(ctx, o, ready, trigger, autoRemove, res)
+	return res, nil
+}
+
+// awaitBoxProcesses returns the box's processes the host sees: the
+// watcher, the agent's main process and its two descendants. The agent
+// said it forked them; /proc gets a moment to show them all.
+func awaitBoxProcesses(ctx context.Context, rt supervisor.Runtime, s *standin, ready supervisor.Event, path string) ([]proc.Proc, error) {
 	var procs []proc.Proc
+	var err error
 	for end := time.Now().Add(2 * time.Second); ; {
 		if procs, err = boxProcesses(ctx, rt, ready); err != nil {
 			// A box that was ready and has no PID 1 now has ended, though
@@ -567,78 +622,55 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	if len(procs) < 4 {
 		return nil, s.failure(fmt.Sprintf("saw only %d processes of box %s from the host (want the watcher, the agent and its 2 descendants); cannot prove anything", len(procs), ready.Box))
 	}
-	res := &trialResult{procs: len(procs)}
+	return procs, nil
+}
 
-	delay := startHostDelay()
-	defer delay.Stop()
-	trigger := s.pull(path, ready)
-	deadBound, _ := o.deadBound(path)
-	removedBound, _ := o.removedBound(path)
+// boxRemoval is when a box was seen gone, or what of it was left at the end.
+type boxRemoval struct {
+	at   time.Time
+	left string
+}
 
-	// The box's removal is watched alongside (engines remove it
-	// themselves once the watcher exits).
-	type removal struct {
-		at   time.Time
-		left string
-	}
-	var removedCh chan removal
-	autoRemove := desc.Has(supervisor.CapAutoRemove)
-	if autoRemove {
-		removedCh = make(chan removal, 1)
-		go func() {
-			end := trigger.Add(removedBound + 2*time.Second)
-			for time.Now().Before(end) {
-				if there, err := rt.Exists(ctx, &supervisor.Box{Name: ready.Box}); err == nil && !there {
-					removedCh <- removal{at: time.Now()}
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
+// watchRemoval polls the runtime until the box is gone or end passes.
+func watchRemoval(ctx context.Context, rt supervisor.Runtime, box string, end time.Time) <-chan boxRemoval {
+	ch := make(chan boxRemoval, 1)
+	go func() {
+		for time.Now().Before(end) {
+			if there, err := rt.Exists(ctx, &supervisor.Box{Name: box}); err == nil && !there {
+				ch <- boxRemoval{at: time.Now()}
+				return
 			}
-			removedCh <- removal{at: time.Now(), left: "box " + ready.Box}
-		}()
-	}
-
-	at, left := proc.WaitDead(procs, trigger.Add(deadBound+2*time.Second))
-	res.dead = at.Sub(trigger)
-	if len(left) > 0 {
-		res.deadLeft = fmt.Sprintf("%d processes of the box still alive (%v)", len(left), left)
-		for _, p := range left {
-			killPID(p.PID)
+			time.Sleep(5 * time.Millisecond)
 		}
-	}
+		ch <- boxRemoval{at: time.Now(), left: "box " + box}
+	}()
+	return ch
+}
 
-	// The stand-in's remains: its journal entry (a runtime that removes
-	// its boxes itself) or the whole box go through reconcile once the
-	// stand-in is gone, as a restarted controller would do it.
-	if autoRemove {
-		r := <-removedCh
-		res.removed = r.at.Sub(trigger)
-		res.removedLeft = r.left
-	}
-	res.hostDelay = delay.Stop()
-	s.kill()
-	cleaned = true
+// reconcileTrial runs reconcile after a seen trial, as a restarted
+// controller would, and records in res what it found left of the box
+// and, without autoRemove, when the box was removed.
+func reconcileTrial(ctx context.Context, o *ProveOptions, ready supervisor.Event, trigger time.Time, autoRemove bool, res *trialResult) {
 	rep, rerr := reconcile.Run(ctx, reconcile.Options{Instance: o.Instance, JournalDir: o.JournalDir, Runtimes: []string{o.Runtime}, EngineEnv: o.EngineEnv, Log: o.Log})
 	if !autoRemove {
 		res.removed = time.Since(trigger)
 	}
 	if rerr != nil {
 		res.removedLeft = joinNonEmpty(res.removedLeft, "reconcile: "+rerr.Error())
-	} else {
-		for _, it := range rep.Blocked {
-			if it.LaunchID == ready.LaunchID {
-				res.removedLeft = joinNonEmpty(res.removedLeft, "reconcile blocked: "+it.Reason)
-			}
+		return
+	}
+	for _, it := range rep.Blocked {
+		if it.LaunchID == ready.LaunchID {
+			res.removedLeft = joinNonEmpty(res.removedLeft, "reconcile blocked: "+it.Reason)
 		}
-		if autoRemove {
-			for _, it := range rep.Removed {
-				if it.LaunchID == ready.LaunchID {
-					res.removedLeft = joinNonEmpty(res.removedLeft, "the engine did not remove box "+it.Box+" (reconcile did)")
-				}
+	}
+	if autoRemove {
+		for _, it := range rep.Removed {
+			if it.LaunchID == ready.LaunchID {
+				res.removedLeft = joinNonEmpty(res.removedLeft, "the engine did not remove box "+it.Box+" (reconcile did)")
 			}
 		}
 	}
-	return res, nil
 }
 
 // countedTrial is a trial on a runtime whose box's processes the host

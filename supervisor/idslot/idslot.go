@@ -6,35 +6,19 @@
 // box's agent and watcher as the slot's ids.
 package idslot
 
-// A root supervisor's boxes take slots of a dedicated block of host ids
-// that no account, file or process of the host uses: slot i is host ids
-// Base + i·Size …, Size ids. The block starts at 2^31, above where
-// useradd and /etc/subuid put anything (both stay below 2^31 by
-// default), and slots that overlap a range in /etc/subuid, /etc/subgid
-// or an id in /etc/passwd, /etc/group are skipped. A slot is held by a
-// lock file (created O_EXCL) while the box exists, so two live boxes
-// never share a host uid; the runtime's Remove (and so reconcile)
-// releases it. Every runtime of a root supervisor takes its slots from
-// the one folder DefaultDir, so a native box and a Docker box never
-// share ids either. An unprivileged user's boxes take two-id slots of
-// the user's subordinate ids (User) from one folder of the user's, on
-// the native runtime and on rootless Docker (whose daemon's namespace
-// maps those ids) alike.
-//
-// The lock file names the box, the supervisor that took it and, once
-// recorded, the box's init (each as pid and start time). A slot whose
-// supervisor and init are both provably gone (a SIGKILLed supervisor
-// whose journal entry was never reconciled) is taken back by the next
-// allocation: its box cannot run, since the init is PID 1 of the box
-// and it was never started, or has ended. A box whose init an engine
-// starts (Docker) has an engine-held slot instead (EngineHeld): once
-// its supervisor is gone it is taken back only when the engine no
-// longer has the box.
+// A root supervisor's boxes take slots of a block of host ids that no
+// account, file or process of the host uses: slot i is the Size ids from
+// Base + i·Size. The block starts above where useradd and /etc/subuid
+// put anything (below 2^31 by default), and a slot that overlaps a range
+// of /etc/subuid, /etc/subgid or an id of /etc/passwd, /etc/group is
+// skipped. Every runtime of a root supervisor takes its slots from the
+// one folder DefaultDir, so no two live boxes share a host id, native or
+// Docker. An unprivileged user's boxes take two-id slots of the user's
+// subordinate ids (User), on native and rootless Docker alike.
 //
 // A slot handed to a new box can own files an old box left on the host
-// (in a --mount source). Those files cannot be set-id: the box's syscall
-// filter refuses set-id modes, so a file of the old box gives nobody the
-// new box's ids.
+// (in a --mount source); the box's syscall filter refuses set-id modes,
+// so such a file gives nobody the new box's ids.
 const (
 	Base  = 1 << 31
 	Size  = 65536

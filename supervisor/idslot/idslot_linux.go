@@ -31,7 +31,10 @@ type Ranges struct {
 	// EngineHas, when set, asks the engine of the allocating runtime
 	// whether it still has a box (by name): an engine-held slot
 	// (EngineHeld) whose supervisor is gone is taken back only when the
-	// engine answers no. nil: such slots are kept.
+	// engine answers no. nil: such slots are kept. It asks whether a box
+	// of that name exists in any state, of any instance: a slot stays its
+	// box's while any of its processes may run, and an allocation has no
+	// instance to List (reconcile's question) and no entry to Sweep.
 	EngineHas func(box string) (bool, error)
 	// only, when set, says which slots Allocate may take (by their
 	// first uid and gid): Only.
@@ -189,12 +192,14 @@ func running(pid int, start uint64) bool {
 // (EngineHeld).
 const engineHeldLine = "engine-held"
 
-// gone reports whether the slot's holder is provably gone: the lock
-// file names the supervisor that took it, that process has ended, and
-// so has the box's init when one was recorded, or, for an engine-held
-// slot, the engine no longer has the box (engineHas; nil or an engine
-// that cannot say: kept). A file that names no supervisor (an older
-// format, or a torn write) is never taken back.
+// gone reports whether the slot's holder is provably gone, so that the
+// next allocation takes the slot back (a SIGKILLed supervisor whose
+// entry was never reconciled): the lock file names the supervisor that
+// took it, that process has ended, and so has the box's init (the box's
+// PID 1: without it the box cannot run) when one was recorded, or, for
+// an engine-held slot, the engine no longer has the box (engineHas; nil
+// or an engine that cannot say: kept). A file that names no supervisor
+// (an older format, or a torn write) is never taken back.
 func (h slotHolder) gone(engineHas func(string) (bool, error)) bool {
 	if h.owner == 0 {
 		return false

@@ -168,48 +168,20 @@ func (j *Journal) Dir() string { return j.dir }
 
 func (j *Journal) path(launchID string) string { return filepath.Join(j.dir, launchID+".json") }
 
-// Put writes e, stamping Updated. What each fsync protects, and why a
-// Volatile runtime's entry (native) has none:
+// Put writes e, stamping Updated. A SIGKILL alone needs no fsync (the
+// page cache outlives the process); against a power loss:
 //
-//   - The entry's data, on every write (fsync of the temp file before
-//     the rename; the intent's after it, see writeFileAtomic): after a
-//     power loss the file holds the old entry or the new one, never an
-//     empty or torn one reconcile cannot parse (the intent's can be
-//     empty, a LostEntryError: no box exists before its fsyncs returned).
-//     Against a SIGKILL alone the rename is enough (the page cache
-//     outlives the process).
-//     Not on the closing write (removed): it is written once the box is
-//     gone, and whatever a power loss leaves of it is something
-//     reconcile closes — the entry before it (open, its box gone: closed),
-//     the closed entry, or an empty (or NUL-filled) file, a
-//     LostEntryError (closed). Its fsync would be the last step of
-//     every launch, after the engine's removal.
-//   - The entry's name, on the intent write only (fsync of the folder
-//     after the rename): the entry must be on disk before the box
-//     exists, or a box of an engine that keeps containers over a reboot
-//     would have no entry to prove it ours. Every later write replaces
-//     an entry that is already there: if a power loss drops its rename,
-//     the previous state survives, which is what reconcile sees after a
-//     SIGKILL just before that write (the crash matrix covers each such
-//     point), so the folder is not synced again.
+//   - The entry's data is synced on every write but the closing one (see
+//     writeFileAtomic): the file holds the old entry or the new one,
+//     never a torn one. A closing write (removed) comes after its box is
+//     gone, and reconcile closes whatever a power loss leaves of it.
+//   - The entry's name is synced on the intent only (the folder): the
+//     entry is on disk before the box exists, or a box that an engine
+//     keeps over a reboot has no entry to prove it ours. A later rename
+//     a power loss drops leaves the previous state, as a SIGKILL before
+//     that write does (the crash matrix covers each point).
 //
-// A Volatile runtime's box is kernel state (its processes, cgroup,
-// namespaces and tmpfs) and records in /run: a power loss ends all of
-// it, and nothing the launch writes outside the journal outlives a
-// reboot either (no staging folder; copy-out lands in the agent's
-// files after the box ended, and is no journal matter). Its entry
-// needs to survive the supervisor's death only, and a plain write and
-// rename do: the page cache keeps them. So none of its writes is
-// synced: no fsync is left on a native launch's path. What a power
-// loss can leave of such an entry is any state of it, which reconcile
-// closes as for a box that is gone, or an empty (or NUL-filled) file
-// whose data never reached the disk: List reports that one as a
-// LostEntryError, which reconcile closes (an entry of a runtime that
-// is not Volatile can be one only as an intent whose box was never
-// created, or a closing write whose box is gone).
-//
-// A launch writes intent, created, started, removing and removed:
-// 5 fsyncs (4 before the agent starts); a Volatile runtime's launch 0.
+// A Volatile runtime's entry is not synced at all (isVolatile).
 func (j *Journal) Put(e *Entry) error {
 	if !ValidName(e.LaunchID) {
 		return fmt.Errorf("journal: bad launch id %q", e.LaunchID)
@@ -295,7 +267,12 @@ func writeTemp(p string, data []byte, sync bool) (string, error) {
 	return tmp, nil
 }
 
-// isVolatile reports whether runtime's entries need no fsync.
+// isVolatile reports whether runtime's entries need no fsync. Such a
+// box (native) is kernel state and records in /run, and nothing its
+// launch writes outside the journal outlives a reboot: a power loss
+// ends all of it, so its entry needs to outlive the supervisor only,
+// which a plain write and rename do. Reconcile closes any state of it a
+// power loss leaves, an empty (or NUL-filled) one as a LostEntryError.
 func (j *Journal) isVolatile(runtime string) bool {
 	return j.volatile != nil && j.volatile(runtime)
 }

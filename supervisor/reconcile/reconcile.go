@@ -270,6 +270,10 @@ func reconcileInstance(ctx context.Context, o Options, instance string, rep *Rep
 			unreachable[name] = err.Error()
 			continue
 		}
+		// One List per runtime asks which boxes carry this instance's
+		// label, and with what labels: only a launch id and nonce that
+		// match an entry prove a box is its, which a name (idslot's
+		// Exists) cannot; Sweep asks the engine nothing.
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		ls, err := rt.List(lctx, instance)
 		cancel()

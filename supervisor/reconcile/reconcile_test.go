@@ -17,6 +17,7 @@ import (
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/controller"
 	"deathwatch/supervisor/proc"
+	"deathwatch/supervisor/supervisortest"
 )
 
 // memRuntime is an in-memory runtime that lists and removes boxes, all
@@ -85,23 +86,6 @@ func labelsFor(instance, launch, nonce string) map[string]string {
 	return map[string]string{shared.LabelManaged: "true", shared.LabelInstance: instance, shared.LabelLaunchID: launch, shared.LabelNonce: nonce}
 }
 
-// deadOwnerRecord is the owner record of a process that has exited.
-func deadOwnerRecord(t *testing.T) journal.Owner {
-	t.Helper()
-	cmd := exec.Command("sleep", "30")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := proc.StartTime(cmd.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := journal.Owner{PID: cmd.Process.Pid, StartTime: st, BootID: proc.BootID()}
-	cmd.Process.Kill()
-	cmd.Wait()
-	return o
-}
-
 func TestBoxProof(t *testing.T) {
 	e := &journal.Entry{LaunchID: "L1", Instance: "i", Box: "dw-L1", Runtime: "docker", Nonce: "n1"}
 	box := supervisor.Listed{Name: "dw-L1", Labels: labelsFor("i", "L1", "n1")}
@@ -148,7 +132,7 @@ func TestOwnerProof(t *testing.T) {
 	if gone, why := me.Proof(); gone {
 		t.Errorf("self: gone (%s)", why)
 	}
-	if gone, _ := deadOwnerRecord(t).Proof(); !gone {
+	if gone, _ := supervisortest.DeadOwner(t).Proof(); !gone {
 		t.Errorf("dead process: not gone")
 	}
 	reused := me
@@ -173,7 +157,7 @@ func TestReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	me, _ := journal.SelfOwner()
-	dead := deadOwnerRecord(t)
+	dead := supervisortest.DeadOwner(t)
 	now := time.Now().UTC()
 	put := func(launch, nonce, state string, o journal.Owner) {
 		if err := j.Put(&journal.Entry{LaunchID: launch, Instance: "i", Box: "dw-" + launch, Runtime: "memrt", Nonce: nonce,
@@ -301,7 +285,7 @@ func TestReconcile(t *testing.T) {
 // it and says whose it was; another instance's probe is not touched.
 func TestReconcileProbes(t *testing.T) {
 	dir := t.TempDir()
-	dead := deadOwnerRecord(t)
+	dead := supervisortest.DeadOwner(t)
 	theMem.boxes = map[string]supervisor.Listed{}
 	theMem.removed = nil
 	for _, inst := range []string{supervisor.ProbeInstance("i"), supervisor.ProveInstance("i"), supervisor.ProbeInstance("k")} {
@@ -458,7 +442,7 @@ func TestReconcileOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	me, _ := journal.SelfOwner()
-	dead := deadOwnerRecord(t)
+	dead := supervisortest.DeadOwner(t)
 	orphan, orphanCmd := sleeper(t)
 	kept, _ := sleeper(t)
 	exited := make(chan struct{})
@@ -506,7 +490,7 @@ func TestReconcileNonceReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := deadOwnerRecord(t)
+	dead := supervisortest.DeadOwner(t)
 	thePrep.boxes = map[string]supervisor.Listed{}
 	thePrep.removed = nil
 	thePrep.nonces = map[string]string{"own-a": "na", "own-b": "wrong"}

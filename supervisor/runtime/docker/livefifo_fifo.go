@@ -131,7 +131,9 @@ func (e *Engine) dropLive(b *supervisor.Box) {
 
 // Sweep removes what a crashed launch of box left beside the box
 // (reconcile.Sweeper): its live FIFO's folder and the
-// probe folders of bind proofs killed midway.
+// probe folders of bind proofs killed midway. It asks the engine
+// nothing: reconcile calls it only once its List showed the box gone or
+// it removed the box, so no second List nor Exists (idslot's) is due.
 func (e *Engine) Sweep(b *supervisor.Box) {
 	removeLiveDir(b.Name)
 	dropStaleProbes(liveRoot())

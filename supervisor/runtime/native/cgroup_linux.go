@@ -16,10 +16,9 @@ import (
 	"deathwatch/supervisor/proc"
 )
 
-// The box cgroup is a few folders and files, written here directly: the
-// containerd library this once used was the largest package start-up
-// left in a native launch (its protobuf stats types) and 1.5 MB of the
-// supervisor binary.
+// The box cgroup is a few folders and files, written here directly: a
+// cgroup library (containerd's) brings protobuf stats types whose
+// package start-up every native launch would pay, and a larger binary.
 
 // The native runtime's box state keys (supervisor.Box.State), journaled so that a
 // later Remove (reconcile) finds the cgroup again.
