@@ -106,91 +106,117 @@ type DoctorOptions struct {
 
 // Doctor gathers the report.
 func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
-	self, env, log := d.Self, d.EngineEnv, d.Log
+	log := d.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	rep := &DoctorReport{Posture: d.Posture, Image: d.Image}
-	problem := func(format string, args ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...)) }
+	usable := doctorRuntimes(ctx, d, rep, log)
+	hasWatcher := doctorWatchers(ctx, d, rep, usable)
+	if rep.Selected != "" && usable[rep.Selected] && hasWatcher {
+		// The staging probe and the proof need a box.
+		doctorProof(ctx, d, rep, log)
+	}
+	doctorBound(d, rep)
+	switch d.Posture {
+	case PosturePreferred:
+		rep.OK = rep.Selected != "" && usable[rep.Selected]
+	default:
+		rep.OK = len(rep.Problems) == 0
+	}
+	return rep
+}
 
-	// Runtimes.
+func (rep *DoctorReport) problem(format string, args ...any) {
+	rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...))
+}
+
+// doctorRuntimes probes every registered runtime, the host's cgroup,
+// controller link and Landlock, and selects the runtime to check in
+// depth. It returns which runtimes are usable.
+func doctorRuntimes(ctx context.Context, d *DoctorOptions, rep *DoctorReport, log *slog.Logger) map[string]bool {
 	usable := map[string]bool{}
 	for _, desc := range supervisor.Descriptors() {
-		dr := probeRuntime(ctx, desc, d.AllowRootful, d.Image, env, log)
+		dr := probeRuntime(ctx, desc, d.AllowRootful, d.Image, d.EngineEnv, log)
 		usable[desc.Name] = dr.Usable
 		rep.Runtimes = append(rep.Runtimes, dr)
 	}
-
 	rep.Cgroup = cgroupMode()
 	rep.Controller = controller.Doctor()
 	rep.Landlock = landlockStatus()
-
-	// The runtime to check in depth.
 	switch {
 	case d.Runtime != "auto":
 		rep.Selected = d.Runtime
 		if !usable[d.Runtime] {
-			problem("runtime %s is not usable: %s", d.Runtime, runtimeStatus(rep, d.Runtime))
+			rep.problem("runtime %s is not usable: %s", d.Runtime, runtimeStatus(rep, d.Runtime))
 		}
 	default:
 		rep.Selected, rep.Chosen = autoSelect(rep.Runtimes, d.Image)
 		if rep.Selected == "" {
-			problem("no usable runtime (%s)", strings.Join(statuses(rep), "; "))
+			rep.problem("no usable runtime (%s)", strings.Join(statuses(rep), "; "))
 		}
 	}
+	return usable
+}
 
-	// Watchers.
+// doctorWatchers looks for the host's watcher and the image's, and
+// reports whether the selected runtime has one.
+func doctorWatchers(ctx context.Context, d *DoctorOptions, rep *DoctorReport, usable map[string]bool) bool {
 	rep.HostWatcher = DoctorWatcher{Where: "host"}
-	if p, err := supervisor.FindWatcher(d.Watcher, self); err != nil {
+	if p, err := supervisor.FindWatcher(d.Watcher, d.Self); err != nil {
 		rep.HostWatcher.Detail = err.Error()
 	} else {
 		rep.HostWatcher.Path, rep.HostWatcher.Present = p, true
 		rep.HostWatcher.Version, rep.HostWatcher.Detail = watcherVersion(ctx, exec.CommandContext(ctx, p, "--version"))
 	}
 	if rep.Selected != "" && usable[rep.Selected] {
-		rep.ImageWatcher = imageWatcher(ctx, rep.Selected, d, env)
+		rep.ImageWatcher = imageWatcher(ctx, rep.Selected, d, d.EngineEnv)
 	}
 	hasWatcher := rep.HostWatcher.Present || (rep.ImageWatcher != nil && rep.ImageWatcher.Present)
 	if !hasWatcher {
-		problem("no watcher: neither on the host (%s) nor in the image", rep.HostWatcher.Detail)
+		rep.problem("no watcher: neither on the host (%s) nor in the image", rep.HostWatcher.Detail)
 	}
 	if rep.ImageWatcher != nil && rep.ImageWatcher.Present && rep.HostWatcher.Present && rep.ImageWatcher.Version != rep.HostWatcher.Version {
 		rep.ImageWatcher.Detail = joinNonEmpty(rep.ImageWatcher.Detail, "differs from the host's watcher ("+rep.HostWatcher.Version+")")
 	}
+	return hasWatcher
+}
 
-	ok := rep.Selected != "" && usable[rep.Selected] && hasWatcher
-	// The staging probe and the proof need a box.
-	if ok {
-		watcherInImage := ""
-		if !rep.HostWatcher.Present {
-			watcherInImage = d.WatcherInImage
-		}
-		rep.Staging = stagingProbe(ctx, rep.Selected, d, rep.HostWatcher.Path, watcherInImage, env, log)
-		if d.SkipProof {
-			rep.ProofSkipped = true
-			if d.Posture == PostureRequired {
-				problem("prove-deathwatch was skipped (--skip-proof); the required posture needs it")
-			}
-		} else {
-			desc, _ := supervisor.Lookup(rep.Selected)
-			b := desc.Bounds
-			pr := Prove(ctx, ProveOptions{
-				Self: self, Instance: supervisor.ProveInstance(d.Instance), JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
-				Trials: d.Trials, Paths: ProvePaths, Bounds: b, Heartbeat: DefaultProveHeartbeat, Deadline: DefaultProveDeadline, Grace: DefaultProveGrace,
-				AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, EngineEnv: env, Log: log,
-			})
-			rep.Proof = pr
-			if !pr.Pass && d.Posture == PostureRequired {
-				why := pr.Error
-				if why == "" {
-					why = "a trial exceeded its bound or left something behind"
-				}
-				problem("prove-deathwatch failed on %s: %s", rep.Selected, why)
-			}
-		}
+// doctorProof runs the staging probe and, unless skipped, the proof on
+// the selected runtime.
+func doctorProof(ctx context.Context, d *DoctorOptions, rep *DoctorReport, log *slog.Logger) {
+	watcherInImage := ""
+	if !rep.HostWatcher.Present {
+		watcherInImage = d.WatcherInImage
 	}
-	// The bound a controller gets: the kill chain's time as the proof
-	// measured it, else the selected runtime's dead bound.
+	rep.Staging = stagingProbe(ctx, rep.Selected, d, rep.HostWatcher.Path, watcherInImage, d.EngineEnv, log)
+	if d.SkipProof {
+		rep.ProofSkipped = true
+		if d.Posture == PostureRequired {
+			rep.problem("prove-deathwatch was skipped (--skip-proof); the required posture needs it")
+		}
+		return
+	}
+	desc, _ := supervisor.Lookup(rep.Selected)
+	pr := Prove(ctx, ProveOptions{
+		Self: d.Self, Instance: supervisor.ProveInstance(d.Instance), JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
+		Trials: d.Trials, Paths: ProvePaths, Bounds: desc.Bounds, Heartbeat: DefaultProveHeartbeat, Deadline: DefaultProveDeadline, Grace: DefaultProveGrace,
+		AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, EngineEnv: d.EngineEnv, Log: log,
+	})
+	rep.Proof = pr
+	if !pr.Pass && d.Posture == PostureRequired {
+		why := pr.Error
+		if why == "" {
+			why = "a trial exceeded its bound or left something behind"
+		}
+		rep.problem("prove-deathwatch failed on %s: %s", rep.Selected, why)
+	}
+}
+
+// doctorBound states the bound a controller gets: the kill chain's
+// time as the proof measured it, else the selected runtime's dead
+// bound, with the controller's heartbeat, deadline and grace.
+func doctorBound(d *DoctorOptions, rep *DoctorReport) {
 	slack := 250 * time.Millisecond
 	if desc, ok := supervisor.Lookup(rep.Selected); ok {
 		slack = desc.Bounds.Dead
@@ -200,15 +226,8 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 	}
 	rep.Bound = d.Survival.Statement(slack)
 	if d.Survival.Unbounded() && d.Posture == PostureRequired {
-		problem("no bound: --heartbeat 0 and --deadline 0 leave a frozen controller's boxes running for ever; keep exec's defaults (--heartbeat 10s, --deadline 1h) or set either")
+		rep.problem("no bound: --heartbeat 0 and --deadline 0 leave a frozen controller's boxes running for ever; keep exec's defaults (--heartbeat 10s, --deadline 1h) or set either")
 	}
-	switch d.Posture {
-	case PosturePreferred:
-		rep.OK = rep.Selected != "" && usable[rep.Selected]
-	default:
-		rep.OK = len(rep.Problems) == 0
-	}
-	return rep
 }
 
 // autoSelect is exec's --runtime auto over doctor's rows: in auto's
