@@ -213,6 +213,8 @@ func (r *rig) entries(instance string) []*journal.Entry {
 		// The user's journal, read as files: the supervisor trusts only
 		// its own user's folders, and the test runs as root.
 		files, _ := filepath.Glob(filepath.Join(r.JournalDir(), instance, "*.json"))
+		closed, _ := filepath.Glob(filepath.Join(r.JournalDir(), instance, "closed", "*.json"))
+		files = append(files, closed...)
 		var es []*journal.Entry
 		for _, f := range files {
 			var e journal.Entry

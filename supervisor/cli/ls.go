@@ -37,7 +37,11 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 	if err != nil {
 		return err
 	}
-	entries, bad, err := j.List()
+	list := j.ListOpen
+	if l.All {
+		list = j.List
+	}
+	entries, bad, err := list()
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,11 @@ type Options struct {
 	// whose CLI is not installed is skipped unless the journal names it.
 	Runtimes  []string
 	EngineEnv []string // for engine CLIs; nil: the process's own
-	Log       *slog.Logger
+	// Prune, when set, removes the closed journal entries older than it
+	// (journal.Journal.Prune); closing writes prune those older than
+	// journal.DefaultRetention on their own.
+	Prune time.Duration
+	Log   *slog.Logger
 }
 
 // Item is one box or journal entry and what reconcile did.
@@ -112,6 +116,8 @@ type Report struct {
 	Closed   []Item   `json:"closed"`
 	Blocked  []Item   `json:"blocked"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Pruned is how many closed journal entries --prune removed.
+	Pruned int `json:"pruned,omitempty"`
 }
 
 func (r *Report) add(it Item) {
@@ -190,6 +196,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				rep.add(it)
 			}
 		}
+		rep.Pruned += sub.Pruned
 		for _, w := range sub.Warnings {
 			if !contains(rep.Warnings, w) {
 				rep.Warnings = append(rep.Warnings, w)
@@ -228,6 +235,13 @@ func reconcileInstance(ctx context.Context, o Options, instance string, rep *Rep
 	if err := p.readJournal(); err != nil {
 		return err
 	}
+	if o.Prune > 0 {
+		n, err := p.j.Prune(o.Prune, time.Now())
+		if err != nil {
+			rep.Warnings = append(rep.Warnings, err.Error())
+		}
+		rep.Pruned += n
+	}
 	names := p.listRuntimes(ctx)
 	for _, name := range names {
 		for _, b := range p.listed[name] {
@@ -252,7 +266,7 @@ func (p *pass) readJournal() error {
 		return err
 	}
 	p.j = j
-	entries, bad, err := j.List()
+	entries, bad, err := j.ListOpen()
 	if err != nil {
 		return err
 	}
@@ -341,6 +355,11 @@ func (p *pass) listRuntimes(ctx context.Context) []string {
 // else blocked with why.
 func (p *pass) listedBox(ctx context.Context, name string, b supervisor.Listed) {
 	entry := p.byLaunch[b.Labels[shared.LabelLaunchID]]
+	if id := b.Labels[shared.LabelLaunchID]; entry == nil && journal.ValidName(id) {
+		// A box whose entry is closed: the closed entry still proves it
+		// ours.
+		entry, _ = p.j.Get(id)
+	}
 	it := Item{Box: b.Name, Runtime: name, LaunchID: b.Labels[shared.LabelLaunchID]}
 	nonceWhy := ""
 	if nr, ok := p.rts[name].(NonceReader); ok && entry != nil && b.Labels[shared.LabelNonce] == "" {
