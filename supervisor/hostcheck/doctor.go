@@ -56,8 +56,13 @@ type DoctorStaging struct {
 	Detail string `json:"detail"`
 }
 
+// DoctorVersion is the version of doctor --json's format
+// (docs/schemas/doctor.v1.json).
+const DoctorVersion = 1
+
 // DoctorReport is everything doctor found.
 type DoctorReport struct {
+	V        int             `json:"v"` // DoctorVersion
 	Runtimes []DoctorRuntime `json:"runtimes"`
 	Cgroup   string          `json:"cgroup"`
 	// Landlock is the kernel's ABI and what the agent's domain scopes
@@ -76,9 +81,11 @@ type DoctorReport struct {
 	OK           bool           `json:"ok"`
 	Problems     []string       `json:"problems,omitempty"`
 	ProofSkipped bool           `json:"proof_skipped,omitempty"`
-	// Bound says how long a box can outlive its controller with the
-	// controller's settings (DoctorOptions.Survival) on this host.
-	Bound string `json:"bound"`
+	// Bound is how long a box can outlive its controller with the
+	// controller's settings (DoctorOptions.Survival) on this host;
+	// BoundText says it in a sentence.
+	Bound     DoctorBound `json:"bound"`
+	BoundText string      `json:"bound_text"`
 }
 
 // DoctorOptions is `supervisor doctor` as plain data.
@@ -110,7 +117,7 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rep := &DoctorReport{Posture: d.Posture, Image: d.Image}
+	rep := &DoctorReport{V: DoctorVersion, Posture: d.Posture, Image: d.Image}
 	usable := doctorRuntimes(ctx, d, rep, log)
 	hasWatcher := doctorWatchers(ctx, d, rep, usable)
 	if rep.Selected != "" && usable[rep.Selected] && hasWatcher {
@@ -224,7 +231,8 @@ func doctorBound(d *DoctorOptions, rep *DoctorReport) {
 	if rep.Proof != nil {
 		slack = rep.Proof.FrozenSlack(DefaultProveHeartbeat, slack)
 	}
-	rep.Bound = d.Survival.Statement(slack)
+	rep.Bound = survivalBound(d.Survival, slack, rep.Proof != nil && rep.Proof.Pass)
+	rep.BoundText = d.Survival.Statement(slack)
 	if d.Survival.Unbounded() && d.Posture == PostureRequired {
 		rep.problem("no bound: --heartbeat 0 and --deadline 0 leave a frozen controller's boxes running for ever; keep exec's defaults (--heartbeat 10s, --deadline 1h) or set either")
 	}
@@ -532,8 +540,8 @@ func WriteDoctorTable(w io.Writer, rep *DoctorReport) {
 		fmt.Fprintf(w, "prove-deathwatch: skipped\n")
 	}
 	fmt.Fprintln(w)
-	if rep.Bound != "" {
-		fmt.Fprintf(w, "bound:            %s\n", rep.Bound)
+	if rep.BoundText != "" {
+		fmt.Fprintf(w, "bound:            %s\n", rep.BoundText)
 	}
 	if rep.OK {
 		fmt.Fprintf(w, "posture %s: met\n", rep.Posture)

@@ -109,8 +109,13 @@ func ownerProof(j *journal.Journal, e *journal.Entry, log *slog.Logger) (cur *jo
 	return e, OwnerOrphan, true, why
 }
 
+// ReportVersion is the version of reconcile --json's format
+// (docs/schemas/reconcile.v1.json).
+const ReportVersion = 1
+
 // Report is the result; Blocked not empty means exit BLOCKED.
 type Report struct {
+	V        int      `json:"v"` // ReportVersion
 	Instance string   `json:"instance"`
 	Removed  []Item   `json:"removed"`
 	Closed   []Item   `json:"closed"`
@@ -177,7 +182,7 @@ func boxProof(instance, runtime string, b supervisor.Listed, entry *journal.Entr
 // looks at when the journal has a folder for it (its entries are
 // written before its boxes exist).
 func Run(ctx context.Context, o Options) (*Report, error) {
-	rep := &Report{Instance: o.Instance, Removed: []Item{}, Closed: []Item{}, Blocked: []Item{}}
+	rep := &Report{V: ReportVersion, Instance: o.Instance, Removed: []Item{}, Closed: []Item{}, Blocked: []Item{}}
 	if err := reconcileInstance(ctx, o, o.Instance, rep); err != nil {
 		return nil, err
 	}
