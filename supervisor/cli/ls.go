@@ -15,7 +15,7 @@ import (
 // LsCmd is `supervisor ls`.
 type LsCmd struct {
 	JSON bool `help:"Print JSON." name:"json"`
-	All  bool `help:"Include closed (removed) journal entries."`
+	All  bool `help:"Include closed (removed) journal entries (kept ${retention}; see reconcile --prune)."`
 }
 
 // LsVersion is the version of ls --json's format
