@@ -1,6 +1,8 @@
 // Package journal is the durable record of a supervisor instance's
 // launches: one JSON file per launch, written before anything of its box
-// exists and closed once the box is gone. The lifecycle writes it;
+// exists and closed once the box is gone. Closed entries move to a
+// folder of their own, so that reading the open ones costs what they
+// are, and are pruned after DefaultRetention. The lifecycle writes it;
 // reconcile, ls and demo read it (and reconcile closes what it proves
 // gone).
 package journal
@@ -188,7 +190,8 @@ func (j *Journal) path(launchID string) string { return filepath.Join(j.dir, lau
 //     reconcile closes — the entry before it (open, its box gone: closed),
 //     the closed entry, or an empty (or NUL-filled) file, a
 //     LostEntryError (closed). Its fsync would be the last step of
-//     every launch, after the engine's removal.
+//     every launch, after the engine's removal. It is written into the
+//     closed folder, and the open entry then removed (closeEntry).
 //   - The entry's name, on the intent write only (fsync of the folder
 //     after the rename): the entry must be on disk before the box
 //     exists, or a box of an engine that keeps containers over a reboot
