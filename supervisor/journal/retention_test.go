@@ -164,3 +164,23 @@ func BenchmarkPruneCheck(b *testing.B) {
 		j.pruneIfDue(now)
 	}
 }
+
+// BenchmarkClose is a Volatile launch's last two writes (no fsync):
+// removing, then the closing write into the closed folder with its
+// prune check.
+func BenchmarkClose(b *testing.B) {
+	j, err := Open(b.TempDir(), "ci", func(string) bool { return true })
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		e := &Entry{LaunchID: fmt.Sprintf("l%d", i), Instance: "ci", Box: "dw", Runtime: "docker", Nonce: "n", State: StateRemoving}
+		if err := j.Put(e); err != nil {
+			b.Fatal(err)
+		}
+		e.State = StateRemoved
+		if err := j.Put(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
