@@ -149,7 +149,28 @@ func supervisorJSON[T any](r *rig, argv ...string) (int, T, string) {
 	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
 		r.T.Fatalf("supervisor %s (exit %d): %v\nstdout: %s\nstderr: %s", strings.Join(argv, " "), code, jerr, stdout.String(), stderr.String())
 	}
+	if name := outputSchema(argv); name != "" {
+		ktest.CheckOutput(r.T, name, stdout.Bytes())
+	}
 	return code, rep, stderr.String()
+}
+
+// outputSchema is the schema of the --json output of the command argv
+// runs, "" when it has none.
+func outputSchema(argv []string) string {
+	for _, a := range argv {
+		switch a {
+		case "ls":
+			return ktest.SchemaLs
+		case "reconcile":
+			return ktest.SchemaReconcile
+		case "doctor":
+			return ktest.SchemaDoctor
+		case "prove-deathwatch":
+			return ktest.SchemaProve
+		}
+	}
+	return ""
 }
 
 // boxes lists the boxes that carry instance's label (native: records).
@@ -213,6 +234,8 @@ func (r *rig) entries(instance string) []*journal.Entry {
 		// The user's journal, read as files: the supervisor trusts only
 		// its own user's folders, and the test runs as root.
 		files, _ := filepath.Glob(filepath.Join(r.JournalDir(), instance, "*.json"))
+		closed, _ := filepath.Glob(filepath.Join(r.JournalDir(), instance, "closed", "*.json"))
+		files = append(files, closed...)
 		var es []*journal.Entry
 		for _, f := range files {
 			var e journal.Entry
@@ -623,6 +646,9 @@ func (r *rig) crashAt(point string, d *cwDecoys) cwCell {
 		t.Fatalf("%s/%s: no journaled event", r.Name, point)
 	}
 	box, launch := ev.Box, ev.LaunchID
+	if b, err := os.ReadFile(run.events); err == nil {
+		ktest.CheckEvents(t, b)
+	}
 	var entry *journal.Entry
 	for _, e := range r.entries(r.Instance) {
 		if e.LaunchID == launch {

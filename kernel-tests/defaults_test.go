@@ -110,12 +110,16 @@ func TestDefaultBoundsOff(t *testing.T) {
 
 	code, rep, _ := r.doctor("--runtime", "native", "--skip-proof", "--posture", "required", "--heartbeat", "0", "--deadline", "0")
 	t.Logf("doctor --heartbeat 0 --deadline 0:\n%s", doctorTable(rep))
-	if code == 0 || rep.OK || !hasProblem(rep, "no bound") || !strings.Contains(rep.Bound, "live for ever") {
-		t.Errorf("doctor with no bound: exit %d ok %v bound %q problems %v", code, rep.OK, rep.Bound, rep.Problems)
+	if code == 0 || rep.OK || !hasProblem(rep, "no bound") || !strings.Contains(rep.BoundText, "live for ever") ||
+		rep.Bound.Frozen != hostcheck.FrozenNever || rep.Bound.FailedWithinNS != 0 {
+		t.Errorf("doctor with no bound: exit %d ok %v bound %q %+v problems %v", code, rep.OK, rep.BoundText, rep.Bound, rep.Problems)
 	}
 	_, rep, _ = r.doctor("--runtime", "native", "--skip-proof", "--posture", "required")
-	if hasProblem(rep, "no bound") || !strings.Contains(rep.Bound, "a frozen controller's boxes die within 10s + ") || !strings.Contains(rep.Bound, "a failed watch ends at 1h0m0s + 2s") {
-		t.Errorf("doctor with the defaults: bound %q problems %v", rep.Bound, rep.Problems)
+	b := rep.Bound
+	if hasProblem(rep, "no bound") || !strings.Contains(rep.BoundText, "a frozen controller's boxes die within 10s + ") || !strings.Contains(rep.BoundText, "a failed watch ends at 1h0m0s + 2s") ||
+		b.Frozen != hostcheck.FrozenHeartbeat || time.Duration(b.HeartbeatNS) != 10*time.Second || b.SlackNS <= 0 || b.FrozenWithinNS != b.HeartbeatNS+b.SlackNS ||
+		time.Duration(b.FailedWithinNS) != time.Hour+2*time.Second {
+		t.Errorf("doctor with the defaults: bound %q %+v problems %v", rep.BoundText, b, rep.Problems)
 	}
 }
 

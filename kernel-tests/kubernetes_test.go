@@ -106,6 +106,7 @@ func (r *k8sRig) reconcile() (int, reconcile.Report) {
 	if err := json.Unmarshal(o.Bytes(), &rep); err != nil {
 		r.t.Fatalf("reconcile (exit %d): %v\n%s\n%s", code, err, o.String(), e.String())
 	}
+	ktest.CheckOutput(r.t, ktest.SchemaReconcile, o.Bytes())
 	return code, rep
 }
 
@@ -267,6 +268,7 @@ func TestKubernetesSupervisorKilled(t *testing.T) {
 	if err != nil || json.Unmarshal(lsOut, &rows) != nil || len(rows) != 1 || rows[0].Box != pod || rows[0].Runtime != "kubernetes" || rows[0].Owner != "gone" {
 		t.Errorf("ls: %v\n%s", err, lsOut)
 	} else {
+		ktest.CheckOutput(t, ktest.SchemaLs, lsOut)
 		t.Logf("ls: %s %s box %s owner %s", rows[0].Box, rows[0].Runtime, rows[0].BoxState, rows[0].Owner)
 	}
 	r.reconcileRemoves(pod)
@@ -416,6 +418,7 @@ func TestKubernetesProveAndDoctor(t *testing.T) {
 	if jerr := json.Unmarshal(o.Bytes(), &rep); jerr != nil {
 		t.Fatalf("prove-deathwatch: %v %v\n%s\n%s", err, jerr, o.String(), e.String())
 	}
+	ktest.CheckOutput(t, ktest.SchemaProve, o.Bytes())
 	t.Logf("prove-deathwatch --runtime kubernetes (%v):\n%s", time.Since(t0).Round(time.Second), proveTable(rep))
 	if err != nil || !rep.Pass || len(rep.Rows) != 8 { // four paths (controller, sigkill, heartbeat, deadline) × dead, removed
 		t.Errorf("prove-deathwatch: %v, pass %v, %d rows\n%s", err, rep.Pass, len(rep.Rows), e.String())

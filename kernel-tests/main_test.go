@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	}
 	before := boxesOnHost()
 	code := m.Run()
+	if s := ktest.SchemaSummary(); s != "" {
+		fmt.Fprintf(os.Stderr, "kernel-tests: outputs validated against docs/schemas: %s\n", s)
+	}
 	if code == 0 {
 		var left []string
 		if !ktest.WaitFor(3*ktest.Slack, func() bool { left = leftBehind(before); return len(left) == 0 }) {

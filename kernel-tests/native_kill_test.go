@@ -286,6 +286,9 @@ func reconcileKilledAs(t *testing.T, bins ktest.Binaries, user, journal string) 
 	if jerr := json.Unmarshal(out, &rep); err == nil && jerr != nil {
 		err = jerr
 	}
+	if err == nil {
+		ktest.CheckOutput(t, ktest.SchemaReconcile, out)
+	}
 	checkReconciled(t, &rep, err)
 }
 

@@ -298,6 +298,7 @@ func sbxExecSIGKILL(t *testing.T, r *sbxRig, heartbeat time.Duration) {
 	if err := json.Unmarshal(lsOut, &rows); err != nil || len(rows) != 1 {
 		t.Fatalf("ls --json: %v: %s", err, lsOut)
 	}
+	ktest.CheckOutput(t, ktest.SchemaLs, lsOut)
 	if row := rows[0]; row.Runtime != "sbx" || row.Owner != "gone" || row.BoxState == "absent" {
 		t.Errorf("ls row %+v", row)
 	}
@@ -423,6 +424,7 @@ func TestSbxExecProveDoctor(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &proof); err != nil {
 		t.Fatalf("prove --json: %v", err)
 	}
+	ktest.CheckOutput(t, ktest.SchemaProve, []byte(res.stdout))
 	if res.code != 0 || !proof.Pass || len(proof.Rows) != 8 { // four paths (controller, sigkill, heartbeat, deadline) × dead, removed
 		t.Errorf("prove-deathwatch --runtime sbx: exit %d, pass %v, %d rows", res.code, proof.Pass, len(proof.Rows))
 	}
@@ -443,6 +445,7 @@ func TestSbxExecProveDoctor(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
 		t.Fatalf("doctor --json: %v\n%s", err, res.stdout)
 	}
+	ktest.CheckOutput(t, ktest.SchemaDoctor, []byte(res.stdout))
 	found := false
 	for _, rt := range rep.Runtimes {
 		if rt.Name == "sbx" {

@@ -65,6 +65,7 @@ func (r *rig) removeLeftovers() {
 
 func (r *rig) events() []supervisor.Event {
 	b, _ := os.ReadFile(r.eventsFile())
+	ktest.CheckEvents(r.T, b)
 	var evs []supervisor.Event
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {

@@ -27,10 +27,16 @@ const (
 	EventRemoved  = "removed"
 )
 
+// EventsVersion is the version of the --events line format
+// (docs/schemas/events.v1.json): within a version fields are only
+// added; a removal or a change of meaning is a new version.
+const EventsVersion = 1
+
 // Event is one line of --events output: line-delimited JSON for
 // controllers not written in Go. It never carries the agent's
 // environment.
 type Event struct {
+	V        int       `json:"v"` // EventsVersion
 	Event    string    `json:"event"`
 	Time     time.Time `json:"time"`
 	Instance string    `json:"instance"`
@@ -66,8 +72,10 @@ type Events struct {
 }
 
 // OpenEvents opens --events: "fd:N" (an inherited descriptor) or a
-// file path (created or appended to, mode 0600).
-func OpenEvents(spec string) (*Events, error) {
+// file path, created (mode 0600) or truncated, so that a file reused
+// across launches holds one launch's events; appendTo appends instead
+// (--events-append).
+func OpenEvents(spec string, appendTo bool) (*Events, error) {
 	if spec == "" {
 		return nil, nil
 	}
@@ -85,7 +93,11 @@ func OpenEvents(spec string) (*Events, error) {
 		}
 		return &Events{w: f, c: f}, nil
 	}
-	f, err := os.OpenFile(spec, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	mode := os.O_TRUNC
+	if appendTo {
+		mode = os.O_APPEND
+	}
+	f, err := os.OpenFile(spec, os.O_WRONLY|os.O_CREATE|mode, 0o600)
 	if err != nil {
 		return nil, UsageError("--events: %w", err)
 	}
@@ -100,6 +112,7 @@ func (e *Events) Emit(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}
+	ev.V = EventsVersion
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return

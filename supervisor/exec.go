@@ -315,7 +315,7 @@ func (l *launch) lost(st *Started) int {
 }
 
 func (l *launch) emit(ev Event) {
-	ev.Instance, ev.LaunchID, ev.Box, ev.Runtime = l.o.Instance, l.box.LaunchID, l.box.Name, l.rt.Name()
+	ev.V, ev.Instance, ev.LaunchID, ev.Box, ev.Runtime = EventsVersion, l.o.Instance, l.box.LaunchID, l.box.Name, l.rt.Name()
 	ev.Time = time.Now().UTC()
 	l.x.Events.Emit(ev)
 	if l.x.OnEvent != nil {

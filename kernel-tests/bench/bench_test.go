@@ -156,6 +156,7 @@ const (
 	rankCopy
 	rankWalls
 	rankCLIParse
+	rankJournal
 )
 
 // newSection adds a section to the report at rank. Make it before

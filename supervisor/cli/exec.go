@@ -39,7 +39,8 @@ type ExecCmd struct {
 	Deadline          time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"1h"`
 	Grace             time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"2s"`
 	Heartbeat         time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"10s"`
-	Events            string        `help:"Write line-delimited JSON lifecycle events (journaled, created, started, ready, exited, removed) to FILE or fd:N." placeholder:"FILE|fd:N"`
+	Events            string        `help:"Write line-delimited JSON lifecycle events (journaled, created, started, ready, exited, removed) to FILE or fd:N; a FILE is truncated first (see --events-append). Each line carries \"v\": 1, its schema's version (docs/schemas/events.v1.json)." placeholder:"FILE|fd:N"`
+	EventsAppend      bool          `help:"Append to the --events FILE instead of truncating it."`
 	AllowRootful      bool          `help:"Accept a rootful engine (a box escape is root on the host)."`
 	AllowUserns       bool          `help:"Let the agent make nested user namespaces (and mount inside them): the syscall filter refuses them otherwise, as most local-root exploits start there."`
 	Watcher           string        `help:"Host watcher binary to bind-mount read-only as the box's entrypoint (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
@@ -114,7 +115,7 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 		return err
 	}
 	defer ctrl.Close()
-	ev, err := supervisor.OpenEvents(e.Events)
+	ev, err := supervisor.OpenEvents(e.Events, e.EventsAppend)
 	if err != nil {
 		return err
 	}

@@ -515,7 +515,7 @@ func TestEventsFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	ev, err := supervisor.OpenEvents(fmt.Sprintf("fd:%d", fd))
+	ev, err := supervisor.OpenEvents(fmt.Sprintf("fd:%d", fd), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +528,7 @@ func TestEventsFD(t *testing.T) {
 		t.Errorf("event %q: %v", b[:n], err)
 	}
 	for _, bad := range []string{"fd:x", "fd:-1", "fd:999"} {
-		if _, err := supervisor.OpenEvents(bad); supervisor.ExitCode(err, 0) != shared.ExitUsage {
+		if _, err := supervisor.OpenEvents(bad, false); supervisor.ExitCode(err, 0) != shared.ExitUsage {
 			t.Errorf("supervisor.OpenEvents(%q): %v", bad, err)
 		}
 	}

@@ -15,11 +15,16 @@ import (
 // LsCmd is `supervisor ls`.
 type LsCmd struct {
 	JSON bool `help:"Print JSON." name:"json"`
-	All  bool `help:"Include closed (removed) journal entries."`
+	All  bool `help:"Include closed (removed) journal entries (kept ${retention}; see reconcile --prune)."`
 }
+
+// LsVersion is the version of ls --json's format
+// (docs/schemas/ls.v1.json).
+const LsVersion = 1
 
 // LsRow is one box of this instance as ls reports it.
 type LsRow struct {
+	V        int    `json:"v"` // LsVersion
 	Box      string `json:"box"`
 	Runtime  string `json:"runtime"`
 	LaunchID string `json:"launch_id,omitempty"`
@@ -37,7 +42,11 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 	if err != nil {
 		return err
 	}
-	entries, bad, err := j.List()
+	list := j.ListOpen
+	if l.All {
+		list = j.List
+	}
+	entries, bad, err := list()
 	if err != nil {
 		return err
 	}
@@ -81,7 +90,7 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 		if !e.Open() && !l.All {
 			continue
 		}
-		r := LsRow{Box: e.Box, Runtime: e.Runtime, LaunchID: e.LaunchID, RunKey: e.RunKey, Journal: e.State,
+		r := LsRow{V: LsVersion, Box: e.Box, Runtime: e.Runtime, LaunchID: e.LaunchID, RunKey: e.RunKey, Journal: e.State,
 			OwnerPID: e.Owner.PID, Owner: "gone", BoxState: "unknown", Updated: e.Updated.Format(time.RFC3339)}
 		if e.Owner.Alive() {
 			r.Owner = "alive"
@@ -98,7 +107,7 @@ func (l *LsCmd) Run(g *Globals, c *cmdContext) error {
 	// Boxes with this instance's label that the journal does not know.
 	for rtName, m := range listed {
 		for _, b := range m {
-			rows = append(rows, LsRow{Box: b.Name, Runtime: rtName, LaunchID: b.Labels[shared.LabelLaunchID],
+			rows = append(rows, LsRow{V: LsVersion, Box: b.Name, Runtime: rtName, LaunchID: b.Labels[shared.LabelLaunchID],
 				RunKey: b.Labels[shared.LabelRunKey], Journal: "none", BoxState: state(b), Owner: "unknown"})
 		}
 	}

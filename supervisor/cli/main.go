@@ -250,7 +250,8 @@ func asksHelp(args []string) bool {
 
 // runtimeVars are the kong variables that spell the registered
 // runtimes: ${runtimes} (an enum), ${runtimes_list} (for help text),
-// ${auto_help} (what auto picks) and ${auto_order}.
+// ${auto_help} (what auto picks) and ${auto_order}; ${retention} is
+// the journal's default retention of closed entries.
 func runtimeVars() kong.Vars {
 	names := supervisor.RuntimeNames()
 	list := strings.Join(names, ", ")
@@ -264,6 +265,7 @@ func runtimeVars() kong.Vars {
 		"auto_order":    strings.Join(supervisor.AutoOrder(), ", then "),
 		"default_prove": supervisor.LocalRuntime(),
 		"remove_bounds": removeBounds(),
+		"retention":     journal.DefaultRetention.String(),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/reconcile"
@@ -13,8 +14,9 @@ import (
 
 // ReconcileCmd is `supervisor reconcile`.
 type ReconcileCmd struct {
-	Runtime []string `help:"Runtimes to look at (repeatable; default: ${runtimes_list}, those installed)." enum:"${runtimes}" sep:"none" placeholder:"NAME"`
-	JSON    bool     `help:"Print JSON: removed, closed and blocked, each with its reason." name:"json"`
+	Runtime []string      `help:"Runtimes to look at (repeatable; default: ${runtimes_list}, those installed)." enum:"${runtimes}" sep:"none" placeholder:"NAME"`
+	JSON    bool          `help:"Print JSON: removed, closed and blocked, each with its reason." name:"json"`
+	Prune   time.Duration `help:"Also remove the closed journal entries older than AGE (e.g. 1h; closing writes prune those older than ${retention} on their own)." placeholder:"AGE"`
 }
 
 // Help is the long help of reconcile.
@@ -42,7 +44,7 @@ func (r *ReconcileCmd) Run(g *Globals, c *cmdContext) error {
 		return supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
 	}
 	rep, err := reconcile.Run(context.Background(), reconcile.Options{
-		Instance: g.Instance, JournalDir: g.journalDir(), Runtimes: r.Runtime, EngineEnv: c.env, Log: g.logger(c.stderr),
+		Instance: g.Instance, JournalDir: g.journalDir(), Runtimes: r.Runtime, EngineEnv: c.env, Prune: r.Prune, Log: g.logger(c.stderr),
 	})
 	if err != nil {
 		return err

@@ -56,8 +56,13 @@ type DoctorStaging struct {
 	Detail string `json:"detail"`
 }
 
+// DoctorVersion is the version of doctor --json's format
+// (docs/schemas/doctor.v1.json).
+const DoctorVersion = 1
+
 // DoctorReport is everything doctor found.
 type DoctorReport struct {
+	V        int             `json:"v"` // DoctorVersion
 	Runtimes []DoctorRuntime `json:"runtimes"`
 	Cgroup   string          `json:"cgroup"`
 	// Landlock is the kernel's ABI and what the agent's domain scopes
@@ -76,9 +81,11 @@ type DoctorReport struct {
 	OK           bool           `json:"ok"`
 	Problems     []string       `json:"problems,omitempty"`
 	ProofSkipped bool           `json:"proof_skipped,omitempty"`
-	// Bound says how long a box can outlive its controller with the
-	// controller's settings (DoctorOptions.Survival) on this host.
-	Bound string `json:"bound"`
+	// Bound is how long a box can outlive its controller with the
+	// controller's settings (DoctorOptions.Survival) on this host;
+	// BoundText says it in a sentence.
+	Bound     DoctorBound `json:"bound"`
+	BoundText string      `json:"bound_text"`
 }
 
 // DoctorOptions is `supervisor doctor` as plain data.
@@ -106,102 +113,18 @@ type DoctorOptions struct {
 
 // Doctor gathers the report.
 func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
-	self, env, log := d.Self, d.EngineEnv, d.Log
+	log := d.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rep := &DoctorReport{Posture: d.Posture, Image: d.Image}
-	problem := func(format string, args ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...)) }
-
-	// Runtimes.
-	usable := map[string]bool{}
-	for _, desc := range supervisor.Descriptors() {
-		dr := probeRuntime(ctx, desc, d.AllowRootful, d.Image, env, log)
-		usable[desc.Name] = dr.Usable
-		rep.Runtimes = append(rep.Runtimes, dr)
+	rep := &DoctorReport{V: DoctorVersion, Posture: d.Posture, Image: d.Image}
+	usable := doctorRuntimes(ctx, d, rep, log)
+	hasWatcher := doctorWatchers(ctx, d, rep, usable)
+	if rep.Selected != "" && usable[rep.Selected] && hasWatcher {
+		// The staging probe and the proof need a box.
+		doctorProof(ctx, d, rep, log)
 	}
-
-	rep.Cgroup = cgroupMode()
-	rep.Controller = controller.Doctor()
-	rep.Landlock = landlockStatus()
-
-	// The runtime to check in depth.
-	switch {
-	case d.Runtime != "auto":
-		rep.Selected = d.Runtime
-		if !usable[d.Runtime] {
-			problem("runtime %s is not usable: %s", d.Runtime, runtimeStatus(rep, d.Runtime))
-		}
-	default:
-		rep.Selected, rep.Chosen = autoSelect(rep.Runtimes, d.Image)
-		if rep.Selected == "" {
-			problem("no usable runtime (%s)", strings.Join(statuses(rep), "; "))
-		}
-	}
-
-	// Watchers.
-	rep.HostWatcher = DoctorWatcher{Where: "host"}
-	if p, err := supervisor.FindWatcher(d.Watcher, self); err != nil {
-		rep.HostWatcher.Detail = err.Error()
-	} else {
-		rep.HostWatcher.Path, rep.HostWatcher.Present = p, true
-		rep.HostWatcher.Version, rep.HostWatcher.Detail = watcherVersion(ctx, exec.CommandContext(ctx, p, "--version"))
-	}
-	if rep.Selected != "" && usable[rep.Selected] {
-		rep.ImageWatcher = imageWatcher(ctx, rep.Selected, d, env)
-	}
-	hasWatcher := rep.HostWatcher.Present || (rep.ImageWatcher != nil && rep.ImageWatcher.Present)
-	if !hasWatcher {
-		problem("no watcher: neither on the host (%s) nor in the image", rep.HostWatcher.Detail)
-	}
-	if rep.ImageWatcher != nil && rep.ImageWatcher.Present && rep.HostWatcher.Present && rep.ImageWatcher.Version != rep.HostWatcher.Version {
-		rep.ImageWatcher.Detail = joinNonEmpty(rep.ImageWatcher.Detail, "differs from the host's watcher ("+rep.HostWatcher.Version+")")
-	}
-
-	ok := rep.Selected != "" && usable[rep.Selected] && hasWatcher
-	// The staging probe and the proof need a box.
-	if ok {
-		watcherInImage := ""
-		if !rep.HostWatcher.Present {
-			watcherInImage = d.WatcherInImage
-		}
-		rep.Staging = stagingProbe(ctx, rep.Selected, d, rep.HostWatcher.Path, watcherInImage, env, log)
-		if d.SkipProof {
-			rep.ProofSkipped = true
-			if d.Posture == PostureRequired {
-				problem("prove-deathwatch was skipped (--skip-proof); the required posture needs it")
-			}
-		} else {
-			desc, _ := supervisor.Lookup(rep.Selected)
-			b := desc.Bounds
-			pr := Prove(ctx, ProveOptions{
-				Self: self, Instance: supervisor.ProveInstance(d.Instance), JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
-				Trials: d.Trials, Paths: ProvePaths, Bounds: b, Heartbeat: DefaultProveHeartbeat, Deadline: DefaultProveDeadline, Grace: DefaultProveGrace,
-				AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, EngineEnv: env, Log: log,
-			})
-			rep.Proof = pr
-			if !pr.Pass && d.Posture == PostureRequired {
-				why := pr.Error
-				if why == "" {
-					why = "a trial exceeded its bound or left something behind"
-				}
-				problem("prove-deathwatch failed on %s: %s", rep.Selected, why)
-			}
-		}
-	}
-	// The bound a controller gets: the kill chain's time as the proof
-	// measured it, else the selected runtime's dead bound.
-	slack := 250 * time.Millisecond
-	if desc, ok := supervisor.Lookup(rep.Selected); ok {
-		slack = desc.Bounds.Dead
-	}
-	if rep.Proof != nil {
-		slack = rep.Proof.FrozenSlack(DefaultProveHeartbeat, slack)
-	}
-	rep.Bound = d.Survival.Statement(slack)
-	if d.Survival.Unbounded() && d.Posture == PostureRequired {
-		problem("no bound: --heartbeat 0 and --deadline 0 leave a frozen controller's boxes running for ever; keep exec's defaults (--heartbeat 10s, --deadline 1h) or set either")
-	}
+	doctorBound(d, rep)
 	switch d.Posture {
 	case PosturePreferred:
 		rep.OK = rep.Selected != "" && usable[rep.Selected]
@@ -209,6 +132,110 @@ func Doctor(ctx context.Context, d *DoctorOptions) *DoctorReport {
 		rep.OK = len(rep.Problems) == 0
 	}
 	return rep
+}
+
+func (rep *DoctorReport) problem(format string, args ...any) {
+	rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...))
+}
+
+// doctorRuntimes probes every registered runtime, the host's cgroup,
+// controller link and Landlock, and selects the runtime to check in
+// depth. It returns which runtimes are usable.
+func doctorRuntimes(ctx context.Context, d *DoctorOptions, rep *DoctorReport, log *slog.Logger) map[string]bool {
+	usable := map[string]bool{}
+	for _, desc := range supervisor.Descriptors() {
+		dr := probeRuntime(ctx, desc, d.AllowRootful, d.Image, d.EngineEnv, log)
+		usable[desc.Name] = dr.Usable
+		rep.Runtimes = append(rep.Runtimes, dr)
+	}
+	rep.Cgroup = cgroupMode()
+	rep.Controller = controller.Doctor()
+	rep.Landlock = landlockStatus()
+	switch {
+	case d.Runtime != "auto":
+		rep.Selected = d.Runtime
+		if !usable[d.Runtime] {
+			rep.problem("runtime %s is not usable: %s", d.Runtime, runtimeStatus(rep, d.Runtime))
+		}
+	default:
+		rep.Selected, rep.Chosen = autoSelect(rep.Runtimes, d.Image)
+		if rep.Selected == "" {
+			rep.problem("no usable runtime (%s)", strings.Join(statuses(rep), "; "))
+		}
+	}
+	return usable
+}
+
+// doctorWatchers looks for the host's watcher and the image's, and
+// reports whether the selected runtime has one.
+func doctorWatchers(ctx context.Context, d *DoctorOptions, rep *DoctorReport, usable map[string]bool) bool {
+	rep.HostWatcher = DoctorWatcher{Where: "host"}
+	if p, err := supervisor.FindWatcher(d.Watcher, d.Self); err != nil {
+		rep.HostWatcher.Detail = err.Error()
+	} else {
+		rep.HostWatcher.Path, rep.HostWatcher.Present = p, true
+		rep.HostWatcher.Version, rep.HostWatcher.Detail = watcherVersion(ctx, exec.CommandContext(ctx, p, "--version"))
+	}
+	if rep.Selected != "" && usable[rep.Selected] {
+		rep.ImageWatcher = imageWatcher(ctx, rep.Selected, d, d.EngineEnv)
+	}
+	hasWatcher := rep.HostWatcher.Present || (rep.ImageWatcher != nil && rep.ImageWatcher.Present)
+	if !hasWatcher {
+		rep.problem("no watcher: neither on the host (%s) nor in the image", rep.HostWatcher.Detail)
+	}
+	if rep.ImageWatcher != nil && rep.ImageWatcher.Present && rep.HostWatcher.Present && rep.ImageWatcher.Version != rep.HostWatcher.Version {
+		rep.ImageWatcher.Detail = joinNonEmpty(rep.ImageWatcher.Detail, "differs from the host's watcher ("+rep.HostWatcher.Version+")")
+	}
+	return hasWatcher
+}
+
+// doctorProof runs the staging probe and, unless skipped, the proof on
+// the selected runtime.
+func doctorProof(ctx context.Context, d *DoctorOptions, rep *DoctorReport, log *slog.Logger) {
+	watcherInImage := ""
+	if !rep.HostWatcher.Present {
+		watcherInImage = d.WatcherInImage
+	}
+	rep.Staging = stagingProbe(ctx, rep.Selected, d, rep.HostWatcher.Path, watcherInImage, d.EngineEnv, log)
+	if d.SkipProof {
+		rep.ProofSkipped = true
+		if d.Posture == PostureRequired {
+			rep.problem("prove-deathwatch was skipped (--skip-proof); the required posture needs it")
+		}
+		return
+	}
+	desc, _ := supervisor.Lookup(rep.Selected)
+	pr := Prove(ctx, ProveOptions{
+		Self: d.Self, Instance: supervisor.ProveInstance(d.Instance), JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
+		Trials: d.Trials, Paths: ProvePaths, Bounds: desc.Bounds, Heartbeat: DefaultProveHeartbeat, Deadline: DefaultProveDeadline, Grace: DefaultProveGrace,
+		AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, EngineEnv: d.EngineEnv, Log: log,
+	})
+	rep.Proof = pr
+	if !pr.Pass && d.Posture == PostureRequired {
+		why := pr.Error
+		if why == "" {
+			why = "a trial exceeded its bound or left something behind"
+		}
+		rep.problem("prove-deathwatch failed on %s: %s", rep.Selected, why)
+	}
+}
+
+// doctorBound states the bound a controller gets: the kill chain's
+// time as the proof measured it, else the selected runtime's dead
+// bound, with the controller's heartbeat, deadline and grace.
+func doctorBound(d *DoctorOptions, rep *DoctorReport) {
+	slack := 250 * time.Millisecond
+	if desc, ok := supervisor.Lookup(rep.Selected); ok {
+		slack = desc.Bounds.Dead
+	}
+	if rep.Proof != nil {
+		slack = rep.Proof.FrozenSlack(DefaultProveHeartbeat, slack)
+	}
+	rep.Bound = survivalBound(d.Survival, slack, rep.Proof != nil && rep.Proof.Pass)
+	rep.BoundText = d.Survival.Statement(slack)
+	if d.Survival.Unbounded() && d.Posture == PostureRequired {
+		rep.problem("no bound: --heartbeat 0 and --deadline 0 leave a frozen controller's boxes running for ever; keep exec's defaults (--heartbeat 10s, --deadline 1h) or set either")
+	}
 }
 
 // autoSelect is exec's --runtime auto over doctor's rows: in auto's
@@ -513,8 +540,8 @@ func WriteDoctorTable(w io.Writer, rep *DoctorReport) {
 		fmt.Fprintf(w, "prove-deathwatch: skipped\n")
 	}
 	fmt.Fprintln(w)
-	if rep.Bound != "" {
-		fmt.Fprintf(w, "bound:            %s\n", rep.Bound)
+	if rep.BoundText != "" {
+		fmt.Fprintf(w, "bound:            %s\n", rep.BoundText)
 	}
 	if rep.OK {
 		fmt.Fprintf(w, "posture %s: met\n", rep.Posture)

@@ -97,8 +97,13 @@ type ProveRow struct {
 	samples []time.Duration
 }
 
+// ProveVersion is the version of prove-deathwatch --json's format
+// (docs/schemas/prove-deathwatch.v1.json).
+const ProveVersion = 1
+
 // ProveReport is the result of prove-deathwatch.
 type ProveReport struct {
+	V       int        `json:"v"` // ProveVersion
 	Runtime string     `json:"runtime"`
 	Image   string     `json:"image,omitempty"`
 	Trials  int        `json:"trials"`
@@ -233,7 +238,7 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	rep := &ProveReport{Runtime: o.Runtime, Image: o.Image, Trials: o.Trials, Pass: true}
+	rep := &ProveReport{V: ProveVersion, Runtime: o.Runtime, Image: o.Image, Trials: o.Trials, Pass: true}
 	// What exec's defaults give a controller here.
 	defer func() {
 		s := supervisor.Survival{Heartbeat: supervisor.DefaultHeartbeat, Deadline: supervisor.DefaultDeadline, Grace: supervisor.DefaultGrace}

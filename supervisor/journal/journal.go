@@ -1,13 +1,17 @@
 // Package journal is the durable record of a supervisor instance's
 // launches: one JSON file per launch, written before anything of its box
-// exists and closed once the box is gone. The lifecycle writes it;
+// exists and closed once the box is gone. Closed entries move to a
+// folder of their own, so that reading the open ones costs what they
+// are, and are pruned after DefaultRetention. The lifecycle writes it;
 // reconcile, ls and demo read it (and reconcile closes what it proves
 // gone).
 package journal
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -95,6 +99,9 @@ type Journal struct {
 	// volatile reports whether nothing of a box of the runtime it names
 	// outlives the host's power (supervisor.CapVolatile); nil: none.
 	volatile func(runtime string) bool
+	// retention is the age past which closing writes prune closed
+	// entries (see pruneIfDue).
+	retention time.Duration
 }
 
 // ValidName reports whether s can be an instance name, a name prefix or
@@ -160,7 +167,7 @@ func Open(dir, instance string, volatile func(runtime string) bool) (*Journal, e
 	if err := trusted.CheckDir(d); err != nil {
 		return nil, exitcode.Refused("journal not trusted: %w", err)
 	}
-	return &Journal{dir: d, volatile: volatile}, nil
+	return &Journal{dir: d, volatile: volatile, retention: DefaultRetention}, nil
 }
 
 // Dir is the instance's journal directory.
@@ -174,7 +181,8 @@ func (j *Journal) path(launchID string) string { return filepath.Join(j.dir, lau
 //   - The entry's data is synced on every write but the closing one (see
 //     writeFileAtomic): the file holds the old entry or the new one,
 //     never a torn one. A closing write (removed) comes after its box is
-//     gone, and reconcile closes whatever a power loss leaves of it.
+//     gone, and reconcile closes whatever a power loss leaves of it. It is written
+//     into the closed folder, and the open entry then removed (closeEntry).
 //   - The entry's name is synced on the intent only (the folder): the
 //     entry is on disk before the box exists, or a box that an engine
 //     keeps over a reboot has no entry to prove it ours. A later rename
@@ -191,8 +199,14 @@ func (j *Journal) Put(e *Entry) error {
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", e.LaunchID, err)
 	}
+	if e.State == StateRemoved {
+		if err := j.closeEntry(e, append(b, '\n')); err != nil {
+			return fmt.Errorf("journal %s (%s): %w", e.LaunchID, e.State, err)
+		}
+		return nil
+	}
 	durable := !j.isVolatile(e.Runtime)
-	if err := writeFileAtomic(j.path(e.LaunchID), append(b, '\n'), durable && e.State != StateRemoved, durable && e.State == StateIntent); err != nil {
+	if err := writeFileAtomic(j.path(e.LaunchID), append(b, '\n'), durable, durable && e.State == StateIntent); err != nil {
 		return fmt.Errorf("journal %s (%s): %w", e.LaunchID, e.State, err)
 	}
 	return nil
@@ -282,15 +296,62 @@ func (j *Journal) Get(launchID string) (*Entry, error) {
 	if !ValidName(launchID) {
 		return nil, fmt.Errorf("journal: bad launch id %q", launchID)
 	}
-	return readEntry(j.path(launchID))
+	e, err := readEntry(j.path(launchID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return readEntry(j.closedPath(launchID))
+	}
+	return e, err
 }
 
-// List returns every entry, oldest first. Leftover temp files from a
-// write that was killed are ignored; an entry that does not parse is
-// returned in bad (a *LostEntryError when a power loss explains it)
-// rather than failing the lot.
+// List returns every entry, open and closed, oldest first. Leftover
+// temp files from a write that was killed are ignored; an entry that
+// does not parse is returned in bad (a *LostEntryError when a power
+// loss explains it) rather than failing the lot.
 func (j *Journal) List() (entries []*Entry, bad []error, err error) {
-	des, err := os.ReadDir(j.dir)
+	closed, cbad, err := readEntries(filepath.Join(j.dir, closedDir))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	open, bad, err := j.ListOpen()
+	if err != nil {
+		return nil, nil, err
+	}
+	entries = append(open, closed...)
+	sort.Slice(entries, func(a, b int) bool { return entries[a].Created.Before(entries[b].Created) })
+	return entries, append(bad, cbad...), nil
+}
+
+// ListOpen returns the open entries, oldest first, as List does, and
+// reads none of the closed ones. An open entry beside a closed one of
+// the same launch is what a kill inside the closing write leaves: it
+// is removed, the close finished. A closed entry in the open folder
+// (a journal written before closed entries had their own) is moved to
+// the closed folder.
+func (j *Journal) ListOpen() (entries []*Entry, bad []error, err error) {
+	all, bad, err := readEntries(j.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range all {
+		_, cerr := os.Lstat(j.closedPath(e.LaunchID))
+		switch {
+		case cerr == nil:
+			os.Remove(j.path(e.LaunchID))
+		case !e.Open():
+			if trusted.EnsureDir(filepath.Join(j.dir, closedDir)) == nil {
+				os.Rename(j.path(e.LaunchID), j.closedPath(e.LaunchID))
+			}
+		default:
+			entries = append(entries, e)
+		}
+	}
+	sort.Slice(entries, func(a, b int) bool { return entries[a].Created.Before(entries[b].Created) })
+	return entries, bad, nil
+}
+
+// readEntries reads the entries of one folder of the journal.
+func readEntries(dir string) (entries []*Entry, bad []error, err error) {
+	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read journal: %w", err)
 	}
@@ -300,7 +361,7 @@ func (j *Journal) List() (entries []*Entry, bad []error, err error) {
 		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
 			continue
 		}
-		p := filepath.Join(j.dir, n)
+		p := filepath.Join(dir, n)
 		e, err := readEntry(p)
 		if err != nil {
 			if lostToPower(p, boot) {
@@ -311,7 +372,6 @@ func (j *Journal) List() (entries []*Entry, bad []error, err error) {
 		}
 		entries = append(entries, e)
 	}
-	sort.Slice(entries, func(a, b int) bool { return entries[a].Created.Before(entries[b].Created) })
 	return entries, bad, nil
 }
 

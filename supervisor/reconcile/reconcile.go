@@ -35,7 +35,11 @@ type Options struct {
 	// whose CLI is not installed is skipped unless the journal names it.
 	Runtimes  []string
 	EngineEnv []string // for engine CLIs; nil: the process's own
-	Log       *slog.Logger
+	// Prune, when set, removes the closed journal entries older than it
+	// (journal.Journal.Prune); closing writes prune those older than
+	// journal.DefaultRetention on their own.
+	Prune time.Duration
+	Log   *slog.Logger
 }
 
 // Item is one box or journal entry and what reconcile did.
@@ -105,13 +109,20 @@ func ownerProof(j *journal.Journal, e *journal.Entry, log *slog.Logger) (cur *jo
 	return e, OwnerOrphan, true, why
 }
 
+// ReportVersion is the version of reconcile --json's format
+// (docs/schemas/reconcile.v1.json).
+const ReportVersion = 1
+
 // Report is the result; Blocked not empty means exit BLOCKED.
 type Report struct {
+	V        int      `json:"v"` // ReportVersion
 	Instance string   `json:"instance"`
 	Removed  []Item   `json:"removed"`
 	Closed   []Item   `json:"closed"`
 	Blocked  []Item   `json:"blocked"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Pruned is how many closed journal entries --prune removed.
+	Pruned int `json:"pruned,omitempty"`
 }
 
 func (r *Report) add(it Item) {
@@ -171,7 +182,7 @@ func boxProof(instance, runtime string, b supervisor.Listed, entry *journal.Entr
 // looks at when the journal has a folder for it (its entries are
 // written before its boxes exist).
 func Run(ctx context.Context, o Options) (*Report, error) {
-	rep := &Report{Instance: o.Instance, Removed: []Item{}, Closed: []Item{}, Blocked: []Item{}}
+	rep := &Report{V: ReportVersion, Instance: o.Instance, Removed: []Item{}, Closed: []Item{}, Blocked: []Item{}}
 	if err := reconcileInstance(ctx, o, o.Instance, rep); err != nil {
 		return nil, err
 	}
@@ -190,6 +201,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				rep.add(it)
 			}
 		}
+		rep.Pruned += sub.Pruned
 		for _, w := range sub.Warnings {
 			if !contains(rep.Warnings, w) {
 				rep.Warnings = append(rep.Warnings, w)
@@ -199,75 +211,127 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
+// pass is one instance's reconcile: its journal, what the runtimes
+// listed, and the report it adds to.
+type pass struct {
+	o        Options
+	instance string
+	log      *slog.Logger
+	j        *journal.Journal
+	rep      *Report
+	entries  []*journal.Entry
+	byLaunch map[string]*journal.Entry
+	// inJournal names the runtimes an open entry names.
+	inJournal map[string]bool
+	// seen holds the launch ids whose box was listed.
+	seen        map[string]bool
+	rts         map[string]supervisor.Runtime
+	unreachable map[string]string // runtime → why it cannot be listed
+	listed      map[string][]supervisor.Listed
+}
+
 // reconcileInstance is Reconcile for one instance's journal and boxes,
 // into rep.
 func reconcileInstance(ctx context.Context, o Options, instance string, rep *Report) error {
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	p := &pass{o: o, instance: instance, log: o.Log, rep: rep, seen: map[string]bool{}}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
 	}
-	j, err := journal.Open(o.JournalDir, instance, supervisor.Volatile)
+	if err := p.readJournal(); err != nil {
+		return err
+	}
+	if o.Prune > 0 {
+		n, err := p.j.Prune(o.Prune, time.Now())
+		if err != nil {
+			rep.Warnings = append(rep.Warnings, err.Error())
+		}
+		rep.Pruned += n
+	}
+	names := p.listRuntimes(ctx)
+	for _, name := range names {
+		for _, b := range p.listed[name] {
+			p.listedBox(ctx, name, b)
+		}
+	}
+	for _, e := range p.entries {
+		if e = p.byLaunch[e.LaunchID]; e.Open() && !p.seen[e.LaunchID] {
+			p.unlistedEntry(ctx, e)
+		}
+	}
+	return nil
+}
+
+// readJournal opens the instance's journal and reads its entries. An
+// entry that cannot be read (torn, planted, not a regular file) proves
+// nothing and may stand for a box: blocked, never skipped with a
+// warning.
+func (p *pass) readJournal() error {
+	j, err := journal.Open(p.o.JournalDir, p.instance, supervisor.Volatile)
 	if err != nil {
 		return err
 	}
-	entries, bad, err := j.List()
+	p.j = j
+	entries, bad, err := j.ListOpen()
 	if err != nil {
 		return err
 	}
-	// An entry that cannot be read (torn, planted, not a regular file)
-	// proves nothing and may stand for a box: blocked, never skipped
-	// with a warning.
 	for _, b := range bad {
 		if lost := (*journal.LostEntryError)(nil); errors.As(b, &lost) {
 			// Its box ended with the power, was never created, or was gone
 			// before the write (see journal.Journal.Put): closed.
 			if err := os.Remove(lost.Path); err == nil {
-				rep.add(Item{Outcome: Closed, Runtime: "journal", LaunchID: lost.LaunchID, Reason: lost.Error() + "; removed"})
+				p.rep.add(Item{Outcome: Closed, Runtime: "journal", LaunchID: lost.LaunchID, Reason: lost.Error() + "; removed"})
 				continue
 			}
 		}
-		rep.add(Item{Runtime: "journal", Reason: b.Error() + "; look at it, then remove it by hand"})
+		p.rep.add(Item{Runtime: "journal", Reason: b.Error() + "; look at it, then remove it by hand"})
 	}
 	pruneJournalTemps(j.Dir(), staleTemp)
-	byLaunch := map[string]*journal.Entry{}
-	inJournal := map[string]bool{}
+	p.entries = entries
+	p.byLaunch = map[string]*journal.Entry{}
+	p.inJournal = map[string]bool{}
 	for _, e := range entries {
-		byLaunch[e.LaunchID] = e
+		p.byLaunch[e.LaunchID] = e
 		if e.Open() {
-			inJournal[e.Runtime] = true
+			p.inJournal[e.Runtime] = true
 		}
 	}
+	return nil
+}
 
-	names := o.Runtimes
+// listRuntimes lists the instance's boxes on every runtime asked for
+// and every runtime an open entry names, known or not (an entry whose
+// runtime cannot be listed stays open and blocks). It returns the
+// runtimes' names, sorted.
+func (p *pass) listRuntimes(ctx context.Context) []string {
+	names := p.o.Runtimes
 	if len(names) == 0 {
 		names = supervisor.RuntimeNames()
 	}
-	// Every runtime an open entry names, known or not: an entry whose
-	// runtime cannot be listed stays open and blocks.
-	for rt := range inJournal {
+	for rt := range p.inJournal {
 		if !contains(names, rt) {
 			names = append(names, rt)
 		}
 	}
 	sort.Strings(names)
 
-	cfg := supervisor.RuntimeConfig{Log: log, EngineEnv: o.EngineEnv}
-	rts := map[string]supervisor.Runtime{}
-	unreachable := map[string]string{} // runtime → why it cannot be listed
-	listed := map[string][]supervisor.Listed{}
+	cfg := supervisor.RuntimeConfig{Log: p.log, EngineEnv: p.o.EngineEnv}
+	p.rts = map[string]supervisor.Runtime{}
+	p.unreachable = map[string]string{}
+	p.listed = map[string][]supervisor.Listed{}
 	for _, name := range names {
 		desc, ok := supervisor.Lookup(name)
 		if !ok {
-			unreachable[name] = "not a runtime this supervisor knows"
+			p.unreachable[name] = "not a runtime this supervisor knows"
 			continue
 		}
-		if err := desc.Installed(o.EngineEnv); err != nil {
-			unreachable[name] = err.Error()
+		if err := desc.Installed(p.o.EngineEnv); err != nil {
+			p.unreachable[name] = err.Error()
 			continue
 		}
 		rt, err := supervisor.NewRuntime(name, cfg)
 		if err != nil {
-			unreachable[name] = err.Error()
+			p.unreachable[name] = err.Error()
 			continue
 		}
 		// One List per runtime asks which boxes carry this instance's
@@ -275,110 +339,112 @@ func reconcileInstance(ctx context.Context, o Options, instance string, rep *Rep
 		// match an entry prove a box is its, which a name (idslot's
 		// Exists) cannot; Sweep asks the engine nothing.
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		ls, err := rt.List(lctx, instance)
+		ls, err := rt.List(lctx, p.instance)
 		cancel()
 		if err != nil {
-			unreachable[name] = err.Error()
+			p.unreachable[name] = err.Error()
 			continue
 		}
-		rts[name] = rt
-		listed[name] = ls
+		p.rts[name] = rt
+		p.listed[name] = ls
 	}
-	for name, why := range unreachable {
-		if inJournal[name] {
-			continue // reported per entry below
+	for name, why := range p.unreachable {
+		if p.inJournal[name] {
+			continue // reported per entry
 		}
-		if contains(o.Runtimes, name) {
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %s", name, why))
+		if contains(p.o.Runtimes, name) {
+			p.rep.Warnings = append(p.rep.Warnings, fmt.Sprintf("%s: %s", name, why))
 		}
 	}
+	return names
+}
 
-	// Boxes the runtimes list with this instance's label.
-	seen := map[string]bool{} // launch ids whose box was listed
-	for _, name := range names {
-		for _, b := range listed[name] {
-			entry := byLaunch[b.Labels[shared.LabelLaunchID]]
-			it := Item{Box: b.Name, Runtime: name, LaunchID: b.Labels[shared.LabelLaunchID]}
-			nonceWhy := ""
-			if nr, ok := rts[name].(NonceReader); ok && entry != nil && b.Labels[shared.LabelNonce] == "" {
-				b.Labels, nonceWhy = withNonce(ctx, nr, b)
-			}
-			gone, ownerWhy := false, ""
-			if entry != nil && boxProof(instance, name, b, entry, true, "") == "" {
-				// Ours by every label: whose owner may be an orphan to end.
-				entry, it.Owner, gone, ownerWhy = ownerProof(j, entry, log)
-				byLaunch[entry.LaunchID] = entry
-				if it.Owner == OwnerOrphan && !entry.Open() {
-					// The ended owner removed its box and closed its entry.
-					seen[entry.LaunchID] = true
-					it.Outcome, it.Reason = Removed, ownerWhy+"; it removed its box"
-					rep.add(it)
-					continue
-				}
-			}
-			if why := boxProof(instance, name, b, entry, gone, ownerWhy); why != "" {
-				if nonceWhy != "" && b.Labels[shared.LabelNonce] == "" {
-					why = nonceWhy
-				}
-				if entry != nil && entry.Box == b.Name && entry.Runtime == name {
-					seen[entry.LaunchID] = true
-				}
-				it.Reason = why
-				rep.add(it)
-				log.Warn("reconcile: blocked", "box", b.Name, "runtime", name, "why", why)
-				continue
-			}
-			seen[entry.LaunchID] = true
-			it.Outcome, it.Reason = removeProven(ctx, j, rts[name], entry, ownerWhy)
-			rep.add(it)
-		}
+// listedBox decides on one box a runtime listed with the instance's
+// label: removed when the journal proves it ours and its owner gone,
+// else blocked with why.
+func (p *pass) listedBox(ctx context.Context, name string, b supervisor.Listed) {
+	entry := p.byLaunch[b.Labels[shared.LabelLaunchID]]
+	if id := b.Labels[shared.LabelLaunchID]; entry == nil && journal.ValidName(id) {
+		// A box whose entry is closed: the closed entry still proves it
+		// ours.
+		entry, _ = p.j.Get(id)
 	}
-
-	// Open entries whose box no runtime listed.
-	for _, e := range entries {
-		if e = byLaunch[e.LaunchID]; !e.Open() || seen[e.LaunchID] {
-			continue
-		}
-		it := Item{Box: e.Box, Runtime: e.Runtime, LaunchID: e.LaunchID}
-		if why, ok := unreachable[e.Runtime]; ok {
-			it.Reason = fmt.Sprintf("cannot see %s boxes (%s); the journal entry (%s) stays open", e.Runtime, why, e.State)
-			rep.add(it)
-			continue
-		}
-		e, state, gone, ownerWhy := ownerProof(j, e, log)
-		it.Owner = state
-		if state == OwnerOrphan && !e.Open() {
+	it := Item{Box: b.Name, Runtime: name, LaunchID: b.Labels[shared.LabelLaunchID]}
+	nonceWhy := ""
+	if nr, ok := p.rts[name].(NonceReader); ok && entry != nil && b.Labels[shared.LabelNonce] == "" {
+		b.Labels, nonceWhy = withNonce(ctx, nr, b)
+	}
+	gone, ownerWhy := false, ""
+	if entry != nil && boxProof(p.instance, name, b, entry, true, "") == "" {
+		// Ours by every label: whose owner may be an orphan to end.
+		entry, it.Owner, gone, ownerWhy = ownerProof(p.j, entry, p.log)
+		p.byLaunch[entry.LaunchID] = entry
+		if it.Owner == OwnerOrphan && !entry.Open() {
+			// The ended owner removed its box and closed its entry.
+			p.seen[entry.LaunchID] = true
 			it.Outcome, it.Reason = Removed, ownerWhy+"; it removed its box"
-			rep.add(it)
-			continue
+			p.rep.add(it)
+			return
 		}
-		if !gone {
-			it.Reason = ownerWhy + "; its launch is in progress (" + e.State + ")"
-			rep.add(it)
-			continue
-		}
-		reason := "box gone; " + ownerWhy
-		if desc, _ := supervisor.Lookup(e.Runtime); desc.Has(supervisor.CapUnlistedRemains) {
-			// The box's remains (native: an empty cgroup) have no label
-			// to list; Remove works from the journaled state and is a
-			// no-op when nothing is left.
-			if err := rts[e.Runtime].Remove(ctx, supervisor.BoxFromEntry(e)); err != nil {
-				it.Reason = fmt.Sprintf("remove %s remains: %v; the journal entry stays open", e.Runtime, err)
-				rep.add(it)
-				continue
-			}
-		}
-		sweep(rts[e.Runtime], e)
-		e.State, e.Error = journal.StateRemoved, ""
-		if err := j.Put(e); err != nil {
-			it.Reason = fmt.Sprintf("close journal entry: %v", err)
-			rep.add(it)
-			continue
-		}
-		it.Outcome, it.Reason = Closed, reason
-		rep.add(it)
 	}
-	return nil
+	if why := boxProof(p.instance, name, b, entry, gone, ownerWhy); why != "" {
+		if nonceWhy != "" && b.Labels[shared.LabelNonce] == "" {
+			why = nonceWhy
+		}
+		if entry != nil && entry.Box == b.Name && entry.Runtime == name {
+			p.seen[entry.LaunchID] = true
+		}
+		it.Reason = why
+		p.rep.add(it)
+		p.log.Warn("reconcile: blocked", "box", b.Name, "runtime", name, "why", why)
+		return
+	}
+	p.seen[entry.LaunchID] = true
+	it.Outcome, it.Reason = removeProven(ctx, p.j, p.rts[name], entry, ownerWhy)
+	p.rep.add(it)
+}
+
+// unlistedEntry decides on an open entry whose box no runtime listed:
+// closed when its owner is proven gone (the runtime's unlisted remains
+// removed first), else left open and blocked.
+func (p *pass) unlistedEntry(ctx context.Context, e *journal.Entry) {
+	it := Item{Box: e.Box, Runtime: e.Runtime, LaunchID: e.LaunchID}
+	if why, ok := p.unreachable[e.Runtime]; ok {
+		it.Reason = fmt.Sprintf("cannot see %s boxes (%s); the journal entry (%s) stays open", e.Runtime, why, e.State)
+		p.rep.add(it)
+		return
+	}
+	e, state, gone, ownerWhy := ownerProof(p.j, e, p.log)
+	it.Owner = state
+	if state == OwnerOrphan && !e.Open() {
+		it.Outcome, it.Reason = Removed, ownerWhy+"; it removed its box"
+		p.rep.add(it)
+		return
+	}
+	if !gone {
+		it.Reason = ownerWhy + "; its launch is in progress (" + e.State + ")"
+		p.rep.add(it)
+		return
+	}
+	if desc, _ := supervisor.Lookup(e.Runtime); desc.Has(supervisor.CapUnlistedRemains) {
+		// The box's remains (native: an empty cgroup) have no label
+		// to list; Remove works from the journaled state and is a
+		// no-op when nothing is left.
+		if err := p.rts[e.Runtime].Remove(ctx, supervisor.BoxFromEntry(e)); err != nil {
+			it.Reason = fmt.Sprintf("remove %s remains: %v; the journal entry stays open", e.Runtime, err)
+			p.rep.add(it)
+			return
+		}
+	}
+	sweep(p.rts[e.Runtime], e)
+	e.State, e.Error = journal.StateRemoved, ""
+	if err := p.j.Put(e); err != nil {
+		it.Reason = fmt.Sprintf("close journal entry: %v", err)
+		p.rep.add(it)
+		return
+	}
+	it.Outcome, it.Reason = Closed, "box gone; "+ownerWhy
+	p.rep.add(it)
 }
 
 // withNonce is b's labels with the nonce read from inside the box (a

@@ -518,3 +518,49 @@ func TestReconcileNonceReader(t *testing.T) {
 		t.Errorf("blocked %+v, closed %+v", rep.Blocked, rep.Closed)
 	}
 }
+
+// --prune removes the closed entries older than its age, the
+// instance's and its probes', and counts them; open entries stay.
+func TestReconcilePrune(t *testing.T) {
+	dir := t.TempDir()
+	theMem.boxes = map[string]supervisor.Listed{}
+	me, _ := journal.SelfOwner()
+	long := time.Now().Add(-2 * time.Hour)
+	for _, instance := range []string{"p", supervisor.ProbeInstance("p")} {
+		j, err := journal.Open(dir, instance, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"old", "young", "open"} {
+			state := journal.StateRemoved
+			if id == "open" {
+				state = journal.StateStarted
+				theMem.boxes["dw-"+instance] = supervisor.Listed{Name: "dw-" + instance, Labels: labelsFor(instance, id, "n"), Running: true}
+			}
+			if err := j.Put(&journal.Entry{LaunchID: id, Instance: instance, Box: "dw-" + instance, Runtime: "memrt", Nonce: "n",
+				Labels: labelsFor(instance, id, "n"), Owner: me, State: state, Created: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		os.Chtimes(filepath.Join(j.Dir(), "closed", "old.json"), long, long)
+	}
+	rep, err := Run(context.Background(), Options{Instance: "p", JournalDir: dir, Runtimes: []string{"memrt"}, Prune: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Pruned != 2 {
+		t.Errorf("pruned %d, want 2 (the instance's old entry and its probe's)", rep.Pruned)
+	}
+	for _, instance := range []string{"p", supervisor.ProbeInstance("p")} {
+		j, _ := journal.Open(dir, instance, nil)
+		es, _, _ := j.List()
+		var ids []string
+		for _, e := range es {
+			ids = append(ids, e.LaunchID)
+		}
+		sort.Strings(ids)
+		if strings.Join(ids, ",") != "open,young" {
+			t.Errorf("%s after --prune: %v, want open,young", instance, ids)
+		}
+	}
+}
