@@ -453,10 +453,11 @@ func UserEnv(user string) []string {
 // AsUser returns a command that runs name args as user, the way the
 // rootless engine tests need it: through runuser, with the user's
 // UserEnv, from / (rootless Podman fails in a working directory the
-// user cannot enter, such as /root).
+// user cannot enter, such as /root), in the user's session when
+// EnvUserSession says so.
 func AsUser(user, name string, args ...string) *exec.Cmd {
 	argv := append([]string{"-u", user, "--", "env"}, UserEnv(user)...)
-	argv = append(append(argv, name), args...)
+	argv = append(argv, sessionArgv(name, args)...)
 	cmd := exec.Command("runuser", argv...)
 	cmd.Dir = "/"
 	return cmd

@@ -15,7 +15,10 @@
 #                   SIGKILLed supervisor, reconcile) in guest G, then, as
 #                   root, the kernel tests matching PATTERN (-test.run;
 #                   go test -c ./kernel-tests/ in TREE); '' runs the CLI
-#                   checks alone, which is what --as user takes
+#                   checks alone. --as user: the CLI checks as the test
+#                   user, and the kernel tests with the native-unprivileged
+#                   rig alone, every supervisor the user's, under systemd
+#                   in the user's own session (ktest.EnvUserSession)
 #   vm.sh guests    the guests' names, one a line
 #   vm.sh reset     removes the cache (a fresh machine's first build)
 #
@@ -389,12 +392,25 @@ cmd_test() {
 	parse_run_flags "$@"
 	set -- "${ARGS[@]}"
 	[ $# = 2 ] || usage
-	local tree pattern out
+	local tree pattern out rigs=native,native-unprivileged
 	tree=$(realpath "$1") pattern=$2
-	[ "$AS" = root ] || [ -z "$pattern" ] || die "the kernel tests run as root; --as user runs the CLI checks alone (give '' as the pattern)"
 	out=$(mktemp -d /var/tmp/dw-vm-XXXXXX)
 	install -m 0755 "$HERE/guest/cli-checks" "$out/cli-checks"
 	printf '#!/bin/bash\n/dw/out/cli-checks %q\nchecks=$?\n' "$tree" >"$out/cmd"
+	if [ -n "$pattern" ] && [ "$AS" = user ]; then
+		# The user's run: the CLI checks as the user (dw-run), the kernel
+		# tests as root with the unprivileged rig alone, each supervisor
+		# the user's; under systemd in the user's own session.
+		rigs=native-unprivileged
+		cat >"$out/cmd" <<-EOF
+			#!/bin/bash
+			/dw/out/as-user /dw/out/cli-checks $(printf %q "$tree")
+			checks=\$?
+			[ -d /run/systemd/system ] && export DEATHWATCH_USER_SESSION=systemd
+		EOF
+		user_runner >"$out/as-user"
+		chmod 0755 "$out/as-user"
+	fi
 	if [ -n "$pattern" ]; then
 		# The test binary and the ktest programs, built here: the guest
 		# has no Go.
@@ -404,7 +420,7 @@ cmd_test() {
 			(cd "$tree" && CGO_ENABLED=0 go build -trimpath -o "$out/tools/$t" "./kernel-tests/ktest/$t") || die "go build ./kernel-tests/ktest/$t in $tree failed"
 		done
 		cat >>"$out/cmd" <<-EOF
-			export DEATHWATCH_BIN=$(printf %q "$tree/bin") DEATHWATCH_KTEST_TOOLS=/dw/out/tools DEATHWATCH_RIGS=native,native-unprivileged
+			export DEATHWATCH_BIN=$(printf %q "$tree/bin") DEATHWATCH_KTEST_TOOLS=/dw/out/tools DEATHWATCH_RIGS=$rigs
 			cd $(printf %q "$tree/kernel-tests") && /dw/out/kernel-tests.test -test.count=1 -test.v -test.timeout=35m -test.run $(printf %q "$pattern")
 			tests=\$?
 			[ \$checks = 0 ] || echo "vm: the CLI checks failed (above)"
@@ -415,7 +431,29 @@ cmd_test() {
 	else
 		echo 'exit $checks' >>"$out/cmd"
 	fi
+	# The user's run with kernel tests boots as root (the tests need it).
+	[ -n "$pattern" ] && AS=root
 	boot "$tree" "$out"
+}
+
+# user_runner: a script that runs its arguments as the test user the way
+# dw-run runs a user's command (under systemd in the user's manager,
+# systemd-run --user), for a root command that runs a step as the user.
+user_runner() {
+	cat <<-'EOF'
+		#!/bin/bash
+		if [ -d /run/systemd/system ]; then
+			i=0
+			until [ -S /run/user/2345/bus ] && systemctl -q is-active user@2345.service; do
+				i=$((i + 1))
+				[ $i -gt 600 ] && break
+				sleep 0.1
+			done
+			exec runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/2345/bus \
+				systemd-run --user --quiet --wait --pipe --collect "$@"
+		fi
+		exec runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 "$@"
+	EOF
 }
 
 case "${1:-}" in
