@@ -22,8 +22,6 @@ func (w *watcher) reap() {
 			return
 		case err != nil || pid <= 0:
 			return
-		case ws.Stopped():
-			continue // the agent's stop at its exec, traced (leaveAgentCgroup)
 		}
 		if pid == w.mainPid && !w.mainDone {
 			w.mainDone = true
