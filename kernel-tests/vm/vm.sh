@@ -35,6 +35,9 @@
 # bookworm's userland (bash, busybox, util-linux, procps, iproute2,
 # python3, uidmap, tmux).
 #
+# DW_VM_SYSCTL: KEY=VALUE words the guest's kernel sets at boot (its
+# sysctl.KEY=VALUE parameters), e.g. kernel.yama.ptrace_scope=3.
+#
 # Exit status: the command's own; 125 when the guest ends without a
 # result (the console log's tail says why), 2 for a usage error, 1 when
 # the host cannot start a guest.
@@ -275,11 +278,15 @@ qemu_args() {
 	k=$CACHE/kernel-$(guest_kernel "$guest")
 	local cpu=max
 	[ "$acc" = kvm ] && cpu=host
+	local sysctls="" kv
+	for kv in ${DW_VM_SYSCTL:-}; do
+		sysctls="$sysctls sysctl.$kv"
+	done
 	printf '%s\n' qemu-system-x86_64 -machine q35 -accel "$acc" -cpu "$cpu" -smp 2 -m 3G \
 		-nodefaults -no-reboot -display none -monitor none \
 		-serial "file:$out/console.log" \
 		-kernel "$k/vmlinux" -initrd "$k/initrd.gz" \
-		-append "console=ttyS0 quiet panic=-1 cgroup_no_v1=all dw.init=$(guest_init "$guest") dw.tree=$tree" \
+		-append "console=ttyS0 quiet panic=-1 cgroup_no_v1=all dw.init=$(guest_init "$guest") dw.tree=$tree$sysctls" \
 		-drive "file=$CACHE/root.img,if=virtio,format=raw,snapshot=on" \
 		-virtfs "local,path=$tree,mount_tag=tree,security_model=none,readonly=on" \
 		-virtfs "local,path=$out,mount_tag=out,security_model=none"
@@ -332,7 +339,7 @@ boot() {
 		say "$GUEST" "waiting for another guest to end (one at a time: $CACHE/run.lock)"
 		flock 9
 	fi
-	say "$GUEST" "booting ($acc, $(cut -d' ' -f1 "$CACHE/kernel-$(guest_kernel "$GUEST")/release"), $(guest_init "$GUEST") init, as $AS; output below, files in $out)"
+	say "$GUEST" "booting ($acc, $(cut -d' ' -f1 "$CACHE/kernel-$(guest_kernel "$GUEST")/release"), $(guest_init "$GUEST") init${DW_VM_SYSCTL:+, sysctl $DW_VM_SYSCTL}, as $AS; output below, files in $out)"
 	start=$(date +%s)
 	# qemu dies with this script however it ends (the parent-death
 	# signal on timeout and on qemu), and at TIMEOUT.
