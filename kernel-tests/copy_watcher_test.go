@@ -145,6 +145,21 @@ func TestWatcherCopyIn(t *testing.T) {
 	}
 }
 
+// hashTime is how long this machine takes to hash n bytes of zeros
+// with SHA-256, from a 64 MiB sample: a ceiling for a verification
+// scales with it, so an emulated guest's slower hashing is no failure.
+func hashTime(t *testing.T, n int64) time.Duration {
+	t.Helper()
+	const sample = 64 << 20
+	h := sha256.New()
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	for done := 0; done < sample; done += len(buf) {
+		h.Write(buf)
+	}
+	return time.Duration(float64(time.Since(start)) * float64(n) / sample)
+}
+
 // TestWatcherCopyInLandedLiveness: the watcher verifies a landed
 // copy-in tree (what an archive put left at /.deathwatch-copy-in/N)
 // off its frame loop: a verification much longer than the heartbeat
@@ -211,7 +226,7 @@ func TestWatcherCopyInLandedLiveness(t *testing.T) {
 	for _, e := range ends {
 		c.Send(shared.FrameCopyInLanded, e.Marshal())
 	}
-	_, rerr := c.WaitReady(120*time.Second + ktest.Slack)
+	_, rerr := c.WaitReady(120*time.Second + 10*hashTime(t, 4<<30+256<<20) + ktest.Slack)
 	took := time.Since(t0)
 	res := c.Wait(30*time.Second + ktest.Slack)
 	expectExit(t, c, res, 0, shared.ReasonExited, true)
