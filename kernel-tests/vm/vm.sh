@@ -20,6 +20,8 @@
 #                   rig alone, every supervisor the user's, under systemd
 #                   in the user's own session (ktest.EnvUserSession)
 #   vm.sh guests    the guests' names, one a line
+#   vm.sh landlock G
+#                   the Landlock ABI of guest G's kernel (0: none)
 #   vm.sh reset     removes the cache (a fresh machine's first build)
 #
 # Guests (G): v2 (6.1, pure cgroup v2, a minimal init: no systemd),
@@ -89,6 +91,15 @@ guest_init() {
 	case "$1" in
 	v2-systemd) echo systemd ;;
 	*) echo plain ;;
+	esac
+}
+# guest_landlock G: the Landlock ABI of G's kernel (Debian's 6.1 has
+# ABI 2; Landlock came with 5.13).
+guest_landlock() {
+	case "$1" in
+	v2 | v2-systemd) echo 2 ;;
+	5.10) echo 0 ;;
+	*) return 1 ;;
 	esac
 }
 GUESTS=(v2 v2-systemd 5.10)
@@ -474,6 +485,9 @@ test)
 	cmd_test "$@"
 	;;
 guests) printf '%s\n' "${GUESTS[@]}" ;;
+landlock)
+	guest_landlock "${2:-}" || die "no guest '${2:-}'; the guests are: ${GUESTS[*]}"
+	;;
 reset) cmd_reset ;;
 -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
 *) usage ;;

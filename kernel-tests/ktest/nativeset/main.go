@@ -4,7 +4,7 @@
 // It reads the tests' source, so a new test joins the set by what it
 // uses, never by a list kept by hand.
 //
-//	nativeset [-unprivileged] [-v] [DIR]
+//	nativeset [-unprivileged] [-landlock ABI] [-v] [DIR]
 //
 // DIR is the kernel tests' folder (default: kernel-tests of this
 // checkout). A test needs an engine when anything it reaches (its body,
@@ -15,14 +15,17 @@
 // or runs provision.sh (the engine machine's set-up).
 // With -unprivileged it prints those of the set that run the supervisor
 // as the unprivileged user (they name ktest.RootlessUser or the
-// native-unprivileged rig, or take every rig the machine has). With -v
-// it says on stderr why each other test is left out.
+// native-unprivileged rig, or take every rig the machine has). With
+// -landlock it leaves out the tests that require a Landlock ABI above
+// ABI (they call requireLandlock, which fails them on such a kernel).
+// With -v it says on stderr why each other test is left out.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"go/ast"
+	"go/constant"
 	"go/importer"
 	"go/parser"
 	"go/token"
@@ -48,12 +51,14 @@ type node struct {
 	name   string
 	engine string      // why it needs an engine itself, or ""
 	unpriv bool        // it runs something as the unprivileged user itself
+	abi    int64       // the Landlock ABI it requires itself (requireLandlock), or 0
 	refs   []token.Pos // where the package's objects it uses are declared
 }
 
 func main() {
 	unpriv := flag.Bool("unprivileged", false, "print the tests of the set that run as the unprivileged user")
 	verbose := flag.Bool("v", false, "say on stderr why each other test is left out")
+	abi := flag.Int64("landlock", -1, "leave out the tests that require a Landlock ABI above this one (-1: none left out)")
 	flag.Parse()
 	dir := flag.Arg(0)
 	if dir == "" {
@@ -66,7 +71,10 @@ func main() {
 	}
 	var set []string
 	for _, name := range names {
-		why, u := reach(tests[name], nodes)
+		why, u, need := reach(tests[name], nodes)
+		if why == "" && *abi >= 0 && need > *abi {
+			why = fmt.Sprintf("requires Landlock ABI %d (the kernel has %d)", need, *abi)
+		}
 		switch {
 		case why != "":
 			if *verbose {
@@ -152,6 +160,9 @@ func scan(name string, n ast.Node, info *types.Info) *node {
 					nd.engine = "runs provision.sh"
 				}
 			}
+			if id, ok := x.Fun.(*ast.Ident); ok && id.Name == "requireLandlock" && len(x.Args) >= 2 {
+				nd.abi = max(nd.abi, intConst(x.Args[1], info))
+			}
 			if textCall(x) {
 				break
 			}
@@ -212,6 +223,31 @@ func textCall(c *ast.CallExpr) bool {
 	return false
 }
 
+// intConst is the value of an integer constant expression (a literal or
+// a named constant such as landlock.ScopeABI), or 0.
+func intConst(e ast.Expr, info *types.Info) int64 {
+	var id *ast.Ident
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if n, err := strconv.ParseInt(e.Value, 0, 64); err == nil {
+			return n
+		}
+		return 0
+	case *ast.SelectorExpr:
+		id = e.Sel
+	case *ast.Ident:
+		id = e
+	default:
+		return 0
+	}
+	if c, ok := info.Uses[id].(*types.Const); ok {
+		if n, ok := constant.Int64Val(constant.ToInt(c.Val())); ok {
+			return n
+		}
+	}
+	return 0
+}
+
 // literal is a string literal's value, or "".
 func literal(e ast.Expr) string {
 	if b, ok := e.(*ast.BasicLit); ok && b.Kind == token.STRING {
@@ -223,11 +259,13 @@ func literal(e ast.Expr) string {
 }
 
 // reach walks from the declaration at p through what it reaches: why it
-// needs an engine ("" when nothing does) and whether anything on the way
-// runs as the unprivileged user.
-func reach(p token.Pos, nodes map[token.Pos]*node) (string, bool) {
+// needs an engine ("" when nothing does), whether anything on the way
+// runs as the unprivileged user, and the highest Landlock ABI anything
+// on the way requires.
+func reach(p token.Pos, nodes map[token.Pos]*node) (string, bool, int64) {
 	seen := map[token.Pos]bool{}
 	unpriv := false
+	var abi int64
 	var walk func(token.Pos, int) string
 	walk = func(p token.Pos, depth int) string {
 		nd := nodes[p]
@@ -236,6 +274,7 @@ func reach(p token.Pos, nodes map[token.Pos]*node) (string, bool) {
 		}
 		seen[p] = true
 		unpriv = unpriv || nd.unpriv
+		abi = max(abi, nd.abi)
 		if nd.engine != "" {
 			return nd.name + " " + nd.engine
 		}
@@ -246,5 +285,5 @@ func reach(p token.Pos, nodes map[token.Pos]*node) (string, bool) {
 		}
 		return ""
 	}
-	return walk(p, 0), unpriv
+	return walk(p, 0), unpriv, abi
 }

@@ -16,10 +16,12 @@ func TestNativeSet(t *testing.T) {
 	}
 	in := map[string]bool{}
 	unpriv := map[string]bool{}
+	abi := map[string]int64{}
 	for _, n := range names {
-		why, u := reach(tests[n], nodes)
+		why, u, a := reach(tests[n], nodes)
 		in[n] = why == ""
 		unpriv[n] = why == "" && u
+		abi[n] = a
 	}
 	for _, n := range []string{"TestNativeCgroupV2", "TestEscapeOOM", "TestWatcherDeadline", "TestChainControllerKilled", "TestCrashWindowMatrix", "TestEscapeCgroupLeave"} {
 		if !in[n] {
@@ -37,6 +39,12 @@ func TestNativeSet(t *testing.T) {
 	for _, n := range []string{"TestNativeUnprivileged", "TestEscapeCgroupLeave", "TestDoctor"} {
 		if !unpriv[n] {
 			t.Errorf("%s is not in the unprivileged set", n)
+		}
+	}
+	// The Landlock ABI each test requires: a kernel below it fails them.
+	for n, want := range map[string]int64{"TestEscapeScopes": 6, "TestEscapeWriteLimits": 3, "TestNativeCgroupV2": 0, "TestDoctor": 0} {
+		if abi[n] != want {
+			t.Errorf("%s requires Landlock ABI %d by the source; want %d", n, abi[n], want)
 		}
 	}
 	if unpriv["TestWatcherDeadline"] {
