@@ -16,6 +16,9 @@
 #                  root with DW_VM_RUN, then as user with the unprivileged
 #                  set; 5.10 (where native is refused) the CLI checks as
 #                  root alone
+#   DW_VM_TIMEOUT  each run's bound (vm.sh --timeout; default 40m, and 3h
+#                  for the native and unprivileged sets: a TCG guest on
+#                  a busy 2-core host runs the native set in over an hour)
 set -uo pipefail
 
 export PATH=$PATH:/usr/local/go/bin
@@ -54,8 +57,10 @@ start=$(date +%s)
 for run in $plan; do
 	IFS=: read -r g as pat <<<"$run"
 	abi=$("$HERE/vm.sh" landlock "$g") || exit 1
+	timeout=${DW_VM_TIMEOUT:-40m}
 	case "${pat:-}" in
 	native | unprivileged)
+		timeout=${DW_VM_TIMEOUT:-3h}
 		flags=(-landlock "$abi")
 		[ "$pat" = unprivileged ] && flags+=(-unprivileged)
 		pat=$(nativeset "${flags[@]}" -v 2>"$TMP/left") || {
@@ -69,7 +74,7 @@ for run in $plan; do
 	esac
 	t0=$(date +%s)
 	echo "test-vm: === $g as $as ==="
-	"$HERE/vm.sh" test --guest "$g" --as "$as" "$TREE" "${pat:-}"
+	"$HERE/vm.sh" test --guest "$g" --as "$as" --timeout "$timeout" "$TREE" "${pat:-}"
 	rc=$?
 	line=$(printf '%-11s as %-4s exit %3d in %4d s' "$g" "$as" "$rc" $(($(date +%s) - t0)))
 	[ $rc = 0 ] || {

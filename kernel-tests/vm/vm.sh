@@ -303,8 +303,9 @@ qemu_args() {
 		-virtfs "local,path=$out,mount_tag=out,security_model=none"
 }
 
-# parse_run_flags: --guest, --as, --timeout into GUEST AS TIMEOUT; the
-# rest into ARGS.
+# parse_run_flags: --guest, --as, --timeout into GUEST AS TIMEOUT (and
+# TEST_TIMEOUT, the kernel tests' own: 5 minutes less, for the CLI checks
+# and the boot); the rest into ARGS.
 parse_run_flags() {
 	GUEST=v2 AS=root TIMEOUT=${DW_VM_TIMEOUT:-40m} ARGS=()
 	while [ $# -gt 0 ]; do
@@ -329,6 +330,16 @@ parse_run_flags() {
 	done
 	guest_kernel "$GUEST" >/dev/null || die "no guest '$GUEST'; the guests are: ${GUESTS[*]}"
 	case "$AS" in root | user) ;; *) die "--as takes root or user, not '$AS'" ;; esac
+	local min
+	if [[ $TIMEOUT =~ ^([0-9]+)m$ ]]; then
+		min=${BASH_REMATCH[1]}
+	elif [[ $TIMEOUT =~ ^([0-9]+)h$ ]]; then
+		min=$((BASH_REMATCH[1] * 60))
+	else
+		die "--timeout takes whole minutes or hours (40m, 2h), not '$TIMEOUT'"
+	fi
+	[ "$min" -gt 5 ] || die "--timeout $TIMEOUT leaves the kernel tests no time; give more than 5m"
+	TEST_TIMEOUT=$((min - 5))m
 }
 
 # boot TREE OUT: boots $GUEST with OUT/cmd as the command; prints its
@@ -439,7 +450,7 @@ cmd_test() {
 		done
 		cat >>"$out/cmd" <<-EOF
 			export DEATHWATCH_BIN=$(printf %q "$tree/bin") DEATHWATCH_KTEST_TOOLS=/dw/out/tools DEATHWATCH_RIGS=$rigs
-			cd $(printf %q "$tree/kernel-tests") && /dw/out/kernel-tests.test -test.count=1 -test.v -test.timeout=35m -test.run $(printf %q "$pattern")
+			cd $(printf %q "$tree/kernel-tests") && /dw/out/kernel-tests.test -test.count=1 -test.v -test.timeout=$TEST_TIMEOUT -test.run $(printf %q "$pattern")
 			tests=\$?
 			[ \$checks = 0 ] || echo "vm: the CLI checks failed (above)"
 			[ \$tests = 0 ] || echo "vm: the kernel tests failed (exit \$tests)"
