@@ -95,7 +95,9 @@ func TestNativeRefusals(t *testing.T) {
 	})
 	t.Run("cgroup-not-writable", func(t *testing.T) {
 		requireUnprivilegedUserns(t)
-		cmd := ktest.AsUser(ktest.RootlessUser, bins.Supervisor, execArgs("--memory", "64m")...)
+		// Where the test runs: the user's own session has a delegated
+		// subtree, where the limit holds.
+		cmd := ktest.AsUserHere(ktest.RootlessUser, bins.Supervisor, execArgs("--memory", "64m")...)
 		refusal(t, cmd, shared.ExitRefused, "cgroup not writable")
 	})
 	t.Run("no-user-namespaces", func(t *testing.T) {
