@@ -448,7 +448,12 @@ cmd_test() {
 		for t in chainctl escape standin; do
 			(cd "$tree" && CGO_ENABLED=0 go build -trimpath -o "$out/tools/$t" "./kernel-tests/ktest/$t") || die "go build ./kernel-tests/ktest/$t in $tree failed"
 		done
+		# The tini parity tests compare with the host's static tini (the
+		# root image has none): installed in the guest's own root.
+		[ -x /usr/bin/tini-static ] && file_is_static /usr/bin/tini-static || die "no static tini at /usr/bin/tini-static; apt-get install tini (kernel-tests/provision.sh does)"
+		cp /usr/bin/tini-static "$out/tools/tini-static"
 		cat >>"$out/cmd" <<-EOF
+			install -m 0755 /dw/out/tools/tini-static /usr/bin/tini-static
 			export DEATHWATCH_BIN=$(printf %q "$tree/bin") DEATHWATCH_KTEST_TOOLS=/dw/out/tools DEATHWATCH_RIGS=$rigs
 			cd $(printf %q "$tree/kernel-tests") && /dw/out/kernel-tests.test -test.count=1 -test.v -test.timeout=$TEST_TIMEOUT -test.run $(printf %q "$pattern")
 			tests=\$?
