@@ -50,6 +50,7 @@ var engineHelpers = []string{"Docker", "Podman", "RootlessPodman", "K8s", "Requi
 type node struct {
 	name   string
 	engine string      // why it needs an engine itself, or ""
+	picks  string      // an engine it compares a name with (a test that picks that rig), or ""
 	unpriv bool        // it runs something as the unprivileged user itself
 	abi    int64       // the Landlock ABI it requires itself (requireLandlock), or 0
 	refs   []token.Pos // where the package's objects it uses are declared
@@ -178,6 +179,12 @@ func scan(name string, n ast.Node, info *types.Info) *node {
 			if id, ok := x.Fun.(*ast.Ident); ok && id.Name == "rigs" && len(x.Args) == 1 {
 				nd.unpriv = true
 			}
+		case *ast.BinaryExpr:
+			for _, a := range []ast.Expr{x.X, x.Y} {
+				if w := literal(a); engineWords[w] && nd.picks == "" {
+					nd.picks = w
+				}
+			}
 		case *ast.CompositeLit:
 			for _, e := range x.Elts {
 				if w := literal(e); engineWords[w] && nd.engine == "" {
@@ -259,7 +266,8 @@ func literal(e ast.Expr) string {
 }
 
 // reach walks from the declaration at p through what it reaches: why it
-// needs an engine ("" when nothing does), whether anything on the way
+// needs an engine ("" when nothing does; the test itself comparing a
+// name with an engine's counts, a helper's comparison does not), whether anything on the way
 // runs as the unprivileged user, and the highest Landlock ABI anything
 // on the way requires.
 func reach(p token.Pos, nodes map[token.Pos]*node) (string, bool, int64) {
@@ -277,6 +285,11 @@ func reach(p token.Pos, nodes map[token.Pos]*node) (string, bool, int64) {
 		abi = max(abi, nd.abi)
 		if nd.engine != "" {
 			return nd.name + " " + nd.engine
+		}
+		// A test that picks an engine's rig by name needs it; a helper
+		// that compares names serves every rig.
+		if depth == 0 && nd.picks != "" {
+			return fmt.Sprintf("%s picks the %q rig by name", nd.name, nd.picks)
 		}
 		for _, r := range nd.refs {
 			if why := walk(r, depth+1); why != "" {

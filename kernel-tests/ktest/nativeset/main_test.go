@@ -28,7 +28,7 @@ func TestNativeSet(t *testing.T) {
 			t.Errorf("%s is not in the native set", n)
 		}
 	}
-	for _, n := range []string{"TestSupervisorTTY", "TestSupervisorSignals", "TestKubernetesKnobs", "TestSbxExecWalls", "TestProvisionAgain", "TestEscapeAbstractSockets", "TestCopyRoundTrip"} {
+	for _, n := range []string{"TestSupervisorTTY", "TestSupervisorSignals", "TestKubernetesKnobs", "TestSbxExecWalls", "TestProvisionAgain", "TestEscapeAbstractSockets", "TestCopyRoundTrip", "TestProveDeathwatchDeadlineUnseen"} {
 		if !slices.Contains(names, n) {
 			t.Errorf("%s is not a kernel test any more; pick another engine test here", n)
 		}
