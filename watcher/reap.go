@@ -27,7 +27,11 @@ func (w *watcher) reap() {
 			w.mainDone = true
 			w.status = ws
 			w.ended = time.Now()
-			if !w.ending {
+			switch e := w.killedOn.Load(); {
+			case w.ending:
+			case e != nil:
+				w.lost(streamError(*e))
+			default:
 				w.beginEnd(w.endReason(ws), -1, w.grace)
 			}
 		}
