@@ -162,13 +162,20 @@ func TestNativeRootfs(t *testing.T) {
 // Network host keeps the host's interfaces.
 func TestNativeNetworkHost(t *testing.T) {
 	rt, bins := nativeRT(t, native.Options{})
+	// The box's network namespace is the host's own: the same namespace
+	// (a host may have lo alone, which a fresh namespace has too).
+	hostNS, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
 	b := newBox(t, bins)
 	b.Network, b.AllowHostNetwork = "host", true
-	r := runBox(t, rt, b, agentSpec("/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '"), nil)
-	if r.Exit.Code != 0 || strings.TrimSpace(r.Stdout) == "lo" || r.Stdout == "" {
-		t.Fatalf("interfaces %q exit %+v; want the host's", r.Stdout, r.Exit)
+	r := runBox(t, rt, b, agentSpec("/bin/sh", "-c", "readlink /proc/self/ns/net; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ' '"), nil)
+	ns, ifs, _ := strings.Cut(r.Stdout, "\n")
+	if r.Exit.Code != 0 || ns != hostNS {
+		t.Fatalf("network namespace %q exit %+v; want the host's, %s", ns, r.Exit, hostNS)
 	}
-	t.Logf("host interfaces in the box: %s", r.Stdout)
+	t.Logf("host network in the box: %s, interfaces %s", ns, ifs)
 }
 
 // The v2 code path on this machine's unified hierarchy (hybrid: no

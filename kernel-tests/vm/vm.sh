@@ -454,6 +454,10 @@ cmd_test() {
 		cp /usr/bin/tini-static "$out/tools/tini-static"
 		cat >>"$out/cmd" <<-EOF
 			install -m 0755 /dw/out/tools/tini-static /usr/bin/tini-static
+			# The tests' folders (mount sources among them) on the root's
+			# ext4: the guest's /tmp is a tmpfs, whose idmapped mounts
+			# come with Linux 6.3.
+			export TMPDIR=/var/tmp
 			export DEATHWATCH_BIN=$(printf %q "$tree/bin") DEATHWATCH_KTEST_TOOLS=/dw/out/tools DEATHWATCH_RIGS=$rigs
 			cd $(printf %q "$tree/kernel-tests") && /dw/out/kernel-tests.test -test.count=1 -test.v -test.timeout=$TEST_TIMEOUT -test.run $(printf %q "$pattern")
 			tests=\$?
