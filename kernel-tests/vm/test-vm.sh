@@ -17,8 +17,8 @@
 #                  set; 5.10 (where native is refused) the CLI checks as
 #                  root alone
 #   DW_VM_TIMEOUT  each run's bound (vm.sh --timeout; default 40m, and 3h
-#                  for the native and unprivileged sets: a TCG guest on
-#                  a busy 2-core host runs the native set in over an hour)
+#                  for the native and unprivileged sets, which a TCG guest
+#                  on a busy 2-core host runs for far longer than 40m)
 set -uo pipefail
 
 export PATH=$PATH:/usr/local/go/bin
