@@ -73,6 +73,9 @@ func TestNativeIsolation(t *testing.T) {
 		// cgroup's agent child below the watcher (the default bound).
 		"uid": "1000", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "cgroups": "/ /agent", "fds": "0 1 2 3", // ls's own directory is the 3
 	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		want["cgroups"] = "/agent" // pure v2: one hierarchy, the agent's own folder
+	}
 	for k, v := range want {
 		if strings.TrimSpace(got[k]) != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
