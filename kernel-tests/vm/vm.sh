@@ -448,12 +448,16 @@ cmd_test() {
 		for t in chainctl escape standin; do
 			(cd "$tree" && CGO_ENABLED=0 go build -trimpath -o "$out/tools/$t" "./kernel-tests/ktest/$t") || die "go build ./kernel-tests/ktest/$t in $tree failed"
 		done
-		# The tini parity tests compare with the host's static tini (the
-		# root image has none): installed in the guest's own root.
-		[ -x /usr/bin/tini-static ] && file_is_static /usr/bin/tini-static || die "no static tini at /usr/bin/tini-static; apt-get install tini (kernel-tests/provision.sh does)"
-		cp /usr/bin/tini-static "$out/tools/tini-static"
+		# The tini parity tests compare with the host's tini and
+		# dumb-init (the root image has neither; the host's are Debian's,
+		# static or on libc alone): installed in the guest's own root.
+		local c
+		for c in tini-static dumb-init; do
+			[ -x "/usr/bin/$c" ] || die "no /usr/bin/$c for the tini parity tests; apt-get install tini dumb-init (kernel-tests/provision.sh does)"
+			cp "/usr/bin/$c" "$out/tools/$c"
+		done
 		cat >>"$out/cmd" <<-EOF
-			install -m 0755 /dw/out/tools/tini-static /usr/bin/tini-static
+			install -m 0755 /dw/out/tools/tini-static /dw/out/tools/dumb-init /usr/bin/
 			# The tests' folders (mount sources among them) on the root's
 			# ext4: the guest's /tmp is a tmpfs, whose idmapped mounts
 			# come with Linux 6.3.
