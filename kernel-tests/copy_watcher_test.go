@@ -145,14 +145,37 @@ func TestWatcherCopyIn(t *testing.T) {
 	}
 }
 
+// hashRate is how many bytes of zeros this machine hashes with SHA-256
+// in a second, from a 64 MiB sample: what a test hashes and how long it
+// waits for a verification scale with it, so an emulated guest's slower
+// hashing is neither a failure nor an hour's run.
+func hashRate() float64 {
+	const sample = 64 << 20
+	h := sha256.New()
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	for done := 0; done < sample; done += len(buf) {
+		h.Write(buf)
+	}
+	return sample / max(time.Since(start).Seconds(), 1e-3)
+}
+
+// hashBytes is what this machine hashes in d at rate, in whole steps of
+// step bytes, between lo and hi.
+func hashBytes(rate float64, d time.Duration, step, lo, hi int64) int64 {
+	n := int64(rate*d.Seconds()) / step * step
+	return min(max(n, lo), hi)
+}
+
 // TestWatcherCopyInLandedLiveness: the watcher verifies a landed
 // copy-in tree (what an archive put left at /.deathwatch-copy-in/N)
 // off its frame loop: a verification much longer than the heartbeat
-// (4 GiB of a sparse file's zeros to hash, a 1 s heartbeat: a 300 ms one
-// lost to the test's own pinger starved at load 8) is no
+// (a sparse file's zeros to hash, up to 4 GiB: what this machine hashes
+// in 10 s; a 1 s heartbeat: a 300 ms one lost to the test's own pinger
+// starved at load 8) is no
 // silence while the host's pings come, nor is hashing ahead what
-// landed before copy-in-landed comes (256 MiB, while the put would
-// still run), and the agent starts on the verified trees.
+// landed before copy-in-landed comes (up to 256 MiB, while the put
+// would still run), and the agent starts on the verified trees.
 func TestWatcherCopyInLandedLiveness(t *testing.T) {
 	bin := watcherBin(t)
 	stage := "/" + shared.CopyStageDir
@@ -160,17 +183,20 @@ func TestWatcherCopyInLandedLiveness(t *testing.T) {
 		t.Fatalf("%s exists on this host already; remove it", stage)
 	}
 	t.Cleanup(func() { os.RemoveAll(stage) })
+	rate := hashRate()
+	big := hashBytes(rate, 10*time.Second, 64<<20, 256<<20, 4<<30)
+	denseSize := hashBytes(rate, 2*time.Second, 16<<20, 16<<20, 256<<20)
 	os.MkdirAll(filepath.Join(stage, "0"), 0o755)
 	os.MkdirAll(filepath.Join(stage, "1"), 0o755)
 	f, err := os.Create(filepath.Join(stage, "0", "big"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Truncate(4 << 30)
-	f.WriteAt([]byte("end"), 4<<30-3)
+	f.Truncate(big)
+	f.WriteAt([]byte("end"), big-3)
 	f.Close()
 	// Before "big" by name: complete, so hashed ahead (no zero block).
-	dense := make([]byte, 256<<20)
+	dense := make([]byte, denseSize)
 	for i := range dense {
 		dense[i] = byte(i%251 + 1)
 	}
@@ -211,15 +237,15 @@ func TestWatcherCopyInLandedLiveness(t *testing.T) {
 	for _, e := range ends {
 		c.Send(shared.FrameCopyInLanded, e.Marshal())
 	}
-	_, rerr := c.WaitReady(120*time.Second + ktest.Slack)
+	_, rerr := c.WaitReady(120*time.Second + 10*time.Duration(float64(big+denseSize)/rate*float64(time.Second)) + ktest.Slack)
 	took := time.Since(t0)
 	res := c.Wait(30*time.Second + ktest.Slack)
 	expectExit(t, c, res, 0, shared.ReasonExited, true)
-	if want := fmt.Sprintf("alpha %d\n %d\n", 4<<30, 256<<20); c.Stdout() != want {
+	if want := fmt.Sprintf("alpha %d\n %d\n", big, denseSize); c.Stdout() != want {
 		t.Errorf("agent saw %q, want %q (ready: %v)", c.Stdout(), want, rerr)
 	}
 	if took < 2*spec.Heartbeat {
 		t.Errorf("the verification took %s, not twice the %s heartbeat: this run proves nothing of liveness while hashing", took, spec.Heartbeat)
 	}
-	t.Logf("two landed trees (4 GiB sparse + 256 MiB hashed ahead during 2 s of waiting + 5 bytes) verified and moved in %s after copy-in-landed, with a %s heartbeat", took.Round(time.Millisecond), spec.Heartbeat)
+	t.Logf("two landed trees (%d MiB sparse + %d MiB hashed ahead during 2 s of waiting + 5 bytes; %.0f MiB/s hashed here) verified and moved in %s after copy-in-landed, with a %s heartbeat", big>>20, denseSize>>20, rate/(1<<20), took.Round(time.Millisecond), spec.Heartbeat)
 }

@@ -34,6 +34,20 @@ func runtimeRow(rep hostcheck.DoctorReport, name string) hostcheck.DoctorRuntime
 	return hostcheck.DoctorRuntime{}
 }
 
+// landlockWant is doctor's Landlock line on a kernel of Landlock ABI
+// abi: what the box's domain limits, and each wall a kernel below 6.12
+// lacks named with the ABI and the Linux release that brings it.
+func landlockWant(abi int) string {
+	if abi >= landlock.ScopeABI {
+		return fmt.Sprintf("ABI %d: the agent's writes limited to the box's writable paths, its abstract unix sockets and signals scoped to the box", abi)
+	}
+	writes := "the agent's writes limited to the box's writable paths"
+	if abi < landlock.WriteABI {
+		writes = "the agent's writes not limited (needs ABI 3, Linux 6.2)"
+	}
+	return fmt.Sprintf("ABI %d: %s, its abstract unix sockets and signals not scoped (needs ABI 6, Linux 6.12); --require-landlock refuses such a host", abi, writes)
+}
+
 // doctor on every runtime under the required posture: the runtime is
 // usable, the watcher is found (and in the test image, with the host's
 // version), the staging directory is proven bind-visible, the proof
@@ -59,8 +73,8 @@ func TestDoctor(t *testing.T) {
 			if len(rep.Runtimes) != len(supervisor.RuntimeNames()) || rep.Selected != r.Runtime || rep.Cgroup == "" {
 				t.Errorf("runtimes %+v, selected %q, cgroup %q", rep.Runtimes, rep.Selected, rep.Cgroup)
 			}
-			if abi, err := landlock.ABI(); err != nil || rep.Landlock != fmt.Sprintf("ABI %d: the agent's writes limited to the box's writable paths, its abstract unix sockets and signals scoped to the box", abi) {
-				t.Errorf("landlock %q; the kernel's ABI %d (%v)", rep.Landlock, abi, err)
+			if abi, err := landlock.ABI(); err != nil || rep.Landlock != landlockWant(abi) {
+				t.Errorf("landlock %q, want %q; the kernel's ABI %d (%v)", rep.Landlock, landlockWant(abi), abi, err)
 			}
 			row := runtimeRow(rep, r.Runtime)
 			if !row.Usable || row.Version == "" {

@@ -73,6 +73,9 @@ func TestNativeIsolation(t *testing.T) {
 		// cgroup's agent child below the watcher (the default bound).
 		"uid": "1000", "rwmount": "ok", "hello": "from-host", "pwd": "/tmp/w", "cgroups": "/ /agent", "fds": "0 1 2 3", // ls's own directory is the 3
 	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		want["cgroups"] = "/agent" // pure v2: one hierarchy, the agent's own folder
+	}
 	for k, v := range want {
 		if strings.TrimSpace(got[k]) != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
@@ -162,13 +165,20 @@ func TestNativeRootfs(t *testing.T) {
 // Network host keeps the host's interfaces.
 func TestNativeNetworkHost(t *testing.T) {
 	rt, bins := nativeRT(t, native.Options{})
+	// The box's network namespace is the host's own: the same namespace
+	// (a host may have lo alone, which a fresh namespace has too).
+	hostNS, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
 	b := newBox(t, bins)
 	b.Network, b.AllowHostNetwork = "host", true
-	r := runBox(t, rt, b, agentSpec("/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '"), nil)
-	if r.Exit.Code != 0 || strings.TrimSpace(r.Stdout) == "lo" || r.Stdout == "" {
-		t.Fatalf("interfaces %q exit %+v; want the host's", r.Stdout, r.Exit)
+	r := runBox(t, rt, b, agentSpec("/bin/sh", "-c", "readlink /proc/self/ns/net; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ' '"), nil)
+	ns, ifs, _ := strings.Cut(r.Stdout, "\n")
+	if r.Exit.Code != 0 || ns != hostNS {
+		t.Fatalf("network namespace %q exit %+v; want the host's, %s", ns, r.Exit, hostNS)
 	}
-	t.Logf("host interfaces in the box: %s", r.Stdout)
+	t.Logf("host network in the box: %s, interfaces %s", ns, ifs)
 }
 
 // The v2 code path on this machine's unified hierarchy (hybrid: no

@@ -248,7 +248,12 @@ func runDelegated(t *testing.T, bins ktest.Binaries, parent string, leaf *os.Fil
 	if parent != "" {
 		env = append(env, native.EnvCgroupParent+"="+parent)
 	}
-	cmd := ktest.AsUser(ktest.RootlessUser, env[0], append(env[1:], bins.Supervisor, "exec", "--runtime", "native",
+	asUser := ktest.AsUser
+	if leaf != nil {
+		// In the test's leaf: the user's session would move it out.
+		asUser = ktest.AsUserHere
+	}
+	cmd := asUser(ktest.RootlessUser, env[0], append(env[1:], bins.Supervisor, "exec", "--runtime", "native",
 		"--journal", journal, "--watcher", bins.Watcher, "--pids-limit", "40", "--memory", "128m", "--", "/bin/sh", "-c", script)...)
 	if leaf != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(leaf.Fd())}

@@ -95,8 +95,17 @@ func TestNativeRefusals(t *testing.T) {
 	})
 	t.Run("cgroup-not-writable", func(t *testing.T) {
 		requireUnprivilegedUserns(t)
-		cmd := ktest.AsUser(ktest.RootlessUser, bins.Supervisor, execArgs("--memory", "64m")...)
-		refusal(t, cmd, shared.ExitRefused, "cgroup not writable")
+		// Where the test runs: the user's own session has a delegated
+		// subtree, where the limit holds.
+		cmd := ktest.AsUserHere(ktest.RootlessUser, bins.Supervisor, execArgs("--memory", "64m")...)
+		// On v2 the supervisor looks for a delegated subtree above its
+		// own cgroup and says it found none; on v1 it cannot create the
+		// box's folder.
+		want := "cgroup not writable"
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+			want = "no delegated cgroup v2 for uid " + lookupUID(t, ktest.RootlessUser)
+		}
+		refusal(t, cmd, shared.ExitRefused, want)
 	})
 	t.Run("no-user-namespaces", func(t *testing.T) {
 		// A user namespace of our own whose limit forbids further user

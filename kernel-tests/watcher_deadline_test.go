@@ -22,32 +22,41 @@ while :; do busybox sleep 0.1; done
 
 // TestWatcherDeadline: at the deadline every process gets TERM, a
 // TERM-ignoring one gets KILL after the grace, and the exit record says
-// deadline (246).
+// deadline (246). The deadline runs from the agent's start, between the
+// spec's sending and the ready frame: no exit comes before the spec's
+// time plus the deadline, and the ready frame's time bounds how late.
 func TestWatcherDeadline(t *testing.T) {
 	bin := watcherBin(t)
 	const deadline, grace = time.Second, time.Second
 	for _, d := range twoDomains {
 		t.Run(d.name+"/term-ignored", func(t *testing.T) {
+			// Long enough that the look half-way comes before it where
+			// the agent's first output is slow (an emulated guest).
+			const deadline = 3 * time.Second
 			marker := newMarker(t)
 			c := ktest.StartController(t, bin, d.options(false))
 			spec := shellSpec(noTermScript, marker)
 			spec.Deadline, spec.Grace = deadline, grace
+			specAt := time.Now()
 			ready := c.Launch(spec)
 			readyAt := time.Now()
 			marked := waitMarkers(t, c, 5*time.Second, marker, marker+"-noterm")
-			time.Sleep(deadline / 2)
+			time.Sleep(time.Until(specAt.Add(deadline / 2)))
+			if late := time.Since(specAt); late > deadline-200*time.Millisecond {
+				t.Fatalf("the agent's processes showed %s after the spec, too late to look at them before the %s deadline", late, deadline)
+			}
 			requireAlive(t, marked, "half-way to the deadline")
 
 			res := c.Wait(deadline + grace + 5*time.Second)
 			requireDead(t, marked, readyAt, ktest.Slack, "after the watcher exited")
 			expectExit(t, c, res, shared.ExitDeadline, shared.ReasonDeadline, true)
-			took := res.At.Sub(readyAt)
-			t.Logf("ready → watcher exit %s (deadline %s, grace %s); %s; agent pid %d", took.Round(time.Millisecond), deadline, grace, fmtExit(res.Exit), ready.PID)
+			took := res.At.Sub(specAt)
+			t.Logf("spec → watcher exit %s, ready after %s (deadline %s, grace %s); %s; agent pid %d", took.Round(time.Millisecond), readyAt.Sub(specAt).Round(time.Millisecond), deadline, grace, fmtExit(res.Exit), ready.PID)
 			if !strings.Contains(c.Stdout(), "noterm-ignored-TERM") {
 				t.Errorf("the TERM-ignoring process never saw TERM; agent stdout: %q", c.Stdout())
 			}
 			if min := deadline + grace - 200*time.Millisecond; took < min {
-				t.Errorf("the watcher exited %s after ready: a TERM-ignoring process must hold it until deadline+grace (%s)", took, deadline+grace)
+				t.Errorf("the watcher exited %s after the spec: a TERM-ignoring process must hold it until deadline+grace (%s)", took, deadline+grace)
 			}
 		})
 		t.Run(d.name+"/term-respected", func(t *testing.T) {
@@ -55,14 +64,15 @@ func TestWatcherDeadline(t *testing.T) {
 			c := ktest.StartController(t, bin, d.options(false))
 			spec := shellSpec(`busybox sleep 100 & echo started; busybox sleep 100`, marker)
 			spec.Deadline, spec.Grace = deadline, 10*time.Second
+			specAt := time.Now()
 			c.Launch(spec)
 			readyAt := time.Now()
 			res := c.Wait(deadline + 15*time.Second)
 			expectExit(t, c, res, shared.ExitDeadline, shared.ReasonDeadline, true)
 			took := res.At.Sub(readyAt)
-			t.Logf("ready → watcher exit %s (deadline %s, grace %s, everything dies at TERM); %s", took.Round(time.Millisecond), deadline, spec.Grace, fmtExit(res.Exit))
-			if took < deadline-100*time.Millisecond {
-				t.Errorf("the watcher exited %s after ready, before the %s deadline", took, deadline)
+			t.Logf("ready → watcher exit %s, ready %s after the spec (deadline %s, grace %s, everything dies at TERM); %s", took.Round(time.Millisecond), readyAt.Sub(specAt).Round(time.Millisecond), deadline, spec.Grace, fmtExit(res.Exit))
+			if early := res.At.Sub(specAt); early < deadline-100*time.Millisecond {
+				t.Errorf("the watcher exited %s after the spec, before the %s deadline", early, deadline)
 			}
 			if took > deadline+spec.Grace/2 {
 				t.Errorf("the watcher exited %s after ready: it waited for the grace although everything died at TERM", took)

@@ -56,3 +56,31 @@ func TestLeaveAgentCgroup(t *testing.T) {
 		t.Errorf("the agent ran although the watcher could not leave its cgroup")
 	}
 }
+
+// TestMain runs the hold stage when the test binary is started as one
+// (spawnHeld forks /proc/self/exe, which is this binary here).
+func TestMain(m *testing.M) {
+	if HoldRequested(os.Args) {
+		os.Exit(HoldMain(os.Args))
+	}
+	os.Exit(m.Run())
+}
+
+// An agent whose exec fails in the hold stage reports the exec's error,
+// as ForkExec would, and a missing command is the exit status 127 of
+// every runtime.
+func TestSpawnHeldExecError(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	pid, err := spawn(&agent{Path: "/nonexistent/agent", Argv: []string{"agent"}, Files: []uintptr{0, 1, 2}, LeaveCgroup: int(w.Fd())})
+	if pid != 0 || err != syscall.ENOENT {
+		t.Errorf("spawn of a missing agent held: pid %d, %v; want 0, ENOENT", pid, err)
+	}
+	if got := execStatus(err); got != 127 {
+		t.Errorf("execStatus = %d, want 127", got)
+	}
+}

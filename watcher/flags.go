@@ -38,7 +38,7 @@ type Config struct {
 	// WatcherCgroupFD is a v2 cgroup's "cgroup.procs" file, opened by
 	// the host: the watcher moves itself there once it has forked the
 	// agent, which stays in the cgroup they shared (see
-	// leaveAgentCgroup); 0 when there is none.
+	// spawnHeld); 0 when there is none.
 	WatcherCgroupFD int
 	// LiveFD is the read end of the native runtime's live pipe (see
 	// livefifo.go); 0 when there is none.

@@ -80,8 +80,6 @@ func (w *watcher) watchLive(f *os.File) {
 			break
 		}
 	}
-	if w.agentUp.Load() {
-		killAll(syscall.SIGKILL)
-	}
+	w.killOnStream(errLiveEOF)
 	w.frames <- frameEvent{err: errLiveEOF}
 }

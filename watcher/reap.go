@@ -22,14 +22,16 @@ func (w *watcher) reap() {
 			return
 		case err != nil || pid <= 0:
 			return
-		case ws.Stopped():
-			continue // the agent's stop at its exec, traced (leaveAgentCgroup)
 		}
 		if pid == w.mainPid && !w.mainDone {
 			w.mainDone = true
 			w.status = ws
 			w.ended = time.Now()
-			if !w.ending {
+			switch e := w.killedOn.Load(); {
+			case w.ending:
+			case e != nil:
+				w.lost(streamError(*e))
+			default:
 				w.beginEnd(w.endReason(ws), -1, w.grace)
 			}
 		}

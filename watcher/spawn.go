@@ -49,7 +49,7 @@ type agent struct {
 	CgroupTasks int
 	// LeaveCgroup is a v2 "cgroup.procs" file the watcher moves itself
 	// to once it has forked the agent, which stays in the cgroup they
-	// shared (0: none; see leaveAgentCgroup).
+	// shared (0: none; see spawnHeld).
 	LeaveCgroup int
 	// Setpgid makes the agent lead a process group of its own;
 	// Foreground also makes that group the foreground group of the
@@ -69,10 +69,6 @@ func spawnAttr(a *agent) *syscall.ProcAttr {
 		Files: a.Files,
 		// Ctty 0: with Setctty or Foreground, the child's fd 0 is the terminal.
 		Sys: &syscall.SysProcAttr{Setsid: a.Setsid, Setctty: a.Setctty, Setpgid: a.Setpgid, Foreground: a.Foreground},
-	}
-	if a.LeaveCgroup > 0 {
-		// Stopped at its exec until the watcher has left its cgroup.
-		attr.Sys.Ptrace = true
 	}
 	if a.Cred != nil {
 		c := *a.Cred
@@ -135,11 +131,10 @@ func spawnTainted(a *agent) (int, error) {
 		if err == nil {
 			err = taintThread(a)
 		}
-		if err == nil {
-			pid, err = syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
-		}
 		if err == nil && a.LeaveCgroup > 0 {
-			err = leaveAgentCgroup(pid, a.LeaveCgroup)
+			pid, err = spawnHeld(a)
+		} else if err == nil {
+			pid, err = syscall.ForkExec(a.Path, a.Argv, spawnAttr(a))
 		}
 		close(finished)
 	}

@@ -46,6 +46,11 @@ type watcher struct {
 	// agentUp is set once the agent exists: from then on the end of
 	// the control stream kills the box where it is read (readFrames).
 	agentUp atomic.Bool
+	// killedOn is the stream error on which a reader thread SIGKILLed
+	// the box (killOnStream), set before the kill: the reaper can see
+	// the deaths before the loop sees the error, and ends the box as
+	// that liveness loss, never as the agent's own death.
+	killedOn atomic.Pointer[error]
 	// pty is the master of the agent's terminal (a tty spec); stdin
 	// feeds the agent's input (a stdin or tty spec). See stdin.go.
 	pty   *os.File
@@ -222,6 +227,16 @@ func (w *watcher) watch(deadline, heartbeat time.Duration) {
 			killAll(syscall.SIGKILL)
 		}
 	}
+}
+
+// killOnStream SIGKILLs the box for the stream error err once the agent
+// runs, noting err first (killedOn); before that it does nothing.
+func (w *watcher) killOnStream(err error) {
+	if !w.agentUp.Load() {
+		return
+	}
+	w.killedOn.CompareAndSwap(nil, &err)
+	killAll(syscall.SIGKILL)
 }
 
 // watchParent closes gone when the outer watcher's end of the pipe
@@ -446,8 +461,8 @@ func (w *watcher) readFrames(r io.Reader) {
 	fr := shared.NewReader(bufio.NewReaderSize(r, 64<<10))
 	for {
 		f, err := fr.Next()
-		if err != nil && w.agentUp.Load() {
-			killAll(syscall.SIGKILL)
+		if err != nil {
+			w.killOnStream(err)
 		}
 		w.frames <- frameEvent{f, err}
 		if err != nil {

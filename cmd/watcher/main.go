@@ -1,6 +1,8 @@
 // Command watcher is PID 1 of a deathwatch box. See package watcher.
 // Started as the native runtime's box init stage (boxinit.Arg last), it
-// builds the box's file system first, then goes on as the watcher.
+// builds the box's file system first, then goes on as the watcher; as
+// an agent's hold stage (watcher.HoldRequested), it execs the agent
+// when the watcher lets it go.
 //
 // The runtime's container-aware GOMAXPROCS re-reads cgroup files in
 // the background; PID 1 of a box has no use for that.
@@ -18,6 +20,9 @@ import (
 )
 
 func main() {
+	if watcher.HoldRequested(os.Args) {
+		os.Exit(watcher.HoldMain(os.Args))
+	}
 	args := os.Args[1:]
 	if boxinit.Requested(os.Args) {
 		var code int

@@ -453,11 +453,22 @@ func UserEnv(user string) []string {
 // AsUser returns a command that runs name args as user, the way the
 // rootless engine tests need it: through runuser, with the user's
 // UserEnv, from / (rootless Podman fails in a working directory the
-// user cannot enter, such as /root).
+// user cannot enter, such as /root), in the user's session when
+// EnvUserSession says so.
 func AsUser(user, name string, args ...string) *exec.Cmd {
+	return runuser(user, sessionArgv(name, args))
+}
+
+// AsUserHere is AsUser where the test runs, never in the user's
+// session: for a command the test puts in a cgroup of its own, or one
+// that must run outside every subtree delegated to the user.
+func AsUserHere(user, name string, args ...string) *exec.Cmd {
+	return runuser(user, append([]string{name}, args...))
+}
+
+func runuser(user string, command []string) *exec.Cmd {
 	argv := append([]string{"-u", user, "--", "env"}, UserEnv(user)...)
-	argv = append(append(argv, name), args...)
-	cmd := exec.Command("runuser", argv...)
+	cmd := exec.Command("runuser", append(argv, command...)...)
 	cmd.Dir = "/"
 	return cmd
 }

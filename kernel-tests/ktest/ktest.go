@@ -72,7 +72,8 @@ func UserIDs(t testing.TB, name string) (uid, gid int) {
 // CommandAs runs name as user ("" for root) in a minimal environment
 // (PATH, HOME, and for a user USER and its UserEnv) plus env, from
 // /: what a controller running as that user would pass, and nothing of
-// the test's own environment.
+// the test's own environment. A user's command runs in the user's
+// session when EnvUserSession says so.
 func CommandAs(username string, env []string, name string, args ...string) *exec.Cmd {
 	base := []string{"PATH=" + os.Getenv("PATH")}
 	if username == "" {
@@ -81,7 +82,7 @@ func CommandAs(username string, env []string, name string, args ...string) *exec
 		return cmd
 	}
 	u, _ := user.Lookup(username)
-	cmd := exec.Command("setpriv", append([]string{"--reuid", u.Uid, "--regid", u.Gid, "--init-groups", "--", name}, args...)...)
+	cmd := exec.Command("setpriv", append([]string{"--reuid", u.Uid, "--regid", u.Gid, "--init-groups", "--"}, sessionArgv(name, args)...)...)
 	cmd.Env = append(append(append(base, "HOME="+u.HomeDir, "USER="+username), UserEnv(username)...), env...)
 	cmd.Dir = "/"
 	return cmd

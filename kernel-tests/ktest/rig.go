@@ -102,6 +102,27 @@ func MachineRigs(env string) ([]string, error) {
 	return out, nil
 }
 
+// RigsOf are those of names this machine has (MachineRigs), in the
+// order given; a test that takes any of several rigs fails when none is
+// there.
+func RigsOf(t *testing.T, names ...string) []string {
+	t.Helper()
+	have, err := MachineRigs(os.Getenv("DEATHWATCH_RIGS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		if slices.Contains(have, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("this test needs one of the rigs %v, none of which this machine has (DEATHWATCH_RIGS=%s)", names, os.Getenv("DEATHWATCH_RIGS"))
+	}
+	return out
+}
+
 // Setup gives the rig its test, a fresh instance (PREFIX-PID-N) and a
 // folder the rig's user owns, removed when the test ends.
 func (r *Rig) Setup(t *testing.T, prefix string) {

@@ -15,8 +15,13 @@
 #                   SIGKILLed supervisor, reconcile) in guest G, then, as
 #                   root, the kernel tests matching PATTERN (-test.run;
 #                   go test -c ./kernel-tests/ in TREE); '' runs the CLI
-#                   checks alone, which is what --as user takes
+#                   checks alone. --as user: the CLI checks as the test
+#                   user, and the kernel tests with the native-unprivileged
+#                   rig alone, every supervisor the user's, under systemd
+#                   in the user's own session (ktest.EnvUserSession)
 #   vm.sh guests    the guests' names, one a line
+#   vm.sh landlock G
+#                   the Landlock ABI of guest G's kernel (0: none)
 #   vm.sh reset     removes the cache (a fresh machine's first build)
 #
 # Guests (G): v2 (6.1, pure cgroup v2, a minimal init: no systemd),
@@ -31,6 +36,9 @@
 # run prints at its end); /tmp a tmpfs; no network but lo; Debian
 # bookworm's userland (bash, busybox, util-linux, procps, iproute2,
 # python3, uidmap, tmux).
+#
+# DW_VM_SYSCTL: KEY=VALUE words the guest's kernel sets at boot (its
+# sysctl.KEY=VALUE parameters), e.g. kernel.yama.ptrace_scope=3.
 #
 # Exit status: the command's own; 125 when the guest ends without a
 # result (the console log's tail says why), 2 for a usage error, 1 when
@@ -83,6 +91,15 @@ guest_init() {
 	case "$1" in
 	v2-systemd) echo systemd ;;
 	*) echo plain ;;
+	esac
+}
+# guest_landlock G: the Landlock ABI of G's kernel (Debian's 6.1 has
+# ABI 2; Landlock came with 5.13).
+guest_landlock() {
+	case "$1" in
+	v2 | v2-systemd) echo 2 ;;
+	5.10) echo 0 ;;
+	*) return 1 ;;
 	esac
 }
 GUESTS=(v2 v2-systemd 5.10)
@@ -272,18 +289,23 @@ qemu_args() {
 	k=$CACHE/kernel-$(guest_kernel "$guest")
 	local cpu=max
 	[ "$acc" = kvm ] && cpu=host
+	local sysctls="" kv
+	for kv in ${DW_VM_SYSCTL:-}; do
+		sysctls="$sysctls sysctl.$kv"
+	done
 	printf '%s\n' qemu-system-x86_64 -machine q35 -accel "$acc" -cpu "$cpu" -smp 2 -m 3G \
 		-nodefaults -no-reboot -display none -monitor none \
 		-serial "file:$out/console.log" \
 		-kernel "$k/vmlinux" -initrd "$k/initrd.gz" \
-		-append "console=ttyS0 quiet panic=-1 cgroup_no_v1=all dw.init=$(guest_init "$guest") dw.tree=$tree" \
+		-append "console=ttyS0 quiet panic=-1 cgroup_no_v1=all dw.init=$(guest_init "$guest") dw.tree=$tree$sysctls" \
 		-drive "file=$CACHE/root.img,if=virtio,format=raw,snapshot=on" \
 		-virtfs "local,path=$tree,mount_tag=tree,security_model=none,readonly=on" \
 		-virtfs "local,path=$out,mount_tag=out,security_model=none"
 }
 
-# parse_run_flags: --guest, --as, --timeout into GUEST AS TIMEOUT; the
-# rest into ARGS.
+# parse_run_flags: --guest, --as, --timeout into GUEST AS TIMEOUT (and
+# TEST_TIMEOUT, the kernel tests' own: 5 minutes less, for the CLI checks
+# and the boot); the rest into ARGS.
 parse_run_flags() {
 	GUEST=v2 AS=root TIMEOUT=${DW_VM_TIMEOUT:-40m} ARGS=()
 	while [ $# -gt 0 ]; do
@@ -308,6 +330,16 @@ parse_run_flags() {
 	done
 	guest_kernel "$GUEST" >/dev/null || die "no guest '$GUEST'; the guests are: ${GUESTS[*]}"
 	case "$AS" in root | user) ;; *) die "--as takes root or user, not '$AS'" ;; esac
+	local min
+	if [[ $TIMEOUT =~ ^([0-9]+)m$ ]]; then
+		min=${BASH_REMATCH[1]}
+	elif [[ $TIMEOUT =~ ^([0-9]+)h$ ]]; then
+		min=$((BASH_REMATCH[1] * 60))
+	else
+		die "--timeout takes whole minutes or hours (40m, 2h), not '$TIMEOUT'"
+	fi
+	[ "$min" -gt 5 ] || die "--timeout $TIMEOUT leaves the kernel tests no time; give more than 5m"
+	TEST_TIMEOUT=$((min - 5))m
 }
 
 # boot TREE OUT: boots $GUEST with OUT/cmd as the command; prints its
@@ -329,7 +361,7 @@ boot() {
 		say "$GUEST" "waiting for another guest to end (one at a time: $CACHE/run.lock)"
 		flock 9
 	fi
-	say "$GUEST" "booting ($acc, $(cut -d' ' -f1 "$CACHE/kernel-$(guest_kernel "$GUEST")/release"), $(guest_init "$GUEST") init, as $AS; output below, files in $out)"
+	say "$GUEST" "booting ($acc, $(cut -d' ' -f1 "$CACHE/kernel-$(guest_kernel "$GUEST")/release"), $(guest_init "$GUEST") init${DW_VM_SYSCTL:+, sysctl $DW_VM_SYSCTL}, as $AS; output below, files in $out)"
 	start=$(date +%s)
 	# qemu dies with this script however it ends (the parent-death
 	# signal on timeout and on qemu), and at TIMEOUT.
@@ -389,12 +421,25 @@ cmd_test() {
 	parse_run_flags "$@"
 	set -- "${ARGS[@]}"
 	[ $# = 2 ] || usage
-	local tree pattern out
+	local tree pattern out rigs=native,native-unprivileged
 	tree=$(realpath "$1") pattern=$2
-	[ "$AS" = root ] || [ -z "$pattern" ] || die "the kernel tests run as root; --as user runs the CLI checks alone (give '' as the pattern)"
 	out=$(mktemp -d /var/tmp/dw-vm-XXXXXX)
 	install -m 0755 "$HERE/guest/cli-checks" "$out/cli-checks"
 	printf '#!/bin/bash\n/dw/out/cli-checks %q\nchecks=$?\n' "$tree" >"$out/cmd"
+	if [ -n "$pattern" ] && [ "$AS" = user ]; then
+		# The user's run: the CLI checks as the user (dw-run), the kernel
+		# tests as root with the unprivileged rig alone, each supervisor
+		# the user's; under systemd in the user's own session.
+		rigs=native-unprivileged
+		cat >"$out/cmd" <<-EOF
+			#!/bin/bash
+			/dw/out/as-user /dw/out/cli-checks $(printf %q "$tree")
+			checks=\$?
+			[ -d /run/systemd/system ] && export DEATHWATCH_USER_SESSION=systemd
+		EOF
+		user_runner >"$out/as-user"
+		chmod 0755 "$out/as-user"
+	fi
 	if [ -n "$pattern" ]; then
 		# The test binary and the ktest programs, built here: the guest
 		# has no Go.
@@ -403,9 +448,22 @@ cmd_test() {
 		for t in chainctl escape standin; do
 			(cd "$tree" && CGO_ENABLED=0 go build -trimpath -o "$out/tools/$t" "./kernel-tests/ktest/$t") || die "go build ./kernel-tests/ktest/$t in $tree failed"
 		done
+		# The tini parity tests compare with the host's tini and
+		# dumb-init (the root image has neither; the host's are Debian's,
+		# static or on libc alone): installed in the guest's own root.
+		local c
+		for c in tini-static dumb-init; do
+			[ -x "/usr/bin/$c" ] || die "no /usr/bin/$c for the tini parity tests; apt-get install tini dumb-init (kernel-tests/provision.sh does)"
+			cp "/usr/bin/$c" "$out/tools/$c"
+		done
 		cat >>"$out/cmd" <<-EOF
-			export DEATHWATCH_BIN=$(printf %q "$tree/bin") DEATHWATCH_KTEST_TOOLS=/dw/out/tools DEATHWATCH_RIGS=native,native-unprivileged
-			cd $(printf %q "$tree/kernel-tests") && /dw/out/kernel-tests.test -test.count=1 -test.v -test.timeout=35m -test.run $(printf %q "$pattern")
+			install -m 0755 /dw/out/tools/tini-static /dw/out/tools/dumb-init /usr/bin/
+			# The tests' folders (mount sources among them) on the root's
+			# ext4: the guest's /tmp is a tmpfs, whose idmapped mounts
+			# come with Linux 6.3.
+			export TMPDIR=/var/tmp
+			export DEATHWATCH_BIN=$(printf %q "$tree/bin") DEATHWATCH_KTEST_TOOLS=/dw/out/tools DEATHWATCH_RIGS=$rigs
+			cd $(printf %q "$tree/kernel-tests") && /dw/out/kernel-tests.test -test.count=1 -test.v -test.timeout=$TEST_TIMEOUT -test.run $(printf %q "$pattern")
 			tests=\$?
 			[ \$checks = 0 ] || echo "vm: the CLI checks failed (above)"
 			[ \$tests = 0 ] || echo "vm: the kernel tests failed (exit \$tests)"
@@ -415,7 +473,29 @@ cmd_test() {
 	else
 		echo 'exit $checks' >>"$out/cmd"
 	fi
+	# The user's run with kernel tests boots as root (the tests need it).
+	[ -n "$pattern" ] && AS=root
 	boot "$tree" "$out"
+}
+
+# user_runner: a script that runs its arguments as the test user the way
+# dw-run runs a user's command (under systemd in the user's manager,
+# systemd-run --user), for a root command that runs a step as the user.
+user_runner() {
+	cat <<-'EOF'
+		#!/bin/bash
+		if [ -d /run/systemd/system ]; then
+			i=0
+			until [ -S /run/user/2345/bus ] && systemctl -q is-active user@2345.service; do
+				i=$((i + 1))
+				[ $i -gt 600 ] && break
+				sleep 0.1
+			done
+			exec runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/2345/bus \
+				systemd-run --user --quiet --wait --pipe --collect "$@"
+		fi
+		exec runuser -u dwtest -- env XDG_RUNTIME_DIR=/run/user/2345 "$@"
+	EOF
 }
 
 case "${1:-}" in
@@ -429,6 +509,9 @@ test)
 	cmd_test "$@"
 	;;
 guests) printf '%s\n' "${GUESTS[@]}" ;;
+landlock)
+	guest_landlock "${2:-}" || die "no guest '${2:-}'; the guests are: ${GUESTS[*]}"
+	;;
 reset) cmd_reset ;;
 -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
 *) usage ;;

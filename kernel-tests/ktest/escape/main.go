@@ -27,6 +27,8 @@
 //	escape abstract-self  listen on an abstract socket and connect to it
 //	escape kill-cmd ARG…  say uid=UID:GID, wait for another process whose
 //	                      argv is ARG…, signal 0 to it (kill-cmd=…)
+//	escape cgroup-leave   leave its cgroup every way it can name (see
+//	                      escapeCgroupLeave)
 package main
 
 import (
@@ -226,6 +228,10 @@ func main() {
 		escapeAbstractSelf()
 	case "kill-cmd":
 		escapeKillCmd(args[1:])
+	case "cgroup-leave":
+		escapeCgroupLeave(false)
+	case "cgroup-leave-nested":
+		escapeCgroupLeave(true)
 	case "oom-score":
 		b, err := os.ReadFile("/proc/self/oom_score_adj")
 		fmt.Printf("oom_score_adj=%s%v\n", strings.TrimSpace(string(b)), errOrEmpty(err))
