@@ -3,7 +3,6 @@ package kerneltests
 import (
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -106,18 +105,7 @@ func TestK8sClusterLogChannels(t *testing.T) {
 	if k8sGone(pid) {
 		t.Fatalf("head (pid %d) ended while its exec client was live; stderr: %s", pid, relayErr.String())
 	}
-	killed := time.Now()
-	if err := relay.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	relay.Wait()
-	for deadline := killed.Add(ktest.Slack); !k8sGone(pid) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	if !k8sGone(pid) {
-		t.Fatalf("head (pid %d) still runs %v after its kubectl exec -i was SIGKILLed", pid, ktest.Slack)
-	}
-	t.Logf("SIGKILL of kubectl exec -i -> the exec'd head gone: %v", time.Since(killed).Round(100*time.Microsecond))
+	k8sKillClient(t, relay, pid, "head", "kubectl exec -i")
 	if k8sGone(k8sPodPid(uid, "cat")) {
 		t.Fatalf("PID 1 (cat) ended with the exec session")
 	}
