@@ -78,7 +78,7 @@ func TestK8sClusterLogChannels(t *testing.T) {
 	if strings.TrimSpace(out) != "exec-out" {
 		t.Fatalf("kubectl exec stdout %q, want exec-out", out)
 	}
-	time.Sleep(2 * time.Second) // the kubelet's log copy has caught up with PID 1's echo above by now
+	time.Sleep(2 * time.Second) // time for a copy of the exec's output, were there one, to reach the log
 	if l := logs(); strings.Contains(l, "exec-out") || strings.Contains(l, "exec-err") {
 		t.Fatalf("the log holds an exec session's output:\n%s", l)
 	}
