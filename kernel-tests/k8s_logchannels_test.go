@@ -1,6 +1,7 @@
 package kerneltests
 
 import (
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
@@ -83,22 +84,43 @@ func TestK8sClusterLogChannels(t *testing.T) {
 		t.Fatalf("the log holds an exec session's output:\n%s", l)
 	}
 
-	// SIGKILL of an exec client ends its process's stdin.
-	relay := exec.Command(ktest.K8sKubectl, "--kubeconfig", k.Kubeconfig, "-n", k.Namespace, "exec", "-i", name, "-c", "c", "--", "head", "-c", "1000000000")
-	var relayErr syncBuffer
-	relay.Stderr = &relayErr
-	relayIn, err := relay.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay.Stdout = &syncBuffer{}
-	if err := relay.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer relay.Process.Kill()
-	var pid int
-	if !k8sWaitFor(60*time.Second, func() bool { pid = k8sPodPid(uid, "head"); return pid != 0 }) {
-		t.Fatalf("no process head in pod %s 60 s after kubectl exec -i; stderr: %s", name, relayErr.String())
+	// SIGKILL of an exec client ends its process's stdin. Under load the
+	// OCI runtime can fail to start an exec'd process at all (an error on
+	// kubectl's stderr, no process): such a start is logged and tried again.
+	var (
+		relay    *exec.Cmd
+		relayIn  io.WriteCloser
+		relayErr *syncBuffer
+		pid      int
+	)
+	for try := 1; pid == 0; try++ {
+		relay = exec.Command(ktest.K8sKubectl, "--kubeconfig", k.Kubeconfig, "-n", k.Namespace, "exec", "-i", name, "-c", "c", "--", "head", "-c", "1000000000")
+		relayErr = &syncBuffer{}
+		relay.Stdout, relay.Stderr = &syncBuffer{}, relayErr
+		var err error
+		if relayIn, err = relay.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		if err := relay.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer relay.Process.Kill()
+		failed := false
+		if !k8sWaitFor(60*time.Second, func() bool {
+			pid = k8sPodPid(uid, "head")
+			failed = pid == 0 && strings.Contains(relayErr.String(), "error")
+			return pid != 0 || failed
+		}) {
+			t.Fatalf("no process head in pod %s 60 s after kubectl exec -i; stderr: %s", name, relayErr.String())
+		}
+		if failed {
+			if try == 3 {
+				t.Fatalf("kubectl exec -i failed to start head %d times; last stderr: %s", try, relayErr.String())
+			}
+			t.Logf("kubectl exec -i, try %d: %s", try, strings.TrimSpace(relayErr.String()))
+			relay.Process.Kill()
+			relay.Wait()
+		}
 	}
 	relayIn.Write([]byte("x\n"))
 	time.Sleep(500 * time.Millisecond)
