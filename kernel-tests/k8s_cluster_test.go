@@ -223,6 +223,27 @@ func k8sGone(pid int) bool {
 	return i < 0 || strings.HasPrefix(s[i+1:], " Z") || strings.HasPrefix(s[i+1:], " X")
 }
 
+// k8sKillClient SIGKILLs client, a kubectl attached to the process pid
+// (named comm) in a pod, fails the test unless that process is gone within
+// ktest.Slack, logs how long it took and returns when the SIGKILL was sent.
+func k8sKillClient(t *testing.T, client *exec.Cmd, pid int, comm, what string) time.Time {
+	t.Helper()
+	killed := time.Now()
+	if err := client.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	client.Wait()
+	// Polled every millisecond: the figure is the point here.
+	for deadline := killed.Add(ktest.Slack); !k8sGone(pid) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if !k8sGone(pid) {
+		t.Fatalf("%s (pid %d) still runs %v after its %s was SIGKILLed", comm, pid, ktest.Slack, what)
+	}
+	t.Logf("SIGKILL of %s -> the container's %s gone: %v", what, comm, time.Since(killed).Round(100*time.Microsecond))
+	return killed
+}
+
 // TestK8sClusterStdinOnceEOF: a container with stdin and stdinOnce whose
 // attached client is SIGKILLed sees its stdin end; `cat` then exits and the
 // pod ends Succeeded. This is the channel the kubernetes runtime builds on.
@@ -279,19 +300,7 @@ func TestK8sClusterStdinOnceEOF(t *testing.T) {
 		t.Fatalf("cat (pid %d) ended while the client was still attached", pid)
 	}
 
-	killed := time.Now()
-	if err := attach.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	attach.Wait()
-	// Polled every millisecond: the figure is the point here.
-	for deadline := killed.Add(ktest.Slack); !k8sGone(pid) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	if !k8sGone(pid) {
-		t.Fatalf("cat (pid %d) still runs %v after the attached kubectl was SIGKILLed", pid, ktest.Slack)
-	}
-	t.Logf("SIGKILL of kubectl attach -> the container's cat gone: %v", time.Since(killed).Round(100*time.Microsecond))
+	killed := k8sKillClient(t, attach, pid, "cat", "kubectl attach")
 	if !k8sWaitFor(60*time.Second, func() bool { return phase() == "Succeeded" }) {
 		t.Fatalf("pod %s phase %q 60 s after its process ended, want Succeeded", name, phase())
 	}
