@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"deathwatch/supervisor/journal"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -149,15 +147,18 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	if in.raw {
 		stderr = crlf{stderr}
 	}
-	c.code = supervisor.Exec(context.Background(), o, &supervisor.ExecIO{
+	o.IO = supervisor.ExecIO{
 		Stdout: c.stdout, Stderr: stderr, Log: g.logger(stderr), Events: ev, Signals: sigs,
 		EngineEnv: engineEnv(env, e.Env), Stdin: in.stdin, Resize: in.resize, Controller: ctrl,
+		Say: g.sayer(stderr),
 		ProveBind: func(ctx context.Context, runtime, dir string) (bool, string) {
 			st := e.stagingProbe(ctx, g, c, o, env, runtime, dir)
 			return st.Mode == "bind", st.Detail
 		},
-	})
-	return nil
+	}
+	res, err := supervisor.Exec(context.Background(), *o)
+	c.code = res.Code
+	return err
 }
 
 // copies is the copy party of o (options puts one in).
@@ -168,140 +169,6 @@ func copies(o *supervisor.ExecOptions) *boxcopy.Copies {
 		}
 	}
 	return boxcopy.New(boxcopy.Options{})
-}
-
-// options turns the flags into supervisor.ExecOptions, refusing what is bad before
-// anything exists.
-func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, error) {
-	o := &supervisor.ExecOptions{
-		Instance: g.Instance, JournalDir: g.journalDir(), Runtime: e.Runtime, Image: e.Image,
-		NamePrefix: e.Name, RunKey: e.RunKey, Workdir: e.Workdir, PidsLimit: e.PidsLimit,
-		Network: e.Network, NetworkSet: e.Network != "", Deadline: e.Deadline, Grace: e.Grace, Heartbeat: e.Heartbeat,
-		AllowRootful: e.AllowRootful, AllowUserns: e.AllowUserns, AllowHostNetwork: e.AllowHostNet, WatcherInImage: e.WatcherInImage, Argv: e.Command,
-		TTY: e.TTY, Stdin: e.Stdin, ReadWriteRoot: e.ReadWriteRoot, RequireLandlock: e.RequireLandlock,
-	}
-	if len(e.HostPort) > 0 {
-		o.HostPorts = e.HostPort
-	}
-	switch o.Network {
-	case "":
-		o.Network = "none"
-	case "none", "bridge", "host":
-	default:
-		return nil, supervisor.UsageError("--network %q: want none, bridge or host", e.Network)
-	}
-	switch {
-	case e.Template != "" && e.Image != "" && e.Template != e.Image:
-		return nil, supervisor.UsageError("--template %s and --image %s name two things; pass one", e.Template, e.Image)
-	case e.Template != "":
-		o.Image = e.Template
-	}
-	// On the command line 0 is the explicit "off"; in ExecOptions 0
-	// means "the default".
-	if e.Deadline == 0 {
-		o.Deadline = supervisor.Disabled
-	}
-	if e.Heartbeat == 0 {
-		o.Heartbeat = supervisor.Disabled
-	}
-	// kong keeps the "--" that ends the flags in a partial passthrough.
-	if len(o.Argv) > 0 && o.Argv[0] == "--" {
-		o.Argv = o.Argv[1:]
-	}
-	if !journal.ValidName(g.Instance) {
-		return nil, supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
-	}
-	if !journal.ValidName(e.Name) || len(e.Name) > 40 {
-		return nil, supervisor.UsageError("--name %q: use letters, digits, '_', '.', '-' (at most 40)", e.Name)
-	}
-	if e.RunKey != "" && (strings.ContainsAny(e.RunKey, "\n\x00,") || len(e.RunKey) > 256) {
-		return nil, supervisor.UsageError("--run-key: no newline, NUL or comma, at most 256 bytes")
-	}
-	if len(o.Argv) == 0 {
-		return nil, supervisor.UsageError("name the agent command after --, e.g. supervisor exec --image IMAGE -- echo hi")
-	}
-	if e.Deadline < 0 || e.Grace < 0 || e.Heartbeat < 0 {
-		return nil, supervisor.UsageError("--deadline, --grace and --heartbeat must not be negative")
-	}
-	if e.Heartbeat > 0 && e.Heartbeat < 30*time.Millisecond {
-		return nil, supervisor.UsageError("--heartbeat %s is too short (at least 30ms)", e.Heartbeat)
-	}
-	if e.PidsLimit < 0 {
-		return nil, supervisor.UsageError("--pids-limit must not be negative")
-	}
-	var err error
-	if o.Labels, err = parseLabels(e.Label); err != nil {
-		return nil, err
-	}
-	if o.AgentEnv, err = resolveEnv(e.Env, e.EnvFile, c.getenv); err != nil {
-		return nil, err
-	}
-	if o.Mounts, err = parseMounts(e.Mount); err != nil {
-		return nil, err
-	}
-	if e.MountOwner != "" {
-		uid, gid, err := parseUser(e.MountOwner)
-		if err != nil {
-			return nil, supervisor.UsageError("--mount-owner %q: %w", e.MountOwner, err)
-		}
-		if uid == 0 || gid == 0 {
-			return nil, supervisor.RefusedError("--mount-owner %q: root is never mapped onto the agent; name a host account that is not root", e.MountOwner)
-		}
-		o.MountOwner = &supervisor.HostIDs{UID: uid, GID: gid}
-	}
-	var co boxcopy.Options
-	if co.In, co.Out, err = parseCopies(e.CopyIn, e.CopyOut); err != nil {
-		return nil, err
-	}
-	if limit, err := parseBytes(e.CopyOutLimit); err != nil {
-		return nil, supervisor.UsageError("--copy-out-limit %q: %w", e.CopyOutLimit, err)
-	} else if len(co.Out) > 0 {
-		co.OutLimit = limit
-	}
-	if e.CopyOutMaxEntries < 1 {
-		return nil, supervisor.UsageError("--copy-out-max-entries %d: want 1 or more", e.CopyOutMaxEntries)
-	} else if len(co.Out) > 0 {
-		co.OutMaxEntries = e.CopyOutMaxEntries
-	}
-	o.Parties = append(o.Parties, boxcopy.New(co))
-	if e.Memory != "" {
-		if o.Memory, err = parseSize(e.Memory); err != nil {
-			return nil, supervisor.UsageError("--memory %q: %w", e.Memory, err)
-		}
-	}
-	if o.Controller, err = parseController(e.ControllerFD, e.ControllerPID, e.Detach); err != nil {
-		return nil, err
-	}
-	if o.UID, o.GID, err = parseUser(e.User); err != nil {
-		return nil, supervisor.UsageError("--user %q: %w", e.User, err)
-	}
-	// A rootful engine without userns-remap runs the agent as this very
-	// host gid: the docker group's socket is the host's root. (Native
-	// boxes map every id into a range of their own: /etc/group is not
-	// read on a native launch.)
-	if e.Runtime != "native" {
-		if g := powerGroup(o.GID, hostGroupFile); g != "" {
-			return nil, supervisor.RefusedError("--user %q: gid %d is the host's group %s, which grants power over the host (an engine socket, disks, logs or sudo) to a box of a rootful engine; pick a gid no host group has", e.User, o.GID, g)
-		}
-	}
-	if e.Workdir != "" && (!filepath.IsAbs(e.Workdir) || filepath.Clean(e.Workdir) != e.Workdir) {
-		return nil, supervisor.UsageError("--workdir %q: want a clean absolute path", e.Workdir)
-	}
-	if e.WatcherInImage != "" && !filepath.IsAbs(e.WatcherInImage) {
-		return nil, supervisor.UsageError("--watcher-in-image %q: want an absolute path inside the image", e.WatcherInImage)
-	}
-	if d, _ := supervisor.Lookup(e.Runtime); d.ImageWatcher != "" {
-		if e.Watcher != "" {
-			return nil, supervisor.UsageError("--watcher: %s boxes cannot take the host's watcher; the template carries one (--watcher-in-image, default %s)", e.Runtime, d.ImageWatcher)
-		}
-		return o, nil
-	}
-	if e.WatcherInImage == "" {
-		if o.WatcherPath, err = supervisor.FindWatcher(e.Watcher, c.self); err != nil && !hostWatcherOnly(e.Runtime) {
-			return nil, err
-		}
-	}
-	return o, nil
 }
 
 // hostWatcherOnly: the runtime puts the host's watcher into the box

@@ -108,9 +108,7 @@ type kongExit struct{ code int }
 // Main runs the supervisor with args (without the program name) and
 // returns its exit status.
 func Main(args []string) int {
-	if initMain, ok := supervisor.InitMode(args); ok { // a runtime's hidden mode (native: the box's init stage)
-		return initMain()
-	}
+	supervisor.Init() // a runtime's hidden mode (native: the idmap placeholder) ends here
 	self, _ := os.Executable()
 	return run(args, &cmdContext{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, self: self})
 }
@@ -342,6 +340,19 @@ func (g *Globals) logger(w io.Writer) *slog.Logger {
 	var lv slog.Level
 	lv.UnmarshalText([]byte(g.LogLevel))
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lv}))
+}
+
+// sayer prints the supervisor's lines for a person on w, each as
+// "supervisor: …"; a warning only at --log-level warn or below.
+func (g *Globals) sayer(w io.Writer) func(string) {
+	var lv slog.Level
+	lv.UnmarshalText([]byte(g.LogLevel))
+	return func(line string) {
+		if strings.HasPrefix(line, "warning:") && lv > slog.LevelWarn {
+			return
+		}
+		fmt.Fprintf(w, "supervisor: %s\n", line)
+	}
 }
 
 func (g *Globals) journalDir() string {

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -159,8 +160,14 @@ func runCopy(t *testing.T, o supervisor.ExecOptions, co Options) copyRun {
 	o.Parties = []supervisor.Party{New(co)}
 	var stderr strings.Builder
 	var evs []supervisor.Event
-	code := supervisor.Exec(context.Background(), &o, &supervisor.ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal),
-		OnEvent: func(ev supervisor.Event) { evs = append(evs, ev) }})
+	o.IO = supervisor.ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal),
+		OnEvent: func(ev supervisor.Event) { evs = append(evs, ev) },
+		Say:     func(line string) { fmt.Fprintf(&stderr, "supervisor: %s\n", line) }}
+	r, err := supervisor.Exec(context.Background(), o)
+	if err != nil {
+		fmt.Fprintf(&stderr, "supervisor: %v\n", err)
+	}
+	code := r.Code
 	return copyRun{code, stderr.String(), evs}
 }
 
