@@ -20,7 +20,7 @@ type ExecCmd struct {
 	Image             string        `help:"Image to run (docker/podman: never pulled; native: rootfs directory; sbx: the template)." env:"DEATHWATCH_IMAGE"`
 	Template          string        `help:"sbx: the template the sandbox is made from (sbx template load); --image says the same." placeholder:"TEMPLATE"`
 	HostPort          []int         `help:"Let the box reach this port of the host's loopback, and nothing more of the host (repeatable; sbx: one sandbox-scoped policy rule each)." sep:"none" placeholder:"PORT"`
-	Name              string        `help:"Prefix of the box name; the launch id follows it." default:"dw" placeholder:"PREFIX"`
+	Name              string        `help:"Prefix of the box name; the launch id follows it." default:"${default_name}" placeholder:"PREFIX"`
 	Label             []string      `help:"Extra label KEY=VALUE on the box (repeatable; io.deathwatch.* is reserved)." sep:"none" placeholder:"KEY=VALUE"`
 	RunKey            string        `help:"The controller's run this box belongs to (a label, and in the journal)."`
 	Env               []string      `help:"Pass NAME to the agent, its value taken from the supervisor's environment (repeatable). Values travel only inside the control stream." sep:"none" placeholder:"NAME"`
@@ -34,15 +34,15 @@ type ExecCmd struct {
 	RequireLandlock   bool          `help:"Refuse (243) to start the agent on a kernel (the box's: a microVM's own) without Landlock's write limits and scopes (ABI 6, Linux 6.12). Without it such a kernel loses that layer: one line says so when it is the write limits."`
 	Network           string        `help:"Network: none (the default), bridge or host. host is refused without --allow-host-network." placeholder:"none|bridge|host"`
 	AllowHostNet      bool          `name:"allow-host-network" help:"Accept --network host: the agent then shares the host's network namespace, so it can connect to every port on its loopback, and on a kernel without Landlock ABI 6 to every abstract unix socket of the host (X11, D-Bus, containerd, systemd). On a rootless engine, host is the engine's own namespace (rootless Docker: rootlesskit's; rootless Podman: the host's, as its user)."`
-	Deadline          time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"1h"`
-	Grace             time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"2s"`
-	Heartbeat         time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"10s"`
+	Deadline          time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"${default_deadline}"`
+	Grace             time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"${default_grace}"`
+	Heartbeat         time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"${default_heartbeat}"`
 	Events            string        `help:"Write line-delimited JSON lifecycle events (journaled, created, started, ready, exited, removed) to FILE or fd:N." placeholder:"FILE|fd:N"`
 	AllowRootful      bool          `help:"Accept a rootful engine (a box escape is root on the host)."`
 	AllowUserns       bool          `help:"Let the agent make nested user namespaces (and mount inside them): the syscall filter refuses them otherwise, as most local-root exploits start there."`
 	Watcher           string        `help:"Host watcher binary to bind-mount read-only as the box's entrypoint (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
 	WatcherInImage    string        `help:"Use the watcher baked into the image at PATH instead of bind-mounting one." placeholder:"PATH"`
-	User              string        `help:"UID:GID the agent runs as (0 is refused)." default:"1000:1000" placeholder:"UID:GID"`
+	User              string        `help:"UID:GID the agent runs as (0 is refused)." default:"${default_user}" placeholder:"UID:GID"`
 	TTY               bool          `name:"tty" short:"t" help:"Run the agent on a pseudo-terminal in the box, fed by the supervisor's stdin; a terminal there goes to raw mode for the session (always restored) and its window size follows."`
 	Stdin             bool          `short:"i" help:"Relay the supervisor's stdin to the agent's stdin; its end closes the agent's stdin while the box stays watched."`
 	CopyIn            []string      `help:"Copy the host file or tree HOSTPATH to BOXPATH before the agent starts, owned by the agent, through the engine's archive endpoint where its API is reached (Docker) and over the control stream elsewhere; the watcher verifies it before the agent runs (repeatable; no host path is mounted)." sep:"none" placeholder:"HOSTPATH:BOXPATH"`

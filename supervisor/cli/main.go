@@ -25,7 +25,7 @@ import (
 
 // Globals are the flags every command takes.
 type Globals struct {
-	Instance string `help:"Controller instance: boxes and journal entries carry it, ls and reconcile see only their own." env:"DEATHWATCH_INSTANCE" default:"default"`
+	Instance string `help:"Controller instance: boxes and journal entries carry it, ls and reconcile see only their own." env:"DEATHWATCH_INSTANCE" default:"${default_instance}"`
 	Journal  string `help:"Journal directory (default /var/lib/deathwatch for root, else $XDG_STATE_HOME/deathwatch)." env:"DEATHWATCH_JOURNAL" placeholder:"DIR"`
 	LogLevel string `help:"Log level of the supervisor's own messages on stderr." enum:"debug,info,warn,error" default:"warn"`
 
@@ -153,7 +153,7 @@ var leanExecType = sync.OnceValue(func() reflect.Type {
 
 // execVars are the variables exec's tags name.
 func execVars(all kong.Vars) kong.Vars {
-	return kong.Vars{"runtimes": all["runtimes"], "runtimes_list": all["runtimes_list"], "auto_help": all["auto_help"]}
+	return kong.Vars{"runtimes": all["runtimes"], "runtimes_list": all["runtimes_list"], "auto_help": all["auto_help"]}.CloneWith(defaultVars())
 }
 
 var mapperValue = reflect.TypeFor[kong.MapperValue]()
@@ -262,6 +262,18 @@ func runtimeVars() kong.Vars {
 		"auto_order":    strings.Join(supervisor.AutoOrder(), ", then "),
 		"default_prove": supervisor.LocalRuntime(),
 		"remove_bounds": removeBounds(),
+	}.CloneWith(defaultVars())
+}
+
+// defaultVars are the flags' defaults, the library's (one source).
+func defaultVars() kong.Vars {
+	return kong.Vars{
+		"default_instance":  supervisor.DefaultInstance,
+		"default_name":      supervisor.DefaultNamePrefix,
+		"default_deadline":  supervisor.DefaultDeadline.String(),
+		"default_grace":     supervisor.DefaultGrace.String(),
+		"default_heartbeat": supervisor.DefaultHeartbeat.String(),
+		"default_user":      supervisor.DefaultUser,
 	}
 }
 
