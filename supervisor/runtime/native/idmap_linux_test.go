@@ -72,3 +72,23 @@ func TestMountMapping(t *testing.T) {
 		}
 	}
 }
+
+// Only idmapUserns's copy of the program is taken for the placeholder:
+// its arguments and its marker, nothing else in its environment.
+func TestNsinitCopy(t *testing.T) {
+	args := []string{"supervisor", NsinitArg, nsinitHoldArg}
+	for _, tc := range []struct {
+		args, env []string
+		want      bool
+	}{
+		{args, []string{nsinitMarker}, true},
+		{args, nil, false},
+		{args, []string{nsinitMarker, "HOME=/root"}, false},
+		{[]string{"supervisor", NsinitArg}, []string{nsinitMarker}, false},
+		{[]string{"controller", "exec"}, []string{nsinitMarker}, false},
+	} {
+		if got := nsinitCopy(tc.args, tc.env); got != tc.want {
+			t.Errorf("nsinitCopy(%q, %q) = %v", tc.args, tc.env, got)
+		}
+	}
+}

@@ -141,6 +141,12 @@ const EnvCgroupParent = "DEATHWATCH_CGROUP_PARENT"
 // auto takes it after a rootless engine. Its bounds are several times
 // what prove-deathwatch sees on a small, busy host.
 func init() {
+	// The copy of the program idmapUserns starts ends here, before the
+	// program's main runs, whether or not main calls supervisor.Init: a
+	// Go controller's main never runs twice.
+	if nsinitCopy(os.Args, os.Environ()) {
+		os.Exit(NsinitMain())
+	}
 	supervisor.Register(supervisor.Descriptor{
 		Name:     "native",
 		AutoRank: 30,
