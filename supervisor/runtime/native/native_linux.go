@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/idslot"
 	"deathwatch/supervisor/journal"
@@ -366,7 +367,7 @@ func (n *Native) checkBox(b *supervisor.Box) (nsinitConfig, error) {
 	}
 	plan, err := nsinitPlan(b, root, b.WatcherPath, os.Geteuid() != 0)
 	if err != nil {
-		return nsinitConfig{}, supervisor.UsageError("native box: %w", err)
+		return nsinitConfig{}, supervisor.WithCode(supervisor.ExitCode(err, shared.ExitUsage), fmt.Errorf("native box: %w", err))
 	}
 	if b.Network == "host" && !b.AllowHostNetwork {
 		return nsinitConfig{}, supervisor.RefusedError("%s", supervisor.HostNetworkRefusal)

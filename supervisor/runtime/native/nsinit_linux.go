@@ -174,7 +174,7 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 	case "host":
 		network = "host"
 	default:
-		return nsinitConfig{}, fmt.Errorf("network %q: the native runtime offers none or host", b.Network)
+		return nsinitConfig{}, supervisor.RefusedError("network %q: the native runtime offers none or host", b.Network)
 	}
 	const (
 		nosuid = unix.MS_NOSUID
