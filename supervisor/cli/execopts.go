@@ -4,6 +4,7 @@ package cli
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +111,11 @@ func (e *ExecCmd) agentOptions(c *cmdContext, o *supervisor.ExecOptions) error {
 	if o.AgentEnv, err = resolveEnv(e.Env, e.EnvFile, c.getenv); err != nil {
 		return err
 	}
+	// Under --tty the agent's terminal is the caller's kind, as docker
+	// -t sets it, unless the agent's environment names one.
+	if term, ok := lookupTERM(c); e.TTY && ok && term != "" && !slices.ContainsFunc(o.AgentEnv, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
+		o.AgentEnv = append(o.AgentEnv, "TERM="+term)
+	}
 	o.Controller, err = parseController(e.ControllerFD, e.ControllerPID, e.Detach)
 	return err
 }
@@ -212,4 +218,12 @@ func (e *ExecCmd) watcherOptions(c *cmdContext, o *supervisor.ExecOptions) error
 		return err
 	}
 	return nil
+}
+
+// lookupTERM is the caller's TERM, if it has one.
+func lookupTERM(c *cmdContext) (string, bool) {
+	if c.getenv == nil {
+		return "", false
+	}
+	return c.getenv("TERM")
 }

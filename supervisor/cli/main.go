@@ -27,7 +27,7 @@ import (
 type Globals struct {
 	Instance string `help:"Controller instance: boxes and journal entries carry it, ls and reconcile see only their own." env:"DEATHWATCH_INSTANCE" default:"${default_instance}"`
 	Journal  string `help:"Journal directory (default /var/lib/deathwatch for root, else $XDG_STATE_HOME/deathwatch)." env:"DEATHWATCH_JOURNAL" placeholder:"DIR"`
-	LogLevel string `help:"Log level of the supervisor's own messages on stderr." enum:"debug,info,warn,error" default:"warn"`
+	LogLevel string `help:"Log level of the supervisor's own messages on stderr, its warning: lines included: ${enum}." enum:"debug,info,warn,error" default:"warn"`
 
 	Kube KubeGlobals `embed:"" prefix:"kube-"`
 }
