@@ -349,3 +349,12 @@ func TestCopyOutMaxEntriesHost(t *testing.T) {
 		}
 	}
 }
+
+// A copy-in source that is not there is a refused copy (248), before
+// anything exists.
+func TestCheckMissingSource(t *testing.T) {
+	err := New(Options{In: []CopyIn{{Host: filepath.Join(t.TempDir(), "nosuch"), Box: "/x"}}}).Check()
+	if supervisor.ExitCode(err, 0) != shared.ExitCopyFailed || !strings.Contains(err.Error(), "--copy-in") {
+		t.Errorf("missing source: %v (code %d), want %d", err, supervisor.ExitCode(err, 0), shared.ExitCopyFailed)
+	}
+}

@@ -92,3 +92,17 @@ func TestNsinitCopy(t *testing.T) {
 		}
 	}
 }
+
+// A network the native runtime cannot give is a refusal (243), as on
+// every runtime; one it gives plans.
+func TestNsinitPlanNetworkCode(t *testing.T) {
+	for _, tc := range []struct {
+		network string
+		code    int
+	}{{"bridge", shared.ExitRefused}, {"none", 0}, {"", 0}} {
+		_, err := nsinitPlan(&supervisor.Box{Network: tc.network}, "/", "/dw/watcher", false)
+		if got := supervisor.ExitCode(err, 0); got != tc.code {
+			t.Errorf("--network %q: %v (code %d), want code %d", tc.network, err, got, tc.code)
+		}
+	}
+}
