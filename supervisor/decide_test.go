@@ -25,7 +25,10 @@ func TestDecide(t *testing.T) {
 		{"agent exited", streamEnd{exit: exit(shared.ReasonExited, 7, ""), ready: true}, "", 7, "exited", "exited", ""},
 		{"agent signaled", streamEnd{exit: exit(shared.ReasonSignaled, 137, ""), ready: true}, "", 137, "signaled", "signaled", ""},
 		{"watcher deadline", streamEnd{exit: exit(shared.ReasonDeadline, shared.ExitDeadline, ""), ready: true}, "", shared.ExitDeadline, "deadline", "deadline", "the deadline (1s) passed"},
-		{"liveness lost with message", streamEnd{exit: exit(shared.ReasonLivenessLost, shared.ExitLivenessLost, "heartbeat silent"), ready: true}, "", shared.ExitLivenessLost, "liveness-lost", "liveness-lost", "heartbeat silent"},
+		// The watcher's message is the watcher's to say (its stderr): the
+		// host says the box was ended, in its own words.
+		{"liveness lost with message", streamEnd{exit: exit(shared.ReasonLivenessLost, shared.ExitLivenessLost, "no frame from the host for 1s"), ready: true}, "", shared.ExitLivenessLost, "liveness-lost", "liveness-lost", "liveness lost: the watcher ended the box"},
+		{"oom", streamEnd{exit: exit(shared.ReasonOOM, 137, ""), ready: true}, "", 137, "oom", "oom", "ran out of memory"},
 		{"setup failed without message", streamEnd{exit: exit(shared.ReasonSetupFailed, shared.ExitSetupFailed, "")}, "", shared.ExitSetupFailed, "setup-failed", "setup-failed", "setup-failed"},
 		{"first signal, agent stopped", streamEnd{exit: exit(shared.ReasonStopped, 143, ""), ready: true, signal: syscall.SIGTERM}, "", 143, "stopped", "stopped", ""},
 		{"second signal ended the box", streamEnd{ready: true, signal: syscall.SIGINT, endedNow: true}, "", 130, ReasonSignaled, ReasonSupervisorSignaled, ""},

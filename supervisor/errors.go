@@ -10,10 +10,6 @@ import (
 // exitcode, which the journal shares: errors.As with *ExitError finds
 // an *exitcode.Error, the same type.
 
-// ExitError is a failure that carries the supervisor's exit status
-// (a shared.Exit* code).
-type ExitError = exitcode.Error
-
 // WithCode wraps err with an exit status.
 func WithCode(code int, err error) error { return exitcode.With(code, err) }
 

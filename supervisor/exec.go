@@ -32,7 +32,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
@@ -41,24 +40,26 @@ import (
 	"deathwatch/supervisor/controller"
 )
 
-// Exec runs one box end to end and returns the supervisor's exit status:
-// the library form of `supervisor exec`, with the same events, journal
-// entry and exit record. The runtimes a caller wants must be registered:
-// import their packages (supervisor/runtime/docker, .../native), as
-// supervisor/cli/runtimes.go does.
+// Exec runs one box end to end: the library form of `supervisor exec`,
+// with the same events, journal entry and exit record. The runtimes a
+// caller wants must be registered: import their packages
+// (supervisor/runtime/docker, .../native), as supervisor/cli/runtimes.go
+// does; a program that runs the native runtime calls Init first in main.
 //
-// A zero Heartbeat or Deadline takes its default (WithDefaults);
-// Disabled turns it off, and Exec then says so on Stderr.
-func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
-	if x.Log == nil {
-		x.Log = slog.New(slog.DiscardHandler)
+// The zero ExecOptions but Argv is a valid request (WithDefaults). Exec
+// writes nothing of its own: its lines for a person go to IO.Say, and
+// the cause that ended the launch, when the supervisor has one (a
+// refusal, a setup that failed, the deadline, a lost controller, an OOM
+// kill), is its error, an *ExitError whose Code is Result.Code. An agent
+// that exited or was signalled on its own is a nil error and its status
+// in Result.Code.
+func Exec(ctx context.Context, o ExecOptions) (Result, error) {
+	o = o.WithDefaults()
+	x := &o.IO
+	fail := func(err error, def int) (Result, error) {
+		code := ExitCode(err, def)
+		return Result{Code: code}, WithCode(code, err)
 	}
-	fail := func(err error, def int) int {
-		fmt.Fprintf(x.Stderr, "supervisor: %s\n", shared.Printable(err.Error()))
-		return ExitCode(err, def)
-	}
-	withDefaults := o.WithDefaults()
-	o = &withDefaults
 	if x.Controller == nil {
 		w, err := WatchController(o.Controller)
 		if err != nil {
@@ -68,35 +69,18 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		x.Controller = w
 	}
 	if x.Controller != nil && x.Controller.Link == controller.LinkDetached {
-		fmt.Fprintf(x.Stderr, "supervisor: warning: --detach: the controller is not watched; its death leaves this box running until the heartbeat (%v) or the deadline (%v) ends it\n", o.Heartbeat, o.Deadline)
+		x.say("warning: --detach: the controller is not watched; its death leaves this box running until the heartbeat (%v) or the deadline (%v) ends it", o.Heartbeat, o.Deadline)
 	}
 	if w := (Survival{o.Heartbeat, o.Deadline, o.Grace}).warning(); w != "" {
-		fmt.Fprintf(x.Stderr, "supervisor: %s\n", w)
+		x.say("%s", w)
 	}
-	spec, err := validate(o)
+	spec, err := validate(&o)
 	if err != nil {
 		return fail(err, shared.ExitUsage)
 	}
-
-	tail := &tailWriter{w: x.Stderr}
-	cfg := RuntimeConfig{Log: x.Log, Stderr: tail, EngineEnv: x.EngineEnv, ProveBind: quietProof(x.ProveBind)}
-	owner, err := journal.SelfOwner()
+	l, err := newLaunch(&o, spec)
 	if err != nil {
-		return fail(SetupError("%w", err), shared.ExitSetupFailed)
-	}
-	j, err := journal.Open(o.JournalDir, o.Instance, Volatile)
-	if err != nil {
-		return fail(WithCode(ExitCode(err, shared.ExitSetupFailed), err), shared.ExitSetupFailed)
-	}
-	box := newBox(o)
-	l := &launch{
-		o: o, x: x, box: box, j: j, spec: spec, tail: tail,
-		entry: &journal.Entry{
-			LaunchID: box.LaunchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
-			Runtime: o.Runtime, Image: o.Image, Nonce: box.Nonce, Labels: box.Labels, Owner: owner,
-			Controller: controllerRecord(x.Controller, owner), State: journal.StateIntent, Created: time.Now().UTC(),
-		},
-		ctrl: x.Controller,
+		return fail(err, shared.ExitSetupFailed)
 	}
 	if d, _ := Lookup(o.Runtime); d.Has(CapIntentFinds) {
 		// The runtime is named and its intent needs nothing the probe
@@ -107,12 +91,16 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 		l.stageIntent()
 		defer l.dropIntent()
 	}
-	p, err := pickRuntime(ctx, o, cfg)
+	cfg := RuntimeConfig{Log: x.Log, Stderr: l.tail, EngineEnv: x.EngineEnv, ProveBind: quietProof(x.ProveBind)}
+	p, err := pickRuntime(ctx, &o, cfg)
 	if err != nil {
 		return fail(err, shared.ExitEngine)
 	}
 	rt, info := p.rt, p.info
 	d, _ := Lookup(rt.Name())
+	if err := checkInit(d); err != nil {
+		return fail(err, shared.ExitUsage)
+	}
 	l.rt, l.oneStep, l.entry.Runtime = rt, p.oneStep, rt.Name()
 	l.hooks, _ = rt.(LaunchHooks)
 	x.Log.Info("runtime", "name", rt.Name(), "version", info.Version, "rootless", info.Rootless)
@@ -122,7 +110,45 @@ func Exec(ctx context.Context, o *ExecOptions, x *ExecIO) int {
 	if err := l.admit(ctx, d); err != nil {
 		return fail(err, shared.ExitRefused)
 	}
-	return l.run(ctx)
+	code := l.run(ctx)
+	l.result.Code = code
+	if l.err != nil {
+		return l.result, WithCode(code, l.err)
+	}
+	return l.result, nil
+}
+
+// newLaunch is the launch of o once its spec is worked out: its box's
+// identity, the journal and the entry it is to write.
+func newLaunch(o *ExecOptions, spec shared.Spec) (*launch, error) {
+	owner, err := journal.SelfOwner()
+	if err != nil {
+		return nil, SetupError("%w", err)
+	}
+	j, err := journal.Open(o.JournalDir, o.Instance, Volatile)
+	if err != nil {
+		return nil, WithCode(ExitCode(err, shared.ExitSetupFailed), err)
+	}
+	x := &o.IO
+	box := newBox(o)
+	return &launch{
+		o: o, x: x, box: box, j: j, spec: spec, tail: &tailWriter{w: x.Stderr},
+		entry: &journal.Entry{
+			LaunchID: box.LaunchID, Instance: o.Instance, RunKey: o.RunKey, Box: box.Name,
+			Runtime: o.Runtime, Image: o.Image, Nonce: box.Nonce, Labels: box.Labels, Owner: owner,
+			Controller: controllerRecord(x.Controller, owner), State: journal.StateIntent, Created: time.Now().UTC(),
+		},
+		ctrl: x.Controller,
+	}, nil
+}
+
+// say hands one line to Say, if set; what a box chose in it (a file
+// name, the watcher's message) cannot reach the controller's terminal
+// as a control sequence (shared.Printable).
+func (x *ExecIO) say(format string, args ...any) {
+	if x.Say != nil {
+		x.Say(shared.Printable(fmt.Sprintf(format, args...)))
+	}
 }
 
 // admit refuses, once the runtime is known and before anything is
@@ -216,9 +242,6 @@ func newBox(o *ExecOptions) *Box {
 	launchID := NewLaunchID()
 	nonce := RandHex(16)
 	prefix := o.NamePrefix
-	if prefix == "" {
-		prefix = "dw"
-	}
 	labels := map[string]string{}
 	for k, v := range o.Labels {
 		labels[k] = v
@@ -291,6 +314,10 @@ type launch struct {
 	// ctrl is the link to the controller (nil: none); its loss ends
 	// the box.
 	ctrl *controller.Watch
+	// result is what Exec returns, err the cause that ended the launch
+	// (nil: the agent's own end).
+	result Result
+	err    error
 }
 
 // controllerLost says, without waiting, whether the controller is gone.
@@ -306,7 +333,7 @@ func (l *launch) controllerLost() bool {
 // lost ends a launch whose controller is gone before the control
 // stream took over.
 func (l *launch) lost(st *Started) int {
-	l.say("%s; the box was ended", l.ctrl.Why())
+	l.failed(fmt.Errorf("%s; the box was ended", l.ctrl.Why()))
 	if st != nil {
 		st.Control.Close()
 		st.Kill()
@@ -317,17 +344,21 @@ func (l *launch) lost(st *Started) int {
 func (l *launch) emit(ev Event) {
 	ev.V, ev.Instance, ev.LaunchID, ev.Box, ev.Runtime = EventsVersion, l.o.Instance, l.box.LaunchID, l.box.Name, l.rt.Name()
 	ev.Time = time.Now().UTC()
+	l.result.record(ev)
 	l.x.Events.Emit(ev)
 	if l.x.OnEvent != nil {
 		l.x.OnEvent(ev)
 	}
 }
 
-// say writes one line of the supervisor's own; what a box chose in it
-// (a file name, the watcher's message) cannot reach the controller's
-// terminal as a control sequence (shared.Printable).
-func (l *launch) say(format string, args ...any) {
-	fmt.Fprintf(l.x.Stderr, "supervisor: %s\n", shared.Printable(fmt.Sprintf(format, args...)))
+// say hands one line of the supervisor's own to Say.
+func (l *launch) say(format string, args ...any) { l.x.say(format, args...) }
+
+// failed keeps err as the cause that ends the launch (the first one).
+func (l *launch) failed(err error) {
+	if l.err == nil {
+		l.err = err
+	}
 }
 
 // pendingSignal returns a signal that arrived, if any, without waiting.
@@ -350,7 +381,7 @@ func (l *launch) run(ctx context.Context) int {
 		err = l.journal(journal.StateIntent)
 	}
 	if err != nil {
-		l.say("%v (nothing was created)", err)
+		l.failed(fmt.Errorf("%w (nothing was created)", err))
 		return shared.ExitSetupFailed
 	}
 	l.emit(Event{Event: EventJournaled})
@@ -375,21 +406,21 @@ func (l *launch) run(ctx context.Context) int {
 	if l.oneStep != nil {
 		s, created, err := l.oneStep.CreateStart(ctx, l.box)
 		if err != nil {
-			l.say("%v", err)
+			l.failed(err)
 			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 		st, create = s, created
 		crashpoint(CrashInRun)
 	}
 	if err := create(); err != nil {
-		l.say("%v", err)
+		l.failed(err)
 		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), st)
 	}
 	if ids := l.box.OwnIDs; ids != nil {
 		l.spec.UID, l.spec.GID = ids.AgentUID, ids.AgentGID
 	}
 	if err := l.journal(journal.StateCreated); err != nil {
-		l.say("%v", err)
+		l.failed(err)
 		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), st)
 	}
 	l.emit(Event{Event: EventCreated})
@@ -413,12 +444,12 @@ func (l *launch) run(ctx context.Context) int {
 	if st == nil {
 		var err error
 		if st, err = l.rt.Start(ctx, l.box); err != nil {
-			l.say("%v", err)
+			l.failed(err)
 			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 	}
 	if err := l.journal(journal.StateStarted); err != nil {
-		l.say("%v", err)
+		l.failed(err)
 		st.Control.Close()
 		st.Kill()
 		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), st)

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"deathwatch/supervisor/journal"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ func TestExecLibraryEvents(t *testing.T) {
 	dir := t.TempDir()
 	var got []Event
 	var stderr strings.Builder
-	code := Exec(context.Background(), &ExecOptions{
+	code := runExec(&ExecOptions{
 		Instance: "lib", JournalDir: dir, Runtime: "memrt", WatcherPath: "/bin/true",
 		UID: 1000, GID: 1000, Argv: []string{"true"}, AgentEnv: []string{"TOKEN=secret"},
 	}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal), OnEvent: func(ev Event) { got = append(got, ev) }})
@@ -96,7 +97,7 @@ func TestSurvival(t *testing.T) {
 func TestExecBridgeWarning(t *testing.T) {
 	for _, network := range []string{"bridge", "none"} {
 		var stderr strings.Builder
-		Exec(context.Background(), &ExecOptions{
+		runExec(&ExecOptions{
 			Instance: "lib", JournalDir: t.TempDir(), Runtime: "memrt", WatcherPath: "/bin/true", Network: network, NetworkSet: true,
 			UID: 1000, GID: 1000, Argv: []string{"true"},
 		}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal)})
@@ -105,4 +106,19 @@ func TestExecBridgeWarning(t *testing.T) {
 			t.Errorf("--network %s: the bridge warning %d times, want %d:\n%s", network, n, want, stderr.String())
 		}
 	}
+}
+
+// runExec runs Exec as the CLI does: its Say lines and its error go to
+// x.Stderr as "supervisor: …" lines; it returns the exit status.
+func runExec(o *ExecOptions, x *ExecIO) int {
+	o.IO = *x
+	o.IO.Say = func(line string) { fmt.Fprintf(x.Stderr, "supervisor: %s\n", line) }
+	r, err := Exec(context.Background(), *o)
+	if err != nil {
+		fmt.Fprintf(x.Stderr, "supervisor: %v\n", err)
+		if ExitCode(err, -1) != r.Code {
+			panic(fmt.Sprintf("Exec's error carries %d, its result %d", ExitCode(err, -1), r.Code))
+		}
+	}
+	return r.Code
 }

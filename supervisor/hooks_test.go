@@ -48,7 +48,7 @@ func TestExecPreparer(t *testing.T) {
 	run := func(rt string, ports []int) (int, string, []*journal.Entry) {
 		dir := t.TempDir()
 		var stderr strings.Builder
-		code := Exec(context.Background(), &ExecOptions{
+		code := runExec(&ExecOptions{
 			Instance: "hooks", JournalDir: dir, Runtime: rt, WatcherPath: "/host/watcher", HostPorts: ports,
 			UID: 1000, GID: 1000, Argv: []string{"true"},
 		}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal)})

@@ -54,7 +54,7 @@ func TestExecIntentBesideProbe(t *testing.T) {
 		var stderr strings.Builder
 		theFinds.j, _ = journal.Open(dir, "finds", nil)
 		theFinds.intentSeen = false
-		code := Exec(context.Background(), &ExecOptions{
+		code := runExec(&ExecOptions{
 			Instance: "finds", JournalDir: dir, Runtime: "findsrt", WatcherPath: "/host/watcher",
 			UID: 1000, GID: 1000, Argv: []string{"true"},
 		}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal)})
@@ -132,7 +132,7 @@ func TestExecIntentStagedBesideProbe(t *testing.T) {
 	run := func() (int, string) {
 		var stderr strings.Builder
 		theFinds.intentSeen = false
-		code := Exec(context.Background(), &ExecOptions{
+		code := runExec(&ExecOptions{
 			Instance: "finds", JournalDir: dir, Runtime: "findsd", WatcherPath: "/host/watcher",
 			UID: 1000, GID: 1000, Argv: []string{"true"},
 		}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal)})

@@ -12,16 +12,20 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/journal"
 )
 
 // ExecOptions is `supervisor exec` worked out as plain data. It holds
 // the agent's environment (AgentEnv) only to put it into the spec frame.
+// Its zero value is a valid request: every zero field takes the default
+// WithDefaults names (the CLI's flags show the same defaults), so a
+// caller sets Argv and what it wants otherwise.
 type ExecOptions struct {
-	Instance   string
-	JournalDir string
+	Instance   string // "": DefaultInstance
+	JournalDir string // "": journal.DefaultDir()
 	Runtime    string // a registered runtime's name, or auto ("")
 	Image      string
-	NamePrefix string
+	NamePrefix string            // "": DefaultNamePrefix
 	Labels     map[string]string // the user's --label (never io.deathwatch.*)
 	RunKey     string
 	AgentEnv   []string // NAME=value, for the spec frame only: secrets
@@ -30,19 +34,21 @@ type ExecOptions struct {
 	MountOwner *HostIDs // --mount-owner (Box.MountOwner)
 	Memory     int64
 	PidsLimit  int64
-	Network    string
-	NetworkSet bool  // Network was given explicitly
-	HostPorts  []int // host loopback ports the box may reach (runtimes with Descriptor.HostPorts)
-	Deadline   time.Duration
-	Grace      time.Duration
-	Heartbeat  time.Duration
+	Network    string        // none (""), bridge or host
+	NetworkSet bool          // Network was given explicitly
+	HostPorts  []int         // host loopback ports the box may reach (runtimes with Descriptor.HostPorts)
+	Deadline   time.Duration // 0: DefaultDeadline; Disabled: none
+	Grace      time.Duration // 0: DefaultGrace; Disabled: none
+	Heartbeat  time.Duration // 0: DefaultHeartbeat; Disabled: none
 
 	AllowRootful   bool
 	AllowUserns    bool   // the agent may make nested user namespaces
-	WatcherPath    string // host watcher to bind-mount
+	WatcherPath    string // host watcher to bind-mount ("": FindWatcher's)
 	WatcherInImage string // watcher baked into the image
-	UID, GID       uint32
-	Argv           []string
+	// UID and GID are the agent's ids; both 0 take DefaultUser (root is
+	// never the agent: one of them 0 is refused).
+	UID, GID uint32
+	Argv     []string
 
 	// TTY runs the agent on a pty in the box, Rows x Cols at the start
 	// (0: unknown); Stdin gives it a pipe. Either way ExecIO.Stdin is
@@ -73,6 +79,9 @@ type ExecOptions struct {
 	// library needs no watch. The CLI watches the supervisor's parent
 	// process by default (--controller-fd, --controller-pid, --detach).
 	Controller controller.Spec
+
+	// IO is what the launch talks to (zero: no output, no input).
+	IO ExecIO
 }
 
 // The bounds a box gets when its options do not say otherwise: no box
@@ -94,17 +103,54 @@ const (
 	DefaultDeadline = time.Hour
 	// DefaultGrace is exec's TERM-to-KILL grace (the CLI's --grace).
 	DefaultGrace = 2 * time.Second
-	// Disabled, as ExecOptions.Heartbeat or Deadline, turns that bound
-	// off (0 takes the default).
+	// Disabled, as ExecOptions.Heartbeat, Deadline or Grace, turns that
+	// bound off (0 takes the default).
 	Disabled time.Duration = -1
 )
 
-// WithDefaults is o with the default bounds filled in: a zero Heartbeat
-// or Deadline takes DefaultHeartbeat or DefaultDeadline, Disabled turns
-// it off (0 in the spec).
+// The defaults of the options that are not bounds; the CLI's flags
+// take theirs from these.
+const (
+	DefaultInstance   = "default"
+	DefaultNamePrefix = "dw"
+	DefaultNetwork    = "none"
+)
+
+// DefaultUser is the agent's UID:GID when the options name none.
+var DefaultUser = fmt.Sprintf("%d:%d", shared.DefaultAgentUID, shared.DefaultAgentGID)
+
+// WithDefaults is o with every zero field's default filled in: the
+// bounds (a zero Heartbeat, Deadline or Grace takes its Default*,
+// Disabled turns it off: 0 in the spec), the instance, journal, name
+// prefix, network and agent ids, and writers that discard.
 func (o ExecOptions) WithDefaults() ExecOptions {
 	o.Heartbeat = withDefault(o.Heartbeat, DefaultHeartbeat)
 	o.Deadline = withDefault(o.Deadline, DefaultDeadline)
+	o.Grace = withDefault(o.Grace, DefaultGrace)
+	if o.Instance == "" {
+		o.Instance = DefaultInstance
+	}
+	if o.JournalDir == "" {
+		o.JournalDir = journal.DefaultDir()
+	}
+	if o.NamePrefix == "" {
+		o.NamePrefix = DefaultNamePrefix
+	}
+	if o.Network == "" {
+		o.Network = DefaultNetwork
+	}
+	if o.UID == 0 && o.GID == 0 {
+		o.UID, o.GID = shared.DefaultAgentUID, shared.DefaultAgentGID
+	}
+	if o.IO.Stdout == nil {
+		o.IO.Stdout = io.Discard
+	}
+	if o.IO.Stderr == nil {
+		o.IO.Stderr = io.Discard
+	}
+	if o.IO.Log == nil {
+		o.IO.Log = slog.New(slog.DiscardHandler)
+	}
 	return o
 }
 
@@ -163,9 +209,16 @@ func (s Survival) warning() string {
 // ExecIO is what exec talks to. Tests fill it with buffers and a
 // signal channel they control.
 type ExecIO struct {
+	// Stdout and Stderr receive the agent's output and the box init's
+	// own stderr (nil: discarded).
 	Stdout, Stderr io.Writer
 	Log            *slog.Logger
-	Events         *Events // --events: line-delimited JSON (nil: none)
+	// Say receives each line the supervisor has for a person while the
+	// box lives (a warning, the runtime auto chose, a removal that
+	// failed), without a prefix; nil: none. What ends a launch is
+	// Exec's error, never a Say line.
+	Say    func(line string)
+	Events *Events // --events: line-delimited JSON (nil: none)
 	// OnEvent, when set, receives every lifecycle event as it happens,
 	// the same ones Events writes: a controller written in Go calls Exec
 	// directly and reads the box's exit (code and reason) from the

@@ -71,7 +71,13 @@ func decide(e streamEnd, deadline time.Duration, tail string) outcome {
 		switch e.exit.Reason {
 		case shared.ReasonDeadline:
 			say = fmt.Sprintf("the deadline (%s) passed; the agent was stopped", deadline)
-		case shared.ReasonLivenessLost, shared.ReasonSetupFailed, shared.ReasonVerifyFailed, shared.ReasonCopyRefused:
+		case shared.ReasonOOM:
+			say = "the box ran out of memory: the kernel killed the agent (OOM); raise --memory or make the agent use less"
+		case shared.ReasonLivenessLost:
+			// The watcher's own stderr says what it missed; the host
+			// says only that the watcher ended the box.
+			say = "liveness lost: the watcher ended the box"
+		case shared.ReasonSetupFailed, shared.ReasonVerifyFailed, shared.ReasonCopyRefused:
 			say = e.exit.Message
 			if say == "" {
 				say = string(e.exit.Reason)

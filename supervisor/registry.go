@@ -114,11 +114,12 @@ type Descriptor struct {
 	Installed func(env []string) error
 	// New makes the runtime.
 	New RuntimeFactory
-	// InitArg and InitMain are a hidden mode of the supervisor binary
-	// that the runtime re-executes (native: the placeholder that holds
-	// an idmapped mount's user namespace): when the first argument is
-	// InitArg, Main runs InitMain before anything else and exits with
-	// its status.
+	// InitArg and InitMain are a hidden mode of the program that the
+	// runtime re-executes (native: the placeholder that holds an
+	// idmapped mount's user namespace): when the first argument is
+	// InitArg, Init runs InitMain before anything else and exits with
+	// its status. Exec refuses such a runtime in a program that did not
+	// call Init.
 	InitArg  string
 	InitMain func() int
 }
@@ -304,20 +305,6 @@ func LocalRuntime() string {
 		return order[0]
 	}
 	return ""
-}
-
-// InitMode returns the hidden mode args[0] asks for, if a runtime
-// registered one.
-func InitMode(args []string) (func() int, bool) {
-	if len(args) == 0 {
-		return nil, false
-	}
-	for _, d := range Descriptors() {
-		if d.InitArg != "" && d.InitArg == args[0] && d.InitMain != nil {
-			return d.InitMain, true
-		}
-	}
-	return nil, false
 }
 
 // NewRuntime constructs the runtime called name.

@@ -33,7 +33,7 @@ func TestNewRuntimeUnknown(t *testing.T) {
 	if ExitCode(err, 0) != 240 || !strings.Contains(err.Error(), "not one of") {
 		t.Errorf("unknown runtime: %v", err)
 	}
-	if _, ok := InitMode([]string{"no-such-mode"}); ok {
+	if _, ok := initMode([]string{"no-such-mode"}); ok {
 		t.Error("an unknown first argument is a hidden mode")
 	}
 	rt, err := NewRuntime("memrt", RuntimeConfig{})

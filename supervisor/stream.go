@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"deathwatch/supervisor/journal"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -146,7 +147,7 @@ func (l *launch) conclude(end streamEnd, ctrlLost bool, outErr error, log *slog.
 		}
 	}
 	if out.say != "" {
-		l.say("%s", out.say)
+		l.failed(errors.New(out.say))
 	}
 	l.emit(Event{Event: EventExited, Code: ptr(out.code), Reason: out.eventReason})
 	l.entry.Exit = &journal.Exit{Code: out.code, Reason: out.journalReason}

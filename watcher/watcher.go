@@ -389,12 +389,17 @@ func (w *watcher) setupFailed(code int, msg string) int {
 	return w.failedBeforeStart(shared.ReasonSetupFailed, code, msg)
 }
 
-// failedBeforeStart ends a box whose agent never ran, for reason.
+// failedBeforeStart ends a box whose agent never ran, for reason. The
+// exit record carries msg to the supervisor, which says it: the
+// watcher's own stderr says it only when the record was not sent.
 func (w *watcher) failedBeforeStart(reason shared.Reason, code int, msg string) int {
-	logf(msg)
+	var sent atomic.Bool
 	if w.out != nil {
 		rec := shared.Exit{Reason: reason, Code: code, Message: msg}
-		waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
+		waitTimeout(func() { sent.Store(w.out.Send(shared.FrameExit, rec.Marshal()) == nil) }, time.Second)
+	}
+	if !sent.Load() {
+		logf(msg)
 	}
 	return code
 }

@@ -419,3 +419,49 @@ func BenchmarkLeanParse(b *testing.B) {
 		}
 	})
 }
+
+// --tty gives the agent the caller's TERM, as docker -t does, unless
+// its environment names one; without --tty it gets none.
+func TestExecTTYTerm(t *testing.T) {
+	w := filepath.Join(t.TempDir(), "watcher")
+	os.WriteFile(w, []byte("x"), 0o755)
+	env := map[string]string{"TERM": "xterm-256color", "MINE": "screen"}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--tty"}, []string{"TERM=xterm-256color"}},
+		{[]string{}, nil},
+		{[]string{"--tty", "--env-file", "/dev/null"}, []string{"TERM=xterm-256color"}},
+	} {
+		args := append(append([]string{"exec", "--runtime", "native", "--watcher", w}, tc.args...), "--", "true")
+		o, err := parseExec(t, args, env)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if !slices.Equal(o.AgentEnv, tc.want) {
+			t.Errorf("%v: agent env %q, want %q", tc.args, o.AgentEnv, tc.want)
+		}
+	}
+}
+
+// A warning: line shows at --log-level warn and below, not at error;
+// other lines always.
+func TestSayerLogLevel(t *testing.T) {
+	for _, tc := range []struct {
+		level string
+		want  string
+	}{
+		{"warn", "supervisor: warning: w\nsupervisor: said\n"},
+		{"debug", "supervisor: warning: w\nsupervisor: said\n"},
+		{"error", "supervisor: said\n"},
+	} {
+		var b bytes.Buffer
+		say := (&Globals{LogLevel: tc.level}).sayer(&b)
+		say("warning: w")
+		say("said")
+		if b.String() != tc.want {
+			t.Errorf("--log-level %s: %q, want %q", tc.level, b.String(), tc.want)
+		}
+	}
+}

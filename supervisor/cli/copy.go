@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"deathwatch/shared"
 	"deathwatch/supervisor"
 	boxcopy "deathwatch/supervisor/copy"
 	"deathwatch/supervisor/hostcheck"
@@ -75,7 +77,7 @@ func (e *ExecCmd) stage(ctx context.Context, g *Globals, c *cmdContext, o *super
 	for _, ci := range cp.In {
 		dir := ci.Host
 		if fi, err := os.Stat(dir); err != nil {
-			return supervisor.UsageError("--copy-in %s:%s: %w", ci.Host, ci.Box, err)
+			return supervisor.WithCode(shared.ExitCopyFailed, fmt.Errorf("--copy-in %s:%s: refused: %w", ci.Host, ci.Box, err))
 		} else if !fi.IsDir() {
 			dir = filepath.Dir(dir)
 		}

@@ -14,7 +14,7 @@ import (
 
 // DoctorCmd is `supervisor doctor`.
 type DoctorCmd struct {
-	Runtime        string        `help:"Runtime to check in depth (image, staging probe, proof): ${runtimes_list}, or auto (${auto_order})." enum:"auto,${runtimes}" default:"auto" env:"DEATHWATCH_RUNTIME"`
+	Runtime        string        `help:"Runtime to check in depth (image, staging probe, proof): ${runtimes_list}, or auto (${auto_help})." enum:"auto,${runtimes}" default:"auto" env:"DEATHWATCH_RUNTIME"`
 	Image          string        `help:"The image (docker/podman) or rootfs directory (native) the controller will use." env:"DEATHWATCH_IMAGE"`
 	WatcherInImage string        `help:"Where the image carries a watcher (checked by running it with --version)." default:"/usr/local/bin/watcher" placeholder:"PATH"`
 	Watcher        string        `help:"Host watcher binary (default: next to the supervisor, then PATH)." placeholder:"PATH"`

@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"deathwatch/supervisor/journal"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +20,7 @@ type ExecCmd struct {
 	Image             string        `help:"Image to run (docker/podman: never pulled; native: rootfs directory; sbx: the template)." env:"DEATHWATCH_IMAGE"`
 	Template          string        `help:"sbx: the template the sandbox is made from (sbx template load); --image says the same." placeholder:"TEMPLATE"`
 	HostPort          []int         `help:"Let the box reach this port of the host's loopback, and nothing more of the host (repeatable; sbx: one sandbox-scoped policy rule each)." sep:"none" placeholder:"PORT"`
-	Name              string        `help:"Prefix of the box name; the launch id follows it." default:"dw" placeholder:"PREFIX"`
+	Name              string        `help:"Prefix of the box name; the launch id follows it." default:"${default_name}" placeholder:"PREFIX"`
 	Label             []string      `help:"Extra label KEY=VALUE on the box (repeatable; io.deathwatch.* is reserved)." sep:"none" placeholder:"KEY=VALUE"`
 	RunKey            string        `help:"The controller's run this box belongs to (a label, and in the journal)."`
 	Env               []string      `help:"Pass NAME to the agent, its value taken from the supervisor's environment (repeatable). Values travel only inside the control stream." sep:"none" placeholder:"NAME"`
@@ -36,16 +34,16 @@ type ExecCmd struct {
 	RequireLandlock   bool          `help:"Refuse (243) to start the agent on a kernel (the box's: a microVM's own) without Landlock's write limits and scopes (ABI 6, Linux 6.12). Without it such a kernel loses that layer: one line says so when it is the write limits."`
 	Network           string        `help:"Network: none (the default), bridge or host. host is refused without --allow-host-network." placeholder:"none|bridge|host"`
 	AllowHostNet      bool          `name:"allow-host-network" help:"Accept --network host: the agent then shares the host's network namespace, so it can connect to every port on its loopback, and on a kernel without Landlock ABI 6 to every abstract unix socket of the host (X11, D-Bus, containerd, systemd). On a rootless engine, host is the engine's own namespace (rootless Docker: rootlesskit's; rootless Podman: the host's, as its user)."`
-	Deadline          time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"1h"`
-	Grace             time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"2s"`
-	Heartbeat         time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"10s"`
+	Deadline          time.Duration `help:"Stop the agent this long after it started; exit status 246. 0 turns the deadline off (a warning says what that leaves)." default:"${default_deadline}"`
+	Grace             time.Duration `help:"TERM-to-KILL grace for the deadline, for stop on SIGINT/SIGTERM and for the final sweep." default:"${default_grace}"`
+	Heartbeat         time.Duration `help:"The watcher kills the box when the supervisor is silent this long (a frozen supervisor); pings go every third of it. 0: only the stream's end counts (a warning says what that leaves)." default:"${default_heartbeat}"`
 	Events            string        `help:"Write line-delimited JSON lifecycle events (journaled, created, started, ready, exited, removed) to FILE or fd:N; a FILE is truncated first (see --events-append). Each line carries \"v\": 1, its schema's version (docs/schemas/events.v1.json)." placeholder:"FILE|fd:N"`
 	EventsAppend      bool          `help:"Append to the --events FILE instead of truncating it."`
 	AllowRootful      bool          `help:"Accept a rootful engine (a box escape is root on the host)."`
 	AllowUserns       bool          `help:"Let the agent make nested user namespaces (and mount inside them): the syscall filter refuses them otherwise, as most local-root exploits start there."`
 	Watcher           string        `help:"Host watcher binary to bind-mount read-only as the box's entrypoint (default: watcher next to the supervisor, then PATH)." placeholder:"PATH"`
 	WatcherInImage    string        `help:"Use the watcher baked into the image at PATH instead of bind-mounting one." placeholder:"PATH"`
-	User              string        `help:"UID:GID the agent runs as (0 is refused)." default:"1000:1000" placeholder:"UID:GID"`
+	User              string        `help:"UID:GID the agent runs as (0 is refused)." default:"${default_user}" placeholder:"UID:GID"`
 	TTY               bool          `name:"tty" short:"t" help:"Run the agent on a pseudo-terminal in the box, fed by the supervisor's stdin; a terminal there goes to raw mode for the session (always restored) and its window size follows."`
 	Stdin             bool          `short:"i" help:"Relay the supervisor's stdin to the agent's stdin; its end closes the agent's stdin while the box stays watched."`
 	CopyIn            []string      `help:"Copy the host file or tree HOSTPATH to BOXPATH before the agent starts, owned by the agent, through the engine's archive endpoint where its API is reached (Docker) and over the control stream elsewhere; the watcher verifies it before the agent runs (repeatable; no host path is mounted)." sep:"none" placeholder:"HOSTPATH:BOXPATH"`
@@ -150,15 +148,18 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	if in.raw {
 		stderr = crlf{stderr}
 	}
-	c.code = supervisor.Exec(context.Background(), o, &supervisor.ExecIO{
+	o.IO = supervisor.ExecIO{
 		Stdout: c.stdout, Stderr: stderr, Log: g.logger(stderr), Events: ev, Signals: sigs,
 		EngineEnv: engineEnv(env, e.Env), Stdin: in.stdin, Resize: in.resize, Controller: ctrl,
+		Say: g.sayer(stderr),
 		ProveBind: func(ctx context.Context, runtime, dir string) (bool, string) {
 			st := e.stagingProbe(ctx, g, c, o, env, runtime, dir)
 			return st.Mode == "bind", st.Detail
 		},
-	})
-	return nil
+	}
+	res, err := supervisor.Exec(context.Background(), *o)
+	c.code = res.Code
+	return err
 }
 
 // copies is the copy party of o (options puts one in).
@@ -169,140 +170,6 @@ func copies(o *supervisor.ExecOptions) *boxcopy.Copies {
 		}
 	}
 	return boxcopy.New(boxcopy.Options{})
-}
-
-// options turns the flags into supervisor.ExecOptions, refusing what is bad before
-// anything exists.
-func (e *ExecCmd) options(g *Globals, c *cmdContext) (*supervisor.ExecOptions, error) {
-	o := &supervisor.ExecOptions{
-		Instance: g.Instance, JournalDir: g.journalDir(), Runtime: e.Runtime, Image: e.Image,
-		NamePrefix: e.Name, RunKey: e.RunKey, Workdir: e.Workdir, PidsLimit: e.PidsLimit,
-		Network: e.Network, NetworkSet: e.Network != "", Deadline: e.Deadline, Grace: e.Grace, Heartbeat: e.Heartbeat,
-		AllowRootful: e.AllowRootful, AllowUserns: e.AllowUserns, AllowHostNetwork: e.AllowHostNet, WatcherInImage: e.WatcherInImage, Argv: e.Command,
-		TTY: e.TTY, Stdin: e.Stdin, ReadWriteRoot: e.ReadWriteRoot, RequireLandlock: e.RequireLandlock,
-	}
-	if len(e.HostPort) > 0 {
-		o.HostPorts = e.HostPort
-	}
-	switch o.Network {
-	case "":
-		o.Network = "none"
-	case "none", "bridge", "host":
-	default:
-		return nil, supervisor.UsageError("--network %q: want none, bridge or host", e.Network)
-	}
-	switch {
-	case e.Template != "" && e.Image != "" && e.Template != e.Image:
-		return nil, supervisor.UsageError("--template %s and --image %s name two things; pass one", e.Template, e.Image)
-	case e.Template != "":
-		o.Image = e.Template
-	}
-	// On the command line 0 is the explicit "off"; in ExecOptions 0
-	// means "the default".
-	if e.Deadline == 0 {
-		o.Deadline = supervisor.Disabled
-	}
-	if e.Heartbeat == 0 {
-		o.Heartbeat = supervisor.Disabled
-	}
-	// kong keeps the "--" that ends the flags in a partial passthrough.
-	if len(o.Argv) > 0 && o.Argv[0] == "--" {
-		o.Argv = o.Argv[1:]
-	}
-	if !journal.ValidName(g.Instance) {
-		return nil, supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
-	}
-	if !journal.ValidName(e.Name) || len(e.Name) > 40 {
-		return nil, supervisor.UsageError("--name %q: use letters, digits, '_', '.', '-' (at most 40)", e.Name)
-	}
-	if e.RunKey != "" && (strings.ContainsAny(e.RunKey, "\n\x00,") || len(e.RunKey) > 256) {
-		return nil, supervisor.UsageError("--run-key: no newline, NUL or comma, at most 256 bytes")
-	}
-	if len(o.Argv) == 0 {
-		return nil, supervisor.UsageError("name the agent command after --, e.g. supervisor exec --image IMAGE -- echo hi")
-	}
-	if e.Deadline < 0 || e.Grace < 0 || e.Heartbeat < 0 {
-		return nil, supervisor.UsageError("--deadline, --grace and --heartbeat must not be negative")
-	}
-	if e.Heartbeat > 0 && e.Heartbeat < 30*time.Millisecond {
-		return nil, supervisor.UsageError("--heartbeat %s is too short (at least 30ms)", e.Heartbeat)
-	}
-	if e.PidsLimit < 0 {
-		return nil, supervisor.UsageError("--pids-limit must not be negative")
-	}
-	var err error
-	if o.Labels, err = parseLabels(e.Label); err != nil {
-		return nil, err
-	}
-	if o.AgentEnv, err = resolveEnv(e.Env, e.EnvFile, c.getenv); err != nil {
-		return nil, err
-	}
-	if o.Mounts, err = parseMounts(e.Mount); err != nil {
-		return nil, err
-	}
-	if e.MountOwner != "" {
-		uid, gid, err := parseUser(e.MountOwner)
-		if err != nil {
-			return nil, supervisor.UsageError("--mount-owner %q: %w", e.MountOwner, err)
-		}
-		if uid == 0 || gid == 0 {
-			return nil, supervisor.RefusedError("--mount-owner %q: root is never mapped onto the agent; name a host account that is not root", e.MountOwner)
-		}
-		o.MountOwner = &supervisor.HostIDs{UID: uid, GID: gid}
-	}
-	var co boxcopy.Options
-	if co.In, co.Out, err = parseCopies(e.CopyIn, e.CopyOut); err != nil {
-		return nil, err
-	}
-	if limit, err := parseBytes(e.CopyOutLimit); err != nil {
-		return nil, supervisor.UsageError("--copy-out-limit %q: %w", e.CopyOutLimit, err)
-	} else if len(co.Out) > 0 {
-		co.OutLimit = limit
-	}
-	if e.CopyOutMaxEntries < 1 {
-		return nil, supervisor.UsageError("--copy-out-max-entries %d: want 1 or more", e.CopyOutMaxEntries)
-	} else if len(co.Out) > 0 {
-		co.OutMaxEntries = e.CopyOutMaxEntries
-	}
-	o.Parties = append(o.Parties, boxcopy.New(co))
-	if e.Memory != "" {
-		if o.Memory, err = parseSize(e.Memory); err != nil {
-			return nil, supervisor.UsageError("--memory %q: %w", e.Memory, err)
-		}
-	}
-	if o.Controller, err = parseController(e.ControllerFD, e.ControllerPID, e.Detach); err != nil {
-		return nil, err
-	}
-	if o.UID, o.GID, err = parseUser(e.User); err != nil {
-		return nil, supervisor.UsageError("--user %q: %w", e.User, err)
-	}
-	// A rootful engine without userns-remap runs the agent as this very
-	// host gid: the docker group's socket is the host's root. (Native
-	// boxes map every id into a range of their own: /etc/group is not
-	// read on a native launch.)
-	if e.Runtime != "native" {
-		if g := powerGroup(o.GID, hostGroupFile); g != "" {
-			return nil, supervisor.RefusedError("--user %q: gid %d is the host's group %s, which grants power over the host (an engine socket, disks, logs or sudo) to a box of a rootful engine; pick a gid no host group has", e.User, o.GID, g)
-		}
-	}
-	if e.Workdir != "" && (!filepath.IsAbs(e.Workdir) || filepath.Clean(e.Workdir) != e.Workdir) {
-		return nil, supervisor.UsageError("--workdir %q: want a clean absolute path", e.Workdir)
-	}
-	if e.WatcherInImage != "" && !filepath.IsAbs(e.WatcherInImage) {
-		return nil, supervisor.UsageError("--watcher-in-image %q: want an absolute path inside the image", e.WatcherInImage)
-	}
-	if d, _ := supervisor.Lookup(e.Runtime); d.ImageWatcher != "" {
-		if e.Watcher != "" {
-			return nil, supervisor.UsageError("--watcher: %s boxes cannot take the host's watcher; the template carries one (--watcher-in-image, default %s)", e.Runtime, d.ImageWatcher)
-		}
-		return o, nil
-	}
-	if e.WatcherInImage == "" {
-		if o.WatcherPath, err = supervisor.FindWatcher(e.Watcher, c.self); err != nil && !hostWatcherOnly(e.Runtime) {
-			return nil, err
-		}
-	}
-	return o, nil
 }
 
 // hostWatcherOnly: the runtime puts the host's watcher into the box

@@ -25,9 +25,9 @@ import (
 
 // Globals are the flags every command takes.
 type Globals struct {
-	Instance string `help:"Controller instance: boxes and journal entries carry it, ls and reconcile see only their own." env:"DEATHWATCH_INSTANCE" default:"default"`
+	Instance string `help:"Controller instance: boxes and journal entries carry it, ls and reconcile see only their own." env:"DEATHWATCH_INSTANCE" default:"${default_instance}"`
 	Journal  string `help:"Journal directory (default /var/lib/deathwatch for root, else $XDG_STATE_HOME/deathwatch)." env:"DEATHWATCH_JOURNAL" placeholder:"DIR"`
-	LogLevel string `help:"Log level of the supervisor's own messages on stderr." enum:"debug,info,warn,error" default:"warn"`
+	LogLevel string `help:"Log level of the supervisor's own messages on stderr, its warning: lines included: ${enum}." enum:"debug,info,warn,error" default:"warn"`
 
 	Kube KubeGlobals `embed:"" prefix:"kube-"`
 }
@@ -108,9 +108,7 @@ type kongExit struct{ code int }
 // Main runs the supervisor with args (without the program name) and
 // returns its exit status.
 func Main(args []string) int {
-	if initMain, ok := supervisor.InitMode(args); ok { // a runtime's hidden mode (native: the box's init stage)
-		return initMain()
-	}
+	supervisor.Init() // a runtime's hidden mode (native: the idmap placeholder) ends here
 	self, _ := os.Executable()
 	return run(args, &cmdContext{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, self: self})
 }
@@ -155,7 +153,7 @@ var leanExecType = sync.OnceValue(func() reflect.Type {
 
 // execVars are the variables exec's tags name.
 func execVars(all kong.Vars) kong.Vars {
-	return kong.Vars{"runtimes": all["runtimes"], "runtimes_list": all["runtimes_list"], "auto_help": all["auto_help"]}
+	return kong.Vars{"runtimes": all["runtimes"], "runtimes_list": all["runtimes_list"], "auto_help": all["auto_help"]}.CloneWith(defaultVars())
 }
 
 var mapperValue = reflect.TypeFor[kong.MapperValue]()
@@ -266,6 +264,18 @@ func runtimeVars() kong.Vars {
 		"default_prove": supervisor.LocalRuntime(),
 		"remove_bounds": removeBounds(),
 		"retention":     journal.DefaultRetention.String(),
+	}.CloneWith(defaultVars())
+}
+
+// defaultVars are the flags' defaults, the library's (one source).
+func defaultVars() kong.Vars {
+	return kong.Vars{
+		"default_instance":  supervisor.DefaultInstance,
+		"default_name":      supervisor.DefaultNamePrefix,
+		"default_deadline":  supervisor.DefaultDeadline.String(),
+		"default_grace":     supervisor.DefaultGrace.String(),
+		"default_heartbeat": supervisor.DefaultHeartbeat.String(),
+		"default_user":      supervisor.DefaultUser,
 	}
 }
 
@@ -344,6 +354,19 @@ func (g *Globals) logger(w io.Writer) *slog.Logger {
 	var lv slog.Level
 	lv.UnmarshalText([]byte(g.LogLevel))
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lv}))
+}
+
+// sayer prints the supervisor's lines for a person on w, each as
+// "supervisor: …"; a warning only at --log-level warn or below.
+func (g *Globals) sayer(w io.Writer) func(string) {
+	var lv slog.Level
+	lv.UnmarshalText([]byte(g.LogLevel))
+	return func(line string) {
+		if strings.HasPrefix(line, "warning:") && lv > slog.LevelWarn {
+			return
+		}
+		fmt.Fprintf(w, "supervisor: %s\n", line)
+	}
 }
 
 func (g *Globals) journalDir() string {

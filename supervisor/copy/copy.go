@@ -70,7 +70,7 @@ func (c *Copies) Check() error {
 	seen := map[string]bool{}
 	for _, c := range o.In {
 		if _, err := os.Stat(c.Host); err != nil {
-			return supervisor.UsageError("--copy-in %s:%s: %w", c.Host, c.Box, err)
+			return supervisor.WithCode(shared.ExitCopyFailed, fmt.Errorf("--copy-in %s:%s: refused: %w", c.Host, c.Box, err))
 		}
 	}
 	for _, c := range o.Out {

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -159,8 +160,14 @@ func runCopy(t *testing.T, o supervisor.ExecOptions, co Options) copyRun {
 	o.Parties = []supervisor.Party{New(co)}
 	var stderr strings.Builder
 	var evs []supervisor.Event
-	code := supervisor.Exec(context.Background(), &o, &supervisor.ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal),
-		OnEvent: func(ev supervisor.Event) { evs = append(evs, ev) }})
+	o.IO = supervisor.ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal),
+		OnEvent: func(ev supervisor.Event) { evs = append(evs, ev) },
+		Say:     func(line string) { fmt.Fprintf(&stderr, "supervisor: %s\n", line) }}
+	r, err := supervisor.Exec(context.Background(), o)
+	if err != nil {
+		fmt.Fprintf(&stderr, "supervisor: %v\n", err)
+	}
+	code := r.Code
 	return copyRun{code, stderr.String(), evs}
 }
 
@@ -340,5 +347,14 @@ func TestCopyOutMaxEntriesHost(t *testing.T) {
 		if ents, _ := os.ReadDir(out); len(ents) != 0 {
 			t.Errorf("%s: kept: %v", rt, ents)
 		}
+	}
+}
+
+// A copy-in source that is not there is a refused copy (248), before
+// anything exists.
+func TestCheckMissingSource(t *testing.T) {
+	err := New(Options{In: []CopyIn{{Host: filepath.Join(t.TempDir(), "nosuch"), Box: "/x"}}}).Check()
+	if supervisor.ExitCode(err, 0) != shared.ExitCopyFailed || !strings.Contains(err.Error(), "--copy-in") {
+		t.Errorf("missing source: %v (code %d), want %d", err, supervisor.ExitCode(err, 0), shared.ExitCopyFailed)
 	}
 }

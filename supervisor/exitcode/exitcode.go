@@ -12,26 +12,31 @@ import (
 	"deathwatch/shared"
 )
 
-// Error is a failure that carries the supervisor's exit status.
+// Error is a failure that carries the supervisor's exit status:
+// errors.As with an *Error (or any type with a Code() int method) finds
+// it through every %w wrap.
 type Error struct {
-	Code int
-	Err  error
+	Status int
+	Err    error
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
+
+// Code is the exit status (a shared.Exit* code).
+func (e *Error) Code() int { return e.Status }
 
 // With wraps err with an exit status (nil stays nil).
 func With(code int, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &Error{Code: code, Err: err}
+	return &Error{Status: code, Err: err}
 }
 
 // Errorf formats an error that carries an exit status.
 func Errorf(code int, format string, args ...any) error {
-	return &Error{Code: code, Err: fmt.Errorf(format, args...)}
+	return &Error{Status: code, Err: fmt.Errorf(format, args...)}
 }
 
 // Engine is a runtime that is missing or not running (shared.ExitEngine).
@@ -51,9 +56,9 @@ func Setup(format string, args ...any) error { return Errorf(shared.ExitSetupFai
 
 // Of is the status for err: its Error's code, or def.
 func Of(err error, def int) int {
-	var e *Error
+	var e interface{ Code() int }
 	if errors.As(err, &e) {
-		return e.Code
+		return e.Code()
 	}
 	return def
 }

@@ -447,17 +447,22 @@ func stagingProbe(ctx context.Context, runtime string, d *DoctorOptions, watcher
 	var removal string // the probe box's removal that failed
 	cctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
-	code := supervisor.Exec(cctx, &supervisor.ExecOptions{
+	r, err := supervisor.Exec(cctx, supervisor.ExecOptions{
 		Instance: supervisor.ProbeInstance(d.Instance), JournalDir: d.JournalDir, Runtime: runtime, Image: d.Image,
 		NamePrefix: "dw-probe", Network: "none", Grace: time.Second, Deadline: d.Timeout / 2,
 		Mounts:       []supervisor.Mount{{Source: abs, Target: "/tmp/dw-staging", ReadOnly: true}},
 		AllowRootful: d.AllowRootful, WatcherPath: watcher, WatcherInImage: watcherInImage,
-		UID: 1000, GID: 1000, Argv: []string{"cat", "/tmp/dw-staging/" + name},
-	}, &supervisor.ExecIO{Stdout: &out, Stderr: &errb, Log: log, EngineEnv: env, Signals: make(chan os.Signal), OnEvent: func(ev supervisor.Event) {
-		if ev.Event == supervisor.EventRemoved && ev.Error != "" {
-			removal = ev.Error
-		}
-	}})
+		Argv: []string{"cat", "/tmp/dw-staging/" + name},
+		IO: supervisor.ExecIO{Stdout: &out, Stderr: &errb, Log: log, EngineEnv: env, Signals: make(chan os.Signal), OnEvent: func(ev supervisor.Event) {
+			if ev.Event == supervisor.EventRemoved && ev.Error != "" {
+				removal = ev.Error
+			}
+		}},
+	})
+	code := r.Code
+	if err != nil {
+		fmt.Fprintf(&errb, "%v\n", err)
+	}
 	if removal != "" {
 		// Said, not swallowed with the probe's stderr: the box is left.
 		log.Warn("the staging probe's box was not removed; `supervisor reconcile` removes it", "instance", supervisor.ProbeInstance(d.Instance), "error", removal)

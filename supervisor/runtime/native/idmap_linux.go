@@ -66,7 +66,7 @@ func (ids boxIDs) maps(k idmapKey) (uids, gids []syscall.SysProcIDMap) {
 func idmapUserns(self string, ids boxIDs, k idmapKey) (*os.File, error) {
 	cmd := exec.Command(self, NsinitArg, nsinitHoldArg)
 	cmd.Args[0] = "supervisor"
-	cmd.Env = []string{}
+	cmd.Env = []string{nsinitMarker}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

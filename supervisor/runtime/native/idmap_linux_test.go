@@ -72,3 +72,37 @@ func TestMountMapping(t *testing.T) {
 		}
 	}
 }
+
+// Only idmapUserns's copy of the program is taken for the placeholder:
+// its arguments and its marker, nothing else in its environment.
+func TestNsinitCopy(t *testing.T) {
+	args := []string{"supervisor", NsinitArg, nsinitHoldArg}
+	for _, tc := range []struct {
+		args, env []string
+		want      bool
+	}{
+		{args, []string{nsinitMarker}, true},
+		{args, nil, false},
+		{args, []string{nsinitMarker, "HOME=/root"}, false},
+		{[]string{"supervisor", NsinitArg}, []string{nsinitMarker}, false},
+		{[]string{"controller", "exec"}, []string{nsinitMarker}, false},
+	} {
+		if got := nsinitCopy(tc.args, tc.env); got != tc.want {
+			t.Errorf("nsinitCopy(%q, %q) = %v", tc.args, tc.env, got)
+		}
+	}
+}
+
+// A network the native runtime cannot give is a refusal (243), as on
+// every runtime; one it gives plans.
+func TestNsinitPlanNetworkCode(t *testing.T) {
+	for _, tc := range []struct {
+		network string
+		code    int
+	}{{"bridge", shared.ExitRefused}, {"none", 0}, {"", 0}} {
+		_, err := nsinitPlan(&supervisor.Box{Network: tc.network}, "/", "/dw/watcher", false)
+		if got := supervisor.ExitCode(err, 0); got != tc.code {
+			t.Errorf("--network %q: %v (code %d), want code %d", tc.network, err, got, tc.code)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/idslot"
 	"deathwatch/supervisor/journal"
@@ -141,6 +142,12 @@ const EnvCgroupParent = "DEATHWATCH_CGROUP_PARENT"
 // auto takes it after a rootless engine. Its bounds are several times
 // what prove-deathwatch sees on a small, busy host.
 func init() {
+	// The copy of the program idmapUserns starts ends here, before the
+	// program's main runs, whether or not main calls supervisor.Init: a
+	// Go controller's main never runs twice.
+	if nsinitCopy(os.Args, os.Environ()) {
+		os.Exit(NsinitMain())
+	}
 	supervisor.Register(supervisor.Descriptor{
 		Name:     "native",
 		AutoRank: 30,
@@ -360,7 +367,7 @@ func (n *Native) checkBox(b *supervisor.Box) (nsinitConfig, error) {
 	}
 	plan, err := nsinitPlan(b, root, b.WatcherPath, os.Geteuid() != 0)
 	if err != nil {
-		return nsinitConfig{}, supervisor.UsageError("native box: %w", err)
+		return nsinitConfig{}, supervisor.WithCode(supervisor.ExitCode(err, shared.ExitUsage), fmt.Errorf("native box: %w", err))
 	}
 	if b.Network == "host" && !b.AllowHostNetwork {
 		return nsinitConfig{}, supervisor.RefusedError("%s", supervisor.HostNetworkRefusal)

@@ -26,6 +26,17 @@ const NsinitArg = "__nsinit"
 // nsinitHoldArg (after NsinitArg) names the placeholder.
 const nsinitHoldArg = "hold-userns"
 
+// nsinitMarker is the environment of the copy of the program that
+// idmapUserns starts, which the package's init checks before the
+// program's main can run (nsinitCopy).
+const nsinitMarker = "DEATHWATCH_NSINIT=" + nsinitHoldArg
+
+// nsinitCopy says whether this process is idmapUserns's copy of the
+// program: the marker in its environment and the hidden arguments.
+func nsinitCopy(args, env []string) bool {
+	return len(args) > 2 && args[1] == NsinitArg && args[2] == nsinitHoldArg && len(env) == 1 && env[0] == nsinitMarker
+}
+
 // Descriptors the native runtime hands to the init stage.
 const (
 	nsinitControlFD  = boxinit.ControlFD  // the box's end of the control socketpair; stays fd 3 for the watcher (--control=fd:3)
@@ -163,7 +174,7 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 	case "host":
 		network = "host"
 	default:
-		return nsinitConfig{}, fmt.Errorf("network %q: the native runtime offers none or host", b.Network)
+		return nsinitConfig{}, supervisor.RefusedError("network %q: the native runtime offers none or host", b.Network)
 	}
 	const (
 		nosuid = unix.MS_NOSUID

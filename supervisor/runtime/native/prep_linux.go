@@ -1,6 +1,7 @@
 package native
 
 import (
+	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/idslot"
 	"errors"
@@ -125,7 +126,7 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 	if plan != nil {
 		p.cfg = *plan // Create's (b has not changed since)
 	} else if p.cfg, err = nsinitPlan(b, root, b.WatcherPath, p.rootless); err != nil {
-		return nil, supervisor.UsageError("native box: %w", err)
+		return nil, supervisor.WithCode(supervisor.ExitCode(err, shared.ExitUsage), fmt.Errorf("native box: %w", err))
 	}
 	if p.ids, err = n.ranges(); err != nil {
 		return nil, supervisor.RefusedError("%w", err)
