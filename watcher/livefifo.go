@@ -16,7 +16,7 @@ import (
 // gives the same alarm as an inherited pipe (--live-fd): there the
 // control stream is the supervisor's own socket, but the supervisor's
 // copy of it closes only after its address space is torn down, and the
-// pipe's write end is held apart from that (supervisor.HoldLive).
+// pipe's write end is held apart from that (livepipe.Hold).
 
 // errLiveEOF is the live FIFO's end, a liveness loss like the control
 // stream's EOF.

@@ -25,6 +25,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/mountsource"
 )
 
 // Engine is the Docker or Podman runtime: it drives the engine's CLI.
@@ -650,7 +651,7 @@ func (e *Engine) CheckImage(ctx context.Context, image string) error {
 }
 
 func (e *Engine) Create(ctx context.Context, b *supervisor.Box) (err error) {
-	if err := supervisor.CheckMountSources(b.Mounts); err != nil {
+	if err := mountsource.Check(b.Mounts); err != nil {
 		return err
 	}
 	if err := e.ownIDs(ctx, b); err != nil {

@@ -5,7 +5,6 @@ package docker
 import (
 	"context"
 	"crypto/sha256"
-	"deathwatch/supervisor/trusted"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/livepipe"
+	"deathwatch/supervisor/trusted"
 )
 
 // LiveRoot is the folder of a root supervisor's live FIFOs' folders: a
@@ -285,7 +286,7 @@ func makeLiveFIFO(root, box, nonce string) (*liveFIFO, error) {
 		lf.close()
 		return fail("write", err)
 	}
-	lf.release, lf.w = supervisor.HoldLive(lf.w), nil
+	lf.release, lf.w = livepipe.Hold(lf.w), nil
 	return lf, nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/mountsource"
 )
 
 // runArgs is `run` with createArgs' box: the same flags, and --cidfile,
@@ -61,7 +62,7 @@ func (e *Engine) OneStep(ctx context.Context) (supervisor.Info, bool, error) {
 // what podman says before that is a failure to create, said in the
 // error's one line instead.
 func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*supervisor.Started, func() error, error) {
-	if err := supervisor.CheckMountSources(b.Mounts); err != nil {
+	if err := mountsource.Check(b.Mounts); err != nil {
 		return nil, nil, err
 	}
 	if err := e.ownIDs(ctx, b); err != nil {

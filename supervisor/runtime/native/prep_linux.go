@@ -1,15 +1,17 @@
 package native
 
 import (
-	"deathwatch/shared"
-	"deathwatch/supervisor"
-	"deathwatch/supervisor/idslot"
 	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
+
+	"deathwatch/shared"
+	"deathwatch/supervisor"
+	"deathwatch/supervisor/idslot"
+	"deathwatch/supervisor/livepipe"
 )
 
 // startPrep is what the init stage is started with, worked out before
@@ -256,7 +258,7 @@ func (p *startPrep) openCgroupV2(b *supervisor.Box, spec cgroupSpec) error {
 // openLivePipe makes the live pipe: a second, earlier alarm beside the
 // control stream. The box inherits its read end (watcher --live-fd);
 // its write end is held on a thread of the supervisor's own
-// (supervisor.HoldLive), so the supervisor's SIGKILL closes it at once,
+// (livepipe.Hold), so the supervisor's SIGKILL closes it at once,
 // where the control socket's end closes only after the supervisor's
 // address space is torn down.
 func (p *startPrep) openLivePipe() error {
@@ -265,6 +267,6 @@ func (p *startPrep) openLivePipe() error {
 		return supervisor.SetupError("make the box's live pipe: %w", err)
 	}
 	p.watcherArg(fmt.Sprintf("--live-fd=%d", p.inherit(r)))
-	p.releaseLive = supervisor.HoldLive(w)
+	p.releaseLive = livepipe.Hold(w)
 	return nil
 }

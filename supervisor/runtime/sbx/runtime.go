@@ -20,6 +20,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/mountsource"
 )
 
 // ExecUserEnv names the engine-environment variable that overrides the
@@ -218,7 +219,7 @@ func (r *Runtime) CheckLimits(_, pids int64) error {
 
 // Create makes the sandbox, its nonce, the watcher check and the rules.
 func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
-	if err := supervisor.CheckMountSources(b.Mounts); err != nil {
+	if err := mountsource.Check(b.Mounts); err != nil {
 		return err
 	}
 	if d := b.State[stateScratch]; d != "" {

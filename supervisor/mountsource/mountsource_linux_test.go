@@ -1,4 +1,4 @@
-package supervisor
+package mountsource
 
 import (
 	"os"
@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor"
 )
 
-// CheckMountSources: a source through a link, or below a folder others
+// Check: a source through a link, or below a folder others
 // may write to, is refused (243); a plain folder of ours passes.
-func TestCheckMountSources(t *testing.T) {
+func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	ours := filepath.Join(dir, "ours")
@@ -31,11 +32,11 @@ func TestCheckMountSources(t *testing.T) {
 		{filepath.Join(open, "sub"), "writable by group or others"},
 		{"/", ""},
 	} {
-		err := CheckMountSources([]Mount{{Source: c.source, Target: "/x"}})
+		err := Check([]supervisor.Mount{{Source: c.source, Target: "/x"}})
 		switch {
 		case c.refused == "" && err != nil:
 			t.Errorf("%s: %v, want it accepted", c.source, err)
-		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused) || ExitCode(err, 0) != shared.ExitRefused):
+		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused) || supervisor.ExitCode(err, 0) != shared.ExitRefused):
 			t.Errorf("%s: %v, want a refusal (%d) that says %q", c.source, err, shared.ExitRefused, c.refused)
 		}
 	}

@@ -1,4 +1,6 @@
-package supervisor
+// Package mountsource checks a --mount source before an engine that resolves
+// the path again in its own process is handed it.
+package mountsource
 
 import (
 	"fmt"
@@ -7,10 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"deathwatch/shared/boxinit"
+	"deathwatch/supervisor"
 	"deathwatch/supervisor/trusted"
 )
 
-// CheckMountSources refuses (243), before anything is created, a
+// Check refuses (243), before anything is created, a
 // --mount source an engine would be handed as a path string: one that
 // passes through a symlink (the native runtime's rule, openat2 with
 // RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS: boxinit.OpenHostSource), or
@@ -24,18 +27,18 @@ import (
 // where only an entry's owner may rename it, the source itself must be
 // ours or root's). A box's ids are neither; the source's contents may be
 // the box's.
-func CheckMountSources(ms []Mount) error {
+func Check(ms []supervisor.Mount) error {
 	euid := uint32(os.Geteuid())
 	for _, m := range ms {
 		fd, err := boxinit.OpenHostSource(m.Source)
 		if err != nil {
-			return RefusedError("%w", err)
+			return supervisor.RefusedError("%w", err)
 		}
 		var st unix.Stat_t
 		err = unix.Fstat(fd, &st)
 		unix.Close(fd)
 		if err != nil {
-			return SetupError("mount source %s: %w", m.Source, os.NewSyscallError("fstat", err))
+			return supervisor.SetupError("mount source %s: %w", m.Source, os.NewSyscallError("fstat", err))
 		}
 		if m.Source == "/" {
 			continue
@@ -45,7 +48,7 @@ func CheckMountSources(ms []Mount) error {
 			err = fmt.Errorf("%s is owned by uid %d in a folder anyone may write to: its owner can swap it for a link", m.Source, st.Uid)
 		}
 		if err != nil {
-			return RefusedError("mount source %s: %w; the engine resolves the path again after this check, so mount a folder whose way there only you or root can change", m.Source, err)
+			return supervisor.RefusedError("mount source %s: %w; the engine resolves the path again after this check, so mount a folder whose way there only you or root can change", m.Source, err)
 		}
 	}
 	return nil

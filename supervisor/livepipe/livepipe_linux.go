@@ -1,4 +1,6 @@
-package supervisor
+// Package livepipe holds the write end of a box's live pipe for a runtime
+// that passes the box its read end, so the supervisor's death closes it at once.
+package livepipe
 
 import (
 	"math"
@@ -9,11 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// HoldLive hands w, the write end of a box's live pipe (a runtime
+// Hold hands w, the write end of a box's live pipe (a runtime
 // that passes the box its read end, as native does), to a thread of its
 // own (holdApart) and returns the function that closes it. Where the
 // kernel refuses, w stays open here and release closes it.
-func HoldLive(w *os.File) (release func()) {
+func Hold(w *os.File) (release func()) {
 	if rel, err := holdApart(int(w.Fd())); err == nil {
 		w.Close()
 		return rel
