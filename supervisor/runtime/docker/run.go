@@ -11,12 +11,15 @@ package docker
 //     and stdout (the control stream); --cidfile, written after the
 //     create and before the start, says the box exists, so the lifecycle
 //     journals "created" and a run that failed without it created nothing.
-// The engine's --rm removes the box after the watcher exits, and Remove
-// proves it from podman's own listing (the CLI).
+//   - remove: `run --rm` removes the box before the client exits, and
+//     says on stderr when it could not; a client that ends silent and by
+//     itself proves the removal (runEnd), and the listing proves it
+//     otherwise.
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,11 +32,13 @@ import (
 	"deathwatch/supervisor"
 )
 
-// runArgs is `run` with createArgs' box: the same flags, and --cidfile,
-// which podman writes once the box exists.
+// runArgs is `run` with createArgs' box: the same flags, --cidfile,
+// which podman writes once the box exists, and no detach keys: the
+// control stream is bytes, and a client that detached would exit
+// without removing the box.
 func runArgs(kind string, b *supervisor.Box, conf boxConf, cidfile string) []string {
 	a := createArgs(kind, b, conf)
-	return append([]string{"run", "--cidfile", cidfile}, a[1:]...)
+	return append([]string{"run", "--cidfile", cidfile, "--detach-keys="}, a[1:]...)
 }
 
 // OneStep says yes for a local Podman without a service socket: the CLI
@@ -80,12 +85,19 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 		e.dropOwnIDs(b)
 		return nil, nil, err
 	}
-	// The client's end is watched here and told to the lifecycle's Wait.
+	// The client's end is watched here and told to the lifecycle's Wait,
+	// and to Remove.
 	exited := make(chan struct{})
 	var werr error
 	wait := st.Wait
 	go func() { werr = wait(); close(exited) }()
 	st.Wait = func() error { <-exited; return werr }
+	e.mu.Lock()
+	if e.runs == nil {
+		e.runs = map[string]*runEnd{}
+	}
+	e.runs[b.Name] = &runEnd{exited: exited, err: &werr, stderr: gate}
+	e.mu.Unlock()
 
 	created := func() error {
 		there := func() bool {
@@ -163,6 +175,46 @@ func containerID(s string) bool {
 	return true
 }
 
+// runEnd is how a one-step run's client ended, for Remove.
+type runEnd struct {
+	exited chan struct{} // closed once the client has exited
+	err    *error        // its Wait's error, once exited is closed
+	stderr *heldWriter   // its stderr
+}
+
+// removed reports whether the client's end proves the box removed:
+// `podman run --rm` removes the box after it exits and before the
+// client does (or finds it removed by conmon's cleanup), and says on
+// stderr when a removal fails, as it does when it fails to start the
+// box (whose forced removal it does not check). So a client that
+// exited by itself once the box existed, with all its stderr read and
+// nothing ever said on it, removed the box. A client still running,
+// killed, cut short by WaitDelay, or that said anything at all (even
+// before the box existed: the cidfile is polled, so a word right after
+// it cannot be told from one before) leaves the proof to the listing.
+func (r *runEnd) removed() bool {
+	select {
+	case <-r.exited:
+	default:
+		return false
+	}
+	var xe *exec.ExitError
+	if err := *r.err; err != nil && !(errors.As(err, &xe) && xe.Exited()) {
+		return false
+	}
+	return r.stderr.silent()
+}
+
+// runRemoved reports whether box b's one-step run proves it removed
+// (runEnd.removed), and forgets the run.
+func (e *Engine) runRemoved(b *supervisor.Box) bool {
+	e.mu.Lock()
+	r := e.runs[b.Name]
+	delete(e.runs, b.Name)
+	e.mu.Unlock()
+	return r != nil && r.removed()
+}
+
 // heldWriter holds what is written until release (then passes it on,
 // and everything after) or drop (then discards it).
 type heldWriter struct {
@@ -171,6 +223,7 @@ type heldWriter struct {
 	held     bytes.Buffer
 	released bool
 	dropped  bool
+	written  int // bytes written, held or not
 }
 
 // heldMax bounds what is held; the rest is lost.
@@ -179,6 +232,7 @@ const heldMax = 64 << 10
 func (h *heldWriter) Write(p []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.written += len(p)
 	switch {
 	case h.released && h.w != nil:
 		return h.w.Write(p)
@@ -217,4 +271,11 @@ func (h *heldWriter) drop() string {
 	first := supervisor.FirstLine(h.held.String())
 	h.held.Reset()
 	return first
+}
+
+// silent reports whether release came and nothing was ever written.
+func (h *heldWriter) silent() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released && h.written == 0
 }
