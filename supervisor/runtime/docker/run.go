@@ -78,25 +78,45 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
 	}
 	cid := filepath.Join(dir, "cid")
-	gate := &heldWriter{w: e.Stderr}
-	st, err := supervisor.StartAttached(e.command(nil, runArgs(e.Kind, b, e.boxConf(), cid)), e.Kind, b.Name, gate)
+	// The client's stderr is a pipe copied here, so that Remove knows
+	// whether all of it was read (EOF), whatever the client's status.
+	errR, errW, err := os.Pipe()
 	if err != nil {
+		os.RemoveAll(dir)
+		e.dropOwnIDs(b)
+		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
+	}
+	st, err := supervisor.StartAttached(e.command(nil, runArgs(e.Kind, b, e.boxConf(), cid)), e.Kind, b.Name, errW)
+	errW.Close()
+	if err != nil {
+		errR.Close()
 		os.RemoveAll(dir)
 		e.dropOwnIDs(b)
 		return nil, nil, err
 	}
+	gate := &heldWriter{w: e.Stderr}
+	read := make(chan struct{})
+	go func() { io.Copy(gate, errR); errR.Close(); close(read) }()
 	// The client's end is watched here and told to the lifecycle's Wait,
-	// and to Remove.
+	// and to Remove. Wait lets the stderr copy finish, within a bound: a
+	// process of the client's may still hold the pipe.
 	exited := make(chan struct{})
 	var werr error
 	wait := st.Wait
-	go func() { werr = wait(); close(exited) }()
+	go func() {
+		werr = wait()
+		select {
+		case <-read:
+		case <-time.After(2 * time.Second):
+		}
+		close(exited)
+	}()
 	st.Wait = func() error { <-exited; return werr }
 	e.mu.Lock()
 	if e.runs == nil {
 		e.runs = map[string]*runEnd{}
 	}
-	e.runs[b.Name] = &runEnd{exited: exited, err: &werr, stderr: gate}
+	e.runs[b.Name] = &runEnd{exited: exited, read: read, err: &werr, stderr: gate}
 	e.mu.Unlock()
 
 	created := func() error {
@@ -178,6 +198,7 @@ func containerID(s string) bool {
 // runEnd is how a one-step run's client ended, for Remove.
 type runEnd struct {
 	exited chan struct{} // closed once the client has exited
+	read   chan struct{} // closed once its stderr reached EOF
 	err    *error        // its Wait's error, once exited is closed
 	stderr *heldWriter   // its stderr
 }
@@ -189,14 +210,17 @@ type runEnd struct {
 // box (whose forced removal it does not check). So a client that
 // exited by itself once the box existed, with all its stderr read and
 // nothing ever said on it, removed the box. A client still running,
-// killed, cut short by WaitDelay, or that said anything at all (even
-// before the box existed: the cidfile is polled, so a word right after
-// it cannot be told from one before) leaves the proof to the listing.
+// killed, whose stderr is still held open, or that said anything at all
+// (even before the box existed: the cidfile is polled, so a word right
+// after it cannot be told from one before) leaves the proof to the
+// listing.
 func (r *runEnd) removed() bool {
-	select {
-	case <-r.exited:
-	default:
-		return false
+	for _, c := range []chan struct{}{r.exited, r.read} {
+		select {
+		case <-c:
+		default:
+			return false
+		}
 	}
 	var xe *exec.ExitError
 	if err := *r.err; err != nil && !(errors.As(err, &xe) && xe.Exited()) {

@@ -84,6 +84,7 @@ func TestRunEndRemoved(t *testing.T) {
 		{"the box never existed", "exit 125", "", false, "", false},
 		{"killed", "kill -KILL $$", "", true, "", false},
 		{"still running", "", "", true, "", false},
+		{"stderr still open", "exit 0", "", true, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &heldWriter{}
@@ -92,10 +93,13 @@ func TestRunEndRemoved(t *testing.T) {
 				h.release()
 			}
 			h.Write([]byte(tc.after))
-			r := &runEnd{exited: make(chan struct{}), err: new(error), stderr: h}
+			r := &runEnd{exited: make(chan struct{}), read: make(chan struct{}), err: new(error), stderr: h}
 			if tc.script != "" {
 				*r.err = exec.Command("sh", "-c", tc.script).Run()
 				close(r.exited)
+			}
+			if tc.name != "stderr still open" {
+				close(r.read)
 			}
 			if got := r.removed(); got != tc.proves {
 				t.Errorf("removed() = %v, want %v (wait: %v)", got, tc.proves, *r.err)
