@@ -187,16 +187,23 @@ func TestExecPodman(t *testing.T) {
 				t.Fatalf("exit status %d; stderr %s", r.code, r.stderr)
 			}
 			calls := fe.calls()
-			if v := verbs(calls); !slices.Contains(v[:2], tc.probe) {
+			if v := verbs(calls); !slices.Contains(v[:min(2, len(v))], tc.probe) {
 				t.Errorf("probe calls %v, want %s", v[:2], tc.probe)
 			}
 			if !tc.remote {
-				// Two podman processes per launch: the run, and the listing
-				// that proves the box removed (TestPodmanOneProcessPerLaunch
+				// One podman process per launch: the run, whose own end
+				// proves the box removed (TestPodmanOneProcessPerLaunch
 				// counts the real one's).
-				if v := verbs(calls); !slices.Equal(v, []string{"ps", "run"}) {
-					t.Errorf("calls %v, want one run and the listing", calls)
+				if v := verbs(calls); !slices.Equal(v, []string{"run"}) {
+					t.Errorf("calls %v, want the run alone", calls)
 				}
+				if b := fe.boxes(); len(b) != 0 {
+					t.Errorf("boxes left: %v", b)
+				}
+				if es := journalEntries(t, r.journal); len(es) != 1 || es[0].State != journal.StateRemoved {
+					t.Errorf("journal %+v", es)
+				}
+				return
 			}
 			look := calls[len(calls)-1]
 			if !slices.Equal(look, []string{"podman", "ps", "--all", "--no-trunc", "--filter", "name=" + r.events[0].Box, "--format", "{{.Names}}"}) {
@@ -623,6 +630,26 @@ func TestExecAutoProbesPodman(t *testing.T) {
 	runExec(t, fe, nil, "--runtime", "auto", "--allow-rootful", "--image", "img", "--", "true")
 	if !slices.ContainsFunc(fe.calls(), func(c []string) bool { return c[0] == "podman" && c[1] == "version" }) {
 		t.Errorf("calls %v: podman not probed", fe.calls())
+	}
+}
+
+// A `podman run --rm` whose own removal failed says so on stderr and
+// exits with the box's status: the listing then proves, and rm removes
+// what is left.
+func TestExecPodmanRunRemoveFails(t *testing.T) {
+	fe := newFakeEngine(t, fakeScenario{Agent: "exit:0", RunRmFail: `time="2026-01-01T00:00:00Z" level=error msg="Removing container 0123: cleaning up storage: device busy"`})
+	r := runExec(t, fe, nil, "--runtime", "podman", "--allow-rootful", "--image", "img", "--", "true")
+	if r.code != 0 || !strings.Contains(r.stderr, "Removing container 0123") {
+		t.Fatalf("exit %d stderr %q, want 0 and podman's line", r.code, r.stderr)
+	}
+	if v := verbs(fe.calls()); !slices.Equal(v, []string{"ps", "run", "rm"}) {
+		t.Errorf("calls %v: want the run, the listing that finds the box, its rm", fe.calls())
+	}
+	if b := fe.boxes(); len(b) != 0 {
+		t.Errorf("boxes left: %v", b)
+	}
+	if es := journalEntries(t, r.journal); len(es) != 1 || es[0].State != journal.StateRemoved {
+		t.Errorf("journal %+v", es)
 	}
 }
 

@@ -37,6 +37,9 @@ type fakeScenario struct {
 	// RmInProgress: `rm` answers "removal ... already in progress" (the
 	// engine's auto-remove got there first) and the box is gone after.
 	RmInProgress bool `json:"rm_in_progress,omitempty"`
+	// RunRmFail: `podman run`'s --rm fails: the box is left, and the
+	// client prints this on stderr after the box ended.
+	RunRmFail string `json:"run_rm_fail,omitempty"`
 	// StartFail: `start` prints this and exits 125 before any frame (the
 	// engine could not start the box).
 	StartFail string `json:"start_fail,omitempty"`
@@ -145,7 +148,11 @@ func fakeMain(kind string, args []string) int {
 		}
 		name := fakeCreate(boxes, args)
 		os.WriteFile(args[2], []byte("0123456789abcdef"), 0o644)
-		return fakeStart(dir, boxes, name, sc)
+		code := fakeStart(dir, boxes, name, sc)
+		if sc.RunRmFail != "" {
+			fmt.Fprintln(os.Stderr, sc.RunRmFail)
+		}
+		return code
 	case args[0] == "rm":
 		p := filepath.Join(boxes, last)
 		if _, err := os.Stat(p); err != nil {
@@ -268,7 +275,7 @@ func fakeBox(kind, name string) int {
 	}
 	boxes := filepath.Join(dir, "boxes-"+kind)
 	code := fakeWatcher(dir, sc)
-	if !sc.NoRemove && !sc.RmInProgress {
+	if !sc.NoRemove && !sc.RmInProgress && sc.RunRmFail == "" {
 		os.Remove(filepath.Join(boxes, name))
 	}
 	return code

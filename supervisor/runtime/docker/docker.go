@@ -77,6 +77,7 @@ type Engine struct {
 	pins    map[string]pinnedInit // box → its PID 1, for End (ender_linux.go)
 	lives   map[string]*liveFIFO  // box → its live FIFO (livefifo_fifo.go)
 	removed map[string]chan error // box → the engine's "removed" answer
+	runs    map[string]*runEnd    // box → how its one-step run ended (run.go)
 }
 
 // The two engines' descriptors. Their bounds leave several times the
@@ -738,7 +739,8 @@ func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 // Remove removes the box; a box the engine no longer has is not an
 // error. Whether the engine has the box is read from its listing on
 // stdout, never from the words of a failure on stderr (which change
-// between versions, and where a first run's warning can come first).
+// between versions, and where a first run's warning can come first),
+// unless a one-step run's own end proved it removed (runEnd).
 // The engine's own auto-remove may be half-way when `rm --force` runs
 // (docker: "removal already in progress"; rootless podman was seen
 // saying "container not running"): a failed rm waits until the listing
@@ -757,6 +759,9 @@ func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) (err error) {
 	}()
 	if c := e.client(ctx); c != nil {
 		return e.apiRemove(ctx, c, b)
+	}
+	if e.runRemoved(b) {
+		return nil
 	}
 	there, err := e.Exists(ctx, b)
 	if err != nil || !there {

@@ -11,12 +11,15 @@ package docker
 //     and stdout (the control stream); --cidfile, written after the
 //     create and before the start, says the box exists, so the lifecycle
 //     journals "created" and a run that failed without it created nothing.
-// The engine's --rm removes the box after the watcher exits, and Remove
-// proves it from podman's own listing (the CLI).
+//   - remove: `run --rm` removes the box before the client exits, and
+//     says on stderr when it could not; a client that ends silent and by
+//     itself proves the removal (runEnd), and the listing proves it
+//     otherwise.
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,11 +33,13 @@ import (
 	"deathwatch/supervisor/mountsource"
 )
 
-// runArgs is `run` with createArgs' box: the same flags, and --cidfile,
-// which podman writes once the box exists.
+// runArgs is `run` with createArgs' box: the same flags, --cidfile,
+// which podman writes once the box exists, and no detach keys: the
+// control stream is bytes, and a client that detached would exit
+// without removing the box.
 func runArgs(kind string, b *supervisor.Box, conf boxConf, cidfile string) []string {
 	a := createArgs(kind, b, conf)
-	return append([]string{"run", "--cidfile", cidfile}, a[1:]...)
+	return append([]string{"run", "--cidfile", cidfile, "--detach-keys="}, a[1:]...)
 }
 
 // OneStep says yes for a local Podman without a service socket: the CLI
@@ -74,19 +79,46 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
 	}
 	cid := filepath.Join(dir, "cid")
-	gate := &heldWriter{w: e.Stderr}
-	st, err := supervisor.StartAttached(e.command(nil, runArgs(e.Kind, b, e.boxConf(), cid)), e.Kind, b.Name, gate)
+	// The client's stderr is a pipe copied here, so that Remove knows
+	// whether all of it was read (EOF), whatever the client's status.
+	errR, errW, err := os.Pipe()
 	if err != nil {
+		os.RemoveAll(dir)
+		e.dropOwnIDs(b)
+		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
+	}
+	st, err := supervisor.StartAttached(e.command(nil, runArgs(e.Kind, b, e.boxConf(), cid)), e.Kind, b.Name, errW)
+	errW.Close()
+	if err != nil {
+		errR.Close()
 		os.RemoveAll(dir)
 		e.dropOwnIDs(b)
 		return nil, nil, err
 	}
-	// The client's end is watched here and told to the lifecycle's Wait.
+	gate := &heldWriter{w: e.Stderr}
+	read := make(chan struct{})
+	go func() { io.Copy(gate, errR); errR.Close(); close(read) }()
+	// The client's end is watched here and told to the lifecycle's Wait,
+	// and to Remove. Wait lets the stderr copy finish, within a bound: a
+	// process of the client's may still hold the pipe.
 	exited := make(chan struct{})
 	var werr error
 	wait := st.Wait
-	go func() { werr = wait(); close(exited) }()
+	go func() {
+		werr = wait()
+		select {
+		case <-read:
+		case <-time.After(2 * time.Second):
+		}
+		close(exited)
+	}()
 	st.Wait = func() error { <-exited; return werr }
+	e.mu.Lock()
+	if e.runs == nil {
+		e.runs = map[string]*runEnd{}
+	}
+	e.runs[b.Name] = &runEnd{exited: exited, read: read, err: &werr, stderr: gate}
+	e.mu.Unlock()
 
 	created := func() error {
 		there := func() bool {
@@ -164,6 +196,50 @@ func containerID(s string) bool {
 	return true
 }
 
+// runEnd is how a one-step run's client ended, for Remove.
+type runEnd struct {
+	exited chan struct{} // closed once the client has exited
+	read   chan struct{} // closed once its stderr reached EOF
+	err    *error        // its Wait's error, once exited is closed
+	stderr *heldWriter   // its stderr
+}
+
+// removed reports whether the client's end proves the box removed:
+// `podman run --rm` removes the box after it exits and before the
+// client does (or finds it removed by conmon's cleanup), and says on
+// stderr when a removal fails, as it does when it fails to start the
+// box (whose forced removal it does not check). So a client that
+// exited by itself once the box existed, with all its stderr read and
+// nothing ever said on it, removed the box. A client still running,
+// killed, whose stderr is still held open, or that said anything at all
+// (even before the box existed: the cidfile is polled, so a word right
+// after it cannot be told from one before) leaves the proof to the
+// listing.
+func (r *runEnd) removed() bool {
+	for _, c := range []chan struct{}{r.exited, r.read} {
+		select {
+		case <-c:
+		default:
+			return false
+		}
+	}
+	var xe *exec.ExitError
+	if err := *r.err; err != nil && !(errors.As(err, &xe) && xe.Exited()) {
+		return false
+	}
+	return r.stderr.silent()
+}
+
+// runRemoved reports whether box b's one-step run proves it removed
+// (runEnd.removed), and forgets the run.
+func (e *Engine) runRemoved(b *supervisor.Box) bool {
+	e.mu.Lock()
+	r := e.runs[b.Name]
+	delete(e.runs, b.Name)
+	e.mu.Unlock()
+	return r != nil && r.removed()
+}
+
 // heldWriter holds what is written until release (then passes it on,
 // and everything after) or drop (then discards it).
 type heldWriter struct {
@@ -172,6 +248,7 @@ type heldWriter struct {
 	held     bytes.Buffer
 	released bool
 	dropped  bool
+	written  int // bytes written, held or not
 }
 
 // heldMax bounds what is held; the rest is lost.
@@ -180,6 +257,7 @@ const heldMax = 64 << 10
 func (h *heldWriter) Write(p []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.written += len(p)
 	switch {
 	case h.released && h.w != nil:
 		return h.w.Write(p)
@@ -218,4 +296,11 @@ func (h *heldWriter) drop() string {
 	first := supervisor.FirstLine(h.held.String())
 	h.held.Reset()
 	return first
+}
+
+// silent reports whether release came and nothing was ever written.
+func (h *heldWriter) silent() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released && h.written == 0
 }

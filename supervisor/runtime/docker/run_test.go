@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ func TestRunArgs(t *testing.T) {
 	b := supervisor.Box{Name: "dw-1", Image: "img", WatcherPath: "/w",
 		Labels: map[string]string{"io.deathwatch.nonce": "n", "io.deathwatch.instance": "i"}}
 	got := runArgs("podman", &b, boxConf{userns: "auto"}, "/tmp/dw-run-1/cid")
-	want := []string{"run", "--cidfile", "/tmp/dw-run-1/cid", "--interactive", "--name", "dw-1", "--pull", "never", "--init=false", "--restart", "no", "--rm",
+	want := []string{"run", "--cidfile", "/tmp/dw-run-1/cid", "--detach-keys=", "--interactive", "--name", "dw-1", "--pull", "never", "--init=false", "--restart", "no", "--rm",
 		"--log-driver", "none", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "SETPCAP", "--cap-add", "KILL", "--cap-add", "CHOWN", "--cap-add", "DAC_OVERRIDE",
 		"--security-opt", "no-new-privileges", "--userns", "auto", "--env", "GOMAXPROCS=1", "--env", "GODEBUG=profstackdepth=0",
 		"--label", "io.deathwatch.instance=i", "--label", "io.deathwatch.nonce=n",
@@ -26,8 +27,8 @@ func TestRunArgs(t *testing.T) {
 		t.Errorf("\n got %q\nwant %q", got, want)
 	}
 	// The same box as create's: one description serves both.
-	if c := createArgs("podman", &b, boxConf{userns: "auto"}); !reflect.DeepEqual(got[3:], c[1:]) {
-		t.Errorf("run's box %q differs from create's %q", got[3:], c[1:])
+	if c := createArgs("podman", &b, boxConf{userns: "auto"}); !reflect.DeepEqual(got[4:], c[1:]) {
+		t.Errorf("run's box %q differs from create's %q", got[4:], c[1:])
 	}
 }
 
@@ -63,6 +64,48 @@ func TestHeldWriter(t *testing.T) {
 	}
 	h.release()
 	h.Write([]byte("x"))
+}
+
+// A one-step run's client proves its box removed only when it exited by
+// itself and said nothing on stderr once the box existed.
+func TestRunEndRemoved(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		script  string // the client ("": still running)
+		before  string // written to stderr before the box existed
+		release bool   // the box existed (its cidfile)
+		after   string // written to stderr after
+		proves  bool
+	}{
+		{"exit 0, silent", "exit 0", "", true, "", true},
+		{"the box's status, silent", "exit 3", "", true, "", true},
+		{"a removal that failed", "exit 0", "", true, `time="..." level=error msg="Removing container c: ..."` + "\n", false},
+		{"a word held back", "exit 125", "Error: OCI runtime error\n", true, "", false},
+		{"the box never existed", "exit 125", "", false, "", false},
+		{"killed", "kill -KILL $$", "", true, "", false},
+		{"still running", "", "", true, "", false},
+		{"stderr still open", "exit 0", "", true, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &heldWriter{}
+			h.Write([]byte(tc.before))
+			if tc.release {
+				h.release()
+			}
+			h.Write([]byte(tc.after))
+			r := &runEnd{exited: make(chan struct{}), read: make(chan struct{}), err: new(error), stderr: h}
+			if tc.script != "" {
+				*r.err = exec.Command("sh", "-c", tc.script).Run()
+				close(r.exited)
+			}
+			if tc.name != "stderr still open" {
+				close(r.read)
+			}
+			if got := r.removed(); got != tc.proves {
+				t.Errorf("removed() = %v, want %v (wait: %v)", got, tc.proves, *r.err)
+			}
+		})
+	}
 }
 
 // A podman service (rootless `podman system service`) says whether it is
