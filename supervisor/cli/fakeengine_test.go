@@ -406,18 +406,48 @@ func (fe *fakeEngine) setScenario(sc fakeScenario) {
 }
 
 // calls returns the recorded argvs (engine name first).
+//
+// A listing of a box this engine never made is left out: it is a root
+// supervisor's host id slot allocation asking whether the box of a
+// stale slot (another test's SIGKILLed supervisor, in the host-wide slot
+// folder) still exists, which depends on what ran before, not on the
+// launch under test.
 func (fe *fakeEngine) calls() [][]string {
 	b, _ := os.ReadFile(filepath.Join(fe.dir, "calls.log"))
-	var out [][]string
+	var all [][]string
+	made := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if line == "" {
 			continue
 		}
 		var a []string
 		json.Unmarshal([]byte(line), &a)
+		all = append(all, a)
+		if i := slices.Index(a, "--name"); i > 0 && i+1 < len(a) && len(a) > 1 && (a[1] == "create" || a[1] == "run") {
+			made[a[i+1]] = true
+		}
+	}
+	var out [][]string
+	for _, a := range all {
+		if box, ok := listedName(a); ok && !made[box] {
+			continue
+		}
 		out = append(out, a)
 	}
 	return out
+}
+
+// listedName is the box name a `ps --filter name=BOX` call asks after.
+func listedName(a []string) (string, bool) {
+	if len(a) < 2 || a[1] != "ps" {
+		return "", false
+	}
+	for i, w := range a {
+		if w == "--filter" && i+1 < len(a) && strings.HasPrefix(a[i+1], "name=") {
+			return strings.TrimPrefix(a[i+1], "name="), true
+		}
+	}
+	return "", false
 }
 
 // boxes lists the boxes that exist.
