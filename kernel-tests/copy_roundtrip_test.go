@@ -439,7 +439,7 @@ func TestCopyRefusals(t *testing.T) {
 			{[]string{"--copy-in", r.Dir + ":../../etc"}, shared.ExitUsage, "not a clean absolute path"},
 			{[]string{"--copy-in", r.Dir + ":/work/../etc"}, shared.ExitUsage, "not a clean absolute path"},
 			{[]string{"--copy-out", "/tmp/res:" + out}, shared.ExitUsage, "exists already"},
-			{[]string{"--copy-in", "/nonexistent/x:/work/x"}, shared.ExitUsage, "no such file"},
+			{[]string{"--copy-in", "/nonexistent/x:/work/x"}, shared.ExitCopyFailed, "no such file"},
 		} {
 			res := runCmd(r.supervisor(nil, append(c.args, "--", "true")...))
 			if res.code != c.code || !strings.Contains(res.stderr, c.want) || strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 {
