@@ -26,7 +26,7 @@ func TestK8sClusterLogChannels(t *testing.T) {
 	k := k8sTestNamespace(t)
 	name := "dw-k8s-logs"
 	k8sPod(t, k, name, "localhost/deathwatch/busybox:1", nil,
-		`command: [sh, -c, "echo init-out; echo init-err >&2; exec cat"]`, "stdin: true", "stdinOnce: true")
+		`command: [sh, -c, "echo init-out; echo init-err >&2; exec cat"]`, "stdin: true")
 	phase := func() string { return k8sPhase(t, k, name) }
 	if !k8sWaitFor(120*time.Second, func() bool { return phase() == "Running" }) {
 		t.Fatalf("pod %s not Running after 120 s (phase %q); read %s/log/kubelet.log", name, phase(), k8sState)
