@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"deathwatch/supervisor/journal"
 	"io"
 	"os"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/journal"
 )
 
 // findsRuntime is memRuntime registered with IntentFinds; its probe
