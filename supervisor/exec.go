@@ -91,7 +91,7 @@ func Exec(ctx context.Context, o ExecOptions) (Result, error) {
 		l.stageIntent()
 		defer l.dropIntent()
 	}
-	cfg := RuntimeConfig{Log: x.Log, Stderr: l.tail, EngineEnv: x.EngineEnv, ProveBind: quietProof(x.ProveBind)}
+	cfg := RuntimeConfig{Log: x.Log, Stderr: l.tail, EngineEnv: x.EngineEnv, ProveBind: quietProof(defaultProof(ctx, o))}
 	p, err := pickRuntime(ctx, &o, cfg)
 	if err != nil {
 		return fail(err, shared.ExitEngine)

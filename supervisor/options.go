@@ -239,7 +239,7 @@ type ExecIO struct {
 	// TTY; the box gets the latest once the agent started.
 	Resize <-chan shared.Resize
 	// ProveBind runs a bind proof for the runtime (RuntimeConfig);
-	// nil: none.
+	// nil: ProveBind with this launch's options.
 	ProveBind BindProver
 	// Controller is a link to the controller already taken
 	// (WatchController): the CLI takes it before anything else. nil:

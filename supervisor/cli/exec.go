@@ -152,10 +152,6 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 		Stdout: c.stdout, Stderr: stderr, Log: g.logger(stderr), Events: ev, Signals: sigs,
 		EngineEnv: engineEnv(env, e.Env), Stdin: in.stdin, Resize: in.resize, Controller: ctrl,
 		Say: g.sayer(stderr),
-		ProveBind: func(ctx context.Context, runtime, dir string) (bool, string) {
-			st := e.stagingProbe(ctx, g, c, o, env, runtime, dir)
-			return st.Mode == "bind", st.Detail
-		},
 	}
 	res, err := supervisor.Exec(context.Background(), *o)
 	c.code = res.Code

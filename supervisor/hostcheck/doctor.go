@@ -432,58 +432,16 @@ func stagingProbe(ctx context.Context, runtime string, d *DoctorOptions, watcher
 		return st
 	}
 	st.Dir = abs
-	// Readable by the agent's uid, which is not ours.
-	os.Chmod(abs, 0o755)
-	nonce := supervisor.RandHex(16)
-	name := ".deathwatch-probe-" + nonce
-	p := filepath.Join(abs, name)
-	if err := os.WriteFile(p, []byte(nonce+"\n"), 0o644); err != nil {
-		st.Detail = fmt.Sprintf("cannot write the probe file: %v", err)
-		return st
-	}
-	defer os.Remove(p)
-
-	var out, errb bytes.Buffer
-	var removal string // the probe box's removal that failed
-	cctx, cancel := context.WithTimeout(ctx, d.Timeout)
-	defer cancel()
-	r, err := supervisor.Exec(cctx, supervisor.ExecOptions{
-		Instance: supervisor.ProbeInstance(d.Instance), JournalDir: d.JournalDir, Runtime: runtime, Image: d.Image,
-		NamePrefix: "dw-probe", Network: "none", Grace: time.Second, Deadline: d.Timeout / 2,
-		Mounts:       []supervisor.Mount{{Source: abs, Target: "/tmp/dw-staging", ReadOnly: true}},
-		AllowRootful: d.AllowRootful, WatcherPath: watcher, WatcherInImage: watcherInImage,
-		Argv: []string{"cat", "/tmp/dw-staging/" + name},
-		IO: supervisor.ExecIO{Stdout: &out, Stderr: &errb, Log: log, EngineEnv: env, Signals: make(chan os.Signal), OnEvent: func(ev supervisor.Event) {
-			if ev.Event == supervisor.EventRemoved && ev.Error != "" {
-				removal = ev.Error
-			}
-		}},
-	})
-	code := r.Code
-	if err != nil {
-		fmt.Fprintf(&errb, "%v\n", err)
-	}
-	if removal != "" {
-		// Said, not swallowed with the probe's stderr: the box is left.
-		log.Warn("the staging probe's box was not removed; `supervisor reconcile` removes it", "instance", supervisor.ProbeInstance(d.Instance), "error", removal)
-	}
-	got := strings.TrimSpace(out.String())
-	switch {
-	case code == 0 && got == nonce:
+	ok, detail := supervisor.ProveBind(ctx, supervisor.ExecOptions{
+		Instance: d.Instance, JournalDir: d.JournalDir, Image: d.Image, AllowRootful: d.AllowRootful,
+		WatcherPath: watcher, WatcherInImage: watcherInImage,
+		IO: supervisor.ExecIO{Log: log, EngineEnv: env},
+	}, runtime, abs, d.Timeout)
+	if ok {
 		st.Mode = "bind"
-		st.Detail = "the nonce file was read back from inside the box: the box sees the controller's files"
-	case code == 0:
-		st.Detail = "the box read another file at the same path: not the controller's file system"
-	default:
-		last := supervisor.FirstLine(lastLine(errb.String()))
-		st.Detail = fmt.Sprintf("the nonce file could not be read from inside the box (exit %d: %s)", code, last)
 	}
+	st.Detail = detail
 	return st
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
 }
 
 // WriteDoctorTable prints the report for a person.
