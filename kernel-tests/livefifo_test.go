@@ -2,6 +2,8 @@ package kerneltests
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -242,5 +244,44 @@ func forLive(t *testing.T, f func(t *testing.T, r *rig)) {
 			t.Cleanup(func() { r.removeLeftovers() })
 			f(t, r)
 		})
+	}
+}
+
+// TestLibraryLiveFIFO: a Go controller's supervisor.Exec on local
+// rootful Docker with no ExecIO.ProveBind (the library's default, no
+// CLI) offers the box a live FIFO: when the box has started, its FIFO
+// is on the host, root's 0600 in root's 0700 folder.
+func TestLibraryLiveFIFO(t *testing.T) {
+	for _, r := range rigs(t, "docker") {
+		r.Setup(t, "lf")
+		t.Cleanup(func() { r.removeLeftovers() })
+		var seen []string
+		res, err := supervisor.Exec(context.Background(), supervisor.ExecOptions{
+			Instance: r.Instance, JournalDir: r.JournalDir(), Runtime: r.Runtime, Image: r.Image,
+			AllowRootful: true, WatcherPath: r.Bin.Watcher, Deadline: 60 * time.Second,
+			Argv: []string{"true"},
+			IO: supervisor.ExecIO{OnEvent: func(ev supervisor.Event) {
+				if ev.Event != supervisor.EventStarted {
+					return
+				}
+				dir := filepath.Join(r.liveRoot(), ev.Box)
+				for p, want := range map[string]os.FileMode{dir: os.ModeDir | 0o700, filepath.Join(dir, docker.LiveFIFOName): os.ModeNamedPipe | 0o600} {
+					if st, err := os.Lstat(p); err != nil {
+						seen = append(seen, fmt.Sprintf("no %s on the host: %v", p, err))
+					} else if s := st.Sys().(*syscall.Stat_t); st.Mode() != want || s.Uid != 0 {
+						seen = append(seen, fmt.Sprintf("%s: mode %v uid %d, want %v of root's", p, st.Mode(), s.Uid, want))
+					} else {
+						seen = append(seen, "ok "+p)
+					}
+				}
+			}},
+		})
+		if err != nil || res.Code != 0 {
+			t.Fatalf("Exec: exit %d, %v", res.Code, err)
+		}
+		t.Logf("at started: %v", seen)
+		if len(seen) != 2 || !strings.HasPrefix(seen[0], "ok ") || !strings.HasPrefix(seen[1], "ok ") {
+			t.Errorf("the library's launch was not offered a live FIFO: %v", seen)
+		}
 	}
 }
