@@ -131,7 +131,7 @@ $(addprefix side-,$(SIDE_LANES)): side-%:
 
 # The supervisor runs where Docker Desktop and sbx controllers run: it
 # must build for macOS and Windows (the docker runtime; native is Linux's).
-CROSS_TARGETS := darwin/arm64 darwin/amd64 windows/amd64
+CROSS_TARGETS := darwin/arm64 darwin/amd64 freebsd/amd64 windows/amd64
 
 .PHONY: cross
 cross:
