@@ -339,6 +339,9 @@ type boxConf struct {
 	userns    string
 	unbounded bool
 	liveDir   string // the box's live FIFO's host folder, "" for none
+	// livePipe: the box's PID 1 gets its live pipe's read end as
+	// descriptor liveFDInBox (a one-step run's, runArgs).
+	livePipe bool
 }
 
 // tmpOptions are the box's /tmp tmpfs options, the native runtime's
@@ -387,6 +390,9 @@ func createBody(b *supervisor.Box, conf boxConf) apiCreate {
 		// (and the engine's archive endpoint, blind to the box's tmpfs
 		// mounts, reaches it).
 		c.HostConfig.Tmpfs = map[string]string{"/tmp": tmpOptions(conf.kind)}
+	}
+	if conf.livePipe {
+		c.Cmd = append(c.Cmd, fmt.Sprintf("--live-fd=%d", liveFDInBox))
 	}
 	if ids := b.OwnIDs; ids != nil {
 		c.Cmd = append(c.Cmd, fmt.Sprintf("--watcher-user=%d:%d", ids.WatcherUID, ids.WatcherGID))

@@ -52,6 +52,9 @@ type liveFIFO struct {
 	// release closes it; w is nil then.
 	w       *os.File
 	release func()
+	// pass is a one-step run's live pipe's read end until its client
+	// holds it (livefd_linux.go); dir is "" then.
+	pass *os.File
 }
 
 // Arm gives the launch a live FIFO where it is safe and proven
@@ -63,7 +66,14 @@ type liveFIFO struct {
 // engine. Anything else leaves the launch as it was: the control
 // stream alone.
 func (e *Engine) Arm(ctx context.Context, b *supervisor.Box, s *shared.Spec) {
-	if e.ProveBind == nil || s.AllowRoot || b.WatcherInImage != "" {
+	if s.AllowRoot || b.WatcherInImage != "" {
+		return
+	}
+	if e.oneStepLocal(ctx) {
+		e.armPipe(b)
+		return
+	}
+	if e.ProveBind == nil {
 		return
 	}
 	key, ok := e.LiveKey(ctx)
@@ -299,6 +309,10 @@ func (lf *liveFIFO) close() {
 		lf.w.Close()
 		lf.w = nil
 	}
+	if lf.pass != nil {
+		lf.pass.Close()
+		lf.pass = nil
+	}
 	if lf.release != nil {
 		lf.release()
 		lf.release = nil
@@ -312,14 +326,14 @@ func (lf *liveFIFO) close() {
 // again for each request on the box's files (Docker's archive endpoint:
 // docker cp, a copy-out), which fails whole on a source that is gone.
 func (lf *liveFIFO) unlink() {
-	if lf != nil {
+	if lf != nil && lf.dir != "" {
 		os.Remove(filepath.Join(lf.dir, LiveFIFOName))
 	}
 }
 
 // remove deletes the FIFO's folder (os.RemoveAll follows no link).
 func (lf *liveFIFO) remove() {
-	if lf != nil {
+	if lf != nil && lf.dir != "" {
 		os.RemoveAll(lf.dir)
 	}
 }

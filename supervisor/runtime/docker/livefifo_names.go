@@ -29,3 +29,7 @@ const LiveDirInBox = "/dev/.deathwatch"
 
 // LiveFIFOName is the FIFO's name in its folder.
 const LiveFIFOName = "live"
+
+// liveFDInBox is a one-step run's live pipe's descriptor in the box
+// (livefd_linux.go): the first one --preserve-fds passes.
+const liveFDInBox = 3

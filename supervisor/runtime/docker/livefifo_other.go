@@ -4,6 +4,7 @@ package docker
 
 import (
 	"context"
+	"os"
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
@@ -32,3 +33,6 @@ const LiveRoot = ""
 
 // LiveRootFor: no live FIFO's folder on this system.
 func LiveRootFor(int, string) string { return "" }
+
+// livePass: no live pipe here.
+func (e *Engine) livePass(string) (*os.File, func()) { return nil, func() {} }

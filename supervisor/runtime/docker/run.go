@@ -39,7 +39,12 @@ import (
 // without removing the box.
 func runArgs(kind string, b *supervisor.Box, conf boxConf, cidfile string) []string {
 	a := createArgs(kind, b, conf)
-	return append([]string{"run", "--cidfile", cidfile, "--detach-keys="}, a[1:]...)
+	run := []string{"run", "--cidfile", cidfile, "--detach-keys="}
+	if conf.livePipe {
+		// The client's descriptor 3, the live pipe's read end (livefd_linux.go).
+		run = append(run, "--preserve-fds", "1")
+	}
+	return append(run, a[1:]...)
 }
 
 // OneStep says yes for a local Podman without a service socket: the CLI
@@ -87,8 +92,16 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 		e.dropOwnIDs(b)
 		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
 	}
-	st, err := supervisor.StartAttached(e.command(nil, runArgs(e.Kind, b, e.boxConf(), cid)), e.Kind, b.Name, errW)
+	conf := e.boxConf()
+	pass, passed := e.livePass(b.Name)
+	conf.livePipe = pass != nil
+	cmd := e.command(nil, runArgs(e.Kind, b, conf, cid))
+	if pass != nil {
+		cmd.ExtraFiles = []*os.File{pass}
+	}
+	st, err := supervisor.StartAttached(cmd, e.Kind, b.Name, errW)
 	errW.Close()
+	passed()
 	if err != nil {
 		errR.Close()
 		os.RemoveAll(dir)

@@ -30,6 +30,14 @@ func TestRunArgs(t *testing.T) {
 	if c := createArgs("podman", &b, boxConf{userns: "auto"}); !reflect.DeepEqual(got[4:], c[1:]) {
 		t.Errorf("run's box %q differs from create's %q", got[4:], c[1:])
 	}
+	// A live pipe: the client passes its descriptor 3, which the watcher
+	// takes as --live-fd.
+	live := runArgs("podman", &b, boxConf{userns: "auto", livePipe: true}, "/tmp/dw-run-1/cid")
+	wantLive := append([]string{"run", "--cidfile", "/tmp/dw-run-1/cid", "--detach-keys=", "--preserve-fds", "1"}, want[4:]...)
+	wantLive = append(wantLive, "--live-fd=3")
+	if !reflect.DeepEqual(live, wantLive) {
+		t.Errorf("live pipe:\n got %q\nwant %q", live, wantLive)
+	}
 }
 
 func TestHeldWriter(t *testing.T) {
