@@ -105,6 +105,11 @@ func TestCLIUsage(t *testing.T) {
 		{[]string{"--help"}, 0, "exec", ""},
 		{[]string{"exec", "--help"}, 0, "245", ""},
 		{[]string{"version"}, 0, shared.Version, ""},
+		{[]string{"--version"}, 0, shared.Version, ""},
+		{[]string{"version", "--json"}, 0, `"version":"` + shared.Version + `"`, ""},
+		// Anything beside a plain version is the parser's.
+		{[]string{"--log-level", "info", "version", "--json"}, 0, `"version":"` + shared.Version + `"`, ""},
+		{[]string{"version", "--bogus"}, shared.ExitUsage, "", "unknown flag --bogus"},
 		{[]string{"exec", "--bogus", "--", "true"}, shared.ExitUsage, "", "unknown flag --bogus"},
 		{[]string{"exec", "--network", "wifi", "--", "true"}, shared.ExitUsage, "", "--network"},
 		{[]string{"frobnicate"}, shared.ExitUsage, "", "unexpected argument frobnicate"},

@@ -289,6 +289,11 @@ func removeBounds() string {
 }
 
 func run(args []string, c *cmdContext) (code int) {
+	if v, ok := plainVersion(args); ok {
+		// kong.New reflects over every command of CLI: a version needs none.
+		v.Run(c)
+		return 0
+	}
 	var cli any
 	var globals *Globals
 	var lean reflect.Value // exec without help: parsed into leanExecType
