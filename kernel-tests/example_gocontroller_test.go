@@ -17,9 +17,18 @@ import (
 // examples/gocontroller, the Go controller of the library: built as a
 // user builds it, run on the native runtime as root.
 
-// buildGoController builds the example into a folder of the test's.
+// buildGoController builds the example into a folder of the test's;
+// where there is no Go (the VM rig's guests) the rig built it
+// beforehand, as it builds ktest's programs, into DEATHWATCH_KTEST_TOOLS.
 func buildGoController(t *testing.T) string {
 	t.Helper()
+	if dir := os.Getenv("DEATHWATCH_KTEST_TOOLS"); dir != "" {
+		bin := filepath.Join(dir, "gocontroller")
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("the example Go controller, built beforehand: %v (DEATHWATCH_KTEST_TOOLS=%s)", err, dir)
+		}
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "gocontroller")
 	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./examples/gocontroller")
 	cmd.Dir = ktest.RepoRoot()

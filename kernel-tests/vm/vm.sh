@@ -445,9 +445,15 @@ cmd_test() {
 		# has no Go.
 		(cd "$tree" && go test -c -o "$out/kernel-tests.test" ./kernel-tests/) || die "go test -c ./kernel-tests/ in $tree failed"
 		mkdir -p "$out/tools"
-		for t in chainctl escape standin; do
+		# Every program of kernel-tests/ktest (ktest.ToolPath finds them
+		# in DEATHWATCH_KTEST_TOOLS) and the example Go controller.
+		local t
+		for t in "$tree"/kernel-tests/ktest/*/; do
+			t=$(basename "$t")
+			grep -qs '^package main' "$tree/kernel-tests/ktest/$t"/*.go || continue
 			(cd "$tree" && CGO_ENABLED=0 go build -trimpath -o "$out/tools/$t" "./kernel-tests/ktest/$t") || die "go build ./kernel-tests/ktest/$t in $tree failed"
 		done
+		(cd "$tree" && CGO_ENABLED=0 go build -trimpath -o "$out/tools/gocontroller" ./examples/gocontroller) || die "go build ./examples/gocontroller in $tree failed"
 		# The tini parity tests compare with the host's tini and
 		# dumb-init (the root image has neither; the host's are Debian's,
 		# static or on libc alone): installed in the guest's own root.
