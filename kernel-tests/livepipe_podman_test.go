@@ -1,0 +1,115 @@
+package kerneltests
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"deathwatch/kernel-tests/ktest"
+	"deathwatch/supervisor"
+)
+
+// The live pipe of a local Podman's one-step run
+// (supervisor/runtime/docker/livefd_linux.go): the podman client passes
+// the box's PID 1 the read end of a pipe whose write end only the
+// supervisor holds, and the watcher takes it as --live-fd.
+
+// podmanPipeScript is the agent of TestPodmanLivePipe: as uid 1000 it
+// lists its own descriptors and tries the watcher's, says "checked" and
+// sleeps.
+const podmanPipeScript = `
+echo "own-fds: $(ls /proc/self/fd | tr '\n' ' ')"
+if out=$(ls /proc/1/fd 2>&1); then echo "watcher-fds: ok"; else echo "watcher-fds: $out"; fi
+echo checked
+exec sleep 1000
+`
+
+// TestPodmanLivePipe: on rootful and rootless Podman without a service
+// the box's watcher runs with --live-fd=3, its descriptor 3 is a pipe,
+// and the agent holds none of it (nor can it list the watcher's). With
+// conmon stopped (the box's stdin cannot reach EOF) and the heartbeat
+// off, SIGKILL of the supervisor ends every box process all the same:
+// the pipe alone told the watcher. With conmon let go the engine
+// removes the box.
+func TestPodmanLivePipe(t *testing.T) {
+	for _, r := range rigs(t, "podman", "podman-rootless") {
+		t.Run(r.Name, func(t *testing.T) {
+			r.Setup(t, "lp")
+			t.Cleanup(func() { r.removeLeftovers() })
+			os.Remove(r.eventsFile())
+			cmd := r.supervisor(nil, "--heartbeat", "0", "--", "sh", "-c", podmanPipeScript)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			rep := map[string]string{}
+			sc := bufio.NewScanner(out)
+			for sc.Scan() && sc.Text() != "checked" {
+				if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
+					rep[k] = v
+				}
+			}
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			box := r.waitEvent(supervisor.EventReady, 30*time.Second).Box
+			t.Logf("agent's report: %v", rep)
+			// ls's own directory descriptor is the one past 0, 1 and 2.
+			if fds := strings.Fields(rep["own-fds"]); len(fds) > 4 {
+				t.Errorf("the agent holds descriptors %v, want 0, 1, 2 (and ls's own)", fds)
+			}
+			if v := rep["watcher-fds"]; !strings.Contains(v, "Permission denied") && !strings.Contains(v, "Operation not permitted") {
+				t.Errorf("agent lists the watcher's descriptors: %q, want EACCES or EPERM", v)
+			}
+
+			procs := r.boxProcs(box, nil)
+			if len(procs) < 2 {
+				t.Fatalf("box processes %s: want the watcher and the agent", ktest.Describe(procs))
+			}
+			w := procs[0].PID
+			argv, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(w), "cmdline"))
+			if err != nil || !strings.Contains(string(argv), "--live-fd=3\x00") {
+				t.Errorf("the box's watcher runs %q (%v), want --live-fd=3", strings.ReplaceAll(string(argv), "\x00", " "), err)
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(filepath.Join("/proc", strconv.Itoa(w), "fd", "3"), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+				t.Errorf("the watcher's descriptor 3 is mode %o (%v), want a pipe", st.Mode, err)
+			}
+			init, err := ktest.ReadStat(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conmon, err := ktest.ReadStat(init.PPID)
+			if err != nil || conmon.Comm != "conmon" {
+				t.Fatalf("the box's init %d has parent %+v (%v), want conmon", init.PID, conmon, err)
+			}
+			if err := syscall.Kill(conmon.PID, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Kill(conmon.PID, syscall.SIGCONT) })
+
+			t0 := time.Now()
+			cmd.Process.Kill()
+			cmd.Wait()
+			took, left := ktest.WaitDead(procs, t0, 4*ktest.Slack)
+			if len(left) > 0 {
+				t.Fatalf("with conmon stopped, box processes %s still run %v after SIGKILL of the supervisor: the live pipe did not end the box", ktest.Describe(left), took)
+			}
+			t.Logf("%s, conmon stopped: SIGKILL of the supervisor → every box process dead %v", r.Name, took.Round(time.Millisecond))
+			syscall.Kill(conmon.PID, syscall.SIGCONT)
+			if !ktest.WaitFor(60*time.Second, func() bool { return !r.exists(box) }) {
+				t.Fatalf("box %s still there 60s after conmon was let go", box)
+			}
+		})
+	}
+}
