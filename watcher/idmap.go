@@ -1,7 +1,6 @@
 package watcher
 
 import (
-	"os"
 	"strconv"
 	"strings"
 )
@@ -9,9 +8,12 @@ import (
 // unmapped says which of the agent's ids the box's user namespace does
 // not map ("uid 70000", "uid 70000 and gid 70000"), with the ranges it
 // does map, or "" when both are mapped or the maps cannot be read.
+// The maps are read with readFile, not os.ReadFile: its File.Stat is
+// the watcher's only os.FileInfo, which links the time zone loader and
+// time's formatting into PID 1's binary.
 func unmapped(uid, gid uint32) string {
-	um, err1 := os.ReadFile("/proc/self/uid_map")
-	gm, err2 := os.ReadFile("/proc/self/gid_map")
+	um, err1 := readFile("/proc/self/uid_map")
+	gm, err2 := readFile("/proc/self/gid_map")
 	if err1 != nil || err2 != nil {
 		return ""
 	}
