@@ -4,7 +4,8 @@ package kerneltests
 // as PID 1 at the agent's uid with no capability, as a restricted pod's
 // container runs it, it starts the agent at that uid behind its walls,
 // and restrictedprobe's attacks on PID 1 are each refused; run as root
-// it refuses the box (243) in one line.
+// it refuses the box (243) in one line, as it does on a kernel without
+// Landlock's signal scope (ABI 6).
 
 import (
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
+	"deathwatch/shared/landlock"
 	"deathwatch/shared/seccomp"
 )
 
@@ -91,6 +93,27 @@ func TestWatcherRestricted(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := ktest.StartController(t, as, pid1FD.options(false, "--restricted"))
+		if abi, err := landlock.ABI(); err != nil || abi < landlock.ScopeABI {
+			// A kernel without the signal scope (the VM rig's 6.1
+			// guests): restricted mode cannot wall the agent in, so the
+			// watcher refuses before the agent exists, in one line that
+			// names the kernel's lack.
+			if err := c.Hello(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Send(shared.FrameSpec, spec.Marshal()); err != nil {
+				t.Fatal(err)
+			}
+			res := c.Wait(6 * ktest.Slack)
+			expectExit(t, c, res, shared.ExitRefused, shared.ReasonSetupFailed, true)
+			if res.Exit == nil || !strings.HasPrefix(res.Exit.Message, "--restricted") || !strings.Contains(res.Exit.Message, "Landlock") || strings.Contains(res.Exit.Message, "\n") {
+				t.Errorf("refusal %s: want one line naming --restricted and Landlock (kernel ABI %d, %v)", fmtExit(res.Exit), abi, err)
+			}
+			if strings.Contains(c.Stdout(), "attacker pid=") {
+				t.Error("the agent ran")
+			}
+			return
+		}
 		c.Launch(spec)
 		res := c.Wait(12 * ktest.Slack)
 		out := c.Stdout()
