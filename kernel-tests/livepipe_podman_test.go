@@ -12,6 +12,7 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/runtime/docker"
 )
 
 // The live pipe of a local Podman's one-step run
@@ -111,5 +112,115 @@ func TestPodmanLivePipe(t *testing.T) {
 				t.Fatalf("box %s still there 60s after conmon was let go", box)
 			}
 		})
+	}
+}
+
+// TestPodmanServiceLiveFIFO: through a rootful `podman system service`
+// (the API path the supervisor prefers when a socket is there) the box,
+// with a user namespace of its own (--userns=auto), gets the live FIFO:
+// at started the FIFO is the box's root's (a host id other than root),
+// 0600, in the supervisor's 0711 folder; the agent can neither open it
+// nor list the folder. With conmon stopped and the heartbeat off,
+// SIGKILL of the supervisor ends every box process: the FIFO alone told
+// the watcher.
+func TestPodmanServiceLiveFIFO(t *testing.T) {
+	r := rigs(t, "podman")[0]
+	r.Setup(t, "psvclf")
+	t.Cleanup(func() { r.removeLeftovers() })
+	sock := filepath.Join(r.Dir, "podman.sock")
+	svc := r.Command(nil, "podman", "system", "service", "--time", "0", "unix://"+sock)
+	svc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := svc.Start(); err != nil {
+		t.Fatalf("podman system service: %v", err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-svc.Process.Pid, syscall.SIGTERM)
+		svc.Wait()
+	})
+	if !ktest.WaitFor(60*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }) {
+		t.Fatalf("podman system service made no socket at %s", sock)
+	}
+	env := []string{"CONTAINER_HOST=unix://" + sock}
+
+	// Stopped after start, before the spec: the FIFO as the box got it.
+	os.Remove(r.eventsFile())
+	stopped := r.supervisor(append(env, supervisor.CrashPointEnv+"="+supervisor.CrashAfterStart), "--", "true")
+	if err := stopped.Start(); err != nil {
+		t.Fatal(err)
+	}
+	box := r.waitEvent(supervisor.EventStarted, 120*time.Second).Box
+	dir := filepath.Join(r.liveRoot(), box)
+	if st, err := os.Lstat(dir); err != nil || st.Mode() != os.ModeDir|0o711 || st.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("live FIFO folder %s: %v (%v), want root's 0711 (the launch was not offered a live FIFO?)", dir, st, err)
+	}
+	if st, err := os.Lstat(filepath.Join(dir, docker.LiveFIFOName)); err != nil {
+		t.Errorf("no live FIFO in %s: %v", dir, err)
+	} else if s := st.Sys().(*syscall.Stat_t); st.Mode() != os.ModeNamedPipe|0o600 || s.Uid == 0 || s.Gid == 0 {
+		t.Errorf("live FIFO: mode %v uid %d gid %d, want 0600 of the box's root (not the host's)", st.Mode(), s.Uid, s.Gid)
+	}
+	stopped.Process.Kill()
+	stopped.Wait()
+	if code, _, stderr := r.reconcile(r.Instance); code != 0 {
+		t.Fatalf("reconcile: exit %d: %s", code, stderr)
+	}
+
+	os.Remove(r.eventsFile())
+	cmd := r.supervisor(env, "--heartbeat", "0", "--", "sh", "-c", liveScript(filepath.Dir(r.liveRoot())))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	rep := map[string]string{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "checked" {
+		if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
+			rep[k] = v
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	box = r.waitEvent(supervisor.EventReady, 60*time.Second).Box
+	t.Logf("agent's report: %v", rep)
+	for _, what := range []string{"open-read", "open-write", "list-folder", "watcher-fds"} {
+		if v := rep[what]; !strings.Contains(v, "Permission denied") && !strings.Contains(v, "Operation not permitted") && !strings.Contains(v, "No such file") {
+			t.Errorf("agent %s: %q, want EACCES, EPERM or ENOENT", what, v)
+		}
+	}
+	procs := r.boxProcs(box, nil)
+	if len(procs) < 2 {
+		t.Fatalf("box processes %s: want the watcher and the agent", ktest.Describe(procs))
+	}
+	init, err := ktest.ReadStat(procs[0].PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conmon, err := ktest.ReadStat(init.PPID)
+	if err != nil || conmon.Comm != "conmon" {
+		t.Fatalf("the box's init %d has parent %+v (%v), want conmon", init.PID, conmon, err)
+	}
+	if err := syscall.Kill(conmon.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(conmon.PID, syscall.SIGCONT) })
+	t0 := time.Now()
+	cmd.Process.Kill()
+	cmd.Wait()
+	took, left := ktest.WaitDead(procs, t0, 4*ktest.Slack)
+	if len(left) > 0 {
+		t.Fatalf("with conmon stopped, box processes %s still run %v after SIGKILL of the supervisor: the live FIFO did not end the box", ktest.Describe(left), took)
+	}
+	t.Logf("podman service, conmon stopped: SIGKILL of the supervisor → every box process dead %v", took.Round(time.Millisecond))
+	syscall.Kill(conmon.PID, syscall.SIGCONT)
+	if !ktest.WaitFor(60*time.Second, func() bool { return !r.exists(box) }) {
+		t.Fatalf("box %s still there 60s after conmon was let go", box)
+	}
+	if code, _, stderr := r.reconcile(r.Instance); code != 0 {
+		t.Fatalf("reconcile: exit %d: %s", code, stderr)
 	}
 }

@@ -623,6 +623,14 @@ func (e *Engine) apiCreate(ctx context.Context, c *apiClient, b *supervisor.Box)
 		for _, w := range reply.Warnings {
 			e.log().Warn("engine create", "box", b.Name, "warning", w)
 		}
+		if lerr := e.giveLive(ctx, c, b); lerr != nil {
+			// The watcher would fail closed on a FIFO it cannot open: the
+			// box goes before it starts.
+			if derr := e.apiRemove(ctx, c, b); derr != nil {
+				return fmt.Errorf("%w (and removing the box failed: %w)", lerr, derr)
+			}
+			return lerr
+		}
 		return nil
 	case statusOf(err) == http.StatusNotFound: // the image went away since the check
 		return supervisor.ImageError("create box %s: %w", b.Name, err)

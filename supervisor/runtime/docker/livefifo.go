@@ -14,18 +14,22 @@ import (
 // more read-only bind (createBody); LiveKey and LiveIDs say where it may
 // be offered (a Linux supervisor only).
 
-// LiveKey names a Docker engine on this host's unix socket that runs as
-// the supervisor's uid (a rootful daemon for a root supervisor, the
-// user's rootless daemon for the user) by the socket's path and inode
-// (a restarted or replaced daemon makes a new socket, and is proven
-// anew). Podman, the CLI, a tcp:// or ssh:// engine and a listener of
-// another uid get no live FIFO.
+// LiveKey names a Docker engine or a Podman service on this host's
+// unix socket that runs as the supervisor's uid (a rootful daemon for a
+// root supervisor, the user's rootless daemon for the user) by the
+// socket's path and inode (a restarted or replaced daemon makes a new
+// socket, and is proven anew). The CLI (local Podman's one-step run has
+// its live pipe instead, livefd_linux.go), a tcp:// or ssh:// engine and
+// a listener of another uid get no live FIFO.
 func (e *Engine) LiveKey(ctx context.Context) (string, bool) {
-	if e.Kind != "docker" {
+	c := e.client(ctx)
+	if c == nil || c.ep.Scheme != "unix" {
 		return "", false
 	}
-	c := e.client(ctx)
-	if c == nil || c.ep.Scheme != "unix" || dockerServerVersion(c.server) == "" {
+	switch {
+	case e.Kind == "docker" && dockerServerVersion(c.server) != "":
+	case e.Kind == "podman" && c.libpod != "":
+	default:
 		return "", false
 	}
 	if uid, ok := c.listenerUID(); !ok || uid != os.Geteuid() {
@@ -39,7 +43,7 @@ func (e *Engine) LiveKey(ctx context.Context) (string, bool) {
 	if !ok || st.Mode()&os.ModeSocket == 0 {
 		return "", false
 	}
-	return fmt.Sprintf("docker %s dev %d ino %d", c.ep.Addr, s.Dev, s.Ino), true
+	return fmt.Sprintf("%s %s dev %d ino %d", e.Kind, c.ep.Addr, s.Dev, s.Ino), true
 }
 
 // LiveIDs asks the daemon (/info) whether its boxes' root is its own
@@ -48,10 +52,19 @@ func (e *Engine) LiveKey(ctx context.Context) (string, bool) {
 // rootless one as uid 0 of rootlesskit's namespace, its user on the
 // host); a userns-remap daemon maps the box's root to an id that cannot
 // open the supervisor's FIFO.
+//
+// A podman service's boxes' root is its own uid, the supervisor's
+// (LiveKey), unless they take a user namespace of their own
+// (--userns=auto): then a root supervisor gives the FIFO to the box's
+// root once the engine has picked its ids (giveLive), which a user's
+// supervisor cannot.
 func (e *Engine) LiveIDs(ctx context.Context) (bool, error) {
 	c := e.client(ctx)
 	if c == nil {
 		return false, errors.New("no engine API")
+	}
+	if e.Kind == "podman" {
+		return !e.usernsAuto || os.Geteuid() == 0, nil
 	}
 	info, err := e.dockerInfo(ctx, c)
 	if err != nil {

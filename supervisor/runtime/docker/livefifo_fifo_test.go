@@ -225,3 +225,22 @@ func TestLiveRootFor(t *testing.T) {
 		}
 	}
 }
+
+func TestRootIn(t *testing.T) {
+	for _, tc := range []struct {
+		m    []string
+		want uint32
+		ok   bool
+	}{
+		{[]string{"0:1073741824:65536"}, 1073741824, true},
+		{[]string{"1:2000:10", "0:1000:1"}, 1000, true},
+		{[]string{"0:1000:0"}, 0, false},
+		{[]string{"1:1000:65536"}, 0, false},
+		{[]string{"0:x:1", "junk"}, 0, false},
+		{nil, 0, false},
+	} {
+		if got, ok := rootIn(tc.m); got != tc.want || ok != tc.ok {
+			t.Errorf("rootIn(%q) = %d, %v; want %d, %v", tc.m, got, ok, tc.want, tc.ok)
+		}
+	}
+}
