@@ -348,14 +348,25 @@ func waitRunning(ctx context.Context, k *Client, ns, name string) error {
 	}
 }
 
-// stuck are waiting reasons that will not pass by themselves; the image
-// ones are errNoImage.
-var stuck = map[string]bool{
-	"ErrImageNeverPull": true, "ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true,
-	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true, "CrashLoopBackOff": true,
+// stuck reports whether a waiting reason will not pass by itself; the
+// image ones (imageReason) are errNoImage. Switches, not maps: nothing
+// is built at start for a runtime that may not be picked.
+func stuck(reason string) bool {
+	switch reason {
+	case "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff":
+		return true
+	}
+	return imageReason(reason)
 }
 
-var imageReasons = map[string]bool{"ErrImageNeverPull": true, "ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true}
+// imageReason reports whether a waiting reason says the image cannot be had.
+func imageReason(reason string) bool {
+	switch reason {
+	case "ErrImageNeverPull", "ImagePullBackOff", "ErrImagePull", "InvalidImageName":
+		return true
+	}
+	return false
+}
 
 // errNoImage: the pod's container cannot get its image.
 var errNoImage = errors.New("the image cannot be had")
@@ -367,8 +378,8 @@ func runningState(p *Pod) (bool, error) {
 		return true, errors.New("is being deleted")
 	}
 	for _, cs := range append(append([]ContainerStatus(nil), p.Status.InitStatuses...), p.Status.ContainerStatuses...) {
-		if w := cs.State.Waiting; w != nil && stuck[w.Reason] {
-			if imageReasons[w.Reason] {
+		if w := cs.State.Waiting; w != nil && stuck(w.Reason) {
+			if imageReason(w.Reason) {
 				return true, fmt.Errorf("%w: container %s: %s: %s", errNoImage, cs.Name, w.Reason, w.Message)
 			}
 			return true, fmt.Errorf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
