@@ -38,6 +38,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/shared/seccomp"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/internal/crashpoint"
 )
 
 // Exec runs one box end to end: the library form of `supervisor exec`,
@@ -386,7 +387,7 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	l.emit(Event{Event: EventJournaled})
 	log.Info("journaled", "dir", l.j.Dir())
-	crashpoint(CrashAfterJournal)
+	crashpoint.At(crashpoint.AfterJournal)
 
 	if l.controllerLost() {
 		return l.lost(nil)
@@ -410,7 +411,7 @@ func (l *launch) run(ctx context.Context) int {
 			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 		st, create = s, created
-		crashpoint(CrashInRun)
+		crashpoint.At(crashpoint.InRun)
 	}
 	if err := create(); err != nil {
 		l.failed(err)
@@ -428,7 +429,7 @@ func (l *launch) run(ctx context.Context) int {
 	if l.box.Network == "bridge" {
 		l.say("%s", BridgeNetworkWarning)
 	}
-	l.crashAt(CrashAfterCreate)
+	l.crashAt(crashpoint.AfterCreate)
 	if l.controllerLost() {
 		return l.lost(st)
 	}
@@ -456,7 +457,7 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	l.emit(Event{Event: EventStarted})
 	log.Info("started")
-	l.crashAt(CrashAfterStart)
+	l.crashAt(crashpoint.AfterStart)
 	return l.finish(l.attend(st, log), st)
 }
 
@@ -493,7 +494,7 @@ func (l *launch) finish(code int, st *Started) int {
 	if err := l.journal(journal.StateRemoving); err != nil {
 		l.say("%v", err)
 	}
-	crashpoint(CrashRemoving)
+	crashpoint.At(crashpoint.Removing)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
@@ -518,14 +519,14 @@ func (l *launch) finish(code int, st *Started) int {
 func ptr[T any](v T) *T { return &v }
 
 // quietProof is prove with the crash points of the nested launch it
-// runs kept quiet (crashQuiet); nil stays nil.
+// runs kept quiet (crashpoint.Quiet); nil stays nil.
 func quietProof(prove BindProver) BindProver {
 	if prove == nil {
 		return nil
 	}
 	return func(ctx context.Context, runtime, dir string) (bool, string) {
-		crashQuiet.Add(1)
-		defer crashQuiet.Add(-1)
+		crashpoint.Quiet.Add(1)
+		defer crashpoint.Quiet.Add(-1)
 		return prove(ctx, runtime, dir)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/internal/crashpoint"
 	"deathwatch/supervisor/journal"
 )
 
@@ -252,7 +253,7 @@ type ExecIO struct {
 // controller already gone is ExitControllerLost; a descriptor or pid
 // that cannot be watched is a usage error.
 func WatchController(s controller.Spec) (*controller.Watch, error) {
-	crashpoint(CrashBeforeWatch)
+	crashpoint.At(crashpoint.BeforeWatch)
 	w, err := controller.Take(s)
 	switch {
 	case errors.Is(err, controller.ErrGone):

@@ -69,7 +69,3 @@ type Verdict struct {
 	Reason shared.Reason
 	Say    string // a line for stderr ("" none)
 }
-
-// Crashpoint stops the supervisor at point for a crash-window test
-// (crashpoint.go); parties call it at their own points.
-func Crashpoint(point string) { crashpoint(point) }
