@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"deathwatch/supervisor/exitcode"
 )
 
 // StartAttached starts c, an engine client that carries the control
@@ -41,9 +43,9 @@ func StartAttached(c *exec.Cmd, kind, box string, stderr io.Writer) (*Started, e
 		outR.Close()
 		outW.Close()
 		if errors.Is(err, exec.ErrNotFound) {
-			return nil, EngineError("%s is not installed (not found on PATH)", kind)
+			return nil, exitcode.Engine("%s is not installed (not found on PATH)", kind)
 		}
-		return nil, SetupError("start box %s: %w", box, err)
+		return nil, exitcode.Setup("start box %s: %w", box, err)
 	}
 	// Only the child holds these ends now.
 	inR.Close()

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"deathwatch/supervisor/internal/firstline"
 )
 
 // bindProofTimeout bounds one bind proof: its probe box gets half of it
@@ -70,7 +72,7 @@ func ProveBind(ctx context.Context, o ExecOptions, runtime, dir string, timeout 
 	case code == 0:
 		return false, "the box read another file at the same path: not the controller's file system"
 	default:
-		return false, fmt.Sprintf("the nonce file could not be read from inside the box (exit %d: %s)", code, FirstLine(lastLine(errb.String())))
+		return false, fmt.Sprintf("the nonce file could not be read from inside the box (exit %d: %s)", code, firstline.Of(lastLine(errb.String())))
 	}
 }
 

@@ -38,6 +38,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/shared/seccomp"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/internal/crashpoint"
 )
 
@@ -58,8 +59,8 @@ func Exec(ctx context.Context, o ExecOptions) (Result, error) {
 	o = o.WithDefaults()
 	x := &o.IO
 	fail := func(err error, def int) (Result, error) {
-		code := ExitCode(err, def)
-		return Result{Code: code}, WithCode(code, err)
+		code := exitcode.Of(err, def)
+		return Result{Code: code}, exitcode.With(code, err)
 	}
 	if x.Controller == nil {
 		w, err := WatchController(o.Controller)
@@ -114,7 +115,7 @@ func Exec(ctx context.Context, o ExecOptions) (Result, error) {
 	code := l.run(ctx)
 	l.result.Code = code
 	if l.err != nil {
-		return l.result, WithCode(code, l.err)
+		return l.result, exitcode.With(code, l.err)
 	}
 	return l.result, nil
 }
@@ -124,11 +125,11 @@ func Exec(ctx context.Context, o ExecOptions) (Result, error) {
 func newLaunch(o *ExecOptions, spec shared.Spec) (*launch, error) {
 	owner, err := journal.SelfOwner()
 	if err != nil {
-		return nil, SetupError("%w", err)
+		return nil, exitcode.Setup("%w", err)
 	}
 	j, err := journal.Open(o.JournalDir, o.Instance, Volatile)
 	if err != nil {
-		return nil, WithCode(ExitCode(err, shared.ExitSetupFailed), err)
+		return nil, exitcode.With(exitcode.Of(err, shared.ExitSetupFailed), err)
 	}
 	x := &o.IO
 	box := newBox(o)
@@ -159,16 +160,16 @@ func (x *ExecIO) say(format string, args ...any) {
 // spec last. The error carries its exit status.
 func (l *launch) admit(ctx context.Context, d Descriptor) error {
 	if len(l.o.HostPorts) > 0 && !d.Has(CapHostPorts) {
-		return RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", l.rt.Name())
+		return exitcode.Refused("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", l.rt.Name())
 	}
 	if a, ok := l.rt.(Admitter); ok {
 		if err := a.Admit(ctx, l.box); err != nil {
-			return WithCode(ExitCode(err, shared.ExitRefused), err)
+			return exitcode.With(exitcode.Of(err, shared.ExitRefused), err)
 		}
 	}
 	if p, ok := l.rt.(Preparer); ok {
 		if err := p.Prepare(ctx, l.box); err != nil {
-			return WithCode(ExitCode(err, shared.ExitRefused), err)
+			return exitcode.With(exitcode.Of(err, shared.ExitRefused), err)
 		}
 		l.entry.Box = l.box.Name // the runtime may name the box
 		// An intent staged beside the probe named the box as it was:
@@ -177,12 +178,12 @@ func (l *launch) admit(ctx context.Context, d Descriptor) error {
 		if len(l.box.Links) > 0 {
 			l.spec.Links = append(l.spec.Links, l.box.Links...)
 			if err := l.spec.Validate(); err != nil {
-				return UsageError("%w", err)
+				return exitcode.Usage("%w", err)
 			}
 		}
 	}
 	if err := l.limitWrites(); err != nil {
-		return WithCode(ExitCode(err, shared.ExitUsage), err)
+		return exitcode.With(exitcode.Of(err, shared.ExitUsage), err)
 	}
 	return nil
 }
@@ -203,25 +204,25 @@ func validate(o *ExecOptions) (shared.Spec, error) {
 	// the agent is a refusal.
 	spec.Seccomp = seccomp.Default(spec.AllowUserns)
 	if err := shared.CheckPidsLimit(o.PidsLimit); err != nil {
-		return spec, UsageError("%w", err)
+		return spec, exitcode.Usage("%w", err)
 	}
 	for _, p := range o.Parties {
 		if err := p.Check(); err != nil {
-			return spec, WithCode(ExitCode(err, shared.ExitUsage), err)
+			return spec, exitcode.With(exitcode.Of(err, shared.ExitUsage), err)
 		}
 	}
 	if o.Network == "host" && !o.AllowHostNetwork {
-		return spec, RefusedError("%s", HostNetworkRefusal)
+		return spec, exitcode.Refused("%s", HostNetworkRefusal)
 	}
 	if err := spec.Validate(); err != nil {
 		if refused := (*shared.RefusedError)(nil); errors.As(err, &refused) {
-			return spec, RefusedError("--user %d:%d: %v", o.UID, o.GID, refused.Why)
+			return spec, exitcode.Refused("--user %d:%d: %v", o.UID, o.GID, refused.Why)
 		}
 		var root *shared.RootRefusedError
 		if errors.As(err, &root) {
-			return spec, RefusedError("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID)
+			return spec, exitcode.Refused("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID)
 		}
-		return spec, UsageError("%w", err)
+		return spec, exitcode.Usage("%w", err)
 	}
 	d, _ := Lookup(o.Runtime)
 	if d.ImageWatcher != "" {
@@ -232,7 +233,7 @@ func validate(o *ExecOptions) (shared.Spec, error) {
 		o.WatcherPath = ""
 	}
 	if !d.Has(CapHostWatcherOnly) && o.WatcherInImage == "" && o.WatcherPath == "" {
-		return spec, UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH")
+		return spec, exitcode.Usage("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH")
 	}
 	return spec, nil
 }
@@ -408,14 +409,14 @@ func (l *launch) run(ctx context.Context) int {
 		s, created, err := l.oneStep.CreateStart(ctx, l.box)
 		if err != nil {
 			l.failed(err)
-			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
+			return l.early(exitcode.Of(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 		st, create = s, created
 		crashpoint.At(crashpoint.InRun)
 	}
 	if err := create(); err != nil {
 		l.failed(err)
-		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), st)
+		return l.early(exitcode.Of(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), st)
 	}
 	if ids := l.box.OwnIDs; ids != nil {
 		l.spec.UID, l.spec.GID = ids.AgentUID, ids.AgentGID
@@ -446,7 +447,7 @@ func (l *launch) run(ctx context.Context) int {
 		var err error
 		if st, err = l.rt.Start(ctx, l.box); err != nil {
 			l.failed(err)
-			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
+			return l.early(exitcode.Of(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 	}
 	if err := l.journal(journal.StateStarted); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/exitcode"
 )
 
 // A Go controller calls Exec directly: it gets the lifecycle's events
@@ -116,8 +117,8 @@ func runExec(o *ExecOptions, x *ExecIO) int {
 	r, err := Exec(context.Background(), *o)
 	if err != nil {
 		fmt.Fprintf(x.Stderr, "supervisor: %v\n", err)
-		if ExitCode(err, -1) != r.Code {
-			panic(fmt.Sprintf("Exec's error carries %d, its result %d", ExitCode(err, -1), r.Code))
+		if exitcode.Of(err, -1) != r.Code {
+			panic(fmt.Sprintf("Exec's error carries %d, its result %d", exitcode.Of(err, -1), r.Code))
 		}
 	}
 	return r.Code

@@ -12,6 +12,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/internal/crashpoint"
 	"deathwatch/supervisor/journal"
 )
@@ -257,11 +258,11 @@ func WatchController(s controller.Spec) (*controller.Watch, error) {
 	w, err := controller.Take(s)
 	switch {
 	case errors.Is(err, controller.ErrGone):
-		return nil, WithCode(shared.ExitControllerLost, fmt.Errorf("%w; no box was started", err))
+		return nil, exitcode.With(shared.ExitControllerLost, fmt.Errorf("%w; no box was started", err))
 	case err != nil && s.Parent && !s.HasFD && s.PID == 0:
-		return nil, SetupError("%w", err)
+		return nil, exitcode.Setup("%w", err)
 	case err != nil:
-		return nil, UsageError("%w", err)
+		return nil, exitcode.Usage("%w", err)
 	}
 	return w, nil
 }

@@ -23,7 +23,7 @@ import (
 // Busy is asked whenever the host's deadline backstop fires.
 type Party interface {
 	// Check refuses what the party cannot do (an error with its exit
-	// status: UsageError, RefusedError).
+	// status: exitcode.Usage, exitcode.Refused).
 	Check() error
 	// Spec adds what the party asks of the watcher to the spec, before
 	// the spec is validated.

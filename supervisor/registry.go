@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/exitcode"
 )
 
 // RuntimeConfig is what a runtime is constructed with.
@@ -311,7 +312,7 @@ func LocalRuntime() string {
 func NewRuntime(name string, cfg RuntimeConfig) (Runtime, error) {
 	d, ok := Lookup(name)
 	if !ok {
-		return nil, UsageError("--runtime %s: not one of %v", name, RuntimeNames())
+		return nil, exitcode.Usage("--runtime %s: not one of %v", name, RuntimeNames())
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -341,7 +342,7 @@ type ImageChecker interface {
 // works before it picks it over the next); when it says yes, CheckImage,
 // Create and Start are not called: CreateStart creates and starts the
 // box after the intent is journaled, and a missing image or an engine
-// that does not work is its error (ImageError, EngineError) as it would
+// that does not work is its error (exitcode.Image, exitcode.Engine) as it would
 // have been theirs.
 type OneStepStarter interface {
 	// OneStep reports whether CreateStart serves (the engine as this

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"deathwatch/supervisor/exitcode"
 )
 
 // FindWatcher resolves --watcher: the flag, else `watcher` next to the
@@ -27,7 +29,7 @@ func FindWatcher(flag, self string) (string, error) {
 	if flag != "" {
 		p, err := check(flag)
 		if err != nil {
-			return "", UsageError("--watcher: %w", err)
+			return "", exitcode.Usage("--watcher: %w", err)
 		}
 		return p, nil
 	}
@@ -41,5 +43,5 @@ func FindWatcher(flag, self string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH")
+	return "", exitcode.Usage("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH")
 }

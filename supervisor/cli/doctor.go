@@ -9,6 +9,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/hostcheck"
 )
 
@@ -48,10 +49,10 @@ Exit status: 0 the posture is met; 243 it is not (the problems are listed).`
 // Run is `supervisor doctor`.
 func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error {
 	if !journal.ValidName(g.Instance) || len(g.Instance) > 120 {
-		return supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
+		return exitcode.Usage("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
 	}
 	if d.Trials < 1 {
-		return supervisor.UsageError("--trials must be at least 1")
+		return exitcode.Usage("--trials must be at least 1")
 	}
 	env := c.env
 	if env == nil {

@@ -21,6 +21,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // Globals are the flags every command takes.
@@ -345,7 +346,7 @@ func run(args []string, c *cmdContext) (code int) {
 	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "supervisor: %v\n", err)
-		return supervisor.ExitCode(err, shared.ExitSetupFailed)
+		return exitcode.Of(err, shared.ExitSetupFailed)
 	}
 	return c.code
 }

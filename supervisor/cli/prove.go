@@ -10,6 +10,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/hostcheck"
 )
 
@@ -64,13 +65,13 @@ it could not run at all.`
 
 func (p *ProveCmd) options(g *Globals, c *cmdContext) (*hostcheck.ProveOptions, error) {
 	if !journal.ValidName(g.Instance) || len(g.Instance) > 120 {
-		return nil, supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
+		return nil, exitcode.Usage("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
 	}
 	if p.Trials < 1 {
-		return nil, supervisor.UsageError("--trials must be at least 1")
+		return nil, exitcode.Usage("--trials must be at least 1")
 	}
 	if p.Heartbeat < 30*time.Millisecond || p.Deadline <= 0 || p.Grace < 0 || p.Bound < 0 || p.RemoveBound < 0 {
-		return nil, supervisor.UsageError("--heartbeat (at least 30ms), --deadline (positive), --grace, --bound and --remove-bound (not negative)")
+		return nil, exitcode.Usage("--heartbeat (at least 30ms), --deadline (positive), --grace, --bound and --remove-bound (not negative)")
 	}
 	desc, _ := supervisor.Lookup(p.Runtime)
 	b := desc.Bounds
@@ -82,7 +83,7 @@ func (p *ProveCmd) options(g *Globals, c *cmdContext) (*hostcheck.ProveOptions, 
 	}
 	self := c.self
 	if self == "" {
-		return nil, supervisor.SetupError("cannot find the supervisor's own binary to run the stand-in")
+		return nil, exitcode.Setup("cannot find the supervisor's own binary to run the stand-in")
 	}
 	env := c.env
 	if env == nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/journal"
 	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor/reconcile"
@@ -55,12 +56,12 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		o.Runtime = supervisor.LocalRuntime()
 	}
 	if d, ok := supervisor.Lookup(o.Runtime); !ok || d.Daemon || d.Installed(nil) != nil {
-		return supervisor.EngineError("the demo needs a runtime without a daemon that works here (native, Linux only)")
+		return exitcode.Engine("the demo needs a runtime without a daemon that works here (native, Linux only)")
 	}
 	if o.Journal == "" {
 		dir, err := os.MkdirTemp("", "deathwatch-demo-")
 		if err != nil {
-			return supervisor.SetupError("demo journal: %w", err)
+			return exitcode.Setup("demo journal: %w", err)
 		}
 		defer os.RemoveAll(dir)
 		o.Journal = dir
@@ -70,7 +71,7 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		return err
 	}
 	if res.LeftProcesses+res.LeftRemains+res.LeftOpen > 0 {
-		return supervisor.SetupError("the demo left %d processes, %d other remains and %d open journal entries", res.LeftProcesses, res.LeftRemains, res.LeftOpen)
+		return exitcode.Setup("the demo left %d processes, %d other remains and %d open journal entries", res.LeftProcesses, res.LeftRemains, res.LeftOpen)
 	}
 	return nil
 }
@@ -150,13 +151,13 @@ func demoExitCode(ctx context.Context, o DemoOptions, res *DemoResult, say func(
 	case errors.As(err, &ee):
 		res.AgentCode = ee.ExitCode()
 	default:
-		return supervisor.SetupError("run %s: %w", o.Supervisor, err)
+		return exitcode.Setup("run %s: %w", o.Supervisor, err)
 	}
 	say("1. supervisor exec --runtime %s -- sh -c '...; exit 7'  (%v)", o.Runtime, time.Since(start).Round(100*time.Microsecond))
 	say("   agent said: %s", res.AgentOutput)
 	say("   exit code:  %d (the agent's own, passed through)", res.AgentCode)
 	if res.AgentCode != 7 {
-		return supervisor.SetupError("the agent's exit code came back as %d, not 7", res.AgentCode)
+		return exitcode.Setup("the agent's exit code came back as %d, not 7", res.AgentCode)
 	}
 	return nil
 }
@@ -178,7 +179,7 @@ type demoStandin struct {
 func startDemoStandin(o DemoOptions) (_ *demoStandin, err error) {
 	events, evw, err := os.Pipe()
 	if err != nil {
-		return nil, supervisor.SetupError("events pipe: %w", err)
+		return nil, exitcode.Setup("events pipe: %w", err)
 	}
 	s := &demoStandin{events: events}
 	defer func() {
@@ -191,10 +192,10 @@ func startDemoStandin(o DemoOptions) (_ *demoStandin, err error) {
 	ctl.Stderr = os.Stderr
 	stdout, err := ctl.StdoutPipe()
 	if err != nil {
-		return nil, supervisor.SetupError("%w", err)
+		return nil, exitcode.Setup("%w", err)
 	}
 	if err := ctl.Start(); err != nil {
-		return nil, supervisor.SetupError("start the stand-in controller: %w", err)
+		return nil, exitcode.Setup("start the stand-in controller: %w", err)
 	}
 	evw.Close()
 	s.ctl = ctl
@@ -218,7 +219,7 @@ func (s *demoStandin) findBox() error {
 	}
 	ns, err := proc.PIDNamespace(initPID)
 	if initPID == 0 || err != nil {
-		return supervisor.SetupError("find the box below the supervisor %d of the stand-in controller %d: %w", s.sup, s.ctl.Process.Pid, err)
+		return exitcode.Setup("find the box below the supervisor %d of the stand-in controller %d: %w", s.sup, s.ctl.Process.Pid, err)
 	}
 	s.procs = proc.InNamespace(ns)
 	s.supStart, _ = proc.StartTime(s.sup)
@@ -230,7 +231,7 @@ func (s *demoStandin) findBox() error {
 // and then exits, is gone.
 func (s *demoStandin) killController(killed time.Time, res *DemoResult) error {
 	if err := s.ctl.Process.Kill(); err != nil {
-		return supervisor.SetupError("SIGKILL the stand-in controller: %w", err)
+		return exitcode.Setup("SIGKILL the stand-in controller: %w", err)
 	}
 	for {
 		alive := 0
@@ -244,13 +245,13 @@ func (s *demoStandin) killController(killed time.Time, res *DemoResult) error {
 			break
 		}
 		if time.Since(killed) > 10*time.Second {
-			return supervisor.SetupError("%d box processes still run 10s after the controller's SIGKILL", alive)
+			return exitcode.Setup("%d box processes still run 10s after the controller's SIGKILL", alive)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
 	s.ctl.Wait()
 	if _, left := proc.WaitDead([]proc.Proc{{PID: s.sup, Start: s.supStart}}, killed.Add(60*time.Second)); len(left) > 0 {
-		return supervisor.SetupError("the supervisor %d still runs 60s after its controller's SIGKILL", s.sup)
+		return exitcode.Setup("the supervisor %d still runs 60s after its controller's SIGKILL", s.sup)
 	}
 	return nil
 }
@@ -346,12 +347,12 @@ func demoWaitReady(events, stdout io.Reader) (box string, err error) {
 				return
 			}
 		}
-		done <- result{err: supervisor.SetupError("the stand-in controller ended before its agent was ready")}
+		done <- result{err: exitcode.Setup("the stand-in controller ended before its agent was ready")}
 	}()
 	go func() {
 		line, err := bufio.NewReader(stdout).ReadString('\n')
 		if err != nil || line != "ready\n" {
-			done <- result{err: supervisor.SetupError("the stand-in's agent did not say ready (%q, %w)", line, err)}
+			done <- result{err: exitcode.Setup("the stand-in's agent did not say ready (%q, %w)", line, err)}
 			return
 		}
 		done <- result{}
@@ -368,7 +369,7 @@ func demoWaitReady(events, stdout io.Reader) (box string, err error) {
 				box = r.box
 			}
 		case <-timeout:
-			return "", supervisor.SetupError("the stand-in's agent was not ready after 30s")
+			return "", exitcode.Setup("the stand-in's agent was not ready after 30s")
 		}
 	}
 	return box, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/internal/firstline"
 	"fmt"
 	"io"
 	"log/slog"
@@ -359,13 +360,13 @@ func watcherVersion(ctx context.Context, cmd *exec.Cmd) (version, detail string)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
-		msg := supervisor.FirstLine(errb.String())
+		msg := firstline.Of(errb.String())
 		if msg == "" {
 			msg = err.Error()
 		}
 		return "", msg
 	}
-	v := supervisor.FirstLine(out.String())
+	v := firstline.Of(out.String())
 	return strings.TrimPrefix(v, "watcher "), ""
 }
 

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/exitcode"
 )
 
 // Proof paths.
@@ -276,7 +277,7 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 			if err != nil {
 				rep.Pass = false
 				rep.Error = fmt.Sprintf("%s trial %d: %v", path, i+1, err)
-				rep.Code = supervisor.ExitCode(err, shared.ExitSetupFailed)
+				rep.Code = exitcode.Of(err, shared.ExitSetupFailed)
 				dead.finish()
 				removed.finish()
 				rep.Rows = append(rep.Rows, dead, removed)
@@ -480,7 +481,7 @@ func (s *standin) failure(what string) error {
 	if last != "" {
 		what += ": " + last
 	}
-	return supervisor.WithCode(code, errors.New(what))
+	return exitcode.With(code, errors.New(what))
 }
 
 func (s *standin) kill() {

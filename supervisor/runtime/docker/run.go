@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/firstline"
 	"deathwatch/supervisor/mountsource"
 )
 
@@ -53,7 +55,7 @@ func (e *Engine) OneStep(ctx context.Context) (supervisor.Info, bool, error) {
 	info := supervisor.Info{Runtime: e.Kind}
 	if _, err := exec.LookPath(e.bin()); err != nil {
 		info.Detail = fmt.Sprintf("%s is not installed (not found on PATH); install it or pick another --runtime", e.Kind)
-		return info, true, supervisor.EngineError("%s", info.Detail)
+		return info, true, exitcode.Engine("%s", info.Detail)
 	}
 	info.Present, info.Rootless = true, os.Geteuid() != 0
 	e.rootless = info.Rootless
@@ -76,7 +78,7 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 	dir, err := os.MkdirTemp("", runDirPattern(b))
 	if err != nil {
 		e.dropOwnIDs(b)
-		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
+		return nil, nil, exitcode.Setup("start box %s: %w", b.Name, err)
 	}
 	cid := filepath.Join(dir, "cid")
 	// The client's stderr is a pipe copied here, so that Remove knows
@@ -85,7 +87,7 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 	if err != nil {
 		os.RemoveAll(dir)
 		e.dropOwnIDs(b)
-		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
+		return nil, nil, exitcode.Setup("start box %s: %w", b.Name, err)
 	}
 	st, err := supervisor.StartAttached(e.command(nil, runArgs(e.Kind, b, e.boxConf(), cid)), e.Kind, b.Name, errW)
 	errW.Close()
@@ -149,11 +151,11 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 				if why == "" {
 					why = fmt.Sprintf("%s run: %v", e.Kind, werr)
 				}
-				return supervisor.SetupError("create box %s: %s", b.Name, why)
+				return exitcode.Setup("create box %s: %s", b.Name, why)
 			case <-ctx.Done():
 				gate.release()
 				os.RemoveAll(dir)
-				return supervisor.SetupError("create box %s: %w", b.Name, ctx.Err())
+				return exitcode.Setup("create box %s: %w", b.Name, ctx.Err())
 			case <-t.C:
 			}
 		}
@@ -293,7 +295,7 @@ func (h *heldWriter) drop() string {
 		return ""
 	}
 	h.dropped = true
-	first := supervisor.FirstLine(h.held.String())
+	first := firstline.Of(h.held.String())
 	h.held.Reset()
 	return first
 }
