@@ -99,7 +99,7 @@ func TestReconcileProbeBox(t *testing.T) {
 	for _, proto := range rigs(t, "docker") {
 		r := *proto
 		r.setup(t)
-		probe := supervisor.ProbeInstance(r.Instance)
+		probe := supervisortest.ProbeInstance(r.Instance)
 		t.Cleanup(func() {
 			for _, b := range r.boxes(probe) {
 				t.Errorf("probe box %s left", b)

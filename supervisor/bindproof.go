@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"deathwatch/supervisor/internal/firstline"
+	"deathwatch/supervisor/internal/instance"
+	"deathwatch/supervisor/internal/launchid"
 )
 
 // bindProofTimeout bounds one bind proof: its probe box gets half of it
@@ -33,7 +35,7 @@ func ProveBind(ctx context.Context, o ExecOptions, runtime, dir string, timeout 
 	}
 	// Readable by the agent's uid, which is not ours.
 	os.Chmod(abs, 0o755)
-	nonce := RandHex(16)
+	nonce := launchid.Hex(16)
 	name := ".deathwatch-probe-" + nonce
 	p := filepath.Join(abs, name)
 	if err := os.WriteFile(p, []byte(nonce+"\n"), 0o644); err != nil {
@@ -46,7 +48,7 @@ func ProveBind(ctx context.Context, o ExecOptions, runtime, dir string, timeout 
 	cctx, cancel := context.WithTimeout(context.WithValue(ctx, proofKey{}, true), timeout)
 	defer cancel()
 	r, err := Exec(cctx, ExecOptions{
-		Instance: ProbeInstance(o.Instance), JournalDir: o.JournalDir, Runtime: runtime, Image: o.Image,
+		Instance: instance.Probe(o.Instance), JournalDir: o.JournalDir, Runtime: runtime, Image: o.Image,
 		NamePrefix: "dw-probe", Network: "none", Grace: time.Second, Deadline: timeout / 2,
 		Mounts:       []Mount{{Source: abs, Target: "/tmp/dw-staging", ReadOnly: true}},
 		AllowRootful: o.AllowRootful, WatcherPath: o.WatcherPath, WatcherInImage: o.WatcherInImage,
@@ -63,7 +65,7 @@ func ProveBind(ctx context.Context, o ExecOptions, runtime, dir string, timeout 
 	}
 	if removal != "" {
 		// Said, not swallowed with the probe's stderr: the box is left.
-		log.Warn("the staging probe's box was not removed; `supervisor reconcile` removes it", "instance", ProbeInstance(o.Instance), "error", removal)
+		log.Warn("the staging probe's box was not removed; `supervisor reconcile` removes it", "instance", instance.Probe(o.Instance), "error", removal)
 	}
 	got := strings.TrimSpace(out.String())
 	switch {

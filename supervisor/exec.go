@@ -27,9 +27,7 @@ package supervisor
 
 import (
 	"context"
-	"crypto/rand"
 	"deathwatch/supervisor/journal"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -40,6 +38,7 @@ import (
 	"deathwatch/supervisor/controller"
 	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/internal/crashpoint"
+	"deathwatch/supervisor/internal/launchid"
 )
 
 // Exec runs one box end to end: the library form of `supervisor exec`,
@@ -241,8 +240,8 @@ func validate(o *ExecOptions) (shared.Spec, error) {
 // newBox is the launch's identity: a fresh launch id and nonce, the
 // box's name and labels, and what the options ask of it.
 func newBox(o *ExecOptions) *Box {
-	launchID := NewLaunchID()
-	nonce := RandHex(16)
+	launchID := launchid.New()
+	nonce := launchid.Hex(16)
 	prefix := o.NamePrefix
 	labels := map[string]string{}
 	for k, v := range o.Labels {
@@ -278,20 +277,6 @@ func newBox(o *ExecOptions) *Box {
 		AgentUID:         o.UID,
 		AgentGID:         o.GID,
 	}
-}
-
-// NewLaunchID is a sortable, unique launch id: UTC time and 32 random bits.
-func NewLaunchID() string {
-	return time.Now().UTC().Format("20060102-150405") + "-" + RandHex(4)
-}
-
-// RandHex is n random bytes in hex (nonces, launch ids).
-func RandHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // cannot happen on Linux ≥ 3.17
-	}
-	return hex.EncodeToString(b)
 }
 
 // launch is one box's lifecycle once its identity is fixed.

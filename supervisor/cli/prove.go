@@ -12,6 +12,7 @@ import (
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/hostcheck"
+	"deathwatch/supervisor/internal/instance"
 )
 
 // ProveCmd is `supervisor prove-deathwatch`.
@@ -90,7 +91,7 @@ func (p *ProveCmd) options(g *Globals, c *cmdContext) (*hostcheck.ProveOptions, 
 		env = os.Environ()
 	}
 	return &hostcheck.ProveOptions{
-		Self: self, Instance: supervisor.ProveInstance(g.Instance), JournalDir: g.journalDir(), Runtime: p.Runtime, Image: p.Image,
+		Self: self, Instance: instance.Prove(g.Instance), JournalDir: g.journalDir(), Runtime: p.Runtime, Image: p.Image,
 		Trials: p.Trials, Paths: p.Path, Bounds: b, Heartbeat: p.Heartbeat, Deadline: p.Deadline, Grace: p.Grace, Strict: p.Strict,
 		AllowRootful: p.AllowRootful, Watcher: p.Watcher, WatcherInImage: p.WatcherInImage, EngineEnv: env, Log: g.logger(c.stderr),
 	}, nil

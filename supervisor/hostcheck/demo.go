@@ -5,6 +5,7 @@ import (
 	"context"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/journalbox"
 	"deathwatch/supervisor/journal"
 	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor/reconcile"
@@ -279,7 +280,7 @@ func demoRemains(o DemoOptions, j *journal.Journal, res *DemoResult) (kind strin
 	}
 	for _, e := range entries {
 		if r, ok := rt.(Remainer); ok && e.Open() {
-			if k, paths := r.Remains(supervisor.BoxFromEntry(e)); len(paths) > 0 {
+			if k, paths := r.Remains(journalbox.FromEntry(e)); len(paths) > 0 {
 				kind = k
 				res.Remains = append(res.Remains, paths...)
 			}

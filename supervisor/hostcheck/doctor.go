@@ -6,6 +6,7 @@ import (
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/controller"
 	"deathwatch/supervisor/internal/firstline"
+	"deathwatch/supervisor/internal/instance"
 	"fmt"
 	"io"
 	"log/slog"
@@ -207,7 +208,7 @@ func doctorProof(ctx context.Context, d *DoctorOptions, rep *DoctorReport, log *
 	}
 	desc, _ := supervisor.Lookup(rep.Selected)
 	pr := Prove(ctx, ProveOptions{
-		Self: d.Self, Instance: supervisor.ProveInstance(d.Instance), JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
+		Self: d.Self, Instance: instance.Prove(d.Instance), JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
 		Trials: d.Trials, Paths: ProvePaths, Bounds: desc.Bounds, Heartbeat: DefaultProveHeartbeat, Deadline: DefaultProveDeadline, Grace: DefaultProveGrace,
 		AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, EngineEnv: d.EngineEnv, Log: log,
 	})

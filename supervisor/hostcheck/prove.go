@@ -27,6 +27,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/launchid"
 )
 
 // Proof paths.
@@ -522,7 +523,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	counter, _ := rt.(ProcessCounter)
 	marker := ""
 	if desc.Has(supervisor.CapNoHostProcesses) {
-		marker = supervisor.RandHex(16)
+		marker = launchid.Hex(16)
 	}
 	s, err := startStandin(o, path, marker)
 	if err != nil {
