@@ -37,8 +37,10 @@ import (
 	"deathwatch/shared/seccomp"
 	"deathwatch/supervisor/controller"
 	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/controllerwatch"
 	"deathwatch/supervisor/internal/crashpoint"
 	"deathwatch/supervisor/internal/launchid"
+	"deathwatch/supervisor/internal/survival"
 )
 
 // Exec runs one box end to end: the library form of `supervisor exec`,
@@ -62,7 +64,7 @@ func Exec(ctx context.Context, o ExecOptions) (Result, error) {
 		return Result{Code: code}, exitcode.With(code, err)
 	}
 	if x.Controller == nil {
-		w, err := WatchController(o.Controller)
+		w, err := controllerwatch.Take(o.Controller)
 		if err != nil {
 			return fail(err, shared.ExitUsage)
 		}
@@ -72,7 +74,7 @@ func Exec(ctx context.Context, o ExecOptions) (Result, error) {
 	if x.Controller != nil && x.Controller.Link == controller.LinkDetached {
 		x.say("warning: --detach: the controller is not watched; its death leaves this box running until the heartbeat (%v) or the deadline (%v) ends it", o.Heartbeat, o.Deadline)
 	}
-	if w := (Survival{o.Heartbeat, o.Deadline, o.Grace}).warning(); w != "" {
+	if w := (survival.Limits{Heartbeat: o.Heartbeat, Deadline: o.Deadline, Grace: o.Grace}).Warning(); w != "" {
 		x.say("%s", w)
 	}
 	spec, err := validate(&o)

@@ -16,7 +16,7 @@ package supervisor
 //     Implement ImageChecker and Admitter when the runtime can check
 //     an image, a limit or a mount before anything is created, Preparer when it
 //     names its own boxes, journals state from the start or asks for
-//     mount-bridge links; StartAttached starts an engine client that
+//     mount-bridge links; attach.Start (supervisor/internal/attach) starts an engine client that
 //     carries the stream. What one consumer alone asks is declared
 //     there, and the runtime's test file asserts it
 //     (var _ hostcheck.WallsReporter = (*T)(nil)): reconcile's

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"deathwatch/shared"
-	"deathwatch/supervisor"
 	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/hostcheck"
+	"deathwatch/supervisor/internal/survival"
 )
 
 // DoctorCmd is `supervisor doctor`.
@@ -62,7 +62,7 @@ func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error {
 	rep := hostcheck.Doctor(context.Background(), &hostcheck.DoctorOptions{
 		Runtime: d.Runtime, Image: d.Image, WatcherInImage: d.WatcherInImage, Watcher: d.Watcher, Staging: d.Staging,
 		AllowRootful: d.AllowRootful, Posture: d.Posture, Trials: d.Trials, SkipProof: d.SkipProof, Timeout: d.Timeout,
-		Survival: supervisor.Survival{Heartbeat: d.Heartbeat, Deadline: d.Deadline, Grace: d.Grace},
+		Survival: survival.Limits{Heartbeat: d.Heartbeat, Deadline: d.Deadline, Grace: d.Grace},
 		Instance: g.Instance, JournalDir: g.journalDir(), Self: c.self, EngineEnv: env, Log: log,
 	})
 	if err := c.print(d.JSON, rep, func(w io.Writer) { hostcheck.WriteDoctorTable(w, rep) }); err != nil {

@@ -11,6 +11,7 @@ import (
 	"deathwatch/supervisor"
 	boxcopy "deathwatch/supervisor/copy"
 	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/watcherpath"
 	"deathwatch/supervisor/journal"
 )
 
@@ -215,7 +216,7 @@ func (e *ExecCmd) watcherOptions(c *cmdContext, o *supervisor.ExecOptions) error
 		return nil
 	}
 	var err error
-	if o.WatcherPath, err = supervisor.FindWatcher(e.Watcher, c.self); err != nil && !hostWatcherOnly(e.Runtime) {
+	if o.WatcherPath, err = watcherpath.Find(e.Watcher, c.self); err != nil && !hostWatcherOnly(e.Runtime) {
 		return err
 	}
 	return nil

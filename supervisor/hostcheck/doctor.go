@@ -7,6 +7,8 @@ import (
 	"deathwatch/supervisor/controller"
 	"deathwatch/supervisor/internal/firstline"
 	"deathwatch/supervisor/internal/instance"
+	"deathwatch/supervisor/internal/survival"
+	"deathwatch/supervisor/internal/watcherpath"
 	"fmt"
 	"io"
 	"log/slog"
@@ -104,7 +106,7 @@ type DoctorOptions struct {
 	Timeout        time.Duration
 	// Survival is the heartbeat, deadline and grace the controller's
 	// exec will use (0: off).
-	Survival supervisor.Survival
+	Survival survival.Limits
 
 	Instance   string
 	JournalDir string
@@ -172,7 +174,7 @@ func doctorRuntimes(ctx context.Context, d *DoctorOptions, rep *DoctorReport, lo
 // reports whether the selected runtime has one.
 func doctorWatchers(ctx context.Context, d *DoctorOptions, rep *DoctorReport, usable map[string]bool) bool {
 	rep.HostWatcher = DoctorWatcher{Where: "host"}
-	if p, err := supervisor.FindWatcher(d.Watcher, d.Self); err != nil {
+	if p, err := watcherpath.Find(d.Watcher, d.Self); err != nil {
 		rep.HostWatcher.Detail = err.Error()
 	} else {
 		rep.HostWatcher.Path, rep.HostWatcher.Present = p, true

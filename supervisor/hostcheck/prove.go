@@ -28,6 +28,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/internal/launchid"
+	"deathwatch/supervisor/internal/survival"
 )
 
 // Proof paths.
@@ -243,7 +244,7 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 	rep := &ProveReport{V: ProveVersion, Runtime: o.Runtime, Image: o.Image, Trials: o.Trials, Pass: true}
 	// What exec's defaults give a controller here.
 	defer func() {
-		s := supervisor.Survival{Heartbeat: supervisor.DefaultHeartbeat, Deadline: supervisor.DefaultDeadline, Grace: supervisor.DefaultGrace}
+		s := survival.Limits{Heartbeat: supervisor.DefaultHeartbeat, Deadline: supervisor.DefaultDeadline, Grace: supervisor.DefaultGrace}
 		rep.Defaults = s.Statement(rep.FrozenSlack(o.Heartbeat, o.Bounds.Dead))
 	}()
 	if d, _ := supervisor.Lookup(o.Runtime); d.Has(supervisor.CapNoHostProcesses) {

@@ -26,6 +26,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/attach"
 	"deathwatch/supervisor/internal/firstline"
 	"deathwatch/supervisor/mountsource"
 )
@@ -730,12 +731,12 @@ func (e *Engine) enforcesLimits() bool {
 }
 
 // Start runs `start --attach --interactive` attached, in its own
-// process group (supervisor.StartAttached).
+// process group (supervisor/internal/attach).
 func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
 	if c := e.client(ctx); c != nil {
 		return e.apiStart(ctx, c, b)
 	}
-	return supervisor.StartAttached(e.command(nil, startArgs(e.Kind, b.Name)), e.Kind, b.Name, e.Stderr)
+	return attach.Start(e.command(nil, startArgs(e.Kind, b.Name)), e.Kind, b.Name, e.Stderr)
 }
 
 // Remove removes the box; a box the engine no longer has is not an

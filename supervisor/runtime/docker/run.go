@@ -31,6 +31,7 @@ import (
 
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/attach"
 	"deathwatch/supervisor/internal/firstline"
 	"deathwatch/supervisor/mountsource"
 )
@@ -65,7 +66,7 @@ func (e *Engine) OneStep(ctx context.Context) (supervisor.Info, bool, error) {
 }
 
 // CreateStart starts `podman run` attached, in its own process group
-// (supervisor.StartAttached). Its stderr is held until the box exists:
+// (supervisor/internal/attach). Its stderr is held until the box exists:
 // what podman says before that is a failure to create, said in the
 // error's one line instead.
 func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*supervisor.Started, func() error, error) {
@@ -89,7 +90,7 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 		e.dropOwnIDs(b)
 		return nil, nil, exitcode.Setup("start box %s: %w", b.Name, err)
 	}
-	st, err := supervisor.StartAttached(e.command(nil, runArgs(e.Kind, b, e.boxConf(), cid)), e.Kind, b.Name, errW)
+	st, err := attach.Start(e.command(nil, runArgs(e.Kind, b, e.boxConf(), cid)), e.Kind, b.Name, errW)
 	errW.Close()
 	if err != nil {
 		errR.Close()

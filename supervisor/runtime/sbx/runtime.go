@@ -21,6 +21,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/attach"
 	"deathwatch/supervisor/mountsource"
 )
 
@@ -259,7 +260,7 @@ func (r *Runtime) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Sta
 	}
 	c := exec.Command(r.cli.Bin, args...)
 	c.Env = r.cli.Env
-	return supervisor.StartAttached(c, Name, b.Name, r.stderr)
+	return attach.Start(c, Name, b.Name, r.stderr)
 }
 
 func (r *Runtime) execUser() string {

@@ -1,4 +1,6 @@
-package supervisor
+// Package watcherpath finds the host's watcher binary that a box
+// bind-mounts.
+package watcherpath
 
 import (
 	"fmt"
@@ -9,9 +11,9 @@ import (
 	"deathwatch/supervisor/exitcode"
 )
 
-// FindWatcher resolves --watcher: the flag, else `watcher` next to the
+// Find resolves --watcher: the flag, else `watcher` next to the
 // supervisor's own binary (self), else on PATH.
-func FindWatcher(flag, self string) (string, error) {
+func Find(flag, self string) (string, error) {
 	check := func(p string) (string, error) {
 		abs, err := filepath.Abs(p)
 		if err != nil {
