@@ -40,6 +40,7 @@ import (
 	"deathwatch/supervisor/internal/controllerwatch"
 	"deathwatch/supervisor/internal/crashpoint"
 	"deathwatch/supervisor/internal/launchid"
+	"deathwatch/supervisor/internal/netpolicy"
 	"deathwatch/supervisor/internal/survival"
 )
 
@@ -213,7 +214,7 @@ func validate(o *ExecOptions) (shared.Spec, error) {
 		}
 	}
 	if o.Network == "host" && !o.AllowHostNetwork {
-		return spec, exitcode.Refused("%s", HostNetworkRefusal)
+		return spec, exitcode.Refused("%s", netpolicy.HostRefusal)
 	}
 	if err := spec.Validate(); err != nil {
 		if refused := (*shared.RefusedError)(nil); errors.As(err, &refused) {
@@ -415,7 +416,7 @@ func (l *launch) run(ctx context.Context) int {
 	l.emit(Event{Event: EventCreated})
 	log.Info("created")
 	if l.box.Network == "bridge" {
-		l.say("%s", BridgeNetworkWarning)
+		l.say("%s", netpolicy.BridgeWarning)
 	}
 	l.crashAt(crashpoint.AfterCreate)
 	if l.controllerLost() {

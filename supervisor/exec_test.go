@@ -13,6 +13,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/netpolicy"
 )
 
 // A Go controller calls Exec directly: it gets the lifecycle's events
@@ -74,7 +75,7 @@ func TestExecBridgeWarning(t *testing.T) {
 			Instance: "lib", JournalDir: t.TempDir(), Runtime: "memrt", WatcherPath: "/bin/true", Network: network, NetworkSet: true,
 			UID: 1000, GID: 1000, Argv: []string{"true"},
 		}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal)})
-		n := strings.Count(stderr.String(), "supervisor: "+BridgeNetworkWarning+"\n")
+		n := strings.Count(stderr.String(), "supervisor: "+netpolicy.BridgeWarning+"\n")
 		if want := map[string]int{"bridge": 1, "none": 0}[network]; n != want {
 			t.Errorf("--network %s: the bridge warning %d times, want %d:\n%s", network, n, want, stderr.String())
 		}

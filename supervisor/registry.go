@@ -42,7 +42,6 @@ import (
 	"io"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -261,51 +260,6 @@ func AutoOrder() []string {
 		}
 	}
 	return names
-}
-
-// AutoHelp says in words what --runtime auto does with the runtimes of
-// this build, e.g. "the first of podman, docker that is rootless and has
-// the image, else native, else a rootful engine with the image and
-// --allow-rootful".
-func AutoHelp() string {
-	var daemons, others []string
-	for _, n := range AutoOrder() {
-		if d, _ := Lookup(n); d.Daemon {
-			daemons = append(daemons, n)
-		} else {
-			others = append(others, n)
-		}
-	}
-	var parts []string
-	if len(daemons) > 0 {
-		parts = append(parts, "the first of "+strings.Join(daemons, ", ")+" that is rootless and has the image")
-	}
-	if len(others) > 0 {
-		parts = append(parts, strings.Join(others, " or "))
-	}
-	if len(daemons) > 0 {
-		parts = append(parts, "a rootful engine with the image and --allow-rootful")
-	}
-	if len(parts) == 0 {
-		return "no runtime in this build"
-	}
-	return strings.Join(parts, ", else ")
-}
-
-// LocalRuntime is the first runtime in auto's order that has no daemon
-// behind it (native: it needs no image), else the first in auto's
-// order; the demo and prove-deathwatch use it by default.
-func LocalRuntime() string {
-	order := AutoOrder()
-	for _, n := range order {
-		if d, _ := Lookup(n); !d.Daemon {
-			return n
-		}
-	}
-	if len(order) > 0 {
-		return order[0]
-	}
-	return ""
 }
 
 // NewRuntime constructs the runtime called name.

@@ -22,6 +22,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/autohelp"
 )
 
 // Globals are the flags every command takes.
@@ -260,9 +261,9 @@ func runtimeVars() kong.Vars {
 	return kong.Vars{
 		"runtimes":      strings.Join(names, ","),
 		"runtimes_list": list,
-		"auto_help":     supervisor.AutoHelp(),
+		"auto_help":     autohelp.Help(),
 		"auto_order":    strings.Join(supervisor.AutoOrder(), ", then "),
-		"default_prove": supervisor.LocalRuntime(),
+		"default_prove": autohelp.Local(),
 		"remove_bounds": removeBounds(),
 		"retention":     journal.DefaultRetention.String(),
 	}.CloneWith(defaultVars())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/autohelp"
 	"deathwatch/supervisor/internal/journalbox"
 	"deathwatch/supervisor/journal"
 	"deathwatch/supervisor/proc"
@@ -23,7 +24,7 @@ import (
 // DemoOptions configure RunDemo.
 type DemoOptions struct {
 	Supervisor string // the supervisor binary to run as the controller
-	Runtime    string // "" = supervisor.LocalRuntime(): one with no daemon, that needs no image
+	Runtime    string // "" = autohelp.Local(): one with no daemon, that needs no image
 	Watcher    string
 	Image      string
 	Journal    string // "" = a temporary folder
@@ -54,7 +55,7 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Runtime == "" {
-		o.Runtime = supervisor.LocalRuntime()
+		o.Runtime = autohelp.Local()
 	}
 	if d, ok := supervisor.Lookup(o.Runtime); !ok || d.Daemon || d.Installed(nil) != nil {
 		return exitcode.Engine("the demo needs a runtime without a daemon that works here (native, Linux only)")

@@ -27,6 +27,7 @@ import (
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/internal/attach"
+	"deathwatch/supervisor/internal/defaultbounds"
 	"deathwatch/supervisor/internal/firstline"
 	"deathwatch/supervisor/mountsource"
 )
@@ -888,7 +889,7 @@ func (e *Engine) CheckLimits(memory, pids int64) error {
 // Bounds says what a box of this engine gets by default (doctor; after
 // Probe).
 func (e *Engine) Bounds() []string {
-	return supervisor.DefaultBounds(e.enforcesLimits(), e.enforcesLimits(), "rootless "+e.Kind+" on cgroup v1 cannot enforce limits (use a cgroup v2 host or a rootful engine)")
+	return defaultbounds.Describe(e.enforcesLimits(), e.enforcesLimits(), "rootless "+e.Kind+" on cgroup v1 cannot enforce limits (use a cgroup v2 host or a rootful engine)")
 }
 
 // CheckMounts refuses a bind source that the engine's daemon resolves

@@ -6,6 +6,8 @@ import (
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/idslot"
+	"deathwatch/supervisor/internal/defaultbounds"
+	"deathwatch/supervisor/internal/netpolicy"
 	"deathwatch/supervisor/journal"
 	"fmt"
 	"io"
@@ -255,9 +257,9 @@ func (n *Native) Bounds() []string {
 	}
 	if err != nil {
 		// An unprivileged box's ids are its own: RLIMIT_NPROC bounds its processes.
-		return supervisor.DefaultBounds(os.Geteuid() != 0, false, "no cgroup of the box's own ("+err.Error()+"; delegate one with "+EnvCgroupParent+")")
+		return defaultbounds.Describe(os.Geteuid() != 0, false, "no cgroup of the box's own ("+err.Error()+"; delegate one with "+EnvCgroupParent+")")
 	}
-	return supervisor.DefaultBounds(hasController(v, root, parent, "pids"), hasController(v, root, parent, "memory"), "the box's cgroup has no such controller")
+	return defaultbounds.Describe(hasController(v, root, parent, "pids"), hasController(v, root, parent, "memory"), "the box's cgroup has no such controller")
 }
 
 // cgroupParent is where this supervisor's box cgroups go:
@@ -371,7 +373,7 @@ func (n *Native) checkBox(b *supervisor.Box) (nsinitConfig, error) {
 		return nsinitConfig{}, exitcode.With(exitcode.Of(err, shared.ExitUsage), fmt.Errorf("native box: %w", err))
 	}
 	if b.Network == "host" && !b.AllowHostNetwork {
-		return nsinitConfig{}, exitcode.Refused("%s", supervisor.HostNetworkRefusal)
+		return nsinitConfig{}, exitcode.Refused("%s", netpolicy.HostRefusal)
 	}
 	if uid, gid := agentIDs(b); os.Geteuid() == 0 && (uid >= IDRangeSize || gid >= IDRangeSize) {
 		return nsinitConfig{}, exitcode.Usage("--user %d:%d: a native box maps ids 0-%d only; pick a uid and gid below %d", uid, gid, IDRangeSize-1, IDRangeSize)
