@@ -1,9 +1,32 @@
 // Package supervisor is the host half of deathwatch as a library: the
-// lifecycle of one box (Exec, its events and journal) and the Runtime
-// interface with the registry the runtimes describe themselves in. The
-// runtimes live in supervisor/runtime/..., reconcile in
-// supervisor/reconcile, the verbs that check a host in
-// supervisor/hostcheck, the command line in supervisor/cli.
+// lifecycle of one box and the contract a runtime implements. Its surface:
+//
+//   - Exec(ctx, ExecOptions) (Result, error) runs one box to its end;
+//     ExecOptions (the box; zero values take the documented defaults,
+//     WithDefaults shows them) and ExecIO (what Exec talks to: output,
+//     signals, stdin, events). Result and Timings say how it ended; an
+//     error carries its exit status as an *ExitError (errors.As), the
+//     causes of shared.ExitTable.
+//   - Events: Event, Events, OpenEvents and EventsVersion, the
+//     line-delimited JSON of --events (docs/schemas), also delivered to
+//     ExecIO.OnEvent.
+//   - Init, first in a controller's main: the native runtime's hidden
+//     re-exec modes start there, never a second copy of the caller.
+//   - Runtime registration: Register a Descriptor (its Capability set,
+//     Bounds, a RuntimeFactory taking a RuntimeConfig) for a Runtime
+//     that makes Boxes with Mounts; a runtime implements the optional
+//     interfaces it can (ImageChecker, Admitter, Preparer,
+//     OneStepStarter, LaunchHooks, WritableReporter). Lookup,
+//     Descriptors, RuntimeNames and NewRuntime read the registry.
+//   - Parties: features that ride on the control stream
+//     (ExecOptions.Parties; copy-in/out in supervisor/copy).
+//
+// Reconcile and the listing of an instance's boxes are in
+// deathwatch/supervisor/reconcile (Run, List); the runtimes live in
+// supervisor/runtime/..., the verbs that check a host in
+// supervisor/hostcheck, the command line in supervisor/cli, and the
+// helpers these share in supervisor/internal/..., which a controller
+// outside supervisor/ cannot import.
 package supervisor
 
 import (
