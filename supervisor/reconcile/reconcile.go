@@ -1,6 +1,8 @@
 // Package reconcile removes an instance's leftovers whose ownership it
 // can prove from the journal (labels, nonce, an owner proven gone),
-// closes journal entries whose box is gone, and reports the rest.
+// closes journal entries whose box is gone, and reports the rest (Run);
+// List reports an instance's boxes, journal beside runtime, removing
+// nothing. A Go controller runs both for its own instance.
 package reconcile
 
 import (
@@ -50,8 +52,8 @@ type Item struct {
 	Box      string `json:"box,omitempty"`
 	Runtime  string `json:"runtime"`
 	LaunchID string `json:"launch_id,omitempty"`
-	// Instance is set for a box of the instance's probes (supervisor.ProbeInstance,
-	// supervisor.ProveInstance), empty for the instance's own.
+	// Instance is set for a box of the instance's probes (supervisor/internal/instance:
+	// Probe, Prove), empty for the instance's own.
 	Instance string `json:"instance,omitempty"`
 	// Owner is what became of the supervisor that owned the box:
 	// OwnerAlive, OwnerOrphan (alive, its controller gone: ended) or
