@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"deathwatch/kernel-tests/ktest"
-	"deathwatch/supervisor"
 	"deathwatch/supervisor/reconcile"
+	"deathwatch/supervisor/supervisortest"
 )
 
 // The controller chain (controller → supervisor → watcher): a real
@@ -315,7 +315,7 @@ func TestChainParentGoneFirst(t *testing.T) {
 		t.Run(r.Name, func(t *testing.T) {
 			r.setup(t)
 			marker := chainMarker("first")
-			ctl := startChain(t, r, "go", "stopped", 1, []string{supervisor.CrashPointEnv + "=" + supervisor.CrashBeforeWatch}, marker, chainAgent(marker, false)...)
+			ctl := startChain(t, r, "go", "stopped", 1, []string{supervisortest.CrashPointEnv + "=" + supervisortest.CrashBeforeWatch}, marker, chainAgent(marker, false)...)
 			pid, _ := strconv.Atoi(strings.TrimPrefix(ctl.until("stopped "), "stopped "))
 			st, err := ktest.ReadStat(pid)
 			if err != nil {

@@ -26,6 +26,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	boxcopy "deathwatch/supervisor/copy"
+	"deathwatch/supervisor/supervisortest"
 )
 
 // pausedRun is a supervisor stopped by itself at a crash point.
@@ -49,7 +50,7 @@ func (r *rig) pausedAt(t *testing.T, point string, args ...string) *pausedRun {
 // need not be the run's own (a --stage probe's: no event names its box).
 func (r *rig) stoppedAt(t *testing.T, point string, args ...string) *pausedRun {
 	t.Helper()
-	p := &pausedRun{cmd: r.supervisor([]string{supervisor.CrashPointEnv + "=" + point}, args...)}
+	p := &pausedRun{cmd: r.supervisor([]string{supervisortest.CrashPointEnv + "=" + point}, args...)}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestCopyArchiveOutRootOnly(t *testing.T) {
 		tw.WriteHeader(&tar.Header{Name: "res/hard", Typeflag: tar.TypeLink, Linkname: "res/secret"})
 		tw.Close()
 
-		p := r.pausedAt(t, supervisor.CrashAfterCreate, "--read-write-root", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
+		p := r.pausedAt(t, supervisortest.CrashAfterCreate, "--read-write-root", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
 			fmt.Sprintf(`cat /tmp/res/secret 2>/dev/null && echo read-it; echo mine > /tmp/res/f && ln -s %s /tmp/res/abs && ls -l /tmp/res`, victim))
 		p.engine(t, &r, &planted, "cp", "-", "BOX:/tmp")
 		if code := p.resume(); code != 0 || strings.Contains(p.stdout.String(), "read-it") {
@@ -169,7 +170,7 @@ func TestCopyArchiveOutTampered(t *testing.T) {
 		}
 		// The heartbeat outlasts the pause (the watcher waits for the host
 		// meanwhile, answering its pings).
-		p := r.pausedAt(t, supervisor.CrashBeforeFetch, "--heartbeat", "5m", "--read-write-root", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
+		p := r.pausedAt(t, supervisortest.CrashBeforeFetch, "--heartbeat", "5m", "--read-write-root", "--copy-out", "/tmp/res:"+out, "--", "sh", "-c",
 			`mkdir -p /tmp/res/sub && echo data > /tmp/res/f && echo more > /tmp/res/sub/g`)
 		p.engine(t, &r, nil, "cp", other, "BOX:/tmp/res/f")
 		if code := p.resume(); code != shared.ExitCopyFailed || !strings.Contains(p.stderr.String(), "verify-failed") || !strings.Contains(p.stderr.String(), "SHA-256") {
@@ -196,7 +197,7 @@ func TestCopyArchiveOutSupervisorKilled(t *testing.T) {
 		r.Setup(t, "cp")
 		t.Cleanup(func() { r.assertClean() })
 		out := r.mkdirOwned(t, "out")
-		p := r.pausedAt(t, supervisor.CrashBeforeFetch, "--read-write-root", "--copy-out", "/tmp/res:"+out, "--copy-out-limit", "2g", "--", "sh", "-c",
+		p := r.pausedAt(t, supervisortest.CrashBeforeFetch, "--read-write-root", "--copy-out", "/tmp/res:"+out, "--copy-out-limit", "2g", "--", "sh", "-c",
 			`mkdir -p /tmp/res && dd if=/dev/zero of=/tmp/res/zeros bs=1M count=1024 2>/dev/null`)
 		p.cmd.Process.Signal(syscall.SIGCONT)
 		r.killMidCopy(t, p.cmd, "exported")

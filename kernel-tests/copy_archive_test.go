@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	"deathwatch/shared"
-	"deathwatch/supervisor"
+	"deathwatch/supervisor/supervisortest"
 )
 
 func TestCopyArchiveTampered(t *testing.T) {
@@ -37,7 +37,7 @@ func TestCopyArchiveTampered(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				os.Remove(r.eventsFile())
-				p := r.pausedAt(t, supervisor.CrashAfterStage, "--heartbeat", "5m", "--read-write-root", "--copy-in", src+":/tmp/tree", "--", "sh", "-c", "echo agent-ran")
+				p := r.pausedAt(t, supervisortest.CrashAfterStage, "--heartbeat", "5m", "--read-write-root", "--copy-in", src+":/tmp/tree", "--", "sh", "-c", "echo agent-ran")
 				p.engine(t, &r, nil, "cp", other, "BOX:"+c.target)
 				if code := p.resume(); code != shared.ExitCopyFailed || !strings.Contains(p.stderr.String(), "verify") || strings.Contains(p.stdout.String(), "agent-ran") {
 					t.Fatalf("exit %d (want %d, the agent never run)\nstdout: %s\nstderr: %s", code, shared.ExitCopyFailed, p.stdout.String(), p.stderr.String())

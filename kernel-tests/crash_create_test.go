@@ -24,6 +24,7 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/supervisortest"
 )
 
 // slowCreate is an engine wrapper that marks and delays `create` and
@@ -172,10 +173,10 @@ func TestCrashDuringCreate(t *testing.T) {
 func TestCrashInRun(t *testing.T) {
 	var lines []string
 	forLocalPodman(t, func(t *testing.T, r *rig) {
-		run := r.start(r.Instance, []string{supervisor.CrashPointEnv + "=" + supervisor.CrashInRun}, "--", "sh", "-c", cwAgent)
+		run := r.start(r.Instance, []string{supervisortest.CrashPointEnv + "=" + supervisortest.CrashInRun}, "--", "sh", "-c", cwAgent)
 		if !run.waitFor(60*time.Second, run.stopped) {
 			run.kill()
-			t.Fatalf("the supervisor never reached %s:\n%s", supervisor.CrashInRun, run.stdout())
+			t.Fatalf("the supervisor never reached %s:\n%s", supervisortest.CrashInRun, run.stdout())
 		}
 		ev := run.event(supervisor.EventJournaled)
 		if ev == nil {

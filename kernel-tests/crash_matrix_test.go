@@ -43,12 +43,12 @@ import (
 
 // cwPoints are the kill points, in lifecycle order.
 var cwPoints = []string{
-	supervisor.CrashAfterJournal, // after the journal intent, before create
-	supervisor.CrashInRun,        // one-step rigs: the run client creates the box, the journal says intent
-	supervisor.CrashAfterCreate,  // after create, before start (one-step: the run client starts it)
-	supervisor.CrashAfterStart,   // after start, before ready
-	"running",                    // the agent runs
-	supervisor.CrashRemoving,     // during removal (intent journaled)
+	supervisortest.CrashAfterJournal, // after the journal intent, before create
+	supervisortest.CrashInRun,        // one-step rigs: the run client creates the box, the journal says intent
+	supervisortest.CrashAfterCreate,  // after create, before start (one-step: the run client starts it)
+	supervisortest.CrashAfterStart,   // after start, before ready
+	"running",                        // the agent runs
+	supervisortest.CrashRemoving,     // during removal (intent journaled)
 }
 
 // points are the kill points of r's lifecycle: in-run only where one
@@ -56,7 +56,7 @@ var cwPoints = []string{
 func (r *rig) points() []string {
 	var ps []string
 	for _, p := range cwPoints {
-		if p != supervisor.CrashInRun || r.oneStep() {
+		if p != supervisortest.CrashInRun || r.oneStep() {
 			ps = append(ps, p)
 		}
 	}
@@ -624,9 +624,9 @@ func (r *rig) crashAt(point string, d *cwDecoys) cwCell {
 	var env []string
 	args := []string{"--", "sh", "-c", cwAgent}
 	if point != "running" {
-		env = []string{supervisor.CrashPointEnv + "=" + point}
+		env = []string{supervisortest.CrashPointEnv + "=" + point}
 	}
-	if point == supervisor.CrashRemoving {
+	if point == supervisortest.CrashRemoving {
 		args = []string{"--", "sh", "-c", "echo armed"}
 	}
 	run := r.start(r.Instance, env, args...)
@@ -657,8 +657,8 @@ func (r *rig) crashAt(point string, d *cwDecoys) cwCell {
 	}
 	// The supervisor stopped exactly at the point: the journal says so,
 	// and no agent runs before ready.
-	wantState := map[string]string{supervisor.CrashAfterJournal: journal.StateIntent, supervisor.CrashInRun: journal.StateIntent, supervisor.CrashAfterCreate: journal.StateCreated,
-		supervisor.CrashAfterStart: journal.StateStarted, "running": journal.StateStarted, supervisor.CrashRemoving: journal.StateRemoving}[point]
+	wantState := map[string]string{supervisortest.CrashAfterJournal: journal.StateIntent, supervisortest.CrashInRun: journal.StateIntent, supervisortest.CrashAfterCreate: journal.StateCreated,
+		supervisortest.CrashAfterStart: journal.StateStarted, "running": journal.StateStarted, supervisortest.CrashRemoving: journal.StateRemoving}[point]
 	if entry == nil || entry.State != wantState {
 		t.Errorf("%s/%s: journal entry at the kill %+v, want state %s", r.Name, point, entry, wantState)
 	}

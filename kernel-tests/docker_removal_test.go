@@ -12,6 +12,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/kernel-tests/ktest/immutable"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/supervisortest"
 )
 
 // TestDockerAutoRemoveFailed: dockerd's own removal of a box fails (here
@@ -98,7 +99,7 @@ func TestReconcileProbeBox(t *testing.T) {
 	for _, proto := range rigs(t, "docker") {
 		r := *proto
 		r.setup(t)
-		probe := supervisor.ProbeInstance(r.Instance)
+		probe := supervisortest.ProbeInstance(r.Instance)
 		t.Cleanup(func() {
 			for _, b := range r.boxes(probe) {
 				t.Errorf("probe box %s left", b)
@@ -108,7 +109,7 @@ func TestReconcileProbeBox(t *testing.T) {
 		src := filepath.Join(r.Dir, "src")
 		os.MkdirAll(src, 0o755)
 		os.WriteFile(filepath.Join(src, "f"), []byte("x\n"), 0o644)
-		p := r.stoppedAt(t, supervisor.CrashAfterStart, "--stage", "auto", "--copy-in", src+":/tmp/src", "--", "true")
+		p := r.stoppedAt(t, supervisortest.CrashAfterStart, "--stage", "auto", "--copy-in", src+":/tmp/src", "--", "true")
 		if len(r.boxes(probe)) == 0 {
 			t.Errorf("stopped, but no box of %s runs", probe)
 		}

@@ -1,11 +1,10 @@
 package kerneltests
 
 import (
+	"deathwatch/supervisor/supervisortest"
 	"net"
 	"strings"
 	"testing"
-
-	"deathwatch/supervisor"
 )
 
 // hostAddress is a non-loopback IPv4 address of this host, the one its
@@ -33,7 +32,7 @@ func TestEscapeBridgeReach(t *testing.T) {
 			res := runCmd(r.supervisor(nil, "--network", network, "--", "sh", "-c", `nc -w 3 `+addr+` </dev/null && echo reached || echo unreached`))
 			t.Logf("--network %s: exit %d %s%s", network, res.code, res.stdout, res.stderr)
 			reached := strings.Contains(res.stdout, "reached") && !strings.Contains(res.stdout, "unreached")
-			warned := strings.Count(res.stderr, "supervisor: "+supervisor.BridgeNetworkWarning+"\n")
+			warned := strings.Count(res.stderr, "supervisor: "+supervisortest.BridgeNetworkWarning+"\n")
 			switch {
 			case network == "bridge" && (!reached || warned != 1):
 				t.Errorf("--network bridge: the agent reached %s: %v, the warning %d times; want it reached and said once", addr, reached, warned)

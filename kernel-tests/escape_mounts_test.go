@@ -11,6 +11,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/runtime/native"
 )
 
@@ -57,7 +58,7 @@ func TestEscapeMountRootOwner(t *testing.T) {
 		if _, _, _, ok := hostMode(t, filepath.Join(dir, "made")); ok {
 			t.Errorf("the agent wrote into root's folder through a read-write mount")
 		}
-		if code := supervisor.ExitCode(err, 0); code != shared.ExitRefused || !strings.Contains(err.Error(), "read-only") {
+		if code := exitcode.Of(err, 0); code != shared.ExitRefused || !strings.Contains(err.Error(), "read-only") {
 			t.Errorf("a read-write --mount of root's folder: %v (exit %d), want a refusal (%d) that says to mount it read-only", err, code, shared.ExitRefused)
 		}
 	})
@@ -172,7 +173,7 @@ func TestEscapeMountNamedOwner(t *testing.T) {
 	b2 := escapeBox(t, bins, supervisor.Mount{Source: other, Target: "/tmp/o"})
 	b2.MountOwner = &supervisor.HostIDs{UID: mountedOwner, GID: mountedOwner}
 	err := boxSetup(t, rt, b2, escapeAgent(`"$E" write /tmp/o/made`))
-	if code := supervisor.ExitCode(err, 0); code != shared.ExitRefused || !strings.Contains(err.Error(), "--mount-owner") {
+	if code := exitcode.Of(err, 0); code != shared.ExitRefused || !strings.Contains(err.Error(), "--mount-owner") {
 		t.Errorf("a read-write --mount of another account's folder: %v (exit %d), want a refusal (%d) that names --mount-owner", err, code, shared.ExitRefused)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor/runtime/native"
 )
@@ -568,7 +569,7 @@ func TestNativeMountWithoutIdmap(t *testing.T) {
 	}
 	b = escapeBox(t, bins, supervisor.Mount{Source: "/sys/kernel/mm", Target: "/tmp/mm"})
 	err := boxSetup(t, rt, b, escapeAgent(`echo ran`))
-	if supervisor.ExitCode(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "read-only") {
+	if exitcode.Of(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "read-only") {
 		t.Errorf("read-write sysfs mount: %v, want a refusal (%d) that says to mount it read-only", err, shared.ExitRefused)
 	}
 	t.Logf("read-write: %v", err)

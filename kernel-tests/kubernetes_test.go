@@ -339,16 +339,16 @@ func TestKubernetesForeignPodLeftAlone(t *testing.T) {
 func TestKubernetesCrashWindows(t *testing.T) {
 	r := newK8sRig(t)
 	for _, point := range cwPoints {
-		if point == supervisor.CrashInRun {
+		if point == supervisortest.CrashInRun {
 			continue // one-step runtimes only: a pod is created, then attached
 		}
 		t.Run(point, func(t *testing.T) {
 			var env []string
 			args := []string{"--", "sh", "-c", cwAgent}
 			if point != "running" {
-				env = []string{supervisor.CrashPointEnv + "=" + point}
+				env = []string{supervisortest.CrashPointEnv + "=" + point}
 			}
-			if point == supervisor.CrashRemoving {
+			if point == supervisortest.CrashRemoving {
 				args = []string{"--", "sh", "-c", "echo armed"} // the agent ends; the supervisor stops as it removes
 			}
 			run := r.start(env, args...)

@@ -15,6 +15,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/runtime/docker"
+	"deathwatch/supervisor/supervisortest"
 )
 
 // The live FIFO (supervisor/livefifo.go): on local Docker whose daemon
@@ -95,7 +96,7 @@ func liveBox(t *testing.T, r *rig, extra ...string) (*exec.Cmd, string, map[stri
 func TestEscapeLiveFIFO(t *testing.T) {
 	forLive(t, func(t *testing.T, r *rig) {
 		// Stopped after start, before the spec: the folder as the box got it.
-		stopped := r.supervisor([]string{supervisor.CrashPointEnv + "=" + supervisor.CrashAfterStart}, "--", "true")
+		stopped := r.supervisor([]string{supervisortest.CrashPointEnv + "=" + supervisortest.CrashAfterStart}, "--", "true")
 		if err := stopped.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -153,9 +154,9 @@ func TestDockerLiveFIFO(t *testing.T) {
 		if !ktest.WaitFor(30*time.Second, func() bool { return !r.exists(box) }) {
 			t.Fatalf("box %s still there 30s after SIGKILL of its supervisor", box)
 		}
-		for _, point := range []string{supervisor.CrashAfterCreate, supervisor.CrashAfterStart} {
+		for _, point := range []string{supervisortest.CrashAfterCreate, supervisortest.CrashAfterStart} {
 			os.Remove(r.eventsFile())
-			stopped := r.supervisor([]string{supervisor.CrashPointEnv + "=" + point}, "--", "true")
+			stopped := r.supervisor([]string{supervisortest.CrashPointEnv + "=" + point}, "--", "true")
 			if err := stopped.Start(); err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/runtime/docker"
+	"deathwatch/supervisor/supervisortest"
 )
 
 // The live pipe of a local Podman's one-step run
@@ -144,7 +145,7 @@ func TestPodmanServiceLiveFIFO(t *testing.T) {
 
 	// Stopped after start, before the spec: the FIFO as the box got it.
 	os.Remove(r.eventsFile())
-	stopped := r.supervisor(append(env, supervisor.CrashPointEnv+"="+supervisor.CrashAfterStart), "--", "true")
+	stopped := r.supervisor(append(env, supervisortest.CrashPointEnv+"="+supervisortest.CrashAfterStart), "--", "true")
 	if err := stopped.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
-	"deathwatch/supervisor"
 	"deathwatch/supervisor/runtime/sbx"
+	"deathwatch/supervisor/supervisortest"
 )
 
 func TestSbxDriverOnEmulator(t *testing.T) {
@@ -35,11 +35,11 @@ func TestSbxDriverOnEmulator(t *testing.T) {
 		t.Errorf("Preflight of a CLI without rule scope = %v, want the refusal", err)
 	}
 
-	name, err := sbx.SandboxName("ktest", supervisor.NewLaunchID())
+	name, err := sbx.SandboxName("ktest", supervisortest.NewLaunchID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := sbx.SandboxName("other", supervisor.NewLaunchID())
+	other, err := sbx.SandboxName("other", supervisortest.NewLaunchID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,9 @@ import (
 
 	"deathwatch/kernel-tests/ktest"
 	"deathwatch/shared"
-	"deathwatch/supervisor"
 	"deathwatch/supervisor/cli"
 	"deathwatch/supervisor/runtime/sbx"
+	"deathwatch/supervisor/supervisortest"
 )
 
 // sbxRig is the built supervisor on one emulator, with an instance and
@@ -243,7 +243,7 @@ func TestSbxExecSIGKILL(t *testing.T) {
 // sbxExecSIGKILL: heartbeat 0 keeps exec's default and expects the EOF
 // to kill at once; otherwise the EOF is lost and the heartbeat kills.
 func sbxExecSIGKILL(t *testing.T, r *sbxRig, heartbeat time.Duration) {
-	other, err := sbx.SandboxName("other"+r.instance, supervisor.NewLaunchID())
+	other, err := sbx.SandboxName("other"+r.instance, supervisortest.NewLaunchID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func sbxExecSIGKILL(t *testing.T, r *sbxRig, heartbeat time.Duration) {
 	r.s.Run(t, "rm", "--force", other)
 
 	// A sandbox with this instance's name but no journal entry is BLOCKED.
-	stray, _ := sbx.SandboxName(r.instance, supervisor.NewLaunchID())
+	stray, _ := sbx.SandboxName(r.instance, supervisortest.NewLaunchID())
 	r.s.Run(t, "create", "--name", stray, "--template", r.template, sbx.Agent, t.TempDir())
 	res = runCmd(r.supervisor(nil, "reconcile"))
 	if res.code != shared.ExitBlocked || len(r.sandboxes(r.instance)) != 1 {

@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"deathwatch/supervisor/internal/firstline"
+	"deathwatch/supervisor/internal/instance"
+	"deathwatch/supervisor/internal/launchid"
 )
 
 // bindProofTimeout bounds one bind proof: its probe box gets half of it
@@ -31,7 +35,7 @@ func ProveBind(ctx context.Context, o ExecOptions, runtime, dir string, timeout 
 	}
 	// Readable by the agent's uid, which is not ours.
 	os.Chmod(abs, 0o755)
-	nonce := RandHex(16)
+	nonce := launchid.Hex(16)
 	name := ".deathwatch-probe-" + nonce
 	p := filepath.Join(abs, name)
 	if err := os.WriteFile(p, []byte(nonce+"\n"), 0o644); err != nil {
@@ -44,7 +48,7 @@ func ProveBind(ctx context.Context, o ExecOptions, runtime, dir string, timeout 
 	cctx, cancel := context.WithTimeout(context.WithValue(ctx, proofKey{}, true), timeout)
 	defer cancel()
 	r, err := Exec(cctx, ExecOptions{
-		Instance: ProbeInstance(o.Instance), JournalDir: o.JournalDir, Runtime: runtime, Image: o.Image,
+		Instance: instance.Probe(o.Instance), JournalDir: o.JournalDir, Runtime: runtime, Image: o.Image,
 		NamePrefix: "dw-probe", Network: "none", Grace: time.Second, Deadline: timeout / 2,
 		Mounts:       []Mount{{Source: abs, Target: "/tmp/dw-staging", ReadOnly: true}},
 		AllowRootful: o.AllowRootful, WatcherPath: o.WatcherPath, WatcherInImage: o.WatcherInImage,
@@ -61,7 +65,7 @@ func ProveBind(ctx context.Context, o ExecOptions, runtime, dir string, timeout 
 	}
 	if removal != "" {
 		// Said, not swallowed with the probe's stderr: the box is left.
-		log.Warn("the staging probe's box was not removed; `supervisor reconcile` removes it", "instance", ProbeInstance(o.Instance), "error", removal)
+		log.Warn("the staging probe's box was not removed; `supervisor reconcile` removes it", "instance", instance.Probe(o.Instance), "error", removal)
 	}
 	got := strings.TrimSpace(out.String())
 	switch {
@@ -70,7 +74,7 @@ func ProveBind(ctx context.Context, o ExecOptions, runtime, dir string, timeout 
 	case code == 0:
 		return false, "the box read another file at the same path: not the controller's file system"
 	default:
-		return false, fmt.Sprintf("the nonce file could not be read from inside the box (exit %d: %s)", code, FirstLine(lastLine(errb.String())))
+		return false, fmt.Sprintf("the nonce file could not be read from inside the box (exit %d: %s)", code, firstline.Of(lastLine(errb.String())))
 	}
 }
 

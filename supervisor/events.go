@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"deathwatch/supervisor/exitcode"
 )
 
 // Lifecycle event names, in the order a launch produces them.
@@ -82,14 +84,14 @@ func OpenEvents(spec string, appendTo bool) (*Events, error) {
 	if n, ok := strings.CutPrefix(spec, "fd:"); ok {
 		fd, err := strconv.Atoi(n)
 		if err != nil || fd < 0 {
-			return nil, UsageError("--events %s: want fd:N with N a descriptor number", spec)
+			return nil, exitcode.Usage("--events %s: want fd:N with N a descriptor number", spec)
 		}
 		f := os.NewFile(uintptr(fd), "events")
 		if f == nil {
-			return nil, UsageError("--events %s: descriptor %d is not open", spec, fd)
+			return nil, exitcode.Usage("--events %s: descriptor %d is not open", spec, fd)
 		}
 		if _, err := f.Stat(); err != nil {
-			return nil, UsageError("--events %s: descriptor %d is not open", spec, fd)
+			return nil, exitcode.Usage("--events %s: descriptor %d is not open", spec, fd)
 		}
 		return &Events{w: f, c: f}, nil
 	}
@@ -99,7 +101,7 @@ func OpenEvents(spec string, appendTo bool) (*Events, error) {
 	}
 	f, err := os.OpenFile(spec, os.O_WRONLY|os.O_CREATE|mode, 0o600)
 	if err != nil {
-		return nil, UsageError("--events: %w", err)
+		return nil, exitcode.Usage("--events: %w", err)
 	}
 	return &Events{w: f, c: f}, nil
 }

@@ -27,9 +27,7 @@ package supervisor
 
 import (
 	"context"
-	"crypto/rand"
 	"deathwatch/supervisor/journal"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -38,6 +36,12 @@ import (
 	"deathwatch/shared"
 	"deathwatch/shared/seccomp"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/controllerwatch"
+	"deathwatch/supervisor/internal/crashpoint"
+	"deathwatch/supervisor/internal/launchid"
+	"deathwatch/supervisor/internal/netpolicy"
+	"deathwatch/supervisor/internal/survival"
 )
 
 // Exec runs one box end to end: the library form of `supervisor exec`,
@@ -57,11 +61,11 @@ func Exec(ctx context.Context, o ExecOptions) (Result, error) {
 	o = o.WithDefaults()
 	x := &o.IO
 	fail := func(err error, def int) (Result, error) {
-		code := ExitCode(err, def)
-		return Result{Code: code}, WithCode(code, err)
+		code := exitcode.Of(err, def)
+		return Result{Code: code}, exitcode.With(code, err)
 	}
 	if x.Controller == nil {
-		w, err := WatchController(o.Controller)
+		w, err := controllerwatch.Take(o.Controller)
 		if err != nil {
 			return fail(err, shared.ExitUsage)
 		}
@@ -71,7 +75,7 @@ func Exec(ctx context.Context, o ExecOptions) (Result, error) {
 	if x.Controller != nil && x.Controller.Link == controller.LinkDetached {
 		x.say("warning: --detach: the controller is not watched; its death leaves this box running until the heartbeat (%v) or the deadline (%v) ends it", o.Heartbeat, o.Deadline)
 	}
-	if w := (Survival{o.Heartbeat, o.Deadline, o.Grace}).warning(); w != "" {
+	if w := (survival.Limits{Heartbeat: o.Heartbeat, Deadline: o.Deadline, Grace: o.Grace}).Warning(); w != "" {
 		x.say("%s", w)
 	}
 	spec, err := validate(&o)
@@ -113,7 +117,7 @@ func Exec(ctx context.Context, o ExecOptions) (Result, error) {
 	code := l.run(ctx)
 	l.result.Code = code
 	if l.err != nil {
-		return l.result, WithCode(code, l.err)
+		return l.result, exitcode.With(code, l.err)
 	}
 	return l.result, nil
 }
@@ -123,11 +127,11 @@ func Exec(ctx context.Context, o ExecOptions) (Result, error) {
 func newLaunch(o *ExecOptions, spec shared.Spec) (*launch, error) {
 	owner, err := journal.SelfOwner()
 	if err != nil {
-		return nil, SetupError("%w", err)
+		return nil, exitcode.Setup("%w", err)
 	}
 	j, err := journal.Open(o.JournalDir, o.Instance, Volatile)
 	if err != nil {
-		return nil, WithCode(ExitCode(err, shared.ExitSetupFailed), err)
+		return nil, exitcode.With(exitcode.Of(err, shared.ExitSetupFailed), err)
 	}
 	x := &o.IO
 	box := newBox(o)
@@ -158,16 +162,16 @@ func (x *ExecIO) say(format string, args ...any) {
 // spec last. The error carries its exit status.
 func (l *launch) admit(ctx context.Context, d Descriptor) error {
 	if len(l.o.HostPorts) > 0 && !d.Has(CapHostPorts) {
-		return RefusedError("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", l.rt.Name())
+		return exitcode.Refused("--host-port: runtime %s cannot scope a box's reach to one host port; drop --host-port or use a runtime that can", l.rt.Name())
 	}
 	if a, ok := l.rt.(Admitter); ok {
 		if err := a.Admit(ctx, l.box); err != nil {
-			return WithCode(ExitCode(err, shared.ExitRefused), err)
+			return exitcode.With(exitcode.Of(err, shared.ExitRefused), err)
 		}
 	}
 	if p, ok := l.rt.(Preparer); ok {
 		if err := p.Prepare(ctx, l.box); err != nil {
-			return WithCode(ExitCode(err, shared.ExitRefused), err)
+			return exitcode.With(exitcode.Of(err, shared.ExitRefused), err)
 		}
 		l.entry.Box = l.box.Name // the runtime may name the box
 		// An intent staged beside the probe named the box as it was:
@@ -176,12 +180,12 @@ func (l *launch) admit(ctx context.Context, d Descriptor) error {
 		if len(l.box.Links) > 0 {
 			l.spec.Links = append(l.spec.Links, l.box.Links...)
 			if err := l.spec.Validate(); err != nil {
-				return UsageError("%w", err)
+				return exitcode.Usage("%w", err)
 			}
 		}
 	}
 	if err := l.limitWrites(); err != nil {
-		return WithCode(ExitCode(err, shared.ExitUsage), err)
+		return exitcode.With(exitcode.Of(err, shared.ExitUsage), err)
 	}
 	return nil
 }
@@ -202,25 +206,25 @@ func validate(o *ExecOptions) (shared.Spec, error) {
 	// the agent is a refusal.
 	spec.Seccomp = seccomp.Default(spec.AllowUserns)
 	if err := shared.CheckPidsLimit(o.PidsLimit); err != nil {
-		return spec, UsageError("%w", err)
+		return spec, exitcode.Usage("%w", err)
 	}
 	for _, p := range o.Parties {
 		if err := p.Check(); err != nil {
-			return spec, WithCode(ExitCode(err, shared.ExitUsage), err)
+			return spec, exitcode.With(exitcode.Of(err, shared.ExitUsage), err)
 		}
 	}
 	if o.Network == "host" && !o.AllowHostNetwork {
-		return spec, RefusedError("%s", HostNetworkRefusal)
+		return spec, exitcode.Refused("%s", netpolicy.HostRefusal)
 	}
 	if err := spec.Validate(); err != nil {
 		if refused := (*shared.RefusedError)(nil); errors.As(err, &refused) {
-			return spec, RefusedError("--user %d:%d: %v", o.UID, o.GID, refused.Why)
+			return spec, exitcode.Refused("--user %d:%d: %v", o.UID, o.GID, refused.Why)
 		}
 		var root *shared.RootRefusedError
 		if errors.As(err, &root) {
-			return spec, RefusedError("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID)
+			return spec, exitcode.Refused("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID)
 		}
-		return spec, UsageError("%w", err)
+		return spec, exitcode.Usage("%w", err)
 	}
 	d, _ := Lookup(o.Runtime)
 	if d.ImageWatcher != "" {
@@ -231,7 +235,7 @@ func validate(o *ExecOptions) (shared.Spec, error) {
 		o.WatcherPath = ""
 	}
 	if !d.Has(CapHostWatcherOnly) && o.WatcherInImage == "" && o.WatcherPath == "" {
-		return spec, UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH")
+		return spec, exitcode.Usage("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH")
 	}
 	return spec, nil
 }
@@ -239,8 +243,8 @@ func validate(o *ExecOptions) (shared.Spec, error) {
 // newBox is the launch's identity: a fresh launch id and nonce, the
 // box's name and labels, and what the options ask of it.
 func newBox(o *ExecOptions) *Box {
-	launchID := NewLaunchID()
-	nonce := RandHex(16)
+	launchID := launchid.New()
+	nonce := launchid.Hex(16)
 	prefix := o.NamePrefix
 	labels := map[string]string{}
 	for k, v := range o.Labels {
@@ -276,20 +280,6 @@ func newBox(o *ExecOptions) *Box {
 		AgentUID:         o.UID,
 		AgentGID:         o.GID,
 	}
-}
-
-// NewLaunchID is a sortable, unique launch id: UTC time and 32 random bits.
-func NewLaunchID() string {
-	return time.Now().UTC().Format("20060102-150405") + "-" + RandHex(4)
-}
-
-// RandHex is n random bytes in hex (nonces, launch ids).
-func RandHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // cannot happen on Linux ≥ 3.17
-	}
-	return hex.EncodeToString(b)
 }
 
 // launch is one box's lifecycle once its identity is fixed.
@@ -386,7 +376,7 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	l.emit(Event{Event: EventJournaled})
 	log.Info("journaled", "dir", l.j.Dir())
-	crashpoint(CrashAfterJournal)
+	crashpoint.At(crashpoint.AfterJournal)
 
 	if l.controllerLost() {
 		return l.lost(nil)
@@ -407,14 +397,14 @@ func (l *launch) run(ctx context.Context) int {
 		s, created, err := l.oneStep.CreateStart(ctx, l.box)
 		if err != nil {
 			l.failed(err)
-			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
+			return l.early(exitcode.Of(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 		st, create = s, created
-		crashpoint(CrashInRun)
+		crashpoint.At(crashpoint.InRun)
 	}
 	if err := create(); err != nil {
 		l.failed(err)
-		return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), st)
+		return l.early(exitcode.Of(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), st)
 	}
 	if ids := l.box.OwnIDs; ids != nil {
 		l.spec.UID, l.spec.GID = ids.AgentUID, ids.AgentGID
@@ -426,9 +416,9 @@ func (l *launch) run(ctx context.Context) int {
 	l.emit(Event{Event: EventCreated})
 	log.Info("created")
 	if l.box.Network == "bridge" {
-		l.say("%s", BridgeNetworkWarning)
+		l.say("%s", netpolicy.BridgeWarning)
 	}
-	l.crashAt(CrashAfterCreate)
+	l.crashAt(crashpoint.AfterCreate)
 	if l.controllerLost() {
 		return l.lost(st)
 	}
@@ -445,7 +435,7 @@ func (l *launch) run(ctx context.Context) int {
 		var err error
 		if st, err = l.rt.Start(ctx, l.box); err != nil {
 			l.failed(err)
-			return l.early(ExitCode(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
+			return l.early(exitcode.Of(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 	}
 	if err := l.journal(journal.StateStarted); err != nil {
@@ -456,7 +446,7 @@ func (l *launch) run(ctx context.Context) int {
 	}
 	l.emit(Event{Event: EventStarted})
 	log.Info("started")
-	l.crashAt(CrashAfterStart)
+	l.crashAt(crashpoint.AfterStart)
 	return l.finish(l.attend(st, log), st)
 }
 
@@ -493,7 +483,7 @@ func (l *launch) finish(code int, st *Started) int {
 	if err := l.journal(journal.StateRemoving); err != nil {
 		l.say("%v", err)
 	}
-	crashpoint(CrashRemoving)
+	crashpoint.At(crashpoint.Removing)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
@@ -518,14 +508,14 @@ func (l *launch) finish(code int, st *Started) int {
 func ptr[T any](v T) *T { return &v }
 
 // quietProof is prove with the crash points of the nested launch it
-// runs kept quiet (crashQuiet); nil stays nil.
+// runs kept quiet (crashpoint.Quiet); nil stays nil.
 func quietProof(prove BindProver) BindProver {
 	if prove == nil {
 		return nil
 	}
 	return func(ctx context.Context, runtime, dir string) (bool, string) {
-		crashQuiet.Add(1)
-		defer crashQuiet.Add(-1)
+		crashpoint.Quiet.Add(1)
+		defer crashpoint.Quiet.Add(-1)
 		return prove(ctx, runtime, dir)
 	}
 }

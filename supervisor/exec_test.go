@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/netpolicy"
 )
 
 // A Go controller calls Exec directly: it gets the lifecycle's events
@@ -64,34 +66,6 @@ func TestWithDefaults(t *testing.T) {
 	}
 }
 
-func TestSurvival(t *testing.T) {
-	for _, tc := range []struct {
-		s         Survival
-		unbounded bool
-		statement string
-		warning   string
-	}{
-		{Survival{10 * time.Second, time.Hour, 2 * time.Second}, false,
-			"a frozen controller's boxes die within 10s + 250ms; a failed watch ends at 1h0m0s + 2s", ""},
-		{Survival{0, time.Hour, 2 * time.Second}, false,
-			"a frozen controller's boxes live until the deadline (no heartbeat); a failed watch ends at 1h0m0s + 2s", "--heartbeat 0"},
-		{Survival{10 * time.Second, 0, 2 * time.Second}, false,
-			"a frozen controller's boxes die within 10s + 250ms; a failed watch never ends (no deadline)", ""},
-		{Survival{0, 0, 2 * time.Second}, true,
-			"a frozen controller's boxes live for ever (no heartbeat, no deadline); a failed watch never ends (no deadline)", "--heartbeat 0 and --deadline 0"},
-	} {
-		if got := tc.s.Unbounded(); got != tc.unbounded {
-			t.Errorf("%+v: unbounded %v", tc.s, got)
-		}
-		if got := tc.s.Statement(250 * time.Millisecond); got != tc.statement {
-			t.Errorf("%+v: statement\n got %q\nwant %q", tc.s, got, tc.statement)
-		}
-		if got := tc.s.warning(); (tc.warning == "") != (got == "") || !strings.Contains(got, tc.warning) {
-			t.Errorf("%+v: warning %q, want one naming %q", tc.s, got, tc.warning)
-		}
-	}
-}
-
 // --network bridge: once the box exists, one warning line says what the
 // box reaches of the host; none says nothing.
 func TestExecBridgeWarning(t *testing.T) {
@@ -101,7 +75,7 @@ func TestExecBridgeWarning(t *testing.T) {
 			Instance: "lib", JournalDir: t.TempDir(), Runtime: "memrt", WatcherPath: "/bin/true", Network: network, NetworkSet: true,
 			UID: 1000, GID: 1000, Argv: []string{"true"},
 		}, &ExecIO{Stdout: io.Discard, Stderr: &stderr, Signals: make(chan os.Signal)})
-		n := strings.Count(stderr.String(), "supervisor: "+BridgeNetworkWarning+"\n")
+		n := strings.Count(stderr.String(), "supervisor: "+netpolicy.BridgeWarning+"\n")
 		if want := map[string]int{"bridge": 1, "none": 0}[network]; n != want {
 			t.Errorf("--network %s: the bridge warning %d times, want %d:\n%s", network, n, want, stderr.String())
 		}
@@ -116,8 +90,8 @@ func runExec(o *ExecOptions, x *ExecIO) int {
 	r, err := Exec(context.Background(), *o)
 	if err != nil {
 		fmt.Fprintf(x.Stderr, "supervisor: %v\n", err)
-		if ExitCode(err, -1) != r.Code {
-			panic(fmt.Sprintf("Exec's error carries %d, its result %d", ExitCode(err, -1), r.Code))
+		if exitcode.Of(err, -1) != r.Code {
+			panic(fmt.Sprintf("Exec's error carries %d, its result %d", exitcode.Of(err, -1), r.Code))
 		}
 	}
 	return r.Code

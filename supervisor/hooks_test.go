@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/exitcode"
 )
 
 // prepRuntime is memRuntime with the Preparer hook: it names its own
@@ -73,7 +74,7 @@ func TestExecPreparer(t *testing.T) {
 	}
 
 	// A refusal in Prepare: one line, nothing journaled or created.
-	thePrep.refuse, thePrep.created = RefusedError("cannot honour that"), nil
+	thePrep.refuse, thePrep.created = exitcode.Refused("cannot honour that"), nil
 	code, stderr, es = run("preprt", nil)
 	if code != shared.ExitRefused || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || len(es) != 0 || thePrep.created != nil {
 		t.Errorf("refused: exit %d, stderr %q, journal %+v, created %+v", code, stderr, es, thePrep.created)

@@ -6,6 +6,8 @@ package supervisor
 import (
 	"os"
 	"sync/atomic"
+
+	"deathwatch/supervisor/exitcode"
 )
 
 // initCalled is set once Init returned to its caller's main.
@@ -46,5 +48,5 @@ func checkInit(d Descriptor) error {
 	if d.InitArg == "" || initCalled.Load() {
 		return nil
 	}
-	return UsageError("runtime %s re-executes this program (/proc/self/exe) for its box setup: call supervisor.Init() first in main", d.Name)
+	return exitcode.Usage("runtime %s re-executes this program (/proc/self/exe) for its box setup: call supervisor.Init() first in main", d.Name)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/journal"
 )
 
@@ -83,7 +84,9 @@ func TestExecIntentBesideProbe(t *testing.T) {
 	if len(es) != 1 || es[0].Box != "dw-prepared" || es[0].State != journal.StateRemoved {
 		t.Errorf("journal after a prepared launch: %+v", es)
 	}
-	theFinds.probe = func() (Info, error) { return Info{Runtime: "findsrt"}, EngineError("findsrt engine is not reachable") }
+	theFinds.probe = func() (Info, error) {
+		return Info{Runtime: "findsrt"}, exitcode.Engine("findsrt engine is not reachable")
+	}
 	code, stderr, es = run()
 	if code != shared.ExitEngine || !strings.Contains(stderr, "not reachable") {
 		t.Errorf("failed probe: exit %d: %s", code, stderr)

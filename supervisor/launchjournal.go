@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/internal/crashpoint"
 	"deathwatch/supervisor/journal"
 )
 
@@ -23,10 +24,10 @@ func (l *launch) stamp(state string) {
 	}
 }
 
-// crashAt is crashpoint(point): the crash-window tests check that the
+// crashAt is crashpoint.At(point): the crash-window tests check that the
 // journal says the point's state.
 func (l *launch) crashAt(point string) {
-	crashpoint(point)
+	crashpoint.At(point)
 }
 
 // stagedIntent is what staging the intent left.

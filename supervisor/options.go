@@ -3,7 +3,6 @@ package supervisor
 // Options of `supervisor exec` and their defaults, worked out as plain data.
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -164,48 +163,6 @@ func withDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Survival is how long a box can outlive its controller with the given
-// bounds (0: off): a killed controller's box ends within the runtime's
-// own dead bound; a frozen controller's within Heartbeat plus that
-// bound; a box whose watch failed at Deadline + Grace.
-type Survival struct {
-	Heartbeat, Deadline, Grace time.Duration
-}
-
-// Unbounded: nothing but the controller's death ends the box.
-func (s Survival) Unbounded() bool { return s.Heartbeat <= 0 && s.Deadline <= 0 }
-
-// Statement says the bounds in a line, slack being the runtime's
-// measured or default dead bound.
-func (s Survival) Statement(slack time.Duration) string {
-	var frozen, failed string
-	switch {
-	case s.Heartbeat > 0:
-		frozen = fmt.Sprintf("a frozen controller's boxes die within %v + %v", s.Heartbeat, slack)
-	case s.Deadline > 0:
-		frozen = "a frozen controller's boxes live until the deadline (no heartbeat)"
-	default:
-		frozen = "a frozen controller's boxes live for ever (no heartbeat, no deadline)"
-	}
-	if s.Deadline > 0 {
-		failed = fmt.Sprintf("a failed watch ends at %v + %v", s.Deadline, s.Grace)
-	} else {
-		failed = "a failed watch never ends (no deadline)"
-	}
-	return frozen + "; " + failed
-}
-
-// warning is the line exec prints when a bound is off, "" when none is.
-func (s Survival) warning() string {
-	switch {
-	case s.Unbounded():
-		return "warning: --heartbeat 0 and --deadline 0: nothing but the supervisor's death ends this box; a frozen supervisor leaves it running for ever"
-	case s.Heartbeat <= 0:
-		return fmt.Sprintf("warning: --heartbeat 0: a frozen supervisor leaves this box running until its deadline (%v)", s.Deadline)
-	}
-	return ""
-}
-
 // ExecIO is what exec talks to. Tests fill it with buffers and a
 // signal channel they control.
 type ExecIO struct {
@@ -242,27 +199,9 @@ type ExecIO struct {
 	// nil: ProveBind with this launch's options.
 	ProveBind BindProver
 	// Controller is a link to the controller already taken
-	// (WatchController): the CLI takes it before anything else. nil:
+	// (controllerwatch.Take): the CLI takes it before anything else. nil:
 	// Exec takes ExecOptions.Controller's.
 	Controller *controller.Watch
-}
-
-// WatchController takes the link to the controller that s asks for
-// (nil for none): exec's first step, before anything is created. A
-// controller already gone is ExitControllerLost; a descriptor or pid
-// that cannot be watched is a usage error.
-func WatchController(s controller.Spec) (*controller.Watch, error) {
-	crashpoint(CrashBeforeWatch)
-	w, err := controller.Take(s)
-	switch {
-	case errors.Is(err, controller.ErrGone):
-		return nil, WithCode(shared.ExitControllerLost, fmt.Errorf("%w; no box was started", err))
-	case err != nil && s.Parent && !s.HasFD && s.PID == 0:
-		return nil, SetupError("%w", err)
-	case err != nil:
-		return nil, UsageError("%w", err)
-	}
-	return w, nil
 }
 
 // Spec is the launch spec the options ask for, without what the

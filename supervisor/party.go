@@ -23,7 +23,7 @@ import (
 // Busy is asked whenever the host's deadline backstop fires.
 type Party interface {
 	// Check refuses what the party cannot do (an error with its exit
-	// status: UsageError, RefusedError).
+	// status: exitcode.Usage, exitcode.Refused).
 	Check() error
 	// Spec adds what the party asks of the watcher to the spec, before
 	// the spec is validated.
@@ -69,7 +69,3 @@ type Verdict struct {
 	Reason shared.Reason
 	Say    string // a line for stderr ("" none)
 }
-
-// Crashpoint stops the supervisor at point for a crash-window test
-// (crashpoint.go); parties call it at their own points.
-func Crashpoint(point string) { crashpoint(point) }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/exitcode"
 )
 
 // picked is the runtime exec drives and what its probe found; oneStep:
@@ -39,7 +40,7 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 		switch {
 		case err != nil:
 			why = append(why, err.Error())
-			if ExitCode(err, 0) == shared.ExitImage {
+			if exitcode.Of(err, 0) == shared.ExitImage {
 				noImage++
 			}
 		case !d.Daemon || p.info.Rootless:
@@ -56,10 +57,10 @@ func pickRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig) (picked
 		p.chosen = AutoChoice(p.rt.Name(), p.info.Rootless, o.Image, why)
 		return p, nil
 	}
-	err := EngineError("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
+	err := exitcode.Engine("--runtime auto: no usable runtime (%s)", strings.Join(why, "; "))
 	if noImage > 0 {
 		// An engine works, the image is not in it: load the image.
-		return picked{}, WithCode(shared.ExitImage, err)
+		return picked{}, exitcode.With(shared.ExitImage, err)
 	}
 	return picked{}, err
 }
@@ -76,22 +77,22 @@ func tryRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig, name str
 	}
 	d, _ := Lookup(name)
 	if _, ok := rt.(ImageChecker); ok && o.Image == "" && !d.Has(CapImageOptional) {
-		return picked{}, UsageError("--image is required for --runtime %s", name)
+		return picked{}, exitcode.Usage("--image is required for --runtime %s", name)
 	}
 	// usable says whether the probe found the engine usable.
 	usable := func(info Info, err error) error {
 		if err != nil {
-			return WithCode(ExitCode(err, shared.ExitEngine), err)
+			return exitcode.With(exitcode.Of(err, shared.ExitEngine), err)
 		}
 		if !info.Present {
 			d := info.Detail
 			if d == "" {
 				d = name + " is not available"
 			}
-			return EngineError("%s", d)
+			return exitcode.Engine("%s", d)
 		}
 		if refuseRootful && d.Daemon && !info.Rootless && !o.AllowRootful {
-			return RefusedError("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
+			return exitcode.Refused("%s engine is rootful (a box escape is root on the host); pass --allow-rootful to accept a shared-root boundary, or use rootless %s", name, name)
 		}
 		return nil
 	}
@@ -110,7 +111,7 @@ func tryRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig, name str
 			if ic, ok := rt.(ImageChecker); ok && !refuseRootful {
 				// auto picks an engine only when the image is there.
 				if err := ic.CheckImage(ctx, o.Image); err != nil {
-					return picked{info: info}, WithCode(ExitCode(err, shared.ExitImage), err)
+					return picked{info: info}, exitcode.With(exitcode.Of(err, shared.ExitImage), err)
 				}
 			}
 			return picked{rt: rt, info: info, oneStep: one}, nil
@@ -137,7 +138,7 @@ func tryRuntime(ctx context.Context, o *ExecOptions, cfg RuntimeConfig, name str
 	}
 	if err := <-imageErr; err != nil {
 		imageErr <- nil
-		return picked{info: info}, WithCode(ExitCode(err, shared.ExitImage), err)
+		return picked{info: info}, exitcode.With(exitcode.Of(err, shared.ExitImage), err)
 	}
 	imageErr <- nil
 	return picked{rt: rt, info: info}, nil

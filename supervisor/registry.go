@@ -16,7 +16,7 @@ package supervisor
 //     Implement ImageChecker and Admitter when the runtime can check
 //     an image, a limit or a mount before anything is created, Preparer when it
 //     names its own boxes, journals state from the start or asks for
-//     mount-bridge links; StartAttached starts an engine client that
+//     mount-bridge links; attach.Start (supervisor/internal/attach) starts an engine client that
 //     carries the stream. What one consumer alone asks is declared
 //     there, and the runtime's test file asserts it
 //     (var _ hostcheck.WallsReporter = (*T)(nil)): reconcile's
@@ -42,11 +42,11 @@ import (
 	"io"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/exitcode"
 )
 
 // RuntimeConfig is what a runtime is constructed with.
@@ -262,56 +262,11 @@ func AutoOrder() []string {
 	return names
 }
 
-// AutoHelp says in words what --runtime auto does with the runtimes of
-// this build, e.g. "the first of podman, docker that is rootless and has
-// the image, else native, else a rootful engine with the image and
-// --allow-rootful".
-func AutoHelp() string {
-	var daemons, others []string
-	for _, n := range AutoOrder() {
-		if d, _ := Lookup(n); d.Daemon {
-			daemons = append(daemons, n)
-		} else {
-			others = append(others, n)
-		}
-	}
-	var parts []string
-	if len(daemons) > 0 {
-		parts = append(parts, "the first of "+strings.Join(daemons, ", ")+" that is rootless and has the image")
-	}
-	if len(others) > 0 {
-		parts = append(parts, strings.Join(others, " or "))
-	}
-	if len(daemons) > 0 {
-		parts = append(parts, "a rootful engine with the image and --allow-rootful")
-	}
-	if len(parts) == 0 {
-		return "no runtime in this build"
-	}
-	return strings.Join(parts, ", else ")
-}
-
-// LocalRuntime is the first runtime in auto's order that has no daemon
-// behind it (native: it needs no image), else the first in auto's
-// order; the demo and prove-deathwatch use it by default.
-func LocalRuntime() string {
-	order := AutoOrder()
-	for _, n := range order {
-		if d, _ := Lookup(n); !d.Daemon {
-			return n
-		}
-	}
-	if len(order) > 0 {
-		return order[0]
-	}
-	return ""
-}
-
 // NewRuntime constructs the runtime called name.
 func NewRuntime(name string, cfg RuntimeConfig) (Runtime, error) {
 	d, ok := Lookup(name)
 	if !ok {
-		return nil, UsageError("--runtime %s: not one of %v", name, RuntimeNames())
+		return nil, exitcode.Usage("--runtime %s: not one of %v", name, RuntimeNames())
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -341,7 +296,7 @@ type ImageChecker interface {
 // works before it picks it over the next); when it says yes, CheckImage,
 // Create and Start are not called: CreateStart creates and starts the
 // box after the intent is journaled, and a missing image or an engine
-// that does not work is its error (ImageError, EngineError) as it would
+// that does not work is its error (exitcode.Image, exitcode.Engine) as it would
 // have been theirs.
 type OneStepStarter interface {
 	// OneStep reports whether CreateStart serves (the engine as this

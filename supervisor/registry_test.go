@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"deathwatch/supervisor/exitcode"
 )
 
 func TestRegistry(t *testing.T) {
@@ -30,7 +32,7 @@ func TestRegistry(t *testing.T) {
 
 func TestNewRuntimeUnknown(t *testing.T) {
 	_, err := NewRuntime("no-such", RuntimeConfig{})
-	if ExitCode(err, 0) != 240 || !strings.Contains(err.Error(), "not one of") {
+	if exitcode.Of(err, 0) != 240 || !strings.Contains(err.Error(), "not one of") {
 		t.Errorf("unknown runtime: %v", err)
 	}
 	if _, ok := initMode([]string{"no-such-mode"}); ok {

@@ -1,16 +1,37 @@
 // Package supervisor is the host half of deathwatch as a library: the
-// lifecycle of one box (Exec, its events and journal) and the Runtime
-// interface with the registry the runtimes describe themselves in. The
-// runtimes live in supervisor/runtime/..., reconcile in
-// supervisor/reconcile, the verbs that check a host in
-// supervisor/hostcheck, the command line in supervisor/cli.
+// lifecycle of one box and the contract a runtime implements. Its surface:
+//
+//   - Exec(ctx, ExecOptions) (Result, error) runs one box to its end;
+//     ExecOptions (the box; zero values take the documented defaults,
+//     WithDefaults shows them) and ExecIO (what Exec talks to: output,
+//     signals, stdin, events). Result and Timings say how it ended; an
+//     error carries its exit status as an *ExitError (errors.As), the
+//     causes of shared.ExitTable.
+//   - Events: Event, Events, OpenEvents and EventsVersion, the
+//     line-delimited JSON of --events (docs/schemas), also delivered to
+//     ExecIO.OnEvent.
+//   - Init, first in a controller's main: the native runtime's hidden
+//     re-exec modes start there, never a second copy of the caller.
+//   - Runtime registration: Register a Descriptor (its Capability set,
+//     Bounds, a RuntimeFactory taking a RuntimeConfig) for a Runtime
+//     that makes Boxes with Mounts; a runtime implements the optional
+//     interfaces it can (ImageChecker, Admitter, Preparer,
+//     OneStepStarter, LaunchHooks, WritableReporter). Lookup,
+//     Descriptors, RuntimeNames and NewRuntime read the registry.
+//   - Parties: features that ride on the control stream
+//     (ExecOptions.Parties; copy-in/out in supervisor/copy).
+//
+// Reconcile and the listing of an instance's boxes are in
+// deathwatch/supervisor/reconcile (Run, List); the runtimes live in
+// supervisor/runtime/..., the verbs that check a host in
+// supervisor/hostcheck, the command line in supervisor/cli, and the
+// helpers these share in supervisor/internal/..., which a controller
+// outside supervisor/ cannot import.
 package supervisor
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"strings"
 
 	"deathwatch/shared"
 )
@@ -141,28 +162,6 @@ type Started struct {
 	Kill func()
 }
 
-// DefaultBounds says the bounds a box gets when it asks for none: pids
-// and memory where the runtime enforces them (else why it cannot: then
-// an explicit --pids-limit or --memory is refused), a read-only root,
-// and the bounded /tmp and /dev/shm.
-func DefaultBounds(pids, memory bool, why string) []string {
-	var b, none []string
-	if pids {
-		b = append(b, fmt.Sprintf("pids %d (--pids-limit)", DefaultPidsLimit))
-	} else {
-		none = append(none, "pids")
-	}
-	if memory {
-		b = append(b, fmt.Sprintf("memory %d MiB, no swap (--memory)", DefaultMemory>>20))
-	} else {
-		none = append(none, "memory")
-	}
-	if len(none) > 0 {
-		b = append(b, "no "+strings.Join(none, " or ")+" bound: "+why+"; --pids-limit and --memory are refused")
-	}
-	return append(b, "root read-only (--read-write-root)", fmt.Sprintf("/tmp tmpfs %d MiB", TmpfsBytes>>20), fmt.Sprintf("/dev/shm %d MiB", ShmBytes>>20))
-}
-
 // Listed is a box a runtime reports, for reconcile.
 type Listed struct {
 	Name    string
@@ -190,17 +189,3 @@ type Runtime interface {
 	// engine, a box that is gone).
 	HostPID(ctx context.Context, b *Box) (int, error)
 }
-
-// BridgeNetworkWarning is the line exec says once a box of --network
-// bridge exists: an engine's bridge routes the box to the host itself,
-// so what --network host opens on the loopback, a bridge opens on every
-// other address.
-const BridgeNetworkWarning = "warning: --network bridge: the box reaches the host through the engine's bridge: every host service listening on a non-loopback address (or on all addresses: 0.0.0.0, ::), and every network the host routes to; use --network none unless the agent needs them"
-
-// HostNetworkRefusal is why a box is refused --network host unless the
-// caller passes --allow-host-network, on every runtime: loopback ports
-// and abstract unix sockets belong to the network namespace, not to the
-// file system, so neither a minimal root nor a container image hides
-// them (the agent's Landlock domain scopes the sockets where the kernel
-// has ABI 6).
-const HostNetworkRefusal = "--network host: the box would share the host's network namespace, so the agent could connect to every port on its loopback, and on a kernel without Landlock ABI 6 to every abstract unix socket of the host (X11's @/tmp/.X11-unix, D-Bus, containerd, systemd); pass --allow-host-network to accept that, or use --network none"

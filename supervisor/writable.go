@@ -1,5 +1,7 @@
 package supervisor
 
+import "deathwatch/supervisor/exitcode"
+
 // agentDevices are the device files of the box a command writes to:
 // the sinks and sources shells and runtimes open for writing, the
 // controlling terminal, and the pseudo-terminal multiplexer (a folder
@@ -52,7 +54,7 @@ func (l *launch) limitWrites() error {
 		l.spec.Writable = append(l.spec.Writable, wr.Writable(l.box)...)
 	}
 	if err := l.spec.Validate(); err != nil {
-		return UsageError("%w", err)
+		return exitcode.Usage("%w", err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/controller"
 	boxcopy "deathwatch/supervisor/copy"
+	"deathwatch/supervisor/exitcode"
 )
 
 func parseExec(t *testing.T, args []string, env map[string]string) (*supervisor.ExecOptions, error) {
@@ -86,7 +87,7 @@ func TestExecOptionsRefused(t *testing.T) {
 		args := append([]string{"exec", "--image", "i", "--watcher", w}, tc.args...)
 		args = append(args, "--", "true")
 		_, err := parseExec(t, args, map[string]string{})
-		if err == nil || !strings.Contains(err.Error(), tc.want) || supervisor.ExitCode(err, 0) != shared.ExitUsage {
+		if err == nil || !strings.Contains(err.Error(), tc.want) || exitcode.Of(err, 0) != shared.ExitUsage {
 			t.Errorf("%v: err %v, want %q (usage)", tc.args, err, tc.want)
 		}
 		if err != nil && strings.Contains(err.Error(), secret) {
@@ -238,7 +239,7 @@ func TestPowerGroupRefused(t *testing.T) {
 	w := filepath.Join(t.TempDir(), "watcher")
 	os.WriteFile(w, []byte("x"), 0o755)
 	_, err := parseExec(t, []string{"exec", "--runtime", "docker", "--image", "img", "--watcher", w, "--user", "1000:999", "--", "true"}, nil)
-	if supervisor.ExitCode(err, 0) != shared.ExitRefused || (err == nil || !strings.Contains(err.Error(), "group docker")) {
+	if exitcode.Of(err, 0) != shared.ExitRefused || (err == nil || !strings.Contains(err.Error(), "group docker")) {
 		t.Errorf("--user 1000:<docker>: %v, want refused naming the group", err)
 	}
 	if _, err := parseExec(t, []string{"exec", "--runtime", "native", "--watcher", w, "--user", "1000:999", "--", "true"}, nil); err != nil {

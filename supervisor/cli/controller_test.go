@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"deathwatch/shared"
-	"deathwatch/supervisor"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/exitcode"
 )
 
 func TestParseController(t *testing.T) {
@@ -33,7 +33,7 @@ func TestParseController(t *testing.T) {
 		got, err := parseController(c.fd, c.pid, c.detach)
 		switch {
 		case c.bad != "":
-			if err == nil || !strings.Contains(err.Error(), c.bad) || supervisor.ExitCode(err, 0) != shared.ExitUsage {
+			if err == nil || !strings.Contains(err.Error(), c.bad) || exitcode.Of(err, 0) != shared.ExitUsage {
 				t.Errorf("%s: %v; want a usage error saying %q", c.name, err, c.bad)
 			}
 		case err != nil || got != c.want:

@@ -11,6 +11,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	boxcopy "deathwatch/supervisor/copy"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/hostcheck"
 )
 
@@ -21,13 +22,13 @@ func parseCopies(in, out []string) ([]boxcopy.CopyIn, []boxcopy.CopyOut, error) 
 	split := func(flag, s, want string) (string, string, error) {
 		a, b, ok := strings.Cut(s, ":")
 		if !ok || a == "" || b == "" || strings.Contains(b, ":") {
-			return "", "", supervisor.UsageError("%s %q: want %s (no ':' inside paths)", flag, s, want)
+			return "", "", exitcode.Usage("%s %q: want %s (no ':' inside paths)", flag, s, want)
 		}
 		return a, b, nil
 	}
 	boxPath := func(flag, s, p string) error {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" || strings.ContainsRune(p, 0) {
-			return supervisor.UsageError("%s %q: %q is not a clean absolute path below / in the box", flag, s, p)
+			return exitcode.Usage("%s %q: %q is not a clean absolute path below / in the box", flag, s, p)
 		}
 		return nil
 	}
@@ -77,20 +78,20 @@ func (e *ExecCmd) stage(ctx context.Context, g *Globals, c *cmdContext, o *super
 	for _, ci := range cp.In {
 		dir := ci.Host
 		if fi, err := os.Stat(dir); err != nil {
-			return supervisor.WithCode(shared.ExitCopyFailed, fmt.Errorf("--copy-in %s:%s: refused: %w", ci.Host, ci.Box, err))
+			return exitcode.With(shared.ExitCopyFailed, fmt.Errorf("--copy-in %s:%s: refused: %w", ci.Host, ci.Box, err))
 		} else if !fi.IsDir() {
 			dir = filepath.Dir(dir)
 		}
 		abs, err := filepath.Abs(ci.Host)
 		if err != nil {
-			return supervisor.UsageError("--copy-in %s: %w", ci.Host, err)
+			return exitcode.Usage("--copy-in %s: %w", ci.Host, err)
 		}
 		st := e.stagingProbe(ctx, g, c, o, env, o.Runtime, dir)
 		switch {
 		case st.Mode == "bind":
 			o.Mounts = append(o.Mounts, supervisor.Mount{Source: abs, Target: ci.Box, ReadOnly: true})
 		case e.Stage == "bind":
-			return supervisor.RefusedError("--stage bind: runtime %s is not proven to share %s with the box (%s); use --stage copy or auto", o.Runtime, dir, st.Detail)
+			return exitcode.Refused("--stage bind: runtime %s is not proven to share %s with the box (%s); use --stage copy or auto", o.Runtime, dir, st.Detail)
 		default:
 			keep = append(keep, ci)
 		}

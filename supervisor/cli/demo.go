@@ -2,9 +2,8 @@ package cli
 
 import (
 	"context"
-
-	"deathwatch/supervisor"
 	"deathwatch/supervisor/hostcheck"
+	"deathwatch/supervisor/internal/watcherpath"
 )
 
 // DemoCmd is `supervisor demo`, what make demo runs: an agent
@@ -19,7 +18,7 @@ type DemoCmd struct {
 // Run is `supervisor demo`. Its journal is the global --journal when
 // given, else a temporary folder removed at the end.
 func (d *DemoCmd) Run(g *Globals, c *cmdContext) error {
-	w, err := supervisor.FindWatcher(d.Watcher, c.self)
+	w, err := watcherpath.Find(d.Watcher, c.self)
 	if err != nil {
 		return err
 	}

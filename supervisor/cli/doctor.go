@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"deathwatch/shared"
-	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/hostcheck"
+	"deathwatch/supervisor/internal/survival"
 )
 
 // DoctorCmd is `supervisor doctor`.
@@ -48,10 +49,10 @@ Exit status: 0 the posture is met; 243 it is not (the problems are listed).`
 // Run is `supervisor doctor`.
 func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error {
 	if !journal.ValidName(g.Instance) || len(g.Instance) > 120 {
-		return supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
+		return exitcode.Usage("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
 	}
 	if d.Trials < 1 {
-		return supervisor.UsageError("--trials must be at least 1")
+		return exitcode.Usage("--trials must be at least 1")
 	}
 	env := c.env
 	if env == nil {
@@ -61,7 +62,7 @@ func (d *DoctorCmd) Run(g *Globals, c *cmdContext) error {
 	rep := hostcheck.Doctor(context.Background(), &hostcheck.DoctorOptions{
 		Runtime: d.Runtime, Image: d.Image, WatcherInImage: d.WatcherInImage, Watcher: d.Watcher, Staging: d.Staging,
 		AllowRootful: d.AllowRootful, Posture: d.Posture, Trials: d.Trials, SkipProof: d.SkipProof, Timeout: d.Timeout,
-		Survival: supervisor.Survival{Heartbeat: d.Heartbeat, Deadline: d.Deadline, Grace: d.Grace},
+		Survival: survival.Limits{Heartbeat: d.Heartbeat, Deadline: d.Deadline, Grace: d.Grace},
 		Instance: g.Instance, JournalDir: g.journalDir(), Self: c.self, EngineEnv: env, Log: log,
 	})
 	if err := c.print(d.JSON, rep, func(w io.Writer) { hostcheck.WriteDoctorTable(w, rep) }); err != nil {

@@ -12,6 +12,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	boxcopy "deathwatch/supervisor/copy"
+	"deathwatch/supervisor/internal/controllerwatch"
 )
 
 // ExecCmd is `supervisor exec`.
@@ -108,7 +109,7 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	}
 	// The controller's handle first: a parent that is already gone gets
 	// no box, and no probe box either.
-	ctrl, err := supervisor.WatchController(o.Controller)
+	ctrl, err := controllerwatch.Take(o.Controller)
 	if err != nil {
 		return err
 	}

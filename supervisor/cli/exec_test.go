@@ -19,6 +19,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // syncBuf is a bytes.Buffer safe for the relay goroutine and the test.
@@ -535,7 +536,7 @@ func TestEventsFD(t *testing.T) {
 		t.Errorf("event %q: %v", b[:n], err)
 	}
 	for _, bad := range []string{"fd:x", "fd:-1", "fd:999"} {
-		if _, err := supervisor.OpenEvents(bad, false); supervisor.ExitCode(err, 0) != shared.ExitUsage {
+		if _, err := supervisor.OpenEvents(bad, false); exitcode.Of(err, 0) != shared.ExitUsage {
 			t.Errorf("supervisor.OpenEvents(%q): %v", bad, err)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 
 	"deathwatch/supervisor"
 	boxcopy "deathwatch/supervisor/copy"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/watcherpath"
 	"deathwatch/supervisor/journal"
 )
 
@@ -47,11 +49,11 @@ func (e *ExecCmd) runtimeOptions(o *supervisor.ExecOptions) error {
 		o.Network = supervisor.DefaultNetwork
 	case "none", "bridge", "host":
 	default:
-		return supervisor.UsageError("--network %q: want none, bridge or host", e.Network)
+		return exitcode.Usage("--network %q: want none, bridge or host", e.Network)
 	}
 	switch {
 	case e.Template != "" && e.Image != "" && e.Template != e.Image:
-		return supervisor.UsageError("--template %s and --image %s name two things; pass one", e.Template, e.Image)
+		return exitcode.Usage("--template %s and --image %s name two things; pass one", e.Template, e.Image)
 	case e.Template != "":
 		o.Image = e.Template
 	}
@@ -62,10 +64,10 @@ func (e *ExecCmd) runtimeOptions(o *supervisor.ExecOptions) error {
 // 0 is the explicit "off"; in ExecOptions 0 means "the default".
 func (e *ExecCmd) boundOptions(o *supervisor.ExecOptions) error {
 	if e.Deadline < 0 || e.Grace < 0 || e.Heartbeat < 0 {
-		return supervisor.UsageError("--deadline, --grace and --heartbeat must not be negative")
+		return exitcode.Usage("--deadline, --grace and --heartbeat must not be negative")
 	}
 	if e.Heartbeat > 0 && e.Heartbeat < 30*time.Millisecond {
-		return supervisor.UsageError("--heartbeat %s is too short (at least 30ms)", e.Heartbeat)
+		return exitcode.Usage("--heartbeat %s is too short (at least 30ms)", e.Heartbeat)
 	}
 	off := func(d time.Duration) time.Duration {
 		if d == 0 {
@@ -81,13 +83,13 @@ func (e *ExecCmd) boundOptions(o *supervisor.ExecOptions) error {
 // the labels.
 func (e *ExecCmd) nameOptions(g *Globals, o *supervisor.ExecOptions) error {
 	if !journal.ValidName(g.Instance) {
-		return supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
+		return exitcode.Usage("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
 	}
 	if !journal.ValidName(e.Name) || len(e.Name) > 40 {
-		return supervisor.UsageError("--name %q: use letters, digits, '_', '.', '-' (at most 40)", e.Name)
+		return exitcode.Usage("--name %q: use letters, digits, '_', '.', '-' (at most 40)", e.Name)
 	}
 	if e.RunKey != "" && (strings.ContainsAny(e.RunKey, "\n\x00,") || len(e.RunKey) > 256) {
-		return supervisor.UsageError("--run-key: no newline, NUL or comma, at most 256 bytes")
+		return exitcode.Usage("--run-key: no newline, NUL or comma, at most 256 bytes")
 	}
 	var err error
 	o.Labels, err = parseLabels(e.Label)
@@ -102,10 +104,10 @@ func (e *ExecCmd) agentOptions(c *cmdContext, o *supervisor.ExecOptions) error {
 		o.Argv = o.Argv[1:]
 	}
 	if len(o.Argv) == 0 {
-		return supervisor.UsageError("name the agent command after --, e.g. supervisor exec --image IMAGE -- echo hi")
+		return exitcode.Usage("name the agent command after --, e.g. supervisor exec --image IMAGE -- echo hi")
 	}
 	if e.Workdir != "" && (!filepath.IsAbs(e.Workdir) || filepath.Clean(e.Workdir) != e.Workdir) {
-		return supervisor.UsageError("--workdir %q: want a clean absolute path", e.Workdir)
+		return exitcode.Usage("--workdir %q: want a clean absolute path", e.Workdir)
 	}
 	var err error
 	if o.AgentEnv, err = resolveEnv(e.Env, e.EnvFile, c.getenv); err != nil {
@@ -131,10 +133,10 @@ func (e *ExecCmd) mountOptions(o *supervisor.ExecOptions) error {
 	}
 	uid, gid, err := parseUser(e.MountOwner)
 	if err != nil {
-		return supervisor.UsageError("--mount-owner %q: %w", e.MountOwner, err)
+		return exitcode.Usage("--mount-owner %q: %w", e.MountOwner, err)
 	}
 	if uid == 0 || gid == 0 {
-		return supervisor.RefusedError("--mount-owner %q: root is never mapped onto the agent; name a host account that is not root", e.MountOwner)
+		return exitcode.Refused("--mount-owner %q: root is never mapped onto the agent; name a host account that is not root", e.MountOwner)
 	}
 	o.MountOwner = &supervisor.HostIDs{UID: uid, GID: gid}
 	return nil
@@ -149,12 +151,12 @@ func (e *ExecCmd) copyOptions(o *supervisor.ExecOptions) error {
 		return err
 	}
 	if limit, err := parseBytes(e.CopyOutLimit); err != nil {
-		return supervisor.UsageError("--copy-out-limit %q: %w", e.CopyOutLimit, err)
+		return exitcode.Usage("--copy-out-limit %q: %w", e.CopyOutLimit, err)
 	} else if len(co.Out) > 0 {
 		co.OutLimit = limit
 	}
 	if e.CopyOutMaxEntries < 1 {
-		return supervisor.UsageError("--copy-out-max-entries %d: want 1 or more", e.CopyOutMaxEntries)
+		return exitcode.Usage("--copy-out-max-entries %d: want 1 or more", e.CopyOutMaxEntries)
 	} else if len(co.Out) > 0 {
 		co.OutMaxEntries = e.CopyOutMaxEntries
 	}
@@ -165,14 +167,14 @@ func (e *ExecCmd) copyOptions(o *supervisor.ExecOptions) error {
 // limitOptions: --memory and --pids-limit.
 func (e *ExecCmd) limitOptions(o *supervisor.ExecOptions) error {
 	if e.PidsLimit < 0 {
-		return supervisor.UsageError("--pids-limit must not be negative")
+		return exitcode.Usage("--pids-limit must not be negative")
 	}
 	if e.Memory == "" {
 		return nil
 	}
 	var err error
 	if o.Memory, err = parseSize(e.Memory); err != nil {
-		return supervisor.UsageError("--memory %q: %w", e.Memory, err)
+		return exitcode.Usage("--memory %q: %w", e.Memory, err)
 	}
 	return nil
 }
@@ -182,10 +184,10 @@ func (e *ExecCmd) limitOptions(o *supervisor.ExecOptions) error {
 func (e *ExecCmd) userOptions(o *supervisor.ExecOptions) error {
 	var err error
 	if o.UID, o.GID, err = parseUser(e.User); err != nil {
-		return supervisor.UsageError("--user %q: %w", e.User, err)
+		return exitcode.Usage("--user %q: %w", e.User, err)
 	}
 	if o.UID == 0 && o.GID == 0 {
-		return supervisor.RefusedError("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID)
+		return exitcode.Refused("--user %d:%d: the agent never runs as root (uid or gid 0); pick another UID:GID", o.UID, o.GID)
 	}
 	// A rootful engine without userns-remap runs the agent as this very
 	// host gid: the docker group's socket is the host's root. (Native
@@ -193,7 +195,7 @@ func (e *ExecCmd) userOptions(o *supervisor.ExecOptions) error {
 	// read on a native launch.)
 	if e.Runtime != "native" {
 		if g := powerGroup(o.GID, hostGroupFile); g != "" {
-			return supervisor.RefusedError("--user %q: gid %d is the host's group %s, which grants power over the host (an engine socket, disks, logs or sudo) to a box of a rootful engine; pick a gid no host group has", e.User, o.GID, g)
+			return exitcode.Refused("--user %q: gid %d is the host's group %s, which grants power over the host (an engine socket, disks, logs or sudo) to a box of a rootful engine; pick a gid no host group has", e.User, o.GID, g)
 		}
 	}
 	return nil
@@ -202,11 +204,11 @@ func (e *ExecCmd) userOptions(o *supervisor.ExecOptions) error {
 // watcherOptions: the watcher the box runs, the host's or the image's.
 func (e *ExecCmd) watcherOptions(c *cmdContext, o *supervisor.ExecOptions) error {
 	if e.WatcherInImage != "" && !filepath.IsAbs(e.WatcherInImage) {
-		return supervisor.UsageError("--watcher-in-image %q: want an absolute path inside the image", e.WatcherInImage)
+		return exitcode.Usage("--watcher-in-image %q: want an absolute path inside the image", e.WatcherInImage)
 	}
 	if d, _ := supervisor.Lookup(e.Runtime); d.ImageWatcher != "" {
 		if e.Watcher != "" {
-			return supervisor.UsageError("--watcher: %s boxes cannot take the host's watcher; the template carries one (--watcher-in-image, default %s)", e.Runtime, d.ImageWatcher)
+			return exitcode.Usage("--watcher: %s boxes cannot take the host's watcher; the template carries one (--watcher-in-image, default %s)", e.Runtime, d.ImageWatcher)
 		}
 		return nil
 	}
@@ -214,7 +216,7 @@ func (e *ExecCmd) watcherOptions(c *cmdContext, o *supervisor.ExecOptions) error
 		return nil
 	}
 	var err error
-	if o.WatcherPath, err = supervisor.FindWatcher(e.Watcher, c.self); err != nil && !hostWatcherOnly(e.Runtime) {
+	if o.WatcherPath, err = watcherpath.Find(e.Watcher, c.self); err != nil && !hostWatcherOnly(e.Runtime) {
 		return err
 	}
 	return nil

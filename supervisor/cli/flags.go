@@ -11,6 +11,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/exitcode"
 )
 
 // parseController is the controller link of --controller-fd,
@@ -24,9 +25,9 @@ func parseController(fd int, pid string, detach bool) (controller.Spec, error) {
 	}
 	switch {
 	case n > 1:
-		return controller.Spec{}, supervisor.UsageError("--controller-fd, --controller-pid and --detach each name the controller link; pass one")
+		return controller.Spec{}, exitcode.Usage("--controller-fd, --controller-pid and --detach each name the controller link; pass one")
 	case fd >= 0 && fd <= 2:
-		return controller.Spec{}, supervisor.UsageError("--controller-fd %d: that is stdin, stdout or stderr; pass a descriptor of its own (3 or more)", fd)
+		return controller.Spec{}, exitcode.Usage("--controller-fd %d: that is stdin, stdout or stderr; pass a descriptor of its own (3 or more)", fd)
 	case fd >= 0:
 		return controller.Spec{FD: fd, HasFD: true}, nil
 	case detach:
@@ -35,12 +36,12 @@ func parseController(fd int, pid string, detach bool) (controller.Spec, error) {
 		p, st, _ := strings.Cut(pid, ":")
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 {
-			return controller.Spec{}, supervisor.UsageError("--controller-pid %q: want PID or PID:START (positive numbers)", pid)
+			return controller.Spec{}, exitcode.Usage("--controller-pid %q: want PID or PID:START (positive numbers)", pid)
 		}
 		s := controller.Spec{PID: n}
 		if st != "" {
 			if s.StartTime, err = strconv.ParseUint(st, 10, 64); err != nil || s.StartTime == 0 {
-				return controller.Spec{}, supervisor.UsageError("--controller-pid %q: START is the process's start time in clock ticks (/proc/PID/stat field 22)", pid)
+				return controller.Spec{}, exitcode.Usage("--controller-pid %q: START is the process's start time in clock ticks (/proc/PID/stat field 22)", pid)
 			}
 		}
 		return s, nil
@@ -54,11 +55,11 @@ func parseLabels(in []string) (map[string]string, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		switch {
 		case !ok || k == "":
-			return nil, supervisor.UsageError("--label %q: want KEY=VALUE", kv)
+			return nil, exitcode.Usage("--label %q: want KEY=VALUE", kv)
 		case strings.HasPrefix(k, shared.LabelPrefix):
-			return nil, supervisor.UsageError("--label %q: %s* labels are reserved for deathwatch", kv, shared.LabelPrefix)
+			return nil, exitcode.Usage("--label %q: %s* labels are reserved for deathwatch", kv, shared.LabelPrefix)
 		case strings.ContainsAny(kv, "\n\x00"):
-			return nil, supervisor.UsageError("--label %q: no newline or NUL", k)
+			return nil, exitcode.Usage("--label %q: no newline or NUL", k)
 		}
 		m[k] = v
 	}
@@ -93,7 +94,7 @@ func resolveEnv(names, files []string, getenv func(string) (string, bool)) ([]st
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
-			return nil, supervisor.UsageError("--env-file: %w", err)
+			return nil, exitcode.Usage("--env-file: %w", err)
 		}
 		sc := bufio.NewScanner(fh)
 		sc.Buffer(make([]byte, 64<<10), shared.MaxStringLen+1024)
@@ -106,27 +107,27 @@ func resolveEnv(names, files []string, getenv func(string) (string, bool)) ([]st
 			name = strings.TrimPrefix(strings.TrimSpace(name), "export ")
 			if !ok || !envNameOK(name) {
 				fh.Close()
-				return nil, supervisor.UsageError("--env-file %s line %d: want NAME=VALUE", f, n)
+				return nil, exitcode.Usage("--env-file %s line %d: want NAME=VALUE", f, n)
 			}
 			add(name, val)
 		}
 		err = sc.Err()
 		fh.Close()
 		if err != nil {
-			return nil, supervisor.UsageError("--env-file %s: %w", f, err)
+			return nil, exitcode.Usage("--env-file %s: %w", f, err)
 		}
 	}
 	for _, name := range names {
 		if strings.Contains(name, "=") {
 			n, _, _ := strings.Cut(name, "=")
-			return nil, supervisor.UsageError("--env %s=…: pass only the NAME; its value comes from the supervisor's environment (a value in argv is visible to every process on the host)", n)
+			return nil, exitcode.Usage("--env %s=…: pass only the NAME; its value comes from the supervisor's environment (a value in argv is visible to every process on the host)", n)
 		}
 		if !envNameOK(name) {
-			return nil, supervisor.UsageError("--env %q: not a variable name", name)
+			return nil, exitcode.Usage("--env %q: not a variable name", name)
 		}
 		v, ok := getenv(name)
 		if !ok {
-			return nil, supervisor.UsageError("--env %s: %s is not set in the supervisor's environment", name, name)
+			return nil, exitcode.Usage("--env %s: %s is not set in the supervisor's environment", name, name)
 		}
 		add(name, v)
 	}
@@ -143,19 +144,19 @@ func parseMounts(in []string) ([]supervisor.Mount, error) {
 		case len(parts) == 3 && (parts[2] == "ro" || parts[2] == "rw"):
 			m.ReadOnly = parts[2] == "ro"
 		default:
-			return nil, supervisor.UsageError("--mount %q: want SRC:DST or SRC:DST:ro (no ':' inside paths)", s)
+			return nil, exitcode.Usage("--mount %q: want SRC:DST or SRC:DST:ro (no ':' inside paths)", s)
 		}
 		m.Source, m.Target = parts[0], parts[1]
 		for _, p := range []string{m.Source, m.Target} {
 			if !filepath.IsAbs(p) || filepath.Clean(p) != p || strings.ContainsAny(p, ",\n\x00") {
-				return nil, supervisor.UsageError("--mount %q: %q is not a clean absolute path", s, p)
+				return nil, exitcode.Usage("--mount %q: %q is not a clean absolute path", s, p)
 			}
 		}
 		if _, err := os.Stat(m.Source); err != nil {
-			return nil, supervisor.UsageError("--mount %q: %w", s, err)
+			return nil, exitcode.Usage("--mount %q: %w", s, err)
 		}
 		if m.Target == "/" || m.Target == supervisor.WatcherMountPoint || strings.HasPrefix(m.Target, "/dw/") || m.Target == "/dw" {
-			return nil, supervisor.UsageError("--mount %q: %s is reserved", s, m.Target)
+			return nil, exitcode.Usage("--mount %q: %s is reserved", s, m.Target)
 		}
 		ms = append(ms, m)
 	}

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/runtime/kubernetes"
 	"fmt"
 	"maps"
 	"math"
@@ -9,9 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"deathwatch/supervisor"
-	"deathwatch/supervisor/runtime/kubernetes"
 )
 
 // KubernetesCmd is `supervisor kubernetes`: what the kubernetes runtime
@@ -31,7 +30,7 @@ type KubernetesRBACCmd struct {
 func (k *KubernetesRBACCmd) Run(c *cmdContext) error {
 	out, err := kubernetes.RBAC(k.Namespace, k.SubjectKind, k.Subject)
 	if err != nil {
-		return supervisor.UsageError("%w", err)
+		return exitcode.Usage("%w", err)
 	}
 	_, err = fmt.Fprint(c.stdout, out)
 	return err

@@ -21,6 +21,8 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/autohelp"
 )
 
 // Globals are the flags every command takes.
@@ -259,9 +261,9 @@ func runtimeVars() kong.Vars {
 	return kong.Vars{
 		"runtimes":      strings.Join(names, ","),
 		"runtimes_list": list,
-		"auto_help":     supervisor.AutoHelp(),
+		"auto_help":     autohelp.Help(),
 		"auto_order":    strings.Join(supervisor.AutoOrder(), ", then "),
-		"default_prove": supervisor.LocalRuntime(),
+		"default_prove": autohelp.Local(),
 		"remove_bounds": removeBounds(),
 		"retention":     journal.DefaultRetention.String(),
 	}.CloneWith(defaultVars())
@@ -350,7 +352,7 @@ func run(args []string, c *cmdContext) (code int) {
 	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "supervisor: %v\n", err)
-		return supervisor.ExitCode(err, shared.ExitSetupFailed)
+		return exitcode.Of(err, shared.ExitSetupFailed)
 	}
 	return c.code
 }

@@ -10,7 +10,9 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/hostcheck"
+	"deathwatch/supervisor/internal/instance"
 )
 
 // ProveCmd is `supervisor prove-deathwatch`.
@@ -64,13 +66,13 @@ it could not run at all.`
 
 func (p *ProveCmd) options(g *Globals, c *cmdContext) (*hostcheck.ProveOptions, error) {
 	if !journal.ValidName(g.Instance) || len(g.Instance) > 120 {
-		return nil, supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
+		return nil, exitcode.Usage("--instance %q: use letters, digits, '_', '.', '-' (at most 120)", g.Instance)
 	}
 	if p.Trials < 1 {
-		return nil, supervisor.UsageError("--trials must be at least 1")
+		return nil, exitcode.Usage("--trials must be at least 1")
 	}
 	if p.Heartbeat < 30*time.Millisecond || p.Deadline <= 0 || p.Grace < 0 || p.Bound < 0 || p.RemoveBound < 0 {
-		return nil, supervisor.UsageError("--heartbeat (at least 30ms), --deadline (positive), --grace, --bound and --remove-bound (not negative)")
+		return nil, exitcode.Usage("--heartbeat (at least 30ms), --deadline (positive), --grace, --bound and --remove-bound (not negative)")
 	}
 	desc, _ := supervisor.Lookup(p.Runtime)
 	b := desc.Bounds
@@ -82,14 +84,14 @@ func (p *ProveCmd) options(g *Globals, c *cmdContext) (*hostcheck.ProveOptions, 
 	}
 	self := c.self
 	if self == "" {
-		return nil, supervisor.SetupError("cannot find the supervisor's own binary to run the stand-in")
+		return nil, exitcode.Setup("cannot find the supervisor's own binary to run the stand-in")
 	}
 	env := c.env
 	if env == nil {
 		env = os.Environ()
 	}
 	return &hostcheck.ProveOptions{
-		Self: self, Instance: supervisor.ProveInstance(g.Instance), JournalDir: g.journalDir(), Runtime: p.Runtime, Image: p.Image,
+		Self: self, Instance: instance.Prove(g.Instance), JournalDir: g.journalDir(), Runtime: p.Runtime, Image: p.Image,
 		Trials: p.Trials, Paths: p.Path, Bounds: b, Heartbeat: p.Heartbeat, Deadline: p.Deadline, Grace: p.Grace, Strict: p.Strict,
 		AllowRootful: p.AllowRootful, Watcher: p.Watcher, WatcherInImage: p.WatcherInImage, EngineEnv: env, Log: g.logger(c.stderr),
 	}, nil

@@ -2,14 +2,13 @@ package cli
 
 import (
 	"context"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/journal"
+	"deathwatch/supervisor/reconcile"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
-
-	"deathwatch/supervisor"
-	"deathwatch/supervisor/reconcile"
 )
 
 // ReconcileCmd is `supervisor reconcile`.
@@ -41,7 +40,7 @@ Exit status: 0 all clean; 247 something is blocked; 240 usage; 244 the journal c
 // Run is `supervisor reconcile`.
 func (r *ReconcileCmd) Run(g *Globals, c *cmdContext) error {
 	if !journal.ValidName(g.Instance) {
-		return supervisor.UsageError("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
+		return exitcode.Usage("--instance %q: use letters, digits, '_', '.', '-' (at most 128)", g.Instance)
 	}
 	rep, err := reconcile.Run(context.Background(), reconcile.Options{
 		Instance: g.Instance, JournalDir: g.journalDir(), Runtimes: r.Runtime, EngineEnv: c.env, Prune: r.Prune, Log: g.logger(c.stderr),

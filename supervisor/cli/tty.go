@@ -8,6 +8,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // session is the host side of exec's input: what the agent reads, the
@@ -53,7 +54,7 @@ func (e *ExecCmd) input(c *cmdContext, o *supervisor.ExecOptions) (*session, err
 		return s, nil
 	}
 	if !ttySupported {
-		return nil, supervisor.UsageError("--tty is not supported on %s (the host console cannot be put in raw mode here); use --stdin", runtime.GOOS)
+		return nil, exitcode.Usage("--tty is not supported on %s (the host console cannot be put in raw mode here); use --stdin", runtime.GOOS)
 	}
 	in, out := terminalFD(c.stdin), terminalFD(c.stdout)
 	size := in
@@ -72,7 +73,7 @@ func (e *ExecCmd) input(c *cmdContext, o *supervisor.ExecOptions) (*session, err
 	if in >= 0 {
 		restore, err := makeRaw(in)
 		if err != nil {
-			return nil, supervisor.SetupError("put the terminal in raw mode: %w", err)
+			return nil, exitcode.Setup("put the terminal in raw mode: %w", err)
 		}
 		s.raw = true
 		stops = append(stops, func() {

@@ -13,6 +13,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/internal/crashpoint"
 )
 
 // Copy-out through the runtime's archive (shared/copy.go): once every
@@ -207,7 +208,7 @@ func (c *Copies) fetchAll() {
 	c.mu.Lock()
 	c.cancelFetch = cancel
 	c.mu.Unlock()
-	supervisor.Crashpoint(supervisor.CrashBeforeFetch)
+	crashpoint.At(crashpoint.BeforeFetch)
 	for i := range c.Options.Out {
 		m := c.tree(uint32(i))
 		if m == nil {

@@ -19,6 +19,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 func init() {
@@ -70,22 +71,22 @@ func (c *Copies) Check() error {
 	seen := map[string]bool{}
 	for _, c := range o.In {
 		if _, err := os.Stat(c.Host); err != nil {
-			return supervisor.WithCode(shared.ExitCopyFailed, fmt.Errorf("--copy-in %s:%s: refused: %w", c.Host, c.Box, err))
+			return exitcode.With(shared.ExitCopyFailed, fmt.Errorf("--copy-in %s:%s: refused: %w", c.Host, c.Box, err))
 		}
 	}
 	for _, c := range o.Out {
 		if fi, err := os.Stat(c.HostDir); err != nil || !fi.IsDir() {
-			return supervisor.UsageError("--copy-out %s:%s: %s is not a folder; make it first", c.Box, c.HostDir, c.HostDir)
+			return exitcode.Usage("--copy-out %s:%s: %s is not a folder; make it first", c.Box, c.HostDir, c.HostDir)
 		}
 		for _, p := range []string{c.Result(), c.Manifest()} {
 			if _, err := os.Lstat(p); err == nil || seen[p] {
-				return supervisor.UsageError("--copy-out %s:%s: %s exists already; copy-out never overwrites: move it away or pick another folder", c.Box, c.HostDir, p)
+				return exitcode.Usage("--copy-out %s:%s: %s exists already; copy-out never overwrites: move it away or pick another folder", c.Box, c.HostDir, p)
 			}
 			seen[p] = true
 		}
 	}
 	if len(o.In)+len(o.Out) > 0 && !copySupported {
-		return supervisor.UsageError("--copy-in and --copy-out need Linux on the supervisor's side (openat2)")
+		return exitcode.Usage("--copy-in and --copy-out need Linux on the supervisor's side (openat2)")
 	}
 	return nil
 }

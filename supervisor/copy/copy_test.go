@@ -17,6 +17,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"golang.org/x/sys/unix"
 )
 
@@ -354,7 +355,7 @@ func TestCopyOutMaxEntriesHost(t *testing.T) {
 // anything exists.
 func TestCheckMissingSource(t *testing.T) {
 	err := New(Options{In: []CopyIn{{Host: filepath.Join(t.TempDir(), "nosuch"), Box: "/x"}}}).Check()
-	if supervisor.ExitCode(err, 0) != shared.ExitCopyFailed || !strings.Contains(err.Error(), "--copy-in") {
-		t.Errorf("missing source: %v (code %d), want %d", err, supervisor.ExitCode(err, 0), shared.ExitCopyFailed)
+	if exitcode.Of(err, 0) != shared.ExitCopyFailed || !strings.Contains(err.Error(), "--copy-in") {
+		t.Errorf("missing source: %v (code %d), want %d", err, exitcode.Of(err, 0), shared.ExitCopyFailed)
 	}
 }

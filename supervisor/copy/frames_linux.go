@@ -11,6 +11,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/internal/crashpoint"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,7 +47,7 @@ func (c *Copies) sendIn(w *shared.Writer) error {
 			// stage folder): the frames carry the trees instead.
 			c.l.Log.Info("copy-in archive put failed; copying in frames", "box", c.l.Box.Name, "err", err)
 		default:
-			supervisor.Crashpoint(supervisor.CrashAfterStage)
+			crashpoint.At(crashpoint.AfterStage)
 		}
 	}
 	if a := c.archive; a != nil {

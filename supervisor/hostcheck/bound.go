@@ -1,9 +1,8 @@
 package hostcheck
 
 import (
+	"deathwatch/supervisor/internal/survival"
 	"time"
-
-	"deathwatch/supervisor"
 )
 
 // What ends the boxes of a frozen controller (DoctorBound.Frozen).
@@ -34,7 +33,7 @@ type DoctorBound struct {
 }
 
 // survivalBound is s with slack as a DoctorBound.
-func survivalBound(s supervisor.Survival, slack time.Duration, measured bool) DoctorBound {
+func survivalBound(s survival.Limits, slack time.Duration, measured bool) DoctorBound {
 	b := DoctorBound{HeartbeatNS: int64(s.Heartbeat), SlackNS: int64(slack), DeadlineNS: int64(s.Deadline), GraceNS: int64(s.Grace), Measured: measured}
 	switch {
 	case s.Heartbeat > 0:

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"context"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/autohelp"
+	"deathwatch/supervisor/internal/journalbox"
 	"deathwatch/supervisor/journal"
 	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor/reconcile"
@@ -21,7 +24,7 @@ import (
 // DemoOptions configure RunDemo.
 type DemoOptions struct {
 	Supervisor string // the supervisor binary to run as the controller
-	Runtime    string // "" = supervisor.LocalRuntime(): one with no daemon, that needs no image
+	Runtime    string // "" = autohelp.Local(): one with no daemon, that needs no image
 	Watcher    string
 	Image      string
 	Journal    string // "" = a temporary folder
@@ -52,15 +55,15 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Runtime == "" {
-		o.Runtime = supervisor.LocalRuntime()
+		o.Runtime = autohelp.Local()
 	}
 	if d, ok := supervisor.Lookup(o.Runtime); !ok || d.Daemon || d.Installed(nil) != nil {
-		return supervisor.EngineError("the demo needs a runtime without a daemon that works here (native, Linux only)")
+		return exitcode.Engine("the demo needs a runtime without a daemon that works here (native, Linux only)")
 	}
 	if o.Journal == "" {
 		dir, err := os.MkdirTemp("", "deathwatch-demo-")
 		if err != nil {
-			return supervisor.SetupError("demo journal: %w", err)
+			return exitcode.Setup("demo journal: %w", err)
 		}
 		defer os.RemoveAll(dir)
 		o.Journal = dir
@@ -70,7 +73,7 @@ func RunDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		return err
 	}
 	if res.LeftProcesses+res.LeftRemains+res.LeftOpen > 0 {
-		return supervisor.SetupError("the demo left %d processes, %d other remains and %d open journal entries", res.LeftProcesses, res.LeftRemains, res.LeftOpen)
+		return exitcode.Setup("the demo left %d processes, %d other remains and %d open journal entries", res.LeftProcesses, res.LeftRemains, res.LeftOpen)
 	}
 	return nil
 }
@@ -150,13 +153,13 @@ func demoExitCode(ctx context.Context, o DemoOptions, res *DemoResult, say func(
 	case errors.As(err, &ee):
 		res.AgentCode = ee.ExitCode()
 	default:
-		return supervisor.SetupError("run %s: %w", o.Supervisor, err)
+		return exitcode.Setup("run %s: %w", o.Supervisor, err)
 	}
 	say("1. supervisor exec --runtime %s -- sh -c '...; exit 7'  (%v)", o.Runtime, time.Since(start).Round(100*time.Microsecond))
 	say("   agent said: %s", res.AgentOutput)
 	say("   exit code:  %d (the agent's own, passed through)", res.AgentCode)
 	if res.AgentCode != 7 {
-		return supervisor.SetupError("the agent's exit code came back as %d, not 7", res.AgentCode)
+		return exitcode.Setup("the agent's exit code came back as %d, not 7", res.AgentCode)
 	}
 	return nil
 }
@@ -178,7 +181,7 @@ type demoStandin struct {
 func startDemoStandin(o DemoOptions) (_ *demoStandin, err error) {
 	events, evw, err := os.Pipe()
 	if err != nil {
-		return nil, supervisor.SetupError("events pipe: %w", err)
+		return nil, exitcode.Setup("events pipe: %w", err)
 	}
 	s := &demoStandin{events: events}
 	defer func() {
@@ -191,10 +194,10 @@ func startDemoStandin(o DemoOptions) (_ *demoStandin, err error) {
 	ctl.Stderr = os.Stderr
 	stdout, err := ctl.StdoutPipe()
 	if err != nil {
-		return nil, supervisor.SetupError("%w", err)
+		return nil, exitcode.Setup("%w", err)
 	}
 	if err := ctl.Start(); err != nil {
-		return nil, supervisor.SetupError("start the stand-in controller: %w", err)
+		return nil, exitcode.Setup("start the stand-in controller: %w", err)
 	}
 	evw.Close()
 	s.ctl = ctl
@@ -218,7 +221,7 @@ func (s *demoStandin) findBox() error {
 	}
 	ns, err := proc.PIDNamespace(initPID)
 	if initPID == 0 || err != nil {
-		return supervisor.SetupError("find the box below the supervisor %d of the stand-in controller %d: %w", s.sup, s.ctl.Process.Pid, err)
+		return exitcode.Setup("find the box below the supervisor %d of the stand-in controller %d: %w", s.sup, s.ctl.Process.Pid, err)
 	}
 	s.procs = proc.InNamespace(ns)
 	s.supStart, _ = proc.StartTime(s.sup)
@@ -230,7 +233,7 @@ func (s *demoStandin) findBox() error {
 // and then exits, is gone.
 func (s *demoStandin) killController(killed time.Time, res *DemoResult) error {
 	if err := s.ctl.Process.Kill(); err != nil {
-		return supervisor.SetupError("SIGKILL the stand-in controller: %w", err)
+		return exitcode.Setup("SIGKILL the stand-in controller: %w", err)
 	}
 	for {
 		alive := 0
@@ -244,13 +247,13 @@ func (s *demoStandin) killController(killed time.Time, res *DemoResult) error {
 			break
 		}
 		if time.Since(killed) > 10*time.Second {
-			return supervisor.SetupError("%d box processes still run 10s after the controller's SIGKILL", alive)
+			return exitcode.Setup("%d box processes still run 10s after the controller's SIGKILL", alive)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
 	s.ctl.Wait()
 	if _, left := proc.WaitDead([]proc.Proc{{PID: s.sup, Start: s.supStart}}, killed.Add(60*time.Second)); len(left) > 0 {
-		return supervisor.SetupError("the supervisor %d still runs 60s after its controller's SIGKILL", s.sup)
+		return exitcode.Setup("the supervisor %d still runs 60s after its controller's SIGKILL", s.sup)
 	}
 	return nil
 }
@@ -278,7 +281,7 @@ func demoRemains(o DemoOptions, j *journal.Journal, res *DemoResult) (kind strin
 	}
 	for _, e := range entries {
 		if r, ok := rt.(Remainer); ok && e.Open() {
-			if k, paths := r.Remains(supervisor.BoxFromEntry(e)); len(paths) > 0 {
+			if k, paths := r.Remains(journalbox.FromEntry(e)); len(paths) > 0 {
 				kind = k
 				res.Remains = append(res.Remains, paths...)
 			}
@@ -346,12 +349,12 @@ func demoWaitReady(events, stdout io.Reader) (box string, err error) {
 				return
 			}
 		}
-		done <- result{err: supervisor.SetupError("the stand-in controller ended before its agent was ready")}
+		done <- result{err: exitcode.Setup("the stand-in controller ended before its agent was ready")}
 	}()
 	go func() {
 		line, err := bufio.NewReader(stdout).ReadString('\n')
 		if err != nil || line != "ready\n" {
-			done <- result{err: supervisor.SetupError("the stand-in's agent did not say ready (%q, %w)", line, err)}
+			done <- result{err: exitcode.Setup("the stand-in's agent did not say ready (%q, %w)", line, err)}
 			return
 		}
 		done <- result{}
@@ -368,7 +371,7 @@ func demoWaitReady(events, stdout io.Reader) (box string, err error) {
 				box = r.box
 			}
 		case <-timeout:
-			return "", supervisor.SetupError("the stand-in's agent was not ready after 30s")
+			return "", exitcode.Setup("the stand-in's agent was not ready after 30s")
 		}
 	}
 	return box, nil

@@ -5,6 +5,10 @@ import (
 	"context"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/internal/firstline"
+	"deathwatch/supervisor/internal/instance"
+	"deathwatch/supervisor/internal/survival"
+	"deathwatch/supervisor/internal/watcherpath"
 	"fmt"
 	"io"
 	"log/slog"
@@ -102,7 +106,7 @@ type DoctorOptions struct {
 	Timeout        time.Duration
 	// Survival is the heartbeat, deadline and grace the controller's
 	// exec will use (0: off).
-	Survival supervisor.Survival
+	Survival survival.Limits
 
 	Instance   string
 	JournalDir string
@@ -170,7 +174,7 @@ func doctorRuntimes(ctx context.Context, d *DoctorOptions, rep *DoctorReport, lo
 // reports whether the selected runtime has one.
 func doctorWatchers(ctx context.Context, d *DoctorOptions, rep *DoctorReport, usable map[string]bool) bool {
 	rep.HostWatcher = DoctorWatcher{Where: "host"}
-	if p, err := supervisor.FindWatcher(d.Watcher, d.Self); err != nil {
+	if p, err := watcherpath.Find(d.Watcher, d.Self); err != nil {
 		rep.HostWatcher.Detail = err.Error()
 	} else {
 		rep.HostWatcher.Path, rep.HostWatcher.Present = p, true
@@ -206,7 +210,7 @@ func doctorProof(ctx context.Context, d *DoctorOptions, rep *DoctorReport, log *
 	}
 	desc, _ := supervisor.Lookup(rep.Selected)
 	pr := Prove(ctx, ProveOptions{
-		Self: d.Self, Instance: supervisor.ProveInstance(d.Instance), JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
+		Self: d.Self, Instance: instance.Prove(d.Instance), JournalDir: d.JournalDir, Runtime: rep.Selected, Image: d.Image,
 		Trials: d.Trials, Paths: ProvePaths, Bounds: desc.Bounds, Heartbeat: DefaultProveHeartbeat, Deadline: DefaultProveDeadline, Grace: DefaultProveGrace,
 		AllowRootful: d.AllowRootful, Watcher: rep.HostWatcher.Path, WatcherInImage: watcherInImage, EngineEnv: d.EngineEnv, Log: log,
 	})
@@ -359,13 +363,13 @@ func watcherVersion(ctx context.Context, cmd *exec.Cmd) (version, detail string)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
-		msg := supervisor.FirstLine(errb.String())
+		msg := firstline.Of(errb.String())
 		if msg == "" {
 			msg = err.Error()
 		}
 		return "", msg
 	}
-	v := supervisor.FirstLine(out.String())
+	v := firstline.Of(out.String())
 	return strings.TrimPrefix(v, "watcher "), ""
 }
 

@@ -26,6 +26,9 @@ import (
 	"time"
 
 	"deathwatch/shared"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/launchid"
+	"deathwatch/supervisor/internal/survival"
 )
 
 // Proof paths.
@@ -241,7 +244,7 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 	rep := &ProveReport{V: ProveVersion, Runtime: o.Runtime, Image: o.Image, Trials: o.Trials, Pass: true}
 	// What exec's defaults give a controller here.
 	defer func() {
-		s := supervisor.Survival{Heartbeat: supervisor.DefaultHeartbeat, Deadline: supervisor.DefaultDeadline, Grace: supervisor.DefaultGrace}
+		s := survival.Limits{Heartbeat: supervisor.DefaultHeartbeat, Deadline: supervisor.DefaultDeadline, Grace: supervisor.DefaultGrace}
 		rep.Defaults = s.Statement(rep.FrozenSlack(o.Heartbeat, o.Bounds.Dead))
 	}()
 	if d, _ := supervisor.Lookup(o.Runtime); d.Has(supervisor.CapNoHostProcesses) {
@@ -276,7 +279,7 @@ func Prove(ctx context.Context, o ProveOptions) *ProveReport {
 			if err != nil {
 				rep.Pass = false
 				rep.Error = fmt.Sprintf("%s trial %d: %v", path, i+1, err)
-				rep.Code = supervisor.ExitCode(err, shared.ExitSetupFailed)
+				rep.Code = exitcode.Of(err, shared.ExitSetupFailed)
 				dead.finish()
 				removed.finish()
 				rep.Rows = append(rep.Rows, dead, removed)
@@ -480,7 +483,7 @@ func (s *standin) failure(what string) error {
 	if last != "" {
 		what += ": " + last
 	}
-	return supervisor.WithCode(code, errors.New(what))
+	return exitcode.With(code, errors.New(what))
 }
 
 func (s *standin) kill() {
@@ -521,7 +524,7 @@ func proveTrial(ctx context.Context, o *ProveOptions, path string) (*trialResult
 	counter, _ := rt.(ProcessCounter)
 	marker := ""
 	if desc.Has(supervisor.CapNoHostProcesses) {
-		marker = supervisor.RandHex(16)
+		marker = launchid.Hex(16)
 	}
 	s, err := startStandin(o, path, marker)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"deathwatch/shared/boxinit"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/trusted"
 )
 
@@ -32,13 +33,13 @@ func Check(ms []supervisor.Mount) error {
 	for _, m := range ms {
 		fd, err := boxinit.OpenHostSource(m.Source)
 		if err != nil {
-			return supervisor.RefusedError("%w", err)
+			return exitcode.Refused("%w", err)
 		}
 		var st unix.Stat_t
 		err = unix.Fstat(fd, &st)
 		unix.Close(fd)
 		if err != nil {
-			return supervisor.SetupError("mount source %s: %w", m.Source, os.NewSyscallError("fstat", err))
+			return exitcode.Setup("mount source %s: %w", m.Source, os.NewSyscallError("fstat", err))
 		}
 		if m.Source == "/" {
 			continue
@@ -48,7 +49,7 @@ func Check(ms []supervisor.Mount) error {
 			err = fmt.Errorf("%s is owned by uid %d in a folder anyone may write to: its owner can swap it for a link", m.Source, st.Uid)
 		}
 		if err != nil {
-			return supervisor.RefusedError("mount source %s: %w; the engine resolves the path again after this check, so mount a folder whose way there only you or root can change", m.Source, err)
+			return exitcode.Refused("mount source %s: %w; the engine resolves the path again after this check, so mount a folder whose way there only you or root can change", m.Source, err)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // Check: a source through a link, or below a folder others
@@ -36,7 +37,7 @@ func TestCheck(t *testing.T) {
 		switch {
 		case c.refused == "" && err != nil:
 			t.Errorf("%s: %v, want it accepted", c.source, err)
-		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused) || supervisor.ExitCode(err, 0) != shared.ExitRefused):
+		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused) || exitcode.Of(err, 0) != shared.ExitRefused):
 			t.Errorf("%s: %v, want a refusal (%d) that says %q", c.source, err, shared.ExitRefused, c.refused)
 		}
 	}

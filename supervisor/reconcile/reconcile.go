@@ -1,6 +1,8 @@
 // Package reconcile removes an instance's leftovers whose ownership it
 // can prove from the journal (labels, nonce, an owner proven gone),
-// closes journal entries whose box is gone, and reports the rest.
+// closes journal entries whose box is gone, and reports the rest (Run);
+// List reports an instance's boxes, journal beside runtime, removing
+// nothing. A Go controller runs both for its own instance.
 package reconcile
 
 import (
@@ -17,6 +19,8 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/internal/instance"
+	"deathwatch/supervisor/internal/journalbox"
 	"deathwatch/supervisor/proc"
 )
 
@@ -48,8 +52,8 @@ type Item struct {
 	Box      string `json:"box,omitempty"`
 	Runtime  string `json:"runtime"`
 	LaunchID string `json:"launch_id,omitempty"`
-	// Instance is set for a box of the instance's probes (supervisor.ProbeInstance,
-	// supervisor.ProveInstance), empty for the instance's own.
+	// Instance is set for a box of the instance's probes (supervisor/internal/instance:
+	// Probe, Prove), empty for the instance's own.
 	Instance string `json:"instance,omitempty"`
 	// Owner is what became of the supervisor that owned the box:
 	// OwnerAlive, OwnerOrphan (alive, its controller gone: ended) or
@@ -186,7 +190,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := reconcileInstance(ctx, o, o.Instance, rep); err != nil {
 		return nil, err
 	}
-	for _, probe := range []string{supervisor.ProbeInstance(o.Instance), supervisor.ProveInstance(o.Instance)} {
+	for _, probe := range []string{instance.Probe(o.Instance), instance.Prove(o.Instance)} {
 		if fi, err := os.Lstat(filepath.Join(o.JournalDir, probe)); err != nil || !fi.IsDir() || !journal.ValidName(probe) {
 			continue
 		}
@@ -430,7 +434,7 @@ func (p *pass) unlistedEntry(ctx context.Context, e *journal.Entry) {
 		// The box's remains (native: an empty cgroup) have no label
 		// to list; Remove works from the journaled state and is a
 		// no-op when nothing is left.
-		if err := p.rts[e.Runtime].Remove(ctx, supervisor.BoxFromEntry(e)); err != nil {
+		if err := p.rts[e.Runtime].Remove(ctx, journalbox.FromEntry(e)); err != nil {
 			it.Reason = fmt.Sprintf("remove %s remains: %v; the journal entry stays open", e.Runtime, err)
 			p.rep.add(it)
 			return
@@ -489,7 +493,7 @@ func removeProven(ctx context.Context, j *journal.Journal, rt supervisor.Runtime
 	}
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := rt.Remove(rctx, supervisor.BoxFromEntry(e)); err != nil {
+	if err := rt.Remove(rctx, journalbox.FromEntry(e)); err != nil {
 		e.Error = err.Error()
 		j.Put(e)
 		return Blocked, fmt.Sprintf("remove failed: %v; the journal entry stays open", err)
@@ -515,6 +519,6 @@ func contains(ss []string, s string) bool {
 // runtime leaves anything (Sweeper).
 func sweep(rt supervisor.Runtime, e *journal.Entry) {
 	if sw, ok := rt.(Sweeper); ok {
-		sw.Sweep(supervisor.BoxFromEntry(e))
+		sw.Sweep(journalbox.FromEntry(e))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/controller"
+	"deathwatch/supervisor/internal/instance"
 	"deathwatch/supervisor/proc"
 	"deathwatch/supervisor/supervisortest"
 )
@@ -288,7 +289,7 @@ func TestReconcileProbes(t *testing.T) {
 	dead := supervisortest.DeadOwner(t)
 	theMem.boxes = map[string]supervisor.Listed{}
 	theMem.removed = nil
-	for _, inst := range []string{supervisor.ProbeInstance("i"), supervisor.ProveInstance("i"), supervisor.ProbeInstance("k")} {
+	for _, inst := range []string{instance.Probe("i"), instance.Prove("i"), instance.Probe("k")} {
 		j, err := journal.Open(dir, inst, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -318,7 +319,7 @@ func TestReconcileProbes(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Instance: "z", JournalDir: dir, Runtimes: []string{"memrt"}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, inst := range []string{supervisor.ProbeInstance("z"), supervisor.ProveInstance("z")} {
+	for _, inst := range []string{instance.Probe("z"), instance.Prove("z")} {
 		if _, err := os.Stat(filepath.Join(dir, inst)); err == nil {
 			t.Errorf("reconcile made the journal folder of %s", inst)
 		}
@@ -526,7 +527,7 @@ func TestReconcilePrune(t *testing.T) {
 	theMem.boxes = map[string]supervisor.Listed{}
 	me, _ := journal.SelfOwner()
 	long := time.Now().Add(-2 * time.Hour)
-	for _, instance := range []string{"p", supervisor.ProbeInstance("p")} {
+	for _, instance := range []string{"p", instance.Probe("p")} {
 		j, err := journal.Open(dir, instance, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -551,7 +552,7 @@ func TestReconcilePrune(t *testing.T) {
 	if rep.Pruned != 2 {
 		t.Errorf("pruned %d, want 2 (the instance's old entry and its probe's)", rep.Pruned)
 	}
-	for _, instance := range []string{"p", supervisor.ProbeInstance("p")} {
+	for _, instance := range []string{"p", instance.Probe("p")} {
 		j, _ := journal.Open(dir, instance, nil)
 		es, _, _ := j.List()
 		var ids []string

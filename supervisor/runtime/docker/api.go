@@ -26,6 +26,8 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/firstline"
 )
 
 // apiMaxVersion is the newest API version whose request bodies this
@@ -218,7 +220,7 @@ func readAPIError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var m struct{ Message string }
 	if json.Unmarshal(b, &m) != nil || m.Message == "" {
-		m.Message = supervisor.FirstLine(string(b))
+		m.Message = firstline.Of(string(b))
 	}
 	return &apiError{Status: resp.StatusCode, Message: m.Message}
 }
@@ -559,7 +561,7 @@ func (e *Engine) dockerInfo(ctx context.Context, c *apiClient) (supervisor.Info,
 	}
 	if _, err := c.do(ctx, http.MethodGet, "/info", nil, nil, &r); err != nil {
 		info.Detail = fmt.Sprintf("%s engine at %s is not usable: %v", e.Kind, c.ep, err)
-		return info, supervisor.EngineError("%s", info.Detail)
+		return info, exitcode.Engine("%s", info.Detail)
 	}
 	var userns bool
 	for _, o := range r.SecurityOptions {
@@ -591,9 +593,9 @@ func (e *Engine) apiCheckImage(ctx context.Context, c *apiClient, image string) 
 	case err == nil:
 		return nil
 	case statusOf(err) == http.StatusNotFound:
-		return supervisor.ImageError("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
+		return exitcode.Image("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
 	default:
-		return supervisor.EngineError("inspect image %s: %w", image, err)
+		return exitcode.Engine("inspect image %s: %w", image, err)
 	}
 }
 
@@ -633,9 +635,9 @@ func (e *Engine) apiCreate(ctx context.Context, c *apiClient, b *supervisor.Box)
 		}
 		return nil
 	case statusOf(err) == http.StatusNotFound: // the image went away since the check
-		return supervisor.ImageError("create box %s: %w", b.Name, err)
+		return exitcode.Image("create box %s: %w", b.Name, err)
 	default:
-		return supervisor.SetupError("create box %s: %w", b.Name, err)
+		return exitcode.Setup("create box %s: %w", b.Name, err)
 	}
 }
 
@@ -654,7 +656,7 @@ func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) 
 	conn, br, err := c.hijack(ctx, containerPath(b.Name, "/attach"), attachQuery())
 	if err != nil {
 		e.removedBy(b.Name, 0) // a box that never ran is not auto-removed: Remove deletes it
-		return nil, supervisor.SetupError("attach to box %s: %w", b.Name, err)
+		return nil, exitcode.Setup("attach to box %s: %w", b.Name, err)
 	}
 	// The wait must be registered before the box can start (and end).
 	select {
@@ -664,7 +666,7 @@ func (e *Engine) apiStart(ctx context.Context, c *apiClient, b *supervisor.Box) 
 	if _, err := c.do(ctx, http.MethodPost, containerPath(b.Name, "/start"), nil, nil, nil); err != nil && statusOf(err) != http.StatusNotModified {
 		conn.Close()
 		e.removedBy(b.Name, 0) // a box that never ran is not auto-removed: Remove deletes it
-		return nil, supervisor.SetupError("start box %s: %w", b.Name, err)
+		return nil, exitcode.Setup("start box %s: %w", b.Name, err)
 	}
 	e.statedBy(0) // the rootful statement, if /info answered already
 	stderr := e.Stderr

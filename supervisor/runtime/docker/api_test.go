@@ -23,6 +23,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // Every request body comes from a pure builder: each option of the CLI's
@@ -475,7 +476,7 @@ func TestCheckImageBesidePing(t *testing.T) {
 		switch err := <-errs; {
 		case err == nil:
 			found++
-		case supervisor.ExitCode(err, 0) == shared.ExitImage && strings.Contains(err.Error(), "never pulls"):
+		case exitcode.Of(err, 0) == shared.ExitImage && strings.Contains(err.Error(), "never pulls"):
 			missing++
 		default:
 			t.Errorf("image check: %v", err)
@@ -508,7 +509,7 @@ func TestAPILifecycle(t *testing.T) {
 	if err := e.CheckImage(ctx, "img"); err != nil {
 		t.Errorf("image check: %v", err)
 	}
-	if err := e.CheckImage(ctx, "gone"); supervisor.ExitCode(err, 0) != shared.ExitImage || !strings.Contains(err.Error(), "never pulls") {
+	if err := e.CheckImage(ctx, "gone"); exitcode.Of(err, 0) != shared.ExitImage || !strings.Contains(err.Error(), "never pulls") {
 		t.Errorf("missing image: %v", err)
 	}
 	b := &supervisor.Box{Name: "dw-1", Image: "img", WatcherPath: "/w", Labels: map[string]string{shared.LabelInstance: "ci", shared.LabelNonce: "n"}}
@@ -683,7 +684,7 @@ func TestAPIUnreachableFallsBackToCLI(t *testing.T) {
 		t.Fatal("API taken for a socket that does not exist")
 	}
 	_, err := e.Probe(context.Background())
-	if supervisor.ExitCode(err, 0) != shared.ExitEngine || !strings.Contains(err.Error(), "not installed") {
+	if exitcode.Of(err, 0) != shared.ExitEngine || !strings.Contains(err.Error(), "not installed") {
 		t.Errorf("probe: %v", err)
 	}
 	ssh := &Engine{Kind: "docker", Bin: filepath.Join(dir, "no-docker"), EngineEnv: []string{"DOCKER_HOST=ssh://u@h"}}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // Copies through the Engine API's archive endpoint (what docker cp
@@ -30,7 +31,7 @@ func (e *Engine) CanPutArchive(ctx context.Context) bool { return e.client(ctx) 
 func (e *Engine) PutArchive(ctx context.Context, b *supervisor.Box, dir string, r io.Reader) error {
 	c := e.client(ctx)
 	if c == nil {
-		return supervisor.SetupError("copy-in: the engine's API is not reached")
+		return exitcode.Setup("copy-in: the engine's API is not reached")
 	}
 	return c.putArchive(ctx, b.Name, dir, r)
 }
@@ -44,11 +45,11 @@ func (c *apiClient) putArchive(ctx context.Context, name, dir string, r io.Reade
 	req.Header.Set("Content-Type", "application/x-tar")
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return supervisor.SetupError("copy-in: put the archive into box %s: %w", name, err)
+		return exitcode.Setup("copy-in: put the archive into box %s: %w", name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return supervisor.SetupError("copy-in: put the archive into box %s: %v", name, readAPIError(resp))
+		return exitcode.Setup("copy-in: put the archive into box %s: %v", name, readAPIError(resp))
 	}
 	io.Copy(io.Discard, resp.Body)
 	return nil
@@ -66,7 +67,7 @@ func (e *Engine) CanGetArchive(ctx context.Context) bool {
 func (e *Engine) GetArchive(ctx context.Context, b *supervisor.Box, p string) (io.ReadCloser, error) {
 	c := e.client(ctx)
 	if c == nil {
-		return nil, supervisor.SetupError("copy-out: the engine's API is not reached")
+		return nil, exitcode.Setup("copy-out: the engine's API is not reached")
 	}
 	return c.getArchive(ctx, b.Name, p)
 }

@@ -25,6 +25,10 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/attach"
+	"deathwatch/supervisor/internal/defaultbounds"
+	"deathwatch/supervisor/internal/firstline"
 	"deathwatch/supervisor/mountsource"
 )
 
@@ -449,9 +453,9 @@ func (e *Engine) run(ctx context.Context, args []string) ([]byte, error) {
 	e.log().Debug("engine call", "cmd", e.bin(), "args", args, "took", time.Since(t0), "err", err)
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
-			return nil, supervisor.EngineError("%s is not installed (not found on PATH); install it or pick another --runtime", e.Kind)
+			return nil, exitcode.Engine("%s is not installed (not found on PATH); install it or pick another --runtime", e.Kind)
 		}
-		return out.Bytes(), &cliError{args: args, stderr: supervisor.FirstLine(errb.String()), err: err}
+		return out.Bytes(), &cliError{args: args, stderr: firstline.Of(errb.String()), err: err}
 	}
 	return out.Bytes(), nil
 }
@@ -579,12 +583,12 @@ func (e *Engine) cliProbe(ctx context.Context) (supervisor.Info, error) {
 		// gathering the host's and storage's state, as `podman info` does.
 		out, err := e.run(ctx, podmanVersionArgs())
 		if err != nil {
-			if supervisor.ExitCode(err, 0) == shared.ExitEngine {
+			if exitcode.Of(err, 0) == shared.ExitEngine {
 				info.Detail = err.Error()
 				return info, err
 			}
 			info.Detail = fmt.Sprintf("podman does not work: %v", err)
-			return info, supervisor.EngineError("%s", info.Detail)
+			return info, exitcode.Engine("%s", info.Detail)
 		}
 		info.Present, info.Version, info.Rootless = true, strings.TrimSpace(string(out)), os.Geteuid() != 0
 		e.rootless = info.Rootless
@@ -593,7 +597,7 @@ func (e *Engine) cliProbe(ctx context.Context) (supervisor.Info, error) {
 	}
 	out, err := e.run(ctx, infoArgs(e.Kind))
 	if err != nil {
-		if supervisor.ExitCode(err, 0) == shared.ExitEngine {
+		if exitcode.Of(err, 0) == shared.ExitEngine {
 			info.Detail = err.Error()
 			return info, err
 		}
@@ -602,12 +606,12 @@ func (e *Engine) cliProbe(ctx context.Context) (supervisor.Info, error) {
 			env := envMap(e.env())
 			info.Detail += dockerHostHint(env, err.Error(), rootlessSocket(env))
 		}
-		return info, supervisor.EngineError("%s", info.Detail)
+		return info, exitcode.Engine("%s", info.Detail)
 	}
 	v, rootless, remap, err := parseInfo(e.Kind, string(out))
 	if err != nil {
 		info.Detail = err.Error()
-		return info, supervisor.EngineError("%s", info.Detail)
+		return info, exitcode.Engine("%s", info.Detail)
 	}
 	info.Present, info.Version, info.Rootless = true, v, rootless
 	e.rootless, e.hostIDs = rootless, e.Kind == "docker" && !rootless && !remap
@@ -639,16 +643,16 @@ func (e *Engine) CheckImage(ctx context.Context, image string) error {
 	if err == nil {
 		return nil
 	}
-	if supervisor.ExitCode(err, 0) != 0 {
+	if exitcode.Of(err, 0) != 0 {
 		return err
 	}
 	var ee *exec.ExitError
 	podmanNo := e.Kind == "podman" && errors.As(err, &ee) && ee.ExitCode() == 1
 	s := strings.ToLower(err.Error())
 	if podmanNo || strings.Contains(s, "no such image") || strings.Contains(s, "image not known") || strings.Contains(s, "no such object") {
-		return supervisor.ImageError("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
+		return exitcode.Image("image %s not found in %s; build or load it first (deathwatch never pulls)", image, e.Kind)
 	}
-	return supervisor.EngineError("inspect image %s: %w", image, err)
+	return exitcode.Engine("inspect image %s: %w", image, err)
 }
 
 func (e *Engine) Create(ctx context.Context, b *supervisor.Box) (err error) {
@@ -667,10 +671,10 @@ func (e *Engine) Create(ctx context.Context, b *supervisor.Box) (err error) {
 		return e.apiCreate(ctx, c, b)
 	}
 	if _, err := e.run(ctx, createArgs(e.Kind, b, e.boxConf())); err != nil {
-		if supervisor.ExitCode(err, 0) != 0 {
+		if exitcode.Of(err, 0) != 0 {
 			return err
 		}
-		return supervisor.SetupError("create box %s: %w", b.Name, err)
+		return exitcode.Setup("create box %s: %w", b.Name, err)
 	}
 	return nil
 }
@@ -728,12 +732,12 @@ func (e *Engine) enforcesLimits() bool {
 }
 
 // Start runs `start --attach --interactive` attached, in its own
-// process group (supervisor.StartAttached).
+// process group (supervisor/internal/attach).
 func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
 	if c := e.client(ctx); c != nil {
 		return e.apiStart(ctx, c, b)
 	}
-	return supervisor.StartAttached(e.command(nil, startArgs(e.Kind, b.Name)), e.Kind, b.Name, e.Stderr)
+	return attach.Start(e.command(nil, startArgs(e.Kind, b.Name)), e.Kind, b.Name, e.Stderr)
 }
 
 // Remove removes the box; a box the engine no longer has is not an
@@ -877,7 +881,7 @@ func (e *Engine) CheckLimits(memory, pids int64) error {
 		return l.refuse(e.Kind, memory, pids)
 	}
 	if (memory > 0 || pids > 0) && !e.enforcesLimits() {
-		return supervisor.RefusedError("rootless %s on cgroup v1 cannot enforce --memory or --pids-limit (it would ignore them); use a cgroup v2 host, a rootful engine with --allow-rootful, or drop the limits", e.Kind)
+		return exitcode.Refused("rootless %s on cgroup v1 cannot enforce --memory or --pids-limit (it would ignore them); use a cgroup v2 host, a rootful engine with --allow-rootful, or drop the limits", e.Kind)
 	}
 	return nil
 }
@@ -885,7 +889,7 @@ func (e *Engine) CheckLimits(memory, pids int64) error {
 // Bounds says what a box of this engine gets by default (doctor; after
 // Probe).
 func (e *Engine) Bounds() []string {
-	return supervisor.DefaultBounds(e.enforcesLimits(), e.enforcesLimits(), "rootless "+e.Kind+" on cgroup v1 cannot enforce limits (use a cgroup v2 host or a rootful engine)")
+	return defaultbounds.Describe(e.enforcesLimits(), e.enforcesLimits(), "rootless "+e.Kind+" on cgroup v1 cannot enforce limits (use a cgroup v2 host or a rootful engine)")
 }
 
 // CheckMounts refuses a bind source that the engine's daemon resolves
@@ -916,7 +920,7 @@ func (e *Engine) CheckMounts(ctx context.Context, b *supervisor.Box) error {
 		err := sameFileAs(pid, s.path)
 		switch {
 		case errors.Is(err, errNotSame):
-			return supervisor.RefusedError("%s: the %s daemon (pid %d) does not see %s as the supervisor does (a rootless daemon keeps its own copy of /etc and /run from its start: a path made there since is not in it); put it elsewhere, such as below $HOME or /tmp, or restart the daemon", s.what, e.Kind, pid, s.path)
+			return exitcode.Refused("%s: the %s daemon (pid %d) does not see %s as the supervisor does (a rootless daemon keeps its own copy of /etc and /run from its start: a path made there since is not in it); put it elsewhere, such as below $HOME or /tmp, or restart the daemon", s.what, e.Kind, pid, s.path)
 		case err != nil:
 			e.log().Debug("mount check", "source", s.path, "daemon pid", pid, "skipped", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 func TestCreateArgs(t *testing.T) {
@@ -237,7 +238,7 @@ func TestCheckLimits(t *testing.T) {
 	} {
 		err := (&Engine{Kind: "podman", rootless: tc.rootless}).CheckLimits(tc.memory, tc.pids)
 		want := tc.refusedOnV1 && !hostCgroupUnified()
-		if (err != nil) != want || (err != nil && supervisor.ExitCode(err, 0) != 243) {
+		if (err != nil) != want || (err != nil && exitcode.Of(err, 0) != 243) {
 			t.Errorf("%+v: %v (cgroup v2 host: %v)", tc, err, hostCgroupUnified())
 		}
 	}

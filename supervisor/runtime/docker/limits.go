@@ -1,9 +1,8 @@
 package docker
 
 import (
+	"deathwatch/supervisor/exitcode"
 	"strings"
-
-	"deathwatch/supervisor"
 )
 
 // daemonLimits is what docker's /info says the daemon can enforce: a
@@ -33,7 +32,7 @@ func (l daemonLimits) refuse(kind string, memory, pids int64) error {
 	if len(no) == 0 {
 		return nil
 	}
-	return supervisor.RefusedError("the %s daemon would not enforce %s (its /info: MemoryLimit %t, PidsLimit %t, cgroup driver %q); give it cgroups (cgroup v2 with the memory and pids controllers delegated to the daemon's user), use a rootful engine with --allow-rootful, or drop the limit",
+	return exitcode.Refused("the %s daemon would not enforce %s (its /info: MemoryLimit %t, PidsLimit %t, cgroup driver %q); give it cgroups (cgroup v2 with the memory and pids controllers delegated to the daemon's user), use a rootful engine with --allow-rootful, or drop the limit",
 		kind, strings.Join(no, " and "), l.MemoryLimit, l.PidsLimit, l.CgroupDriver)
 }
 
@@ -48,7 +47,7 @@ func limitWarning(kind string, memory, pids int64, warnings []string) error {
 	for _, w := range warnings {
 		lw := strings.ToLower(w)
 		if strings.Contains(lw, "limit") && (strings.Contains(lw, "discarded") || strings.Contains(lw, "not support")) {
-			return supervisor.RefusedError("%s created the box without a limit it was asked for (%q); give the daemon cgroups for its boxes, use a rootful engine with --allow-rootful, or drop --memory/--pids-limit", kind, w)
+			return exitcode.Refused("%s created the box without a limit it was asked for (%q); give the daemon cgroups for its boxes, use a rootful engine with --allow-rootful, or drop --memory/--pids-limit", kind, w)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 func TestDaemonLimitsRefuse(t *testing.T) {
@@ -33,7 +34,7 @@ func TestDaemonLimitsRefuse(t *testing.T) {
 				}
 				return
 			}
-			if supervisor.ExitCode(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "/info") {
+			if exitcode.Of(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "/info") {
 				t.Fatalf("got %v, want a refusal with %q", err, tc.want)
 			}
 		})
@@ -55,7 +56,7 @@ func TestLimitWarning(t *testing.T) {
 		{"another warning", 64 << 20, 0, []string{"Published ports are discarded when using host network mode"}, false},
 	} {
 		err := limitWarning("docker", tc.memory, tc.pids, tc.warnings)
-		if got := supervisor.ExitCode(err, 0) == shared.ExitRefused; got != tc.refused {
+		if got := exitcode.Of(err, 0) == shared.ExitRefused; got != tc.refused {
 			t.Errorf("%s: %v, refused %v want %v", tc.name, err, got, tc.refused)
 		}
 	}
@@ -72,7 +73,7 @@ func TestAPILimitsFromDaemon(t *testing.T) {
 	if _, err := e.Probe(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CheckLimits(64<<20, 0); supervisor.ExitCode(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "MemoryLimit false") {
+	if err := e.CheckLimits(64<<20, 0); exitcode.Of(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "MemoryLimit false") {
 		t.Errorf("memory limit on a daemon without cgroups: %v", err)
 	}
 	if err := e.CheckLimits(0, 0); err != nil {
@@ -80,7 +81,7 @@ func TestAPILimitsFromDaemon(t *testing.T) {
 	}
 	f.warnings = []string{"Your kernel does not support pids limit capabilities or the cgroup is not mounted. PIDs limit discarded."}
 	b := &supervisor.Box{Name: "dw-1", Image: "img", WatcherPath: "/w", PidsLimit: 64, Labels: map[string]string{shared.LabelInstance: "ci"}}
-	if err := e.Create(ctx, b); supervisor.ExitCode(err, 0) != shared.ExitRefused {
+	if err := e.Create(ctx, b); exitcode.Of(err, 0) != shared.ExitRefused {
 		t.Errorf("create with a discarded limit: %v", err)
 	}
 	if there, err := e.Exists(ctx, b); err != nil || there {

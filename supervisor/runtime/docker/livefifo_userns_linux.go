@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // giveLive hands box b's live FIFO to the box's root where the box has
@@ -31,26 +32,26 @@ func (e *Engine) giveLive(ctx context.Context, c *apiClient, b *supervisor.Box) 
 		}
 	}
 	if _, err := c.do(ctx, http.MethodGet, "/libpod/containers/"+b.Name+"/json", nil, nil, &r); err != nil {
-		return supervisor.SetupError("read the id maps of box %s: %w", b.Name, err)
+		return exitcode.Setup("read the id maps of box %s: %w", b.Name, err)
 	}
 	uid, uok := rootIn(r.HostConfig.IDMappings.UidMap)
 	gid, gok := rootIn(r.HostConfig.IDMappings.GidMap)
 	if !uok || !gok {
-		return supervisor.SetupError("box %s: its id maps %q %q map no root for its live FIFO", b.Name, r.HostConfig.IDMappings.UidMap, r.HostConfig.IDMappings.GidMap)
+		return exitcode.Setup("box %s: its id maps %q %q map no root for its live FIFO", b.Name, r.HostConfig.IDMappings.UidMap, r.HostConfig.IDMappings.GidMap)
 	}
 	dfd, err := unix.Openat2(unix.AT_FDCWD, lf.dir, &unix.OpenHow{
 		Flags:   unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_RDONLY,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if err != nil {
-		return supervisor.SetupError("give box %s its live FIFO: %w", b.Name, &os.PathError{Op: "open", Path: lf.dir, Err: err})
+		return exitcode.Setup("give box %s its live FIFO: %w", b.Name, &os.PathError{Op: "open", Path: lf.dir, Err: err})
 	}
 	defer unix.Close(dfd)
 	if err := unix.Fchownat(dfd, LiveFIFOName, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return supervisor.SetupError("give box %s its live FIFO: %w", b.Name, &os.PathError{Op: "chown", Path: filepath.Join(lf.dir, LiveFIFOName), Err: err})
+		return exitcode.Setup("give box %s its live FIFO: %w", b.Name, &os.PathError{Op: "chown", Path: filepath.Join(lf.dir, LiveFIFOName), Err: err})
 	}
 	if err := unix.Fchmod(dfd, 0o711); err != nil {
-		return supervisor.SetupError("give box %s its live FIFO: %w", b.Name, &os.PathError{Op: "chmod", Path: lf.dir, Err: err})
+		return exitcode.Setup("give box %s its live FIFO: %w", b.Name, &os.PathError{Op: "chmod", Path: lf.dir, Err: err})
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/idslot"
 )
 
@@ -56,17 +57,17 @@ func (e *Engine) idSlots() (*idslot.Ranges, error) {
 func (e *Engine) takeOwnIDs(ctx context.Context, b *supervisor.Box) error {
 	r, err := e.idSlots()
 	if err != nil {
-		return supervisor.RefusedError("%w", err)
+		return exitcode.Refused("%w", err)
 	}
 	r.EngineHas = func(box string) (bool, error) { return e.Exists(ctx, &supervisor.Box{Name: box}) }
 	if !r.Holds(b.Name, b.State[idslot.State]) {
 		start, err := r.Allocate(b.Name)
 		if err != nil {
-			return supervisor.RefusedError("%w", err)
+			return exitcode.Refused("%w", err)
 		}
 		if err := r.EngineHeld(b.Name, start); err != nil {
 			r.Release(b.Name, start)
-			return supervisor.SetupError("take a host id slot for box %s: %w", b.Name, err)
+			return exitcode.Setup("take a host id slot for box %s: %w", b.Name, err)
 		}
 		b.State[idslot.State] = strconv.FormatInt(start, 10)
 	}
@@ -75,7 +76,7 @@ func (e *Engine) takeOwnIDs(ctx context.Context, b *supervisor.Box) error {
 	if d := e.daemonIDs; d != nil {
 		var ok bool
 		if u, g, ok = d.inside(u, g); !ok {
-			return supervisor.SetupError("host id slot %d of box %s: the rootless daemon's user namespace no longer maps it", start, b.Name)
+			return exitcode.Setup("host id slot %d of box %s: the rootless daemon's user namespace no longer maps it", start, b.Name)
 		}
 	}
 	ids := &supervisor.OwnIDs{AgentUID: uint32(u), AgentGID: uint32(g), WatcherUID: uint32(u + 1), WatcherGID: uint32(g + 1)}

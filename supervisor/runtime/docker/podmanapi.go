@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // libpodProbe tells whether a podman service is rootless, and its
@@ -30,7 +31,7 @@ func (e *Engine) libpodProbe(ctx context.Context, c *apiClient) (supervisor.Info
 	var r libpodInfo
 	if _, err := c.do(ctx, http.MethodGet, "/libpod/info", nil, nil, &r); err != nil {
 		info.Detail = fmt.Sprintf("%s engine at %s is not usable: %v", e.Kind, c.ep, err)
-		return info, supervisor.EngineError("%s", info.Detail)
+		return info, exitcode.Engine("%s", info.Detail)
 	}
 	info.Present, info.Version, info.Rootless = true, r.Version.Version, r.Host.Security.Rootless
 	e.rootless = info.Rootless

@@ -30,6 +30,9 @@ import (
 	"time"
 
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/attach"
+	"deathwatch/supervisor/internal/firstline"
 	"deathwatch/supervisor/mountsource"
 )
 
@@ -58,7 +61,7 @@ func (e *Engine) OneStep(ctx context.Context) (supervisor.Info, bool, error) {
 	info := supervisor.Info{Runtime: e.Kind}
 	if _, err := exec.LookPath(e.bin()); err != nil {
 		info.Detail = fmt.Sprintf("%s is not installed (not found on PATH); install it or pick another --runtime", e.Kind)
-		return info, true, supervisor.EngineError("%s", info.Detail)
+		return info, true, exitcode.Engine("%s", info.Detail)
 	}
 	info.Present, info.Rootless = true, os.Geteuid() != 0
 	e.rootless = info.Rootless
@@ -68,7 +71,7 @@ func (e *Engine) OneStep(ctx context.Context) (supervisor.Info, bool, error) {
 }
 
 // CreateStart starts `podman run` attached, in its own process group
-// (supervisor.StartAttached). Its stderr is held until the box exists:
+// (supervisor/internal/attach). Its stderr is held until the box exists:
 // what podman says before that is a failure to create, said in the
 // error's one line instead.
 func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*supervisor.Started, func() error, error) {
@@ -81,7 +84,7 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 	dir, err := os.MkdirTemp("", runDirPattern(b))
 	if err != nil {
 		e.dropOwnIDs(b)
-		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
+		return nil, nil, exitcode.Setup("start box %s: %w", b.Name, err)
 	}
 	cid := filepath.Join(dir, "cid")
 	// The client's stderr is a pipe copied here, so that Remove knows
@@ -90,7 +93,7 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 	if err != nil {
 		os.RemoveAll(dir)
 		e.dropOwnIDs(b)
-		return nil, nil, supervisor.SetupError("start box %s: %w", b.Name, err)
+		return nil, nil, exitcode.Setup("start box %s: %w", b.Name, err)
 	}
 	conf := e.boxConf()
 	pass, passed := e.livePass(b.Name)
@@ -99,7 +102,7 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 	if pass != nil {
 		cmd.ExtraFiles = []*os.File{pass}
 	}
-	st, err := supervisor.StartAttached(cmd, e.Kind, b.Name, errW)
+	st, err := attach.Start(cmd, e.Kind, b.Name, errW)
 	errW.Close()
 	passed()
 	if err != nil {
@@ -162,11 +165,11 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 				if why == "" {
 					why = fmt.Sprintf("%s run: %v", e.Kind, werr)
 				}
-				return supervisor.SetupError("create box %s: %s", b.Name, why)
+				return exitcode.Setup("create box %s: %s", b.Name, why)
 			case <-ctx.Done():
 				gate.release()
 				os.RemoveAll(dir)
-				return supervisor.SetupError("create box %s: %w", b.Name, ctx.Err())
+				return exitcode.Setup("create box %s: %w", b.Name, ctx.Err())
 			case <-t.C:
 			}
 		}
@@ -306,7 +309,7 @@ func (h *heldWriter) drop() string {
 		return ""
 	}
 	h.dropped = true
-	first := supervisor.FirstLine(h.held.String())
+	first := firstline.Of(h.held.String())
 	h.held.Reset()
 	return first
 }

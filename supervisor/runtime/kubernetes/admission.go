@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // DryRunPodRequest is CreatePodRequest as a server-side dry run: every
@@ -58,21 +59,21 @@ func createRefusal(err error, ns, mode string) error {
 			level = m[1]
 		}
 		if mode == PodSecurityRestricted {
-			return supervisor.RefusedError("kubernetes: namespace %s enforces Pod Security %q, which refuses even a --kube-pod-security restricted pod; run the boxes in a namespace labelled pod-security.kubernetes.io/enforce=restricted or baseline (the admission said: %w)", ns, level, err)
+			return exitcode.Refused("kubernetes: namespace %s enforces Pod Security %q, which refuses even a --kube-pod-security restricted pod; run the boxes in a namespace labelled pod-security.kubernetes.io/enforce=restricted or baseline (the admission said: %w)", ns, level, err)
 		}
-		return supervisor.RefusedError("kubernetes: namespace %s enforces Pod Security %q, and a box needs baseline: its watcher keeps SETUID, SETGID, SETPCAP, KILL and CHOWN to start the agent as another uid with no capabilities, and %s lets a container keep none but NET_BIND_SERVICE (user namespaces included); pass --kube-pod-security restricted (the agent then shares the watcher's uid, walled off PID 1 by Landlock's signal scope and a seccomp wall; Linux 6.12 on the node), or run the boxes in a namespace labelled pod-security.kubernetes.io/enforce=baseline (the admission said: %w)", ns, level, level, err)
+		return exitcode.Refused("kubernetes: namespace %s enforces Pod Security %q, and a box needs baseline: its watcher keeps SETUID, SETGID, SETPCAP, KILL and CHOWN to start the agent as another uid with no capabilities, and %s lets a container keep none but NET_BIND_SERVICE (user namespaces included); pass --kube-pod-security restricted (the agent then shares the watcher's uid, walled off PID 1 by Landlock's signal scope and a seccomp wall; Linux 6.12 on the node), or run the boxes in a namespace labelled pod-security.kubernetes.io/enforce=baseline (the admission said: %w)", ns, level, level, err)
 	case a.Code == http.StatusForbidden && (strings.Contains(a.Message, "quota") || strings.Contains(a.Message, "LimitRange") || strings.Contains(a.Message, "must specify") || strings.Contains(a.Message, "maximum") || strings.Contains(a.Message, "minimum")):
-		return supervisor.RefusedError("kubernetes: namespace %s's resource policy refuses the box's pod: size it with --memory, --kube-cpu-request, --kube-cpu-limit, --kube-ephemeral-storage-request and --kube-ephemeral-storage-limit to fit (the admission said: %w)", ns, err)
+		return exitcode.Refused("kubernetes: namespace %s's resource policy refuses the box's pod: size it with --memory, --kube-cpu-request, --kube-cpu-limit, --kube-ephemeral-storage-request and --kube-ephemeral-storage-limit to fit (the admission said: %w)", ns, err)
 	case a.Code == http.StatusForbidden && strings.Contains(a.Message, "RuntimeClass"):
-		return supervisor.UsageError("kubernetes: --kube-runtime-class names no RuntimeClass of the cluster: pick one of `kubectl get runtimeclass` (%w)", err)
+		return exitcode.Usage("kubernetes: --kube-runtime-class names no RuntimeClass of the cluster: pick one of `kubectl get runtimeclass` (%w)", err)
 	case a.Code == http.StatusForbidden:
-		return supervisor.EngineError("kubernetes: the cluster denies this identity pods in namespace %s: apply `supervisor kubernetes rbac --namespace %s --subject NAME` for it (%w)", ns, ns, err)
+		return exitcode.Engine("kubernetes: the cluster denies this identity pods in namespace %s: apply `supervisor kubernetes rbac --namespace %s --subject NAME` for it (%w)", ns, ns, err)
 	case a.Code == http.StatusNotFound && strings.Contains(a.Message, "namespace"):
-		return supervisor.UsageError("kubernetes: namespace %s does not exist: create it (kubectl create namespace %s) or name another with --kube-namespace (%w)", ns, ns, err)
+		return exitcode.Usage("kubernetes: namespace %s does not exist: create it (kubectl create namespace %s) or name another with --kube-namespace (%w)", ns, ns, err)
 	case a.Code == http.StatusUnprocessableEntity:
-		return supervisor.UsageError("kubernetes: the API server finds the box's pod invalid: mend the --kube-* flags it names (%w)", err)
+		return exitcode.Usage("kubernetes: the API server finds the box's pod invalid: mend the --kube-* flags it names (%w)", err)
 	case a.Code == http.StatusUnauthorized:
-		return supervisor.EngineError("kubernetes: the cluster refuses this identity's credentials: check the kubeconfig's user (%w)", err)
+		return exitcode.Engine("kubernetes: the cluster refuses this identity's credentials: check the kubeconfig's user (%w)", err)
 	}
 	return nil
 }
@@ -88,5 +89,5 @@ func admissionProbe(err error, ns, mode string) error {
 	if r := createRefusal(err, ns, mode); r != nil {
 		return r
 	}
-	return supervisor.EngineError("kubernetes: a dry run of a box's pod in namespace %s: %w", ns, err)
+	return exitcode.Engine("kubernetes: a dry run of a box's pod in namespace %s: %w", ns, err)
 }

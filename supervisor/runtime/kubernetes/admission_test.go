@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"deathwatch/shared"
-	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 func TestDryRunPodRequest(t *testing.T) {
@@ -40,8 +40,8 @@ func TestCreateRefusal(t *testing.T) {
 		{&APIError{Code: 422, Reason: "Invalid", Message: `Pod "x" is invalid: spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1`}, shared.ExitUsage, []string{"--kube-*"}},
 	} {
 		err := createRefusal(tc.err, "agents", PodSecurityBaseline)
-		if err == nil || supervisor.ExitCode(err, 0) != tc.code || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%q: %v (code %d), want one line with code %d", tc.err.Message, err, supervisor.ExitCode(err, 0), tc.code)
+		if err == nil || exitcode.Of(err, 0) != tc.code || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v (code %d), want one line with code %d", tc.err.Message, err, exitcode.Of(err, 0), tc.code)
 			continue
 		}
 		for _, w := range tc.want {
@@ -55,7 +55,7 @@ func TestCreateRefusal(t *testing.T) {
 	}
 	// A restricted pod refused by Pod Security: no flag left to name.
 	err := createRefusal(&APIError{Code: 403, Reason: "Forbidden", Message: `pods "dw-x" is forbidden: violates PodSecurity "restricted:latest": seLinuxOptions`}, "agents", PodSecurityRestricted)
-	if supervisor.ExitCode(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "refuses even a --kube-pod-security restricted pod") {
+	if exitcode.Of(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "refuses even a --kube-pod-security restricted pod") {
 		t.Errorf("a restricted pod refused: %v", err)
 	}
 	if err := createRefusal(&APIError{Code: 500, Message: "etcd"}, "ns", PodSecurityBaseline); err != nil {
@@ -78,13 +78,13 @@ func TestProbeAsksAdmission(t *testing.T) {
 		t.Errorf("the dry run stored a pod: %v", f.pods)
 	}
 	f.refuse = &APIError{Code: 403, Reason: "Forbidden", Message: `pods "x" is forbidden: violates PodSecurity "restricted:v1.37": runAsNonRoot != true`}
-	if _, err := rt.Probe(ctx); supervisor.ExitCode(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "needs baseline") {
-		t.Errorf("Probe in a restricted namespace = %v (code %d), want 243 naming the level it needs", err, supervisor.ExitCode(err, 0))
+	if _, err := rt.Probe(ctx); exitcode.Of(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "needs baseline") {
+		t.Errorf("Probe in a restricted namespace = %v (code %d), want 243 naming the level it needs", err, exitcode.Of(err, 0))
 	}
 	b := testBox()
 	rt.Prepare(ctx, b)
-	if err := rt.Create(ctx, b); supervisor.ExitCode(err, 0) != shared.ExitRefused {
-		t.Errorf("Create in a restricted namespace = %v (code %d), want 243", err, supervisor.ExitCode(err, 0))
+	if err := rt.Create(ctx, b); exitcode.Of(err, 0) != shared.ExitRefused {
+		t.Errorf("Create in a restricted namespace = %v (code %d), want 243", err, exitcode.Of(err, 0))
 	}
 	// doctor's line: the level the namespace enforces and the mode boxes
 	// use; the dry run is of the mode's pod.
@@ -105,11 +105,11 @@ func TestProbeAsksAdmission(t *testing.T) {
 	if info, _ = rt.Probe(ctx); !strings.Contains(info.Detail, "not for this identity to read (it may not get namespaces)") {
 		t.Errorf("Probe without the namespace's label: %q", info.Detail)
 	}
-	if _, err := (&Runtime{env: []string{EnvPodSecurity + "=strict"}}).options(); supervisor.ExitCode(err, 0) != shared.ExitUsage || !strings.Contains(err.Error(), "want baseline or restricted") {
+	if _, err := (&Runtime{env: []string{EnvPodSecurity + "=strict"}}).options(); exitcode.Of(err, 0) != shared.ExitUsage || !strings.Contains(err.Error(), "want baseline or restricted") {
 		t.Errorf("--kube-pod-security strict: %v", err)
 	}
 	f.refuse = &APIError{Code: 404, Reason: "NotFound", Message: `namespaces "ns" not found`}
-	if _, err := rt.Probe(ctx); supervisor.ExitCode(err, 0) != shared.ExitUsage {
-		t.Errorf("Probe in a missing namespace = %v (code %d), want 240", err, supervisor.ExitCode(err, 0))
+	if _, err := rt.Probe(ctx); exitcode.Of(err, 0) != shared.ExitUsage {
+		t.Errorf("Probe in a missing namespace = %v (code %d), want 240", err, exitcode.Of(err, 0))
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 type fakeAPI struct {
@@ -360,8 +361,8 @@ func TestStartReportsAStuckPod(t *testing.T) {
 	f.pods["ns/"+b.Name] = p
 	f.mu.Unlock()
 	_, err := rt.Start(ctx, b)
-	if err == nil || !strings.Contains(err.Error(), "ErrImageNeverPull") || supervisor.ExitCode(err, 0) != shared.ExitImage {
-		t.Errorf("Start = %v (code %d), want an image failure (242) naming ErrImageNeverPull", err, supervisor.ExitCode(err, 0))
+	if err == nil || !strings.Contains(err.Error(), "ErrImageNeverPull") || exitcode.Of(err, 0) != shared.ExitImage {
+		t.Errorf("Start = %v (code %d), want an image failure (242) naming ErrImageNeverPull", err, exitcode.Of(err, 0))
 	}
 }
 

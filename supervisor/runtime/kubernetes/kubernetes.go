@@ -44,6 +44,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // Name is what --runtime takes.
@@ -127,11 +128,11 @@ func (r *Runtime) options() (Options, error) {
 		UserNamespace: getenv(r.env, EnvUserNamespace) == "1",
 	}
 	if err := knobs(r.env, &o); err != nil {
-		return o, supervisor.UsageError("kubernetes: %w", err)
+		return o, exitcode.Usage("kubernetes: %w", err)
 	}
 	var err error
 	if o.PodSecurity, err = parsePodSecurity(getenv(r.env, EnvPodSecurity)); err != nil {
-		return o, supervisor.UsageError("kubernetes: %w", err)
+		return o, exitcode.Usage("kubernetes: %w", err)
 	}
 	return o, nil
 }
@@ -151,7 +152,7 @@ func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 	k, err := r.connect()
 	if err != nil {
 		info.Detail = err.Error()
-		return info, supervisor.EngineError("kubernetes: %w", err)
+		return info, exitcode.Engine("kubernetes: %w", err)
 	}
 	o, err := r.options()
 	if err != nil {
@@ -179,14 +180,14 @@ func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 	wg.Wait()
 	if verr != nil {
 		info.Detail = fmt.Sprintf("API server %s unreachable: %v", r.cluster.Server, verr)
-		return info, supervisor.EngineError("kubernetes: API server %s unreachable: %w", r.cluster.Server, verr)
+		return info, exitcode.Engine("kubernetes: API server %s unreachable: %w", r.cluster.Server, verr)
 	}
 	info.Version = version
 	var denied []string
 	for i, n := range Needed {
 		if aerrs[i] != nil {
 			info.Detail = fmt.Sprintf("access review: %v", aerrs[i])
-			return info, supervisor.EngineError("kubernetes: access review: %w", aerrs[i])
+			return info, exitcode.Engine("kubernetes: access review: %w", aerrs[i])
 		}
 		if !allowed[i] {
 			res := n.Resource
@@ -198,7 +199,7 @@ func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 	}
 	if len(denied) > 0 {
 		info.Detail = fmt.Sprintf("RBAC denies %s in namespace %s: apply `supervisor kubernetes rbac --namespace %s --subject NAME` for this identity", strings.Join(denied, ", "), ns, ns)
-		return info, supervisor.EngineError("kubernetes: %s", info.Detail)
+		return info, exitcode.Engine("kubernetes: %s", info.Detail)
 	}
 	if err := admissionProbe(dryErr, ns, o.PodSecurity); err != nil {
 		info.Detail = err.Error()
@@ -232,17 +233,17 @@ func (r *Runtime) describe(o Options, level string, lerr error) string {
 // will be.
 func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 	if _, err := r.connect(); err != nil {
-		return supervisor.EngineError("kubernetes: %w", err)
+		return exitcode.Engine("kubernetes: %w", err)
 	}
 	o, err := r.options()
 	if err != nil {
 		return err
 	}
 	if err := CheckBox(b, o); err != nil {
-		return supervisor.RefusedError("kubernetes: %w", err)
+		return exitcode.Refused("kubernetes: %w", err)
 	}
 	if b.Image == "" {
-		return supervisor.UsageError("--runtime kubernetes needs --image")
+		return exitcode.Usage("--runtime kubernetes needs --image")
 	}
 	b.State[stateNamespace] = o.Namespace
 	b.State[stateServer] = r.cluster.Server
@@ -255,7 +256,7 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 // kubelet's next status update, and it names at most 50 images), so a
 // refusal from it would turn away images that are there. An image the
 // pod cannot get shows in its container's waiting reason, which Start
-// turns into exit 242 (ImageError) and the pod is removed.
+// turns into exit 242 (exitcode.Image) and the pod is removed.
 func (r *Runtime) CheckImage(ctx context.Context, image string) error { return nil }
 
 // Admit refuses what the pod cannot honour (supervisor.Admitter): its
@@ -268,7 +269,7 @@ func (r *Runtime) Admit(_ context.Context, b *supervisor.Box) error {
 // podPidsLimit is node-wide). Memory maps to the container's limit.
 func (r *Runtime) CheckLimits(_, pids int64) error {
 	if pids > 0 {
-		return supervisor.RefusedError("kubernetes: --pids-limit cannot be honoured: a pod spec has no process limit (the kubelet's podPidsLimit is node-wide); drop it")
+		return exitcode.Refused("kubernetes: --pids-limit cannot be honoured: a pod spec has no process limit (the kubelet's podPidsLimit is node-wide); drop it")
 	}
 	return nil
 }
@@ -286,7 +287,7 @@ func (r *Runtime) namespace(b *supervisor.Box) string {
 func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 	k, err := r.connect()
 	if err != nil {
-		return supervisor.EngineError("kubernetes: %w", err)
+		return exitcode.Engine("kubernetes: %w", err)
 	}
 	o, err := r.options()
 	if err != nil {
@@ -297,7 +298,7 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 		if r := createRefusal(err, o.Namespace, o.PodSecurity); r != nil {
 			return r
 		}
-		return supervisor.SetupError("create pod %s/%s: %w", o.Namespace, b.Name, err)
+		return exitcode.Setup("create pod %s/%s: %w", o.Namespace, b.Name, err)
 	}
 	return nil
 }
@@ -308,20 +309,20 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 func (r *Runtime) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
 	k, err := r.connect()
 	if err != nil {
-		return nil, supervisor.EngineError("kubernetes: %w", err)
+		return nil, exitcode.Engine("kubernetes: %w", err)
 	}
 	ns := r.namespace(b)
 	wctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	if err := waitRunning(wctx, k, ns, b.Name); err != nil {
 		if errors.Is(err, errNoImage) {
-			return nil, supervisor.ImageError("pod %s/%s: %w: import the image into the node's container runtime, or allow pulls", ns, b.Name, err)
+			return nil, exitcode.Image("pod %s/%s: %w: import the image into the node's container runtime, or allow pulls", ns, b.Name, err)
 		}
-		return nil, supervisor.SetupError("pod %s/%s: %w", ns, b.Name, err)
+		return nil, exitcode.Setup("pod %s/%s: %w", ns, b.Name, err)
 	}
 	s, err := k.Attach(ctx, ns, b.Name, ContainerName, r.stderr)
 	if err != nil {
-		return nil, supervisor.SetupError("%w", err)
+		return nil, exitcode.Setup("%w", err)
 	}
 	return &supervisor.Started{Control: s, Wait: s.Wait, Kill: s.Kill}, nil
 }

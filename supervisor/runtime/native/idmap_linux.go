@@ -13,6 +13,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/shared/boxinit"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // Idmapped mounts (Linux 5.12+, file system permitting): the host files
@@ -114,7 +115,7 @@ func mountMapping(source string, uid, gid uint32, named *supervisor.HostIDs, rea
 	default:
 		who = who + "'s, and no --mount-owner names that account"
 	}
-	return false, supervisor.RefusedError("--mount %s: the folder is %s; the agent never acts as root or as a host account nobody named, so it is refused read-write: mount it read-only (:ro; its files show as nobody, readable where anyone may read), or chown it to an account that is not root and name it with --mount-owner UID:GID", source, who)
+	return false, exitcode.Refused("--mount %s: the folder is %s; the agent never acts as root or as a host account nobody named, so it is refused read-write: mount it read-only (:ro; its files show as nobody, readable where anyone may read), or chown it to an account that is not root and name it with --mount-owner UID:GID", source, who)
 }
 
 // checkMountSources opens every --mount source by descriptor with no
@@ -125,13 +126,13 @@ func checkMountSources(b *supervisor.Box, root bool) error {
 	for _, m := range b.Mounts {
 		src, err := boxinit.OpenHostSource(m.Source)
 		if err != nil {
-			return supervisor.RefusedError("%w", err)
+			return exitcode.Refused("%w", err)
 		}
 		var st unix.Stat_t
 		err = unix.Fstat(src, &st)
 		unix.Close(src)
 		if err != nil {
-			return supervisor.SetupError("mount source %s: %w", m.Source, os.NewSyscallError("fstat", err))
+			return exitcode.Setup("mount source %s: %w", m.Source, os.NewSyscallError("fstat", err))
 		}
 		if !root {
 			continue

@@ -8,6 +8,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // The idmap namespaces: a --mount's owner onto the agent's host ids (the
@@ -67,7 +68,7 @@ func TestMountMapping(t *testing.T) {
 		switch {
 		case c.refused == "" && err != nil:
 			t.Errorf("%s: %v, want it accepted", c.name, err)
-		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused) || supervisor.ExitCode(err, 0) != shared.ExitRefused):
+		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused) || exitcode.Of(err, 0) != shared.ExitRefused):
 			t.Errorf("%s: %v, want a refusal (%d) that says %q", c.name, err, shared.ExitRefused, c.refused)
 		}
 	}
@@ -101,7 +102,7 @@ func TestNsinitPlanNetworkCode(t *testing.T) {
 		code    int
 	}{{"bridge", shared.ExitRefused}, {"none", 0}, {"", 0}} {
 		_, err := nsinitPlan(&supervisor.Box{Network: tc.network}, "/", "/dw/watcher", false)
-		if got := supervisor.ExitCode(err, 0); got != tc.code {
+		if got := exitcode.Of(err, 0); got != tc.code {
 			t.Errorf("--network %q: %v (code %d), want code %d", tc.network, err, got, tc.code)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"deathwatch/shared/boxinit"
+	"deathwatch/supervisor/exitcode"
 )
 
 // Start starts the box's init stage in new namespaces, moves it into the
@@ -65,14 +66,14 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 	msg, err := io.ReadAll(io.LimitReader(set.parent, 4096))
 	set.parent.Close()
 	if err != nil {
-		return fail(supervisor.SetupError("wait for the box's init: %w", err))
+		return fail(exitcode.Setup("wait for the box's init: %w", err))
 	}
 	if len(msg) > 0 {
-		return fail(supervisor.SetupError("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
+		return fail(exitcode.Setup("set up native box %s: %s", b.Name, strings.TrimSpace(string(msg))))
 	}
 	if p.finishCgroup != nil {
 		if err := p.finishCgroup(); err != nil {
-			return fail(supervisor.SetupError("set up native box %s: %w", b.Name, err))
+			return fail(exitcode.Setup("set up native box %s: %w", b.Name, err))
 		}
 	}
 	n.log.Debug("native box started", "box", b.Name, "pid", pid, "root", root, "network", b.Network,
@@ -161,7 +162,7 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 		set.parent.Close()
 		if p.cgDir != nil {
 			if cerr := checkCloneIntoSelf(p.cgSpec); cerr != nil {
-				return nil, supervisor.RefusedError("start the box's init: %w: %w", cerr, err)
+				return nil, exitcode.Refused("start the box's init: %w: %w", cerr, err)
 			}
 		}
 		return nil, namespaceError(err, p.rootless)
@@ -180,16 +181,16 @@ func (n *Native) launch(b *supervisor.Box, p *startPrep) (*launched, error) {
 // its stdin and stdout.
 func openInitEnds() (ctl, set sockPair, devnull *os.File, err error) {
 	if ctl, err = socketPair("control"); err != nil {
-		return sockPair{}, sockPair{}, nil, supervisor.SetupError("%w", err)
+		return sockPair{}, sockPair{}, nil, exitcode.Setup("%w", err)
 	}
 	if set, err = socketPair("settings"); err != nil {
 		ctl.close()
-		return sockPair{}, sockPair{}, nil, supervisor.SetupError("%w", err)
+		return sockPair{}, sockPair{}, nil, exitcode.Setup("%w", err)
 	}
 	if devnull, err = os.Open(os.DevNull); err != nil {
 		ctl.close()
 		set.close()
-		return sockPair{}, sockPair{}, nil, supervisor.SetupError("open %s: %w", os.DevNull, err)
+		return sockPair{}, sockPair{}, nil, exitcode.Setup("open %s: %w", os.DevNull, err)
 	}
 	return ctl, set, devnull, nil
 }
@@ -258,7 +259,7 @@ func (n *Native) settle(b *supervisor.Box, l *launched) error {
 	// The slot names its init before the init runs anything: a slot is
 	// taken back only once both the supervisor and the init are gone.
 	if err := p.ids.Started(b.Name, p.idStart, pid); err != nil {
-		return supervisor.SetupError("record the box's init in its id slot: %w", err)
+		return exitcode.Setup("record the box's init in its id slot: %w", err)
 	}
 	// The settings go at once: the stage builds the box's file system
 	// (inside its own namespaces: nothing of it is on the host) while
@@ -267,7 +268,7 @@ func (n *Native) settle(b *supervisor.Box, l *launched) error {
 	// for the stage.
 	l.set.parent.SetWriteDeadline(l.t0.Add(n.opts.SetupTimeout))
 	if _, err := l.set.parent.Write(boxinit.WriteSettings(p.cfg.Marshal())); err != nil {
-		return supervisor.SetupError("send settings to the box's init: %w", err)
+		return exitcode.Setup("send settings to the box's init: %w", err)
 	}
 	return nil
 }
@@ -278,7 +279,7 @@ func mapUnprivileged(b *supervisor.Box, p *startPrep, pid int) error {
 	agentUID, agentGID := agentIDs(b)
 	uids, gids := rootlessMaps(p.ids, p.idStart, os.Geteuid(), os.Getegid(), agentUID, agentGID)
 	if err := writeIDMaps(context.Background(), pid, uids, gids); err != nil {
-		return supervisor.SetupError("%w", err)
+		return exitcode.Setup("%w", err)
 	}
 	if b.State[StateCgroup] == "" {
 		// No cgroup, so no pids.max: the agent's and the watcher's
@@ -286,7 +287,7 @@ func mapUnprivileged(b *supervisor.Box, p *startPrep, pid int) error {
 		// (inherited by everything the init starts) is one per box.
 		lim := unix.Rlimit{Cur: DefaultPidsLimit, Max: DefaultPidsLimit}
 		if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil); err != nil {
-			return supervisor.SetupError("limit the box's processes: %w", os.NewSyscallError("prlimit(RLIMIT_NPROC)", err))
+			return exitcode.Setup("limit the box's processes: %w", os.NewSyscallError("prlimit(RLIMIT_NPROC)", err))
 		}
 	}
 	return nil
@@ -303,9 +304,9 @@ func namespaceError(err error, userns bool) error {
 				why += " (unprivileged user namespaces may be restricted here)"
 			}
 		}
-		return supervisor.RefusedError("no permission for namespaces: %s: %w", why, errors.Unwrap(err))
+		return exitcode.Refused("no permission for namespaces: %s: %w", why, errors.Unwrap(err))
 	}
-	return supervisor.SetupError("start the box's init: %w", err)
+	return exitcode.Setup("start the box's init: %w", err)
 }
 
 // writeIDMaps writes the box's uid and gid maps (see

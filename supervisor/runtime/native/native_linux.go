@@ -4,7 +4,10 @@ import (
 	"context"
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/idslot"
+	"deathwatch/supervisor/internal/defaultbounds"
+	"deathwatch/supervisor/internal/netpolicy"
 	"deathwatch/supervisor/journal"
 	"fmt"
 	"io"
@@ -199,16 +202,16 @@ func (n *Native) Probe(ctx context.Context) (supervisor.Info, error) {
 		// Refusals, not absence: the runtime is here, this user may not use it.
 		if why := userNamespacesForbidden(); why != "" {
 			info.Detail = "no permission for namespaces: " + why
-			return info, supervisor.RefusedError("%s", info.Detail)
+			return info, exitcode.Refused("%s", info.Detail)
 		}
 		if _, _, err := subIDRange("/etc/subuid"); err != nil {
 			info.Detail = err.Error()
-			return info, supervisor.RefusedError("%s", info.Detail)
+			return info, exitcode.Refused("%s", info.Detail)
 		}
 	}
 	if r := n.kernel().refusal(info.Version); r != "" {
 		info.Detail = r
-		return info, supervisor.RefusedError("%s", r)
+		return info, exitcode.Refused("%s", r)
 	}
 	v, root, err := n.cgroupPlace()
 	if err != nil {
@@ -254,9 +257,9 @@ func (n *Native) Bounds() []string {
 	}
 	if err != nil {
 		// An unprivileged box's ids are its own: RLIMIT_NPROC bounds its processes.
-		return supervisor.DefaultBounds(os.Geteuid() != 0, false, "no cgroup of the box's own ("+err.Error()+"; delegate one with "+EnvCgroupParent+")")
+		return defaultbounds.Describe(os.Geteuid() != 0, false, "no cgroup of the box's own ("+err.Error()+"; delegate one with "+EnvCgroupParent+")")
 	}
-	return supervisor.DefaultBounds(hasController(v, root, parent, "pids"), hasController(v, root, parent, "memory"), "the box's cgroup has no such controller")
+	return defaultbounds.Describe(hasController(v, root, parent, "pids"), hasController(v, root, parent, "memory"), "the box's cgroup has no such controller")
 }
 
 // cgroupParent is where this supervisor's box cgroups go:
@@ -357,23 +360,23 @@ func (n *Native) checkBox(b *supervisor.Box) (nsinitConfig, error) {
 		return nsinitConfig{}, err
 	}
 	if b.WatcherInImage != "" {
-		return nsinitConfig{}, supervisor.RefusedError("the native runtime bind-mounts the host's watcher; --watcher-in-image is for docker and podman")
+		return nsinitConfig{}, exitcode.Refused("the native runtime bind-mounts the host's watcher; --watcher-in-image is for docker and podman")
 	}
 	if r := n.kernel().refusal(kernelRelease()); r != "" {
-		return nsinitConfig{}, supervisor.RefusedError("%s", r)
+		return nsinitConfig{}, exitcode.Refused("%s", r)
 	}
 	if err := checkExecutable(b.WatcherPath); err != nil {
-		return nsinitConfig{}, supervisor.SetupError("watcher %s: %w; build it (make) or pass its path", b.WatcherPath, err)
+		return nsinitConfig{}, exitcode.Setup("watcher %s: %w; build it (make) or pass its path", b.WatcherPath, err)
 	}
 	plan, err := nsinitPlan(b, root, b.WatcherPath, os.Geteuid() != 0)
 	if err != nil {
-		return nsinitConfig{}, supervisor.WithCode(supervisor.ExitCode(err, shared.ExitUsage), fmt.Errorf("native box: %w", err))
+		return nsinitConfig{}, exitcode.With(exitcode.Of(err, shared.ExitUsage), fmt.Errorf("native box: %w", err))
 	}
 	if b.Network == "host" && !b.AllowHostNetwork {
-		return nsinitConfig{}, supervisor.RefusedError("%s", supervisor.HostNetworkRefusal)
+		return nsinitConfig{}, exitcode.Refused("%s", netpolicy.HostRefusal)
 	}
 	if uid, gid := agentIDs(b); os.Geteuid() == 0 && (uid >= IDRangeSize || gid >= IDRangeSize) {
-		return nsinitConfig{}, supervisor.UsageError("--user %d:%d: a native box maps ids 0-%d only; pick a uid and gid below %d", uid, gid, IDRangeSize-1, IDRangeSize)
+		return nsinitConfig{}, exitcode.Usage("--user %d:%d: a native box maps ids 0-%d only; pick a uid and gid below %d", uid, gid, IDRangeSize-1, IDRangeSize)
 	}
 	if err := checkWorkdir(b, root); err != nil {
 		return nsinitConfig{}, err
@@ -397,16 +400,16 @@ func (n *Native) checkBox(b *supervisor.Box) (nsinitConfig, error) {
 // host does not grant.
 func checkUnprivileged(b *supervisor.Box) error {
 	if b.MountOwner != nil {
-		return supervisor.UsageError("--mount-owner is for a native box of a root supervisor (idmapped mounts); an unprivileged box maps no host account, and its agent writes to a --mount only where the host lets others write")
+		return exitcode.Usage("--mount-owner is for a native box of a root supervisor (idmapped mounts); an unprivileged box maps no host account, and its agent writes to a --mount only where the host lets others write")
 	}
 	if why := userNamespacesForbidden(); why != "" {
-		return supervisor.RefusedError("no permission for namespaces: %s", why)
+		return exitcode.Refused("no permission for namespaces: %s", why)
 	}
 	if _, _, err := subIDRange("/etc/subuid"); err != nil {
-		return supervisor.RefusedError("%w", err)
+		return exitcode.Refused("%w", err)
 	}
 	if _, _, err := subIDRange("/etc/subgid"); err != nil {
-		return supervisor.RefusedError("%w", err)
+		return exitcode.Refused("%w", err)
 	}
 	return nil
 }
@@ -417,14 +420,14 @@ func checkUnprivileged(b *supervisor.Box) error {
 func (n *Native) planCgroup(b *supervisor.Box) (spec cgroupSpec, perr, err error) {
 	v, cgRoot, err := n.cgroupPlace()
 	if err != nil {
-		return cgroupSpec{}, nil, supervisor.SetupError("%w", err)
+		return cgroupSpec{}, nil, exitcode.Setup("%w", err)
 	}
 	parent, perr := n.cgroupParent(v, cgRoot)
 	spec = cgroupSpec{Version: v, Root: cgRoot}
 	if perr == nil {
 		mem, pids := boxLimits(b, v, cgRoot, parent)
 		if spec, err = boxCgroupSpec(v, cgRoot, parent, b.Name, mem, pids); err != nil {
-			return cgroupSpec{}, nil, supervisor.UsageError("%w", err)
+			return cgroupSpec{}, nil, exitcode.Usage("%w", err)
 		}
 	}
 	return spec, perr, nil
@@ -436,12 +439,12 @@ func (n *Native) planCgroup(b *supervisor.Box) (spec cgroupSpec, perr, err error
 func (n *Native) allocateIDs(b *supervisor.Box) (release func(), err error) {
 	ids, err := n.ranges()
 	if err != nil {
-		return nil, supervisor.RefusedError("%w", err)
+		return nil, exitcode.Refused("%w", err)
 	}
 	if !ids.Holds(b.Name, b.State[StateIDRange]) {
 		start, err := ids.Allocate(b.Name)
 		if err != nil {
-			return nil, supervisor.RefusedError("%w", err)
+			return nil, exitcode.Refused("%w", err)
 		}
 		b.State[StateIDRange] = strconv.FormatInt(start, 10)
 	}
@@ -466,13 +469,13 @@ func (n *Native) makeCgroup(b *supervisor.Box, spec cgroupSpec, perr error) erro
 	}
 	if werr != nil {
 		if b.Memory > 0 || b.PidsLimit > 0 || os.Geteuid() == 0 {
-			return supervisor.RefusedError("%w", werr)
+			return exitcode.Refused("%w", werr)
 		}
 		n.log.Info("native box runs without a cgroup of its own (no limits were asked; its PID namespace is the kill domain)", "box", b.Name, "why", werr)
 		return nil
 	}
 	if _, err := newBoxCgroup(spec); err != nil {
-		return supervisor.SetupError("%w", err)
+		return exitcode.Setup("%w", err)
 	}
 	for k, v := range spec.state() {
 		b.State[k] = v

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // Outside Linux the native runtime is known by name, so that
@@ -21,7 +22,7 @@ func init() {
 		Caps:      supervisor.CapHostWatcherOnly,
 		Installed: func([]string) error { return notHere },
 		New: func(supervisor.RuntimeConfig) (supervisor.Runtime, error) {
-			return nil, supervisor.EngineError("%w", notHere)
+			return nil, exitcode.Engine("%w", notHere)
 		},
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"deathwatch/shared"
 	"deathwatch/shared/boxinit"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 // NsinitArg is the hidden first argument of the supervisor binary that
@@ -174,7 +175,7 @@ func nsinitPlan(b *supervisor.Box, root, watcher string, userns bool) (nsinitCon
 	case "host":
 		network = "host"
 	default:
-		return nsinitConfig{}, supervisor.RefusedError("network %q: the native runtime offers none or host", b.Network)
+		return nsinitConfig{}, exitcode.Refused("network %q: the native runtime offers none or host", b.Network)
 	}
 	const (
 		nosuid = unix.MS_NOSUID

@@ -10,6 +10,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"deathwatch/supervisor/idslot"
 	"deathwatch/supervisor/livepipe"
 )
@@ -128,14 +129,14 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 	if plan != nil {
 		p.cfg = *plan // Create's (b has not changed since)
 	} else if p.cfg, err = nsinitPlan(b, root, b.WatcherPath, p.rootless); err != nil {
-		return nil, supervisor.WithCode(supervisor.ExitCode(err, shared.ExitUsage), fmt.Errorf("native box: %w", err))
+		return nil, exitcode.With(exitcode.Of(err, shared.ExitUsage), fmt.Errorf("native box: %w", err))
 	}
 	if p.ids, err = n.ranges(); err != nil {
-		return nil, supervisor.RefusedError("%w", err)
+		return nil, exitcode.Refused("%w", err)
 	}
 	p.idStart, err = strconv.ParseInt(b.State[StateIDRange], 10, 64)
 	if err != nil || p.ids.SlotOf(p.idStart) < 0 {
-		return nil, supervisor.SetupError("the box has no host id range of its own (state %q); create it again", b.State[StateIDRange])
+		return nil, exitcode.Setup("the box has no host id range of its own (state %q); create it again", b.State[StateIDRange])
 	}
 	if err := p.openCgroup(b); err != nil {
 		return nil, err
@@ -146,7 +147,7 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 			n.log.Warn(msg, append(args, "box", b.Name)...)
 		})
 		if err != nil {
-			return nil, supervisor.SetupError("%w", err)
+			return nil, exitcode.Setup("%w", err)
 		}
 		p.extra = append(p.extra, trees...)
 	}
@@ -177,15 +178,15 @@ func (p *startPrep) watcherArg(flag string) {
 func (p *startPrep) openCgroup(b *supervisor.Box) error {
 	spec, ok, err := cgroupSpecFromState(b.State)
 	if err != nil {
-		return supervisor.SetupError("%w", err)
+		return exitcode.Setup("%w", err)
 	}
 	if !ok {
 		return nil
 	}
 	if p.cg, err = loadBoxCgroup(spec); err != nil {
-		return supervisor.SetupError("%w", err)
+		return exitcode.Setup("%w", err)
 	} else if p.cg == nil {
-		return supervisor.SetupError("the box's cgroup %s is gone; create the box again", spec.Group)
+		return exitcode.Setup("the box's cgroup %s is gone; create the box again", spec.Group)
 	}
 	switch spec.Version {
 	case 1:
@@ -206,7 +207,7 @@ func (p *startPrep) openCgroupV1(spec cgroupSpec) error {
 		path := filepath.Join(spec.Root, string(n), spec.Group, "tasks")
 		f, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if err != nil {
-			return supervisor.SetupError("open %s to join the box cgroup: %w", path, err)
+			return exitcode.Setup("open %s to join the box cgroup: %w", path, err)
 		}
 		if !p.rootless {
 			p.cgTasks, p.cgRoot = append(p.cgTasks, f), spec.Root
@@ -221,7 +222,7 @@ func (p *startPrep) openCgroupV1(spec cgroupSpec) error {
 	if f, err := os.OpenFile(spec.agentTasksV1(), os.O_WRONLY, 0); err == nil {
 		p.watcherArg(fmt.Sprintf("--agent-cgroup-fd=%d", p.inherit(f)))
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return supervisor.SetupError("open the agent's memory cgroup: %w", err)
+		return exitcode.Setup("open the agent's memory cgroup: %w", err)
 	}
 	return nil
 }
@@ -235,18 +236,18 @@ func (p *startPrep) openCgroupV2(b *supervisor.Box, spec cgroupSpec) error {
 	dir := filepath.Join(spec.Root, spec.Group)
 	var err error
 	if p.cgDir, err = os.Open(dir); err != nil {
-		return supervisor.SetupError("open the box's cgroup: %w", err)
+		return exitcode.Setup("open the box's cgroup: %w", err)
 	}
 	p.cgSpec = spec
 	move := filepath.Join(dir, AgentMemoryGroup, "cgroup.procs")
 	f, err := os.OpenFile(move, os.O_WRONLY, 0)
 	if err != nil {
-		return supervisor.SetupError("open %s for the box's init: %w", move, err)
+		return exitcode.Setup("open %s for the box's init: %w", move, err)
 	}
 	p.cfg.CgroupMove, p.cfg.CgroupMoveFD = move, p.inherit(f)
 	leave := filepath.Join(dir, WatcherGroup, "cgroup.procs")
 	if f, err = os.OpenFile(leave, os.O_WRONLY, 0); err != nil {
-		return supervisor.SetupError("open %s for the watcher: %w", leave, err)
+		return exitcode.Setup("open %s for the watcher: %w", leave, err)
 	}
 	p.watcherArg(fmt.Sprintf("--watcher-cgroup-fd=%d", p.inherit(f)))
 	limited := spec
@@ -264,7 +265,7 @@ func (p *startPrep) openCgroupV2(b *supervisor.Box, spec cgroupSpec) error {
 func (p *startPrep) openLivePipe() error {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return supervisor.SetupError("make the box's live pipe: %w", err)
+		return exitcode.Setup("make the box's live pipe: %w", err)
 	}
 	p.watcherArg(fmt.Sprintf("--live-fd=%d", p.inherit(r)))
 	p.releaseLive = livepipe.Hold(w)

@@ -3,6 +3,7 @@ package native
 import (
 	"context"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 	"errors"
 	"fmt"
 	"os"
@@ -26,19 +27,19 @@ func nativeRoot(image string) (string, error) {
 	}
 	dir, err := filepath.Abs(image)
 	if err != nil {
-		return "", supervisor.UsageError("bad rootfs %s: %w", image, err)
+		return "", exitcode.Usage("bad rootfs %s: %w", image, err)
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return "", supervisor.ImageError("bad rootfs %s: %w", image, errors.Unwrap(err))
+		return "", exitcode.Image("bad rootfs %s: %w", image, errors.Unwrap(err))
 	}
 	if !st.IsDir() {
-		return "", supervisor.ImageError("bad rootfs %s: not a folder (pass an unpacked image tree)", image)
+		return "", exitcode.Image("bad rootfs %s: not a folder (pass an unpacked image tree)", image)
 	}
 	for _, d := range []string{"proc", "dev", "tmp"} {
 		// Lstat: a symlink would point the box's own mounts elsewhere.
 		if st, err := os.Lstat(filepath.Join(dir, d)); err != nil || !st.IsDir() {
-			return "", supervisor.ImageError("bad rootfs %s: no /%s folder (an unpacked image has /proc, /dev and /tmp to mount on, as folders)", image, d)
+			return "", exitcode.Image("bad rootfs %s: no /%s folder (an unpacked image has /proc, /dev and /tmp to mount on, as folders)", image, d)
 		}
 	}
 	return dir, nil
@@ -60,21 +61,21 @@ func checkWorkdir(b *supervisor.Box, root string) error {
 		}
 	}
 	if under(w, "/tmp") {
-		return supervisor.UsageError("workdir %s is below the box's fresh /tmp, where nothing exists yet; mount it (--mount SRC:%s) or use /tmp", w, w)
+		return exitcode.Usage("workdir %s is below the box's fresh /tmp, where nothing exists yet; mount it (--mount SRC:%s) or use /tmp", w, w)
 	}
 	if root == "/" {
 		if _, ok := inMinimalRoot(w); !ok {
-			return supervisor.UsageError("workdir %s is not in the box's minimal root (it shows the host's /usr, /bin, /sbin, /lib* and a filtered /etc, nothing of /home, /root, /run, /srv, ...); mount it (--mount SRC:%s) or use /tmp", w, w)
+			return exitcode.Usage("workdir %s is not in the box's minimal root (it shows the host's /usr, /bin, /sbin, /lib* and a filtered /etc, nothing of /home, /root, /run, /srv, ...); mount it (--mount SRC:%s) or use /tmp", w, w)
 		}
 	}
 	if st, err := os.Stat(filepath.Join(root, w)); err != nil || !st.IsDir() {
-		return supervisor.UsageError("workdir %s does not exist in the box's read-only root; mount it (--mount SRC:%s) or pick a folder that exists", w, w)
+		return exitcode.Usage("workdir %s does not exist in the box's read-only root; mount it (--mount SRC:%s) or pick a folder that exists", w, w)
 	}
 	p := root
 	for _, c := range strings.Split(strings.TrimPrefix(w, "/"), "/") {
 		p = filepath.Join(p, c)
 		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o001 == 0 {
-			return supervisor.UsageError("workdir %s: %s (mode %#o) is closed to others, and in the box the agent owns nothing of the root; mount a folder there (--mount SRC:%s) or pick another", w, strings.TrimPrefix(p, strings.TrimSuffix(root, "/")), st.Mode().Perm(), w)
+			return exitcode.Usage("workdir %s: %s (mode %#o) is closed to others, and in the box the agent owns nothing of the root; mount a folder there (--mount SRC:%s) or pick another", w, strings.TrimPrefix(p, strings.TrimSuffix(root, "/")), st.Mode().Perm(), w)
 		}
 	}
 	return nil
@@ -138,13 +139,13 @@ func checkMountTargets(b *supervisor.Box, root string) error {
 			if cover >= 0 {
 				shown = path.Join(b.Mounts[cover].Target, link)
 			}
-			return supervisor.UsageError("mount target %s passes through the symlink %s -> %s (in %s); name the real path", m.Target, shown, dest, where)
+			return exitcode.Usage("mount target %s passes through the symlink %s -> %s (in %s); name the real path", m.Target, shown, dest, where)
 		}
 		if cover >= 0 {
 			continue // created in the covering mount when missing
 		}
 		if _, err := os.Stat(filepath.Join(base, rel)); err != nil {
-			return supervisor.UsageError("mount target %s does not exist in the box's read-only root; pick a target that exists there, one below /tmp, or (on the host root) one outside /usr, /bin, /sbin, /lib* and /etc", m.Target)
+			return exitcode.Usage("mount target %s does not exist in the box's read-only root; pick a target that exists there, one below /tmp, or (on the host root) one outside /usr, /bin, /sbin, /lib* and /etc", m.Target)
 		}
 	}
 	return nil

@@ -29,7 +29,7 @@ var (
 	// '.' too (sbx names take it): doctor's and prove's instances are
 	// INSTANCE.doctor and INSTANCE.prove.
 	instanceRE = lazyRegexp(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
-	// launchIDRE is supervisor.NewLaunchID's shape: UTC time and 4 random bytes.
+	// launchIDRE is the shape of a launch id (supervisor/internal/launchid): UTC time and 4 random bytes.
 	launchIDRE = lazyRegexp(`^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$`)
 	nonceRE    = lazyRegexp(`^[0-9a-f]{16,128}$`)
 )

@@ -20,6 +20,8 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
+	"deathwatch/supervisor/internal/attach"
 	"deathwatch/supervisor/mountsource"
 )
 
@@ -118,7 +120,7 @@ func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 	info.Version = dl.Version
 	if err != nil {
 		info.Detail = err.Error()
-		return info, supervisor.EngineError("%w", err)
+		return info, exitcode.Engine("%w", err)
 	}
 	r.dialect = &dl
 	// A microVM: the boundary is a hypervisor, not a shared root.
@@ -153,14 +155,14 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 		}
 	}
 	if err := CheckOptions(network, "", b.HostPorts); err != nil {
-		return supervisor.RefusedError("%w", err)
+		return exitcode.Refused("%w", err)
 	}
 	if b.Image == "" {
-		return supervisor.UsageError("--runtime sbx needs --template (a template loaded with sbx template load)")
+		return exitcode.Usage("--runtime sbx needs --template (a template loaded with sbx template load)")
 	}
 	name, err := SandboxName(b.Labels[shared.LabelInstance], b.LaunchID)
 	if err != nil {
-		return supervisor.UsageError("sbx: %w", err)
+		return exitcode.Usage("sbx: %w", err)
 	}
 	b.Name = name
 	mounts := bridgeMounts(b.Mounts)
@@ -169,7 +171,7 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 		mounts = []Mount{{Source: b.State[stateScratch], Target: b.State[stateScratch]}}
 	}
 	if _, links, err := Bridge(mounts); err != nil {
-		return supervisor.UsageError("%w", err)
+		return exitcode.Usage("%w", err)
 	} else {
 		b.Links = links
 	}
@@ -178,12 +180,12 @@ func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 		if dl == nil {
 			d, err := r.driver("").Preflight(ctx, false)
 			if err != nil {
-				return supervisor.EngineError("%w", err)
+				return exitcode.Engine("%w", err)
 			}
 			dl = &d
 		}
 		if !dl.Scoped {
-			return supervisor.RefusedError("%w", ErrNoScope)
+			return exitcode.Refused("%w", ErrNoScope)
 		}
 		b.State[statePorts] = joinPorts(b.HostPorts)
 	}
@@ -212,7 +214,7 @@ func (r *Runtime) Admit(_ context.Context, b *supervisor.Box) error {
 // limit that would be silently ignored is refused. Memory is --memory.
 func (r *Runtime) CheckLimits(_, pids int64) error {
 	if pids > 0 {
-		return supervisor.RefusedError("sbx: --pids-limit cannot be honoured: sbx sets no process limit on a sandbox; drop it (the microVM is the boundary)")
+		return exitcode.Refused("sbx: --pids-limit cannot be honoured: sbx sets no process limit on a sandbox; drop it (the microVM is the boundary)")
 	}
 	return nil
 }
@@ -224,7 +226,7 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 	}
 	if d := b.State[stateScratch]; d != "" {
 		if err := os.Mkdir(d, 0o700); err != nil {
-			return supervisor.SetupError("make the scratch workspace of %s: %w", b.Name, err)
+			return exitcode.Setup("make the scratch workspace of %s: %w", b.Name, err)
 		}
 	}
 	mounts := bridgeMounts(b.Mounts)
@@ -233,14 +235,14 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 	}
 	ws, _, err := Bridge(mounts)
 	if err != nil {
-		return supervisor.UsageError("%w", err)
+		return exitcode.Usage("%w", err)
 	}
 	c := CreateConfig{Name: b.Name, Template: b.Image, Memory: memoryBound(b.Memory), Workspaces: ws}
 	if err := r.driver(b.WatcherInImage).Create(ctx, c, b.Nonce, b.HostPorts); err != nil {
 		if errors.Is(err, ErrNoTemplate) {
-			return supervisor.ImageError("%w", err)
+			return exitcode.Image("%w", err)
 		}
-		return supervisor.SetupError("%w", err)
+		return exitcode.Setup("%w", err)
 	}
 	return nil
 }
@@ -258,7 +260,7 @@ func (r *Runtime) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Sta
 	}
 	c := exec.Command(r.cli.Bin, args...)
 	c.Env = r.cli.Env
-	return supervisor.StartAttached(c, Name, b.Name, r.stderr)
+	return attach.Start(c, Name, b.Name, r.stderr)
 }
 
 func (r *Runtime) execUser() string {

@@ -9,6 +9,7 @@ import (
 
 	"deathwatch/shared"
 	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
 func testBox(mounts ...supervisor.Mount) *supervisor.Box {
@@ -68,8 +69,8 @@ func TestPrepare(t *testing.T) {
 			b := testBox()
 			tc.box(b)
 			err := r.Prepare(ctx, b)
-			if err == nil || supervisor.ExitCode(err, 0) != tc.code || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Prepare = %v (code %d), want code %d with %q", err, supervisor.ExitCode(err, 0), tc.code, tc.want)
+			if err == nil || exitcode.Of(err, 0) != tc.code || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Prepare = %v (code %d), want code %d with %q", err, exitcode.Of(err, 0), tc.code, tc.want)
 			}
 		})
 	}
@@ -80,7 +81,7 @@ func TestCheckLimits(t *testing.T) {
 	if err := r.CheckLimits(1<<30, 0); err != nil {
 		t.Errorf("memory alone: %v", err)
 	}
-	if err := r.CheckLimits(0, 64); supervisor.ExitCode(err, 0) != shared.ExitRefused {
+	if err := r.CheckLimits(0, 64); exitcode.Of(err, 0) != shared.ExitRefused {
 		t.Errorf("--pids-limit: %v, want a refusal", err)
 	}
 }
@@ -179,7 +180,7 @@ func TestProbeDialectAndCreateCodes(t *testing.T) {
 	n := len(f.calls)
 	b := testBox()
 	b.HostPorts = []int{8080}
-	if err := r.Prepare(ctx, b); supervisor.ExitCode(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "cannot scope") {
+	if err := r.Prepare(ctx, b); exitcode.Of(err, 0) != shared.ExitRefused || !strings.Contains(err.Error(), "cannot scope") {
 		t.Errorf("Prepare with a port on a global-only CLI = %v", err)
 	}
 	if len(f.calls) != n {
@@ -190,7 +191,7 @@ func TestProbeDialectAndCreateCodes(t *testing.T) {
 	ans = preflightAnswers()
 	ans["ls --json"] = answer{err: errors.New("sbx ls: exit status 1: not signed in")}
 	ans["ls"] = ans["ls --json"]
-	if _, err := (&Runtime{run: &fakeSbx{answers: ans}}).Probe(ctx); supervisor.ExitCode(err, 0) != shared.ExitEngine || !strings.Contains(err.Error(), "sbx login") {
+	if _, err := (&Runtime{run: &fakeSbx{answers: ans}}).Probe(ctx); exitcode.Of(err, 0) != shared.ExitEngine || !strings.Contains(err.Error(), "sbx login") {
 		t.Errorf("Probe not signed in = %v", err)
 	}
 
@@ -202,8 +203,8 @@ func TestProbeDialectAndCreateCodes(t *testing.T) {
 		w := t.TempDir() // Create opens the source (supervisor.CheckMountSources)
 		b := testBox(supervisor.Mount{Source: w, Target: w})
 		b.Name = "dw-ci-20261130-151001-0123abcd"
-		if err := (&Runtime{run: f}).Create(ctx, b); supervisor.ExitCode(err, 0) != tc.code {
-			t.Errorf("Create with templates %q = %v (code %d), want %d", tc.list, err, supervisor.ExitCode(err, 0), tc.code)
+		if err := (&Runtime{run: f}).Create(ctx, b); exitcode.Of(err, 0) != tc.code {
+			t.Errorf("Create with templates %q = %v (code %d), want %d", tc.list, err, exitcode.Of(err, 0), tc.code)
 		}
 	}
 }

@@ -26,7 +26,7 @@
 //	          links), Driver.Preflight(ctx, true) when there are host
 //	          ports, the ports and the scratch workspace into Box.State
 //	Create    Driver.Create (create, nonce, watcher check, scoped rules)
-//	Start     execArgs(name, watcher) by supervisor.StartAttached
+//	Start     execArgs(name, watcher) by attach.Start (supervisor/internal/attach)
 //	Remove    Driver.Remove(name, journaled ports ∪ Driver.ScopedPorts)
 //	List      Driver.List, kept to ParseSandboxName(name).instance, with
 //	          the instance and launch-id labels the name carries

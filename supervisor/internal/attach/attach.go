@@ -1,4 +1,7 @@
-package supervisor
+// Package attach starts an engine client that carries a box's control
+// stream on its stdin and stdout, for the runtimes that attach through a
+// CLI (docker, podman, sbx).
+package attach
 
 import (
 	"errors"
@@ -7,15 +10,18 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"deathwatch/supervisor"
+	"deathwatch/supervisor/exitcode"
 )
 
-// StartAttached starts c, an engine client that carries the control
+// Start starts c, an engine client that carries the control
 // stream on its stdin and stdout (docker start --attach, sbx exec -i),
 // in a process group of its own: its stdin a pipe whose only write end
 // is ours (close-on-exec, like every descriptor Go opens), its stdout
 // the frames from the watcher, its stderr stderr. kind names the CLI
 // in a message ("docker is not installed").
-func StartAttached(c *exec.Cmd, kind, box string, stderr io.Writer) (*Started, error) {
+func Start(c *exec.Cmd, kind, box string, stderr io.Writer) (*supervisor.Started, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start box %s: %w", box, err)
@@ -41,14 +47,14 @@ func StartAttached(c *exec.Cmd, kind, box string, stderr io.Writer) (*Started, e
 		outR.Close()
 		outW.Close()
 		if errors.Is(err, exec.ErrNotFound) {
-			return nil, EngineError("%s is not installed (not found on PATH)", kind)
+			return nil, exitcode.Engine("%s is not installed (not found on PATH)", kind)
 		}
-		return nil, SetupError("start box %s: %w", box, err)
+		return nil, exitcode.Setup("start box %s: %w", box, err)
 	}
 	// Only the child holds these ends now.
 	inR.Close()
 	outW.Close()
-	return &Started{
+	return &supervisor.Started{
 		Control: &pipeRW{r: outR, w: inW},
 		Wait:    c.Wait,
 		Kill:    func() { killGroup(c.Process) },

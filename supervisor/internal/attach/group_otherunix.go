@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package supervisor
+package attach
 
 import "syscall"
 

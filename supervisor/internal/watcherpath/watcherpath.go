@@ -1,15 +1,19 @@
-package supervisor
+// Package watcherpath finds the host's watcher binary that a box
+// bind-mounts.
+package watcherpath
 
 import (
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"deathwatch/supervisor/exitcode"
 )
 
-// FindWatcher resolves --watcher: the flag, else `watcher` next to the
+// Find resolves --watcher: the flag, else `watcher` next to the
 // supervisor's own binary (self), else on PATH.
-func FindWatcher(flag, self string) (string, error) {
+func Find(flag, self string) (string, error) {
 	check := func(p string) (string, error) {
 		abs, err := filepath.Abs(p)
 		if err != nil {
@@ -27,7 +31,7 @@ func FindWatcher(flag, self string) (string, error) {
 	if flag != "" {
 		p, err := check(flag)
 		if err != nil {
-			return "", UsageError("--watcher: %w", err)
+			return "", exitcode.Usage("--watcher: %w", err)
 		}
 		return p, nil
 	}
@@ -41,5 +45,5 @@ func FindWatcher(flag, self string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", UsageError("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH")
+	return "", exitcode.Usage("no watcher binary: put `watcher` next to the supervisor or on PATH, or pass --watcher PATH or --watcher-in-image PATH")
 }
