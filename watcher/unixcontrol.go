@@ -58,6 +58,9 @@ func acceptControl(p string, until time.Time) (int, int, error) {
 	if err := unix.Listen(ln, 2); err != nil {
 		return -1, 0, os.NewSyscallError("listen "+p, err)
 	}
+	if waitHook != nil {
+		waitHook()
+	}
 	if err := waitReadable(ln, until); err != nil {
 		return -1, 0, err
 	}
@@ -111,6 +114,9 @@ func accept(fd int) (int, error) {
 	}
 	return int(c), nil
 }
+
+// waitHook, when set (tests), runs before the accept waits.
+var waitHook func()
 
 // waitReadable waits until fd is readable, or fails at until.
 func waitReadable(fd int, until time.Time) error {
