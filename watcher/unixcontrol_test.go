@@ -17,7 +17,8 @@ func dial(t *testing.T, p string) int {
 	t.Helper()
 	fd, err := relayConnect(p, time.Now().Add(5*time.Second))
 	if err != nil {
-		t.Fatalf("connect %s: %v", p, err)
+		t.Errorf("connect %s: %v", p, err)
+		return -1
 	}
 	t.Cleanup(func() { unix.Close(fd) })
 	return fd
