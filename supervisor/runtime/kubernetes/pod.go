@@ -296,10 +296,10 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 	}
 	c := Container{
 		Name: ContainerName, Image: b.Image, ImagePullPolicy: pull,
-		Command:    []string{watcherPath(b), "--control=unix:" + ControlSocket, "--nonce=" + b.Nonce},
-		Env:        watcherEnv(),
-		WorkingDir: b.Workdir,
-		TTY:        false,
+		Command:         []string{watcherPath(b), "--control=unix:" + ControlSocket, "--nonce=" + b.Nonce},
+		Env:             watcherEnv(),
+		WorkingDir:      b.Workdir,
+		TTY:             false,
 		SecurityContext: sec(append([]string(nil), watcherCaps...), root, root),
 	}
 	if o.PodSecurity == PodSecurityRestricted {
