@@ -51,11 +51,13 @@ func TestKubernetesLogs(t *testing.T) {
 	}
 	var o, e lockedBuf
 	c.Stdout, c.Stderr = &o, &e
+	c.WaitDelay = 10 * time.Second
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
+	var waitErr error
+	done := make(chan struct{})
+	go func() { waitErr = c.Wait(); close(done) }()
 	t.Cleanup(func() {
 		select {
 		case <-done:
@@ -90,14 +92,15 @@ func TestKubernetesLogs(t *testing.T) {
 	stdin.Close()
 	var code int
 	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); ok {
+	case <-done:
+		if ee, ok := waitErr.(*exec.ExitError); ok {
 			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
+		} else if waitErr != nil {
+			t.Fatal(waitErr)
 		}
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("the supervisor did not end 2m after its stdin closed:\n%s", e.String())
+		st, _ := r.k.Kubectl("get", "pod", pod, "-o", "jsonpath={.status}")
+		t.Fatalf("the supervisor did not end 2m after its stdin closed:\nstdout %q\nstderr:\n%s\npod status %s", o.String(), e.String(), st)
 	}
 	if code != 3 {
 		t.Errorf("exit %d, want the agent's 3\nstderr:\n%s", code, e.String())
