@@ -27,6 +27,7 @@ import (
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/hostcheck"
 	"deathwatch/supervisor/reconcile"
+	"deathwatch/supervisor/runtime/kubernetes"
 	"deathwatch/supervisor/supervisortest"
 )
 
@@ -445,7 +446,7 @@ func TestKubernetesWatcherFromInitContainer(t *testing.T) {
 		"--image", "localhost/deathwatch/busybox:1", "--", "sh", "-c", "echo pid1=$(cat /proc/1/cmdline | tr '\\0' ' '); exit 3")
 	out, err := c.CombinedOutput()
 	ee, _ := err.(*exec.ExitError)
-	if ee == nil || ee.ExitCode() != 3 || !strings.Contains(string(out), "pid1=/dw/watcher --control=stdin") {
+	if ee == nil || ee.ExitCode() != 3 || !strings.Contains(string(out), "pid1=/dw/watcher --control=unix:"+kubernetes.ControlSocket+" --nonce=") {
 		t.Errorf("exec: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
