@@ -216,6 +216,17 @@ func (s *Stream) Close() error {
 	return nil
 }
 
+// CloseWrite ends the container's stdin and keeps stdout to its end
+// (v5); v4 cannot end one half alone, so it leaves the stream as it is.
+func (s *Stream) CloseWrite() error {
+	if !s.v5 {
+		return nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.ws.WriteMessage(websocket.BinaryMessage, []byte{chanClose, chanStdin})
+}
+
 // CloseRead releases the stdout end.
 func (s *Stream) CloseRead() error { return s.r.Close() }
 
