@@ -27,6 +27,7 @@ import (
 	"deathwatch/supervisor"
 	"deathwatch/supervisor/hostcheck"
 	"deathwatch/supervisor/reconcile"
+	"deathwatch/supervisor/runtime/kubernetes"
 	"deathwatch/supervisor/supervisortest"
 )
 
@@ -445,7 +446,7 @@ func TestKubernetesWatcherFromInitContainer(t *testing.T) {
 		"--image", "localhost/deathwatch/busybox:1", "--", "sh", "-c", "echo pid1=$(cat /proc/1/cmdline | tr '\\0' ' '); exit 3")
 	out, err := c.CombinedOutput()
 	ee, _ := err.(*exec.ExitError)
-	if ee == nil || ee.ExitCode() != 3 || !strings.Contains(string(out), "pid1=/dw/watcher --control=stdin") {
+	if ee == nil || ee.ExitCode() != 3 || !strings.Contains(string(out), "pid1=/dw/watcher --control=unix:"+kubernetes.ControlSocket+" --nonce=") {
 		t.Errorf("exec: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
@@ -501,17 +502,35 @@ users:
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply := exec.Command(ktest.K8sKubectl, "--kubeconfig", r.k.Kubeconfig, "apply", "-f", "-")
-	apply.Stdin = bytes.NewReader(manifest)
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	// A Role of an earlier release grants pods/attach where boxes now
+	// use pods/exec: refused, one line naming pods/exec, until the
+	// printed Role is applied again.
+	old := bytes.ReplaceAll(manifest, []byte("pods/exec"), []byte("pods/attach"))
+	applyRole := func(m []byte) {
+		apply := exec.Command(ktest.K8sKubectl, "--kubeconfig", r.k.Kubeconfig, "apply", "-f", "-")
+		apply.Stdin = bytes.NewReader(m)
+		if out, err := apply.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
 	}
-	// RBAC takes effect at once in the authorizer's cache, give it a moment.
-	ok := ktest.WaitFor(30*time.Second, func() bool {
-		out, _ := exec.Command(ktest.K8sKubectl, "--kubeconfig", kc, "auth", "can-i", "create", "pods", "--subresource", "attach").Output()
+	applyRole(old)
+	canI := func(sub string) bool {
+		out, _ := exec.Command(ktest.K8sKubectl, "--kubeconfig", kc, "auth", "can-i", "create", "pods", "--subresource", sub).Output()
 		return strings.TrimSpace(string(out)) == "yes"
-	})
-	if !ok {
+	}
+	if !ktest.WaitFor(30*time.Second, func() bool { return canI("attach") }) {
+		t.Fatal("the old Role never took effect")
+	}
+	c = r.cmd(asSA, r.execArgs("--", "true")...)
+	out, err = c.CombinedOutput()
+	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != shared.ExitEngine || !strings.Contains(string(out), "pods/exec") ||
+		strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+		t.Errorf("exec with a Role that grants pods/attach: %v\n%s", err, out)
+	}
+	t.Logf("with a pods/attach Role: %s", out)
+	applyRole(manifest)
+	// RBAC takes effect at once in the authorizer's cache, give it a moment.
+	if !ktest.WaitFor(30*time.Second, func() bool { return canI("exec") }) {
 		t.Fatal("the Role never took effect")
 	}
 	c = r.cmd(asSA, r.execArgs("--", "sh", "-c", "echo as-sa; exit 4")...)

@@ -287,6 +287,15 @@ func (l *launch) read(st *Started, w *shared.Writer, in *input, ready chan struc
 			if in != nil {
 				in.end() // no input after the exit record
 			}
+			// The exit record is the last frame the supervisor needs: a
+			// stream that can end its write half alone (Kubernetes' exec
+			// session of the watcher's relay) ends it now, so the relay
+			// ends PID 1's connection and PID 1 need not wait for it.
+			if cw, ok := st.Control.(interface{ CloseWrite() error }); ok {
+				if err := cw.CloseWrite(); err != nil {
+					log.Debug("end the control stream's write half", "err", err)
+				}
+			}
 			continue
 		default:
 			if o.err = l.partyFrame(f); o.err != nil {

@@ -20,9 +20,20 @@ import (
 func (w *watcher) openControl() (*shared.Spec, int) {
 	var in io.Reader
 	var out io.Writer
-	if w.cfg.Control == "stdin" {
+	until := time.Now().Add(w.cfg.SpecTimeout)
+	switch w.cfg.Control {
+	case "stdin":
 		in, out = pollable(0, "control-in"), pollable(1, "control-out")
-	} else {
+	case "unix":
+		fd, peer, err := acceptControl(w.cfg.ControlPath, until)
+		if err != nil {
+			return nil, w.lostBeforeStart(err)
+		}
+		relayPID.Store(int32(peer))
+		w.conn, w.eof = fd, make(chan struct{})
+		f := pollable(fd, "control")
+		in, out = f, f
+	default:
 		if _, err := unix.FcntlInt(uintptr(w.cfg.ControlFD), unix.F_GETFD, 0); err != nil {
 			logf("--control=fd:" + itoa(w.cfg.ControlFD) + ": no such descriptor")
 			return nil, shared.ExitUsage
@@ -37,7 +48,6 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 	go w.readFrames(in)
 	go w.sendPongs()
 
-	until := time.Now().Add(w.cfg.SpecTimeout)
 	hello, err := w.expect(shared.FrameHello, until)
 	if err != nil {
 		return nil, w.lostBeforeStart(err)
@@ -45,6 +55,9 @@ func (w *watcher) openControl() (*shared.Spec, int) {
 	h, err := shared.ParseHello(hello)
 	if err == nil && h.Version != shared.ProtocolVersion {
 		err = &shared.ProtocolError{Reason: "hello: protocol version " + itoa(int(h.Version)) + ", this watcher speaks " + itoa(shared.ProtocolVersion)}
+	}
+	if err == nil && w.cfg.Nonce != "" && h.Nonce != w.cfg.Nonce {
+		err = &shared.ProtocolError{Reason: "hello: not this box's nonce"}
 	}
 	if err != nil {
 		return nil, w.lostBeforeStart(err)
@@ -152,7 +165,10 @@ func (w *watcher) lostBeforeStart(err error) int {
 	msg := streamError(err)
 	logf("liveness lost before the agent started: " + msg)
 	rec := shared.Exit{Reason: shared.ReasonLivenessLost, Code: shared.ExitLivenessLost, Message: msg}
-	waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
+	if w.out != nil {
+		waitTimeout(func() { _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
+		w.closeWrite(time.Second)
+	}
 	return shared.ExitLivenessLost
 }
 
@@ -276,8 +292,20 @@ func (w *watcher) relayOutput(r *os.File, t shared.FrameType) {
 	defer w.relay.Done()
 	defer r.Close()
 	buf := chunkBuffer()
+	// In the unix control mode the watcher's own stdout and stderr are
+	// the box's log: it gets the agent's output as text too.
+	var log *os.File
+	if w.cfg.Control == "unix" {
+		log = os.Stdout
+		if t == shared.FrameStderr {
+			log = os.Stderr
+		}
+	}
 	for {
 		n, err := r.Read(buf)
+		if n > 0 && log != nil {
+			_, _ = log.Write(buf[:n])
+		}
 		if n > 0 {
 			if w.out.Send(t, buf[:n]) != nil {
 				// The host is gone; keep draining so writers never block.

@@ -18,11 +18,16 @@ import (
 
 // Config is what the command line asks for.
 type Config struct {
-	Control   string // "", "stdin" or "fd:N"
+	Control   string // "", "stdin", "fd" (fd:N) or "unix" (unix:PATH)
 	ControlFD int    // N for fd:N
-	Argv      []string
-	Deadline  time.Duration
-	Grace     time.Duration
+	// ControlPath is the socket of unix:PATH (unixcontrol.go).
+	ControlPath string
+	// Nonce is the box's launch nonce, which the host's hello must
+	// carry (unix control mode); "" checks none.
+	Nonce    string
+	Argv     []string
+	Deadline time.Duration
+	Grace    time.Duration
 	// SpecTimeout: control mode's wait for the host's hello and spec.
 	SpecTimeout time.Duration
 	User        *ID // plain mode: the agent's identity; nil keeps the caller's
@@ -67,7 +72,8 @@ const DefaultGrace = 2 * time.Second
 const DefaultSpecTimeout = time.Minute
 
 const usage = `usage: watcher [flags] -- CMD [ARGS...]   run CMD as a tini-compatible init
-       watcher --control=stdin|fd:N [flags]  run what the host's spec frame says
+       watcher --control=stdin|fd:N|unix:PATH [flags]  run what the host's spec frame says
+       watcher relay PATH                    carry a control stream between stdin/stdout and PATH
 
 The control stream is deathwatch's liveness channel: when it reaches EOF,
 goes silent past the spec's heartbeat or carries a malformed frame, every
@@ -75,6 +81,9 @@ process of the box is killed.
 
 flags:
   --control=stdin|fd:N     control mode: frames on fds 0/1, or both ways on fd N
+  --control=unix:PATH      control mode: one connection on socket PATH (from watcher relay),
+                           in a folder the watcher makes; the agent's output also goes to fds 1/2
+  --nonce=NONCE            unix control mode: the nonce the host's hello must carry
   --deadline=DURATION      plain mode: TERM, then KILL after the grace, at this age (0: none)
   --grace=DURATION         plain mode: how long TERM may take before KILL (default 2s)
   --user=UID:GID           plain mode: run CMD as this identity, without capabilities
@@ -163,6 +172,7 @@ var valueFlags = [...]struct {
 	{"watcher-cgroup-fd", func(p *cmdline, name, v string) (err error) { p.c.WatcherCgroupFD, err = fdValue(name, v); return }},
 	{"live-fd", func(p *cmdline, name, v string) (err error) { p.c.LiveFD, err = fdValue(name, v); return }},
 	{"control", func(p *cmdline, _, v string) error { return p.c.setControl(v) }},
+	{"nonce", func(p *cmdline, _, v string) error { p.c.Nonce = v; return nil }},
 	{"deadline", func(p *cmdline, name, v string) (err error) {
 		p.c.Deadline, err = durationValue(name, v, false)
 		return
@@ -199,6 +209,9 @@ func (p *cmdline) checkMode() error {
 	c := p.c
 	if c.Version || c.Help {
 		return nil
+	}
+	if c.Nonce != "" && c.Control != "unix" {
+		return errors.New("flag --nonce is for the unix control mode (--control=unix:PATH)")
 	}
 	if c.Control != "" {
 		if len(c.Argv) > 0 {
@@ -269,8 +282,15 @@ func (c *Config) setControl(v string) error {
 		}
 		c.Control, c.ControlFD = "fd", n
 		return nil
+	case strings.HasPrefix(v, "unix:"):
+		p := v[5:]
+		if !strings.HasPrefix(p, "/") || len(p) > 100 || strings.Count(p, "/") < 2 {
+			return errors.New("flag --control: " + strconv.Quote(v) + " is not unix:/DIR/SOCKET (an absolute path of at most 100 bytes, in a folder the watcher makes)")
+		}
+		c.Control, c.ControlPath = "unix", p
+		return nil
 	}
-	return errors.New("flag --control: " + strconv.Quote(v) + " is neither stdin nor fd:N")
+	return errors.New("flag --control: " + strconv.Quote(v) + " is none of stdin, fd:N, unix:PATH")
 }
 
 func parseID(s string) (ID, error) {

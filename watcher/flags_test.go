@@ -39,7 +39,13 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--user", "1000", "--", "true"}, nil, "not UID:GID"},
 		{[]string{"--user", "0:0", "--", "true"}, nil, "--allow-root"},
 		{[]string{"--control=stdin", "--", "true"}, nil, "spec frame"},
-		{[]string{"--control=tcp"}, nil, "neither stdin nor fd:N"},
+		{[]string{"--control=tcp"}, nil, "none of stdin, fd:N, unix:PATH"},
+		{[]string{"--control=unix:/run/dw/ctl/s", "--nonce=n1"}, func(c *Config) bool {
+			return c.Control == "unix" && c.ControlPath == "/run/dw/ctl/s" && c.Nonce == "n1"
+		}, ""},
+		{[]string{"--control=unix:s"}, nil, "not unix:/DIR/SOCKET"},
+		{[]string{"--control=unix:/s"}, nil, "not unix:/DIR/SOCKET"},
+		{[]string{"--control=stdin", "--nonce=n1"}, nil, "--nonce is for the unix control mode"},
 		{[]string{"--deadline"}, nil, "needs a value"},
 	} {
 		c, err := parseFlags(tc.args)

@@ -44,5 +44,9 @@ func killAll(sig syscall.Signal) {
 	if syscall.Getpid() != 1 {
 		panic("watcher: killAll outside PID 1 of a PID namespace")
 	}
+	if p := relayPID.Load(); p > 0 {
+		killAllBut(sig, int(p))
+		return
+	}
 	_ = syscall.Kill(-1, sig)
 }

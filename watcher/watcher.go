@@ -31,7 +31,11 @@ type watcher struct {
 	// Control mode.
 	out    *shared.Writer
 	frames chan frameEvent
-	relay  sync.WaitGroup
+	// conn is the unix control mode's socket (-1 in other modes); eof
+	// closes when the frame reader reaches its end (closeWrite).
+	conn  int
+	eof   chan struct{}
+	relay sync.WaitGroup
 	// outputs are the read ends of the agent's stdout and stderr.
 	outputs []*os.File
 	// pongs feeds the one goroutine that answers pings (see pong).
@@ -83,7 +87,7 @@ var pid1 watcher
 
 // newWatcher makes the process's watcher, pid1.
 func newWatcher(cfg *Config, sigs chan os.Signal) *watcher {
-	pid1 = watcher{cfg: cfg, sigs: sigs, grace: cfg.Grace, code: -1}
+	pid1 = watcher{cfg: cfg, sigs: sigs, grace: cfg.Grace, code: -1, conn: -1}
 	return &pid1
 }
 
@@ -380,6 +384,7 @@ func (w *watcher) finish() int {
 		w.copyOut()
 		rec := shared.Exit{Reason: w.reason, Code: code, Signal: sig, Runtime: w.ended.Sub(w.started), Sweep: sweep, Message: w.message}
 		waitTimeout(func() { w.stdin.stop(); _ = w.out.Send(shared.FrameExit, rec.Marshal()) }, time.Second)
+		w.closeWrite(time.Second)
 	}
 	return code
 }
@@ -397,6 +402,7 @@ func (w *watcher) failedBeforeStart(reason shared.Reason, code int, msg string) 
 	if w.out != nil {
 		rec := shared.Exit{Reason: reason, Code: code, Message: msg}
 		waitTimeout(func() { sent.Store(w.out.Send(shared.FrameExit, rec.Marshal()) == nil) }, time.Second)
+		w.closeWrite(time.Second)
 	}
 	if !sent.Load() {
 		logf(msg)
@@ -468,6 +474,9 @@ func (w *watcher) readFrames(r io.Reader) {
 		f, err := fr.Next()
 		if err != nil {
 			w.killOnStream(err)
+			if w.eof != nil {
+				close(w.eof)
+			}
 		}
 		w.frames <- frameEvent{f, err}
 		if err != nil {

@@ -2,7 +2,8 @@
 // Started as the native runtime's box init stage (boxinit.Arg last), it
 // builds the box's file system first, then goes on as the watcher; as
 // an agent's hold stage (watcher.HoldRequested), it execs the agent
-// when the watcher lets it go.
+// when the watcher lets it go; as "watcher relay PATH", it carries a
+// control stream to a watcher in the unix control mode.
 //
 // The runtime's container-aware GOMAXPROCS re-reads cgroup files in
 // the background; PID 1 of a box has no use for that.
@@ -20,6 +21,9 @@ import (
 )
 
 func main() {
+	if watcher.RelayRequested(os.Args) {
+		os.Exit(watcher.RelayMain(os.Args))
+	}
 	if watcher.HoldRequested(os.Args) {
 		os.Exit(watcher.HoldMain(os.Args))
 	}

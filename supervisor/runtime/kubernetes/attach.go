@@ -1,7 +1,9 @@
 package kubernetes
 
-// The attach: the control stream rides the box container's stdin and
-// stdout through the API server's attach subresource over WebSocket
+// The streams: the control stream rides an exec session of the relay
+// (RelayCommand) through the API server's exec subresource over
+// WebSocket; the attach (the container's own stdin and stdout) uses the
+// same channels
 // (the channel protocol v5.channel.k8s.io, v4 accepted): every binary
 // message starts with a channel byte, 0 stdin, 1 stdout, 2 stderr,
 // 3 the status at the end, 255 close (v5: closes the channel named by
@@ -18,6 +20,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -42,22 +45,69 @@ func AttachURL(server, ns, name, c string) string {
 	return u + podsPath(ns) + "/" + url.PathEscape(name) + "/attach?" + AttachQuery(c).Encode()
 }
 
+// ExecURL is the WebSocket URL of an exec of argv in container c of pod
+// ns/name on server.
+func ExecURL(server, ns, name, c string, argv []string) string {
+	u := strings.Replace(server, "https://", "wss://", 1)
+	u = strings.Replace(u, "http://", "ws://", 1)
+	return u + podsPath(ns) + "/" + url.PathEscape(name) + "/exec?" + ExecQuery(c, argv).Encode()
+}
+
+// execAttempts bounds the exec's tries: a loaded node's container
+// runtime can fail to start an exec (a 5xx, or a dial that fails) where
+// the next try works.
+const execAttempts = 4
+
+// Exec runs argv in container c of pod ns/name as a stream: Read its
+// stdout, Write its stdin; stderr gets its stderr. A failure to start it
+// that the server reports as its own (5xx) or a failed dial is tried
+// again, up to execAttempts times.
+func (k *Client) Exec(ctx context.Context, ns, name, c string, argv []string, stderr io.Writer, log func(msg string, args ...any)) (*Stream, error) {
+	var err error
+	wait := 50 * time.Millisecond
+	for try := 1; ; try++ {
+		var s *Stream
+		var status int
+		s, status, err = k.stream(ctx, "exec in", ExecURL(k.c.Server, ns, name, c, argv), ns, name, stderr)
+		if err == nil || try == execAttempts || (status != 0 && status < 500) || ctx.Err() != nil {
+			return s, err
+		}
+		if log != nil {
+			log("kubernetes: exec failed to start; trying again", "pod", ns+"/"+name, "try", try, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
 // Attach opens the attach to container c of pod ns/name; stderr gets
 // the container's stderr (the watcher's own log lines).
 func (k *Client) Attach(ctx context.Context, ns, name, c string, stderr io.Writer) (*Stream, error) {
+	s, _, err := k.stream(ctx, "attach to", AttachURL(k.c.Server, ns, name, c), ns, name, stderr)
+	return s, err
+}
+
+// stream opens the WebSocket at u (an attach or an exec: what, said in
+// errors) to pod ns/name; with an error comes the HTTP status, 0 when
+// there was none.
+func (k *Client) stream(ctx context.Context, what, u, ns, name string, stderr io.Writer) (*Stream, int, error) {
 	// A TLS configuration of its own: the HTTP client's has learnt to
 	// offer h2, which a WebSocket upgrade cannot use.
 	tc, err := k.c.TLS(k.auth)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	d := websocket.Dialer{TLSClientConfig: tc, Subprotocols: Subprotocols, HandshakeTimeout: k.http.Timeout, Proxy: k.proxy}
 	h := http.Header{}
 	tok, err := k.auth.authHeaders(ctx, h)
 	if err != nil {
-		return nil, fmt.Errorf("attach to pod %s/%s: %w", ns, name, err)
+		return nil, 0, fmt.Errorf("%s pod %s/%s: %w", what, ns, name, err)
 	}
-	ws, resp, err := d.DialContext(ctx, AttachURL(k.c.Server, ns, name, c), h)
+	ws, resp, err := d.DialContext(ctx, u, h)
 	if err != nil {
 		if resp != nil {
 			defer resp.Body.Close()
@@ -65,14 +115,14 @@ func (k *Client) Attach(ctx context.Context, ns, name, c string, stderr io.Write
 				k.auth.refused(tok)
 			}
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			return nil, fmt.Errorf("attach to pod %s/%s: %w: %s", ns, name, err, strings.TrimSpace(string(b)))
+			return nil, resp.StatusCode, fmt.Errorf("%s pod %s/%s: %w: %s", what, ns, name, err, strings.TrimSpace(string(b)))
 		}
-		return nil, fmt.Errorf("attach to pod %s/%s: %w", ns, name, err)
+		return nil, 0, fmt.Errorf("%s pod %s/%s: %w", what, ns, name, err)
 	}
 	pr, pw := io.Pipe()
 	s := &Stream{ws: ws, v5: ws.Subprotocol() == Subprotocols[0], r: pr, done: make(chan struct{})}
 	go s.readLoop(pw, stderr)
-	return s, nil
+	return s, 0, nil
 }
 
 // Stream is an open attach: Read the container's stdout, Write its
@@ -164,6 +214,17 @@ func (s *Stream) Close() error {
 		return s.ws.Close()
 	}
 	return nil
+}
+
+// CloseWrite ends the container's stdin and keeps stdout to its end
+// (v5); v4 cannot end one half alone, so it leaves the stream as it is.
+func (s *Stream) CloseWrite() error {
+	if !s.v5 {
+		return nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.ws.WriteMessage(websocket.BinaryMessage, []byte{chanClose, chanStdin})
 }
 
 // CloseRead releases the stdout end.

@@ -158,6 +158,14 @@ func AttachQuery(container string) url.Values {
 	return url.Values{"container": {container}, "stdin": {"true"}, "stdout": {"true"}, "stderr": {"true"}}
 }
 
+// ExecQuery is the exec subresource's query: command argv in container
+// C with stdin, stdout and stderr, no tty.
+func ExecQuery(container string, argv []string) url.Values {
+	q := AttachQuery(container)
+	q["command"] = append([]string(nil), argv...)
+	return q
+}
+
 // Do runs r and decodes a 2xx answer into out (nil: discarded).
 func (k *Client) Do(ctx context.Context, r Request, out any) error {
 	var body io.Reader

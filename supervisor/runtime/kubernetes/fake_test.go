@@ -141,10 +141,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		delete(f.pods, p[3]+"/"+p[5])
-	case len(p) == 7 && p[6] == "attach":
+	case len(p) == 7 && p[6] == "exec":
 		q := r.URL.Query()
-		if q.Get("container") != ContainerName || q.Get("stdin") != "true" || q.Get("stdout") != "true" {
-			f.t.Errorf("attach query %v", q)
+		if q.Get("container") != ContainerName || q.Get("stdin") != "true" || q.Get("stdout") != "true" || len(q["command"]) != 3 || q["command"][1] != "relay" || q["command"][2] != ControlSocket {
+			f.t.Errorf("exec query %v", q)
 		}
 		f.mu.Unlock()
 		f.attach(w, r)
@@ -323,13 +323,13 @@ func TestLifecycleAgainstFakeAPI(t *testing.T) {
 
 func TestProbeNamesWhatRBACDenies(t *testing.T) {
 	f, srv := newFake(t)
-	f.deny["create pods/attach"] = true
+	f.deny["create pods/exec"] = true
 	rt, _ := newRuntime(t, "KUBECONFIG="+kubeconfigFor(t, srv, f.token))
 	info, err := rt.Probe(context.Background())
 	if err == nil || info.Present {
 		t.Fatalf("Probe = %+v, %v; want a refusal", info, err)
 	}
-	if !strings.Contains(info.Detail, "create pods/attach") || !strings.Contains(info.Detail, "namespace fromctx") || !strings.Contains(info.Detail, "kubernetes rbac") {
+	if !strings.Contains(info.Detail, "create pods/exec") || !strings.Contains(info.Detail, "namespace fromctx") || !strings.Contains(info.Detail, "kubernetes rbac") {
 		t.Errorf("detail %q: want the verb, the context's namespace and the fix", info.Detail)
 	}
 }

@@ -1,7 +1,7 @@
 // Package kubernetes is the Kubernetes runtime: a box is a pod whose
-// one container runs the watcher as PID 1 in control mode on its
-// stdin/stdout (stdin, stdinOnce), and the control stream rides the
-// attach subresource over WebSocket. It talks to the API server with
+// one container runs the watcher as PID 1 in the unix control mode, and
+// the control stream rides an exec session of the watcher's relay
+// (pods/exec over WebSocket); the container's log is the agent's output. It talks to the API server with
 // its own small client (client.go: net/http, a kubeconfig read as
 // kubectl reads it, the attach with gorilla/websocket).
 //
@@ -19,12 +19,12 @@
 //
 //	Probe     GET /version; a SelfSubjectAccessReview per verb the
 //	          runtime needs (pods: create, get, list, delete;
-//	          pods/attach: create, get); a dry run of a box's pod
+//	          pods/exec: create, get); a dry run of a box's pod
 //	          (admission.go: Pod Security, quotas), all at once
 //	Prepare   CheckBox: the refusals, one line each; the namespace and
 //	          the server into Box.State (reconcile deletes only there)
 //	Create    POST the pod BuildPod makes
-//	Start     wait for the box container to run, attach
+//	Start     wait for the box container to run, exec the relay
 //	Remove    DELETE with grace period 0 (a pod that is gone is fine)
 //	List      the namespace's pods with the instance label
 //	Exists    GET the pod
@@ -141,7 +141,7 @@ func (r *Runtime) options() (Options, error) {
 // minimal Role (rbac.go) grants exactly this.
 var Needed = []struct{ Verb, Resource, Sub string }{
 	{"create", "pods", ""}, {"get", "pods", ""}, {"list", "pods", ""}, {"delete", "pods", ""},
-	{"create", "pods", "attach"}, {"get", "pods", "attach"}, // the WebSocket upgrade is a GET
+	{"create", "pods", "exec"}, {"get", "pods", "exec"}, // the WebSocket upgrade is a GET
 }
 
 // Probe reaches the API server, checks RBAC and asks admission about a
@@ -303,9 +303,9 @@ func (r *Runtime) Create(ctx context.Context, b *supervisor.Box) error {
 	return nil
 }
 
-// Start waits until the box container runs, then attaches to it: the
-// watcher waits for its spec on stdin, and with stdinOnce this first
-// attach is the only one.
+// Start waits until the box container runs, then opens the control
+// stream: an exec session of the relay to the watcher's socket, which
+// takes this one connection only.
 func (r *Runtime) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Started, error) {
 	k, err := r.connect()
 	if err != nil {
@@ -320,7 +320,11 @@ func (r *Runtime) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Sta
 		}
 		return nil, exitcode.Setup("pod %s/%s: %w", ns, b.Name, err)
 	}
-	s, err := k.Attach(ctx, ns, b.Name, ContainerName, r.stderr)
+	var logf func(string, ...any)
+	if r.log != nil {
+		logf = func(msg string, args ...any) { r.log.Debug(msg, args...) }
+	}
+	s, err := k.Exec(ctx, ns, b.Name, ContainerName, RelayCommand(b), r.stderr, logf)
 	if err != nil {
 		return nil, exitcode.Setup("%w", err)
 	}

@@ -28,6 +28,32 @@ const (
 	WatcherImagePath = "/usr/local/bin/watcher"
 )
 
+// The control stream's socket: the watcher listens on it in the unix
+// control mode, in a folder it makes 0700 inside a small memory-backed
+// emptyDir, and the supervisor's exec session runs the relay to it
+// (RelayCommand), so that the container's stdout and stderr are the
+// agent's output (kubectl logs), not frames.
+const (
+	controlVolume = "control"
+	controlMount  = "/run/deathwatch"
+	// ControlSocket is the watcher's socket in the box container.
+	ControlSocket = controlMount + "/ctl/control.sock"
+)
+
+// RelayCommand is the exec session's command for box b: the watcher's
+// relay to its socket.
+func RelayCommand(b *supervisor.Box) []string {
+	return []string{watcherPath(b), "relay", ControlSocket}
+}
+
+// watcherPath is where the box container has the watcher.
+func watcherPath(b *supervisor.Box) string {
+	if b.WatcherInImage == "" {
+		return supervisor.WatcherMountPoint
+	}
+	return b.WatcherInImage
+}
+
 // The capabilities the watcher needs and nothing else: the docker
 // runtime's set (SETUID/SETGID/SETPCAP to become the agent and empty
 // its bounding set, KILL to signal it, CHOWN for the agent's pty).
@@ -237,9 +263,9 @@ const (
 	PodSecurityRestricted = "restricted"
 )
 
-// BuildPod is the pod for box b: the watcher as PID 1 in control mode on
-// the container's stdin/stdout (stdinOnce: the first attach's end is the
-// watcher's EOF), never restarted; the box's labels as labels and
+// BuildPod is the pod for box b: the watcher as PID 1 in the unix
+// control mode (ControlSocket, gated by the box's nonce), never
+// restarted, its stdout and stderr the agent's output; the box's labels as labels and
 // annotations; root in the container with only the watcher's
 // capabilities, a read-only root (unless ReadWriteRoot) with bounded
 // memory-backed /tmp and /dev/shm, no host namespaces, no service
@@ -270,10 +296,10 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 	}
 	c := Container{
 		Name: ContainerName, Image: b.Image, ImagePullPolicy: pull,
-		Command:    []string{b.WatcherInImage, "--control=stdin"},
-		Env:        watcherEnv(),
-		WorkingDir: b.Workdir,
-		Stdin:      true, StdinOnce: true, TTY: false,
+		Command:         []string{watcherPath(b), "--control=unix:" + ControlSocket, "--nonce=" + b.Nonce},
+		Env:             watcherEnv(),
+		WorkingDir:      b.Workdir,
+		TTY:             false,
 		SecurityContext: sec(append([]string(nil), watcherCaps...), root, root),
 	}
 	if o.PodSecurity == PodSecurityRestricted {
@@ -334,6 +360,8 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 	}
 	p.Spec.Volumes = append(p.Spec.Volumes, Volume{Name: shmVolume, EmptyDir: &EmptyDir{Medium: "Memory", SizeLimit: strconv.Itoa(supervisor.ShmBytes)}})
 	c.VolumeMounts = append(c.VolumeMounts, VolumeMount{Name: shmVolume, MountPath: "/dev/shm"})
+	p.Spec.Volumes = append(p.Spec.Volumes, Volume{Name: controlVolume, EmptyDir: &EmptyDir{Medium: "Memory", SizeLimit: "1Mi"}})
+	c.VolumeMounts = append(c.VolumeMounts, VolumeMount{Name: controlVolume, MountPath: controlMount})
 	if b.WatcherInImage == "" {
 		// The watcher image's busybox cp puts the watcher into an
 		// emptyDir the box mounts read-only; the copy runs as nobody
@@ -347,7 +375,6 @@ func BuildPod(b *supervisor.Box, o Options) Pod {
 			Resources:       &Resources{Limits: map[string]string{"memory": "64Mi", "ephemeral-storage": "64Mi"}},
 			VolumeMounts:    []VolumeMount{{Name: watcherVolume, MountPath: watcherDir}},
 		}}
-		c.Command[0] = supervisor.WatcherMountPoint
 		c.VolumeMounts = append(c.VolumeMounts, VolumeMount{Name: watcherVolume, MountPath: watcherDir, ReadOnly: true})
 	}
 	p.Spec.Containers = []Container{c}

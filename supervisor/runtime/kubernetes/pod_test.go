@@ -28,16 +28,23 @@ func TestBuildPod(t *testing.T) {
 		o     Options
 		check func(t *testing.T, p Pod)
 	}{
-		{"watcher in image: PID 1 in control mode on stdin, stdinOnce, no tty", nil, Options{Namespace: "ns"}, func(t *testing.T, p Pod) {
+		{"watcher in image: PID 1 in the unix control mode, gated by the nonce; no stdin, no tty; the relay's command", nil, Options{Namespace: "ns"}, func(t *testing.T, p Pod) {
 			c := p.Spec.Containers[0]
-			if got := strings.Join(c.Command, " "); got != "/usr/local/bin/watcher --control=stdin" {
+			if got := strings.Join(c.Command, " "); got != "/usr/local/bin/watcher --control=unix:/run/deathwatch/ctl/control.sock --nonce=00ff" {
 				t.Errorf("command %q", got)
 			}
-			if !c.Stdin || !c.StdinOnce || c.TTY {
-				t.Errorf("stdin %v stdinOnce %v tty %v, want true true false", c.Stdin, c.StdinOnce, c.TTY)
+			if c.Stdin || c.StdinOnce || c.TTY {
+				t.Errorf("stdin %v stdinOnce %v tty %v, want all false (the container's stdout is the log)", c.Stdin, c.StdinOnce, c.TTY)
 			}
-			if len(p.Spec.InitContainers) != 0 || len(p.Spec.Volumes) != 2 {
-				t.Errorf("an init container or a volume beside /tmp and /dev/shm with a watcher in the image: %+v", p.Spec.Volumes)
+			if len(p.Spec.InitContainers) != 0 || len(p.Spec.Volumes) != 3 {
+				t.Errorf("an init container or a volume beside /tmp, /dev/shm and the control socket's with a watcher in the image: %+v", p.Spec.Volumes)
+			}
+			if v, m := p.Spec.Volumes[2], c.VolumeMounts[2]; v.Name != controlVolume || *v.EmptyDir != (EmptyDir{Medium: "Memory", SizeLimit: "1Mi"}) || m.Name != controlVolume || m.MountPath != "/run/deathwatch" || m.ReadOnly {
+				t.Errorf("the control socket's volume %+v mount %+v", v, m)
+			}
+			b := testBox()
+			if got := strings.Join(RelayCommand(b), " "); got != "/usr/local/bin/watcher relay /run/deathwatch/ctl/control.sock" {
+				t.Errorf("relay command %q", got)
 			}
 			if c.ImagePullPolicy != "" {
 				t.Errorf("pull policy %q, want none", c.ImagePullPolicy)
@@ -87,11 +94,11 @@ func TestBuildPod(t *testing.T) {
 			if strings.Join(s.Capabilities.Drop, ",") != "ALL" || len(s.Capabilities.Add) != 0 || s.SeccompProfile.Type != "RuntimeDefault" {
 				t.Errorf("capabilities %+v seccomp %v", s.Capabilities, s.SeccompProfile)
 			}
-			if got := strings.Join(c.Command, " "); got != "/usr/local/bin/watcher --control=stdin --restricted" {
+			if got := strings.Join(c.Command, " "); got != "/usr/local/bin/watcher --control=unix:/run/deathwatch/ctl/control.sock --nonce=00ff --restricted" {
 				t.Errorf("command %q", got)
 			}
 			base := BuildPod(testBox(), Options{Namespace: "ns"})
-			if !reflect.DeepEqual(p.Spec.Volumes, base.Spec.Volumes) || !reflect.DeepEqual(c.VolumeMounts, base.Spec.Containers[0].VolumeMounts) || !reflect.DeepEqual(c.Resources, base.Spec.Containers[0].Resources) || !c.StdinOnce {
+			if !reflect.DeepEqual(p.Spec.Volumes, base.Spec.Volumes) || !reflect.DeepEqual(c.VolumeMounts, base.Spec.Containers[0].VolumeMounts) || !reflect.DeepEqual(c.Resources, base.Spec.Containers[0].Resources) || c.StdinOnce {
 				t.Errorf("restricted changed more than the identity: %+v", c)
 			}
 		}},
@@ -105,7 +112,7 @@ func TestBuildPod(t *testing.T) {
 			if !*c.SecurityContext.ReadOnlyRootFilesystem || p.Spec.HostNetwork || p.Spec.HostPID || p.Spec.HostIPC || p.Spec.HostUsers != nil {
 				t.Errorf("read-only root %v, host network/pid/ipc %v %v %v, hostUsers %v", *c.SecurityContext.ReadOnlyRootFilesystem, p.Spec.HostNetwork, p.Spec.HostPID, p.Spec.HostIPC, p.Spec.HostUsers)
 			}
-			want := map[string]EmptyDir{"/tmp": {Medium: "Memory", SizeLimit: "1073741824"}, "/dev/shm": {Medium: "Memory", SizeLimit: "268435456"}}
+			want := map[string]EmptyDir{"/tmp": {Medium: "Memory", SizeLimit: "1073741824"}, "/dev/shm": {Medium: "Memory", SizeLimit: "268435456"}, controlMount: {Medium: "Memory", SizeLimit: "1Mi"}}
 			for i, m := range c.VolumeMounts {
 				if e := p.Spec.Volumes[i].EmptyDir; m.Name != p.Spec.Volumes[i].Name || e == nil || *e != want[m.MountPath] {
 					t.Errorf("mount %+v of volume %+v, want %+v", m, p.Spec.Volumes[i], want[m.MountPath])
@@ -124,7 +131,7 @@ func TestBuildPod(t *testing.T) {
 		}},
 		{"a writable root: no /tmp of its own; a user namespace", func(b *supervisor.Box) { b.ReadWriteRoot = true }, Options{Namespace: "ns", UserNamespace: true}, func(t *testing.T, p Pod) {
 			c := p.Spec.Containers[0]
-			if *c.SecurityContext.ReadOnlyRootFilesystem || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/dev/shm" {
+			if *c.SecurityContext.ReadOnlyRootFilesystem || len(c.VolumeMounts) != 2 || c.VolumeMounts[0].MountPath != "/dev/shm" {
 				t.Errorf("read-only %v mounts %+v", *c.SecurityContext.ReadOnlyRootFilesystem, c.VolumeMounts)
 			}
 			if p.Spec.HostUsers == nil || *p.Spec.HostUsers {
@@ -150,10 +157,10 @@ func TestBuildPod(t *testing.T) {
 			}
 			c := p.Spec.Containers[0]
 			dw := c.VolumeMounts[len(c.VolumeMounts)-1]
-			if c.Command[0] != supervisor.WatcherMountPoint || len(c.VolumeMounts) != 3 || !dw.ReadOnly || dw.MountPath != "/dw" || dw.Name != watcherVolume {
+			if c.Command[0] != supervisor.WatcherMountPoint || len(c.VolumeMounts) != 4 || !dw.ReadOnly || dw.MountPath != "/dw" || dw.Name != watcherVolume {
 				t.Errorf("box command %v mounts %+v", c.Command, c.VolumeMounts)
 			}
-			if v := p.Spec.Volumes[len(p.Spec.Volumes)-1]; len(p.Spec.Volumes) != 3 || v.Name != watcherVolume || v.EmptyDir == nil {
+			if v := p.Spec.Volumes[len(p.Spec.Volumes)-1]; len(p.Spec.Volumes) != 4 || v.Name != watcherVolume || v.EmptyDir == nil {
 				t.Errorf("volumes %+v", p.Spec.Volumes)
 			}
 		}},

@@ -8,9 +8,9 @@ import (
 // RBAC is the minimal Role and RoleBinding the runtime needs in
 // namespace ns for subject (kind User, Group or ServiceAccount; a
 // ServiceAccount lives in ns): pods create, get, list, watch, delete
-// (exec, reconcile, ls) and pods/attach create and get (the control
-// stream: the API server authorizes the attach's WebSocket upgrade, a
-// GET, as get pods/attach, and a POST as create).
+// (exec, reconcile, ls) and pods/exec create and get (the control
+// stream's relay: the API server authorizes the exec's WebSocket
+// upgrade, a GET, as get pods/exec, and a POST as create).
 // Doctor's access review asks for exactly the verbs it uses.
 func RBAC(ns, kind, subject string) (string, error) {
 	if ns == "" || len(ns) > 63 || !dnsLabel().MatchString(ns) {
@@ -39,7 +39,7 @@ rules:
   resources: ["pods"]
   verbs: ["create", "get", "list", "watch", "delete"]
 - apiGroups: [""]
-  resources: ["pods/attach"]
+  resources: ["pods/exec"]
   verbs: ["create", "get"]
 ---
 apiVersion: rbac.authorization.k8s.io/v1

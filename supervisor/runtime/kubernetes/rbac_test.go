@@ -28,7 +28,7 @@ func TestRBAC(t *testing.T) {
 	if len(rules) != 2 {
 		t.Fatalf("rules %v", rules)
 	}
-	want := map[string]string{"pods": "create,get,list,watch,delete", "pods/attach": "create,get"}
+	want := map[string]string{"pods": "create,get,list,watch,delete", "pods/exec": "create,get"}
 	for _, r := range rules {
 		m := r.(map[string]any)
 		var verbs []string
