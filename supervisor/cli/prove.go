@@ -54,7 +54,7 @@ The bounds are what an idle host gives. A busy host delays every hop of the kill
 (the watcher's timer, its kill, the victims' exit, this command's poll) by as long as its
 scheduler keeps a woken thread waiting; each trial measures that wait (HOST-DELAY). A slow
 CPU (an emulated one) makes every hop longer without making it late: before the first trial
-the proof times fork+exec+wait of the host watcher against a 1 ms reference ("cpu:" line),
+the proof times a SIGKILL and reap of a sleeping child against a 200µs reference ("cpu:" line),
 and a CPU N times slower allows the kill chain's part of each bound N times over. A trial
 over its bound by no more than 4 times its HOST-DELAY plus that passes as
 "pass (busy/slow host)", listed. --strict refuses both allowances. The report ends with what exec's defaults give a
