@@ -57,8 +57,9 @@ CPU (an emulated one) makes every hop longer without making it late: before the 
 the proof times a SIGKILL and reap of a sleeping child against a 200µs reference ("cpu:" line),
 and a CPU N times slower allows the kill chain's part of each bound N times over. A trial
 over its bound by no more than 4 times its HOST-DELAY plus that passes as
-"pass (busy/slow host)", listed. --strict refuses both allowances. The report ends with what exec's defaults give a
-controller on this host (--heartbeat 10s, --deadline 1h, --grace 2s).
+"pass (busy/slow host)", listed. --strict refuses both allowances. The report ends with
+what exec's defaults give a controller on this host (--heartbeat 10s, --deadline 1h,
+--grace 2s).
 
 Exit status: 0 every trial within its bound and nothing left; 243 a trial exceeded its
 bound or left something behind; the stand-in's status (241 engine, 242 image, ...) when
