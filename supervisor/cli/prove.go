@@ -54,10 +54,14 @@ use the instance INSTANCE.prove; what they leave goes through reconcile after ea
 
 The bounds are what an idle host gives. A busy host delays every hop of the kill chain
 (the watcher's timer, its kill, the victims' exit, this command's poll) by as long as its
-scheduler keeps a woken thread waiting; each trial measures that wait (HOST-DELAY) and a
-trial over its bound by no more than 4 times it passes as "pass (busy host)", listed.
---strict refuses that allowance. The report ends with what exec's defaults give a
-controller on this host (--heartbeat 10s, --deadline 1h, --grace 2s).
+scheduler keeps a woken thread waiting; each trial measures that wait (HOST-DELAY). A slow
+CPU (an emulated one) makes every hop longer without making it late: before the first trial
+the proof times a SIGKILL and reap of a sleeping child against a 200µs reference ("cpu:" line),
+and a CPU N times slower allows the kill chain's part of each bound N times over. A trial
+over its bound by no more than 4 times its HOST-DELAY plus that passes as
+"pass (busy/slow host)", listed. --strict refuses both allowances. The report ends with
+what exec's defaults give a controller on this host (--heartbeat 10s, --deadline 1h,
+--grace 2s).
 
 Exit status: 0 every trial within its bound and nothing left; 243 a trial exceeded its
 bound or left something behind; the stand-in's status (241 engine, 242 image, ...) when

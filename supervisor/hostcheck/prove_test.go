@@ -199,3 +199,62 @@ func TestCountedDead(t *testing.T) {
 		})
 	}
 }
+
+// The CPU factor is measured / reference to a tenth and never below 1;
+// the allowance is the kill chain's bound factor − 1 times over.
+func TestCPUFactor(t *testing.T) {
+	for _, c := range []struct {
+		measured time.Duration
+		want     float64
+	}{
+		{0, 1}, {800 * time.Microsecond, 1}, {time.Millisecond, 1}, {1040 * time.Microsecond, 1},
+		{1500 * time.Microsecond, 1.5}, {6100 * time.Microsecond, 6.1}, {6140 * time.Microsecond, 6.1},
+	} {
+		if got := cpuFactor(c.measured, time.Millisecond); got != c.want {
+			t.Errorf("cpuFactor(%v, 1ms) = %v, want %v", c.measured, got, c.want)
+		}
+	}
+	if got := cpuAllowance(250*time.Millisecond, 6.1); got != 1275*time.Millisecond {
+		t.Errorf("allowance at ×6.1 of 250ms: %v, want 1.275s", got)
+	}
+	if got := cpuAllowance(250*time.Millisecond, 1); got != 0 {
+		t.Errorf("allowance at ×1: %v", got)
+	}
+}
+
+// A row with a CPU allowance: a trial over the bound within it passes,
+// listed with the factor; past it and the host delay's it fails; a
+// trial within the bound is not listed.
+func TestProveRowCPU(t *testing.T) {
+	r := ProveRow{Bound: 250 * time.Millisecond, BoundStr: "250ms", Pass: true, cpuFactor: 2, CPUAllowance: cpuAllowance(250*time.Millisecond, 2)}
+	r.record(0, 200*time.Millisecond, "", 0, 0)
+	r.record(1, 480*time.Millisecond, "", time.Millisecond, 4*time.Millisecond)
+	if !r.Pass || len(r.Loaded) != 1 || !strings.Contains(r.Loaded[0], "exceeds the bound 250ms by 230ms, within 250ms for a CPU 2.0× slower than the reference + 4 × the host's wake-up delay of 1ms") {
+		t.Errorf("within the CPU allowance: %+v", r)
+	}
+	r.record(2, 505*time.Millisecond, "", time.Millisecond, 4*time.Millisecond)
+	if r.Pass || len(r.Failures) != 1 || !strings.Contains(r.Failures[0], "trial 3: 505ms exceeds the bound 250ms") {
+		t.Errorf("past the CPU and host-delay allowance: %+v", r)
+	}
+}
+
+// On this host the reference hop runs and gives a factor of at least
+// 1, recorded with what it timed; --strict applies none.
+func TestMeasureCPU(t *testing.T) {
+	c := measureCPU(context.Background(), &ProveOptions{Strict: true})
+	if c.Error != "" || c.Samples != cpuSamples || c.MeasuredNS <= 0 || c.Factor < 1 || c.Applied || c.Work != cpuWork {
+		t.Errorf("measured %+v", c)
+	}
+	if s := c.Statement(); !strings.Contains(s, "reference 200µs") {
+		t.Errorf("statement %q", s)
+	}
+	t.Logf("%s", c.Statement())
+	none := CPUSpeed{Work: cpuWork, ReferenceNS: int64(cpuReference), Factor: 1, Error: "start the CPU reference's child: no sleep"}
+	if s := none.Statement(); !strings.Contains(s, "no allowance for a slow CPU") {
+		t.Errorf("unmeasured statement %q", s)
+	}
+	slow := CPUSpeed{Work: "w", ReferenceNS: int64(time.Millisecond), MeasuredNS: int64(6100 * time.Microsecond), Samples: 5, Factor: 6.1, Applied: true}
+	if s := slow.Statement(); !strings.Contains(s, "CPU 6.1× slower than the reference: bound allowance ×6.1") {
+		t.Errorf("slow statement %q", s)
+	}
+}
