@@ -60,8 +60,17 @@ func (r *rig) liveRoot() string {
 // the report's lines.
 func liveBox(t *testing.T, r *rig, extra ...string) (*exec.Cmd, string, map[string]string) {
 	t.Helper()
+	return reportBox(t, r, nil, liveScript(filepath.Dir(r.liveRoot())), extra...)
+}
+
+// reportBox starts `sh -c script` in a box of rig r (supervisor env and
+// exec flags extra), reads the agent's "key: value" report up to its
+// "checked" line, waits for the box's ready event and returns the
+// running supervisor, the box and the report.
+func reportBox(t *testing.T, r *rig, env []string, script string, extra ...string) (*exec.Cmd, string, map[string]string) {
+	t.Helper()
 	os.Remove(r.eventsFile())
-	cmd := r.supervisor(nil, append(extra, "--", "sh", "-c", liveScript(filepath.Dir(r.liveRoot())))...)
+	cmd := r.supervisor(env, append(extra, "--", "sh", "-c", script)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -77,11 +86,11 @@ func liveBox(t *testing.T, r *rig, extra ...string) (*exec.Cmd, string, map[stri
 			report[k] = v
 		}
 	}
-	box := r.waitEvent(supervisor.EventReady, 30*time.Second).Box
 	go func() {
 		for sc.Scan() {
 		}
 	}()
+	box := r.waitEvent(supervisor.EventReady, 60*time.Second).Box
 	return cmd, box, report
 }
 

@@ -1,8 +1,8 @@
 package kerneltests
 
 import (
-	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,28 +43,7 @@ func TestPodmanLivePipe(t *testing.T) {
 		t.Run(r.Name, func(t *testing.T) {
 			r.Setup(t, "lp")
 			t.Cleanup(func() { r.removeLeftovers() })
-			os.Remove(r.eventsFile())
-			cmd := r.supervisor(nil, "--heartbeat", "0", "--", "sh", "-c", podmanPipeScript)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			rep := map[string]string{}
-			sc := bufio.NewScanner(out)
-			for sc.Scan() && sc.Text() != "checked" {
-				if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
-					rep[k] = v
-				}
-			}
-			go func() {
-				for sc.Scan() {
-				}
-			}()
-			box := r.waitEvent(supervisor.EventReady, 30*time.Second).Box
+			cmd, box, rep := reportBox(t, r, nil, podmanPipeScript, "--heartbeat", "0")
 			t.Logf("agent's report: %v", rep)
 			// ls's own directory descriptor is the one past 0, 1 and 2.
 			if fds := strings.Fields(rep["own-fds"]); len(fds) > 4 {
@@ -87,31 +66,7 @@ func TestPodmanLivePipe(t *testing.T) {
 			if err := syscall.Stat(filepath.Join("/proc", strconv.Itoa(w), "fd", "3"), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
 				t.Errorf("the watcher's descriptor 3 is mode %o (%v), want a pipe", st.Mode, err)
 			}
-			init, err := ktest.ReadStat(w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			conmon, err := ktest.ReadStat(init.PPID)
-			if err != nil || conmon.Comm != "conmon" {
-				t.Fatalf("the box's init %d has parent %+v (%v), want conmon", init.PID, conmon, err)
-			}
-			if err := syscall.Kill(conmon.PID, syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { syscall.Kill(conmon.PID, syscall.SIGCONT) })
-
-			t0 := time.Now()
-			cmd.Process.Kill()
-			cmd.Wait()
-			took, left := ktest.WaitDead(procs, t0, 4*ktest.Slack)
-			if len(left) > 0 {
-				t.Fatalf("with conmon stopped, box processes %s still run %v after SIGKILL of the supervisor: the live pipe did not end the box", ktest.Describe(left), took)
-			}
-			t.Logf("%s, conmon stopped: SIGKILL of the supervisor → every box process dead %v", r.Name, took.Round(time.Millisecond))
-			syscall.Kill(conmon.PID, syscall.SIGCONT)
-			if !ktest.WaitFor(60*time.Second, func() bool { return !r.exists(box) }) {
-				t.Fatalf("box %s still there 60s after conmon was let go", box)
-			}
+			killWithConmonStopped(t, r, cmd, procs, box, "the live pipe")
 		})
 	}
 }
@@ -165,28 +120,7 @@ func TestPodmanServiceLiveFIFO(t *testing.T) {
 		t.Fatalf("reconcile: exit %d: %s", code, stderr)
 	}
 
-	os.Remove(r.eventsFile())
-	cmd := r.supervisor(env, "--heartbeat", "0", "--", "sh", "-c", liveScript(filepath.Dir(r.liveRoot())))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	rep := map[string]string{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && sc.Text() != "checked" {
-		if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
-			rep[k] = v
-		}
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
-	box = r.waitEvent(supervisor.EventReady, 60*time.Second).Box
+	cmd, box, rep := reportBox(t, r, env, liveScript(filepath.Dir(r.liveRoot())), "--heartbeat", "0")
 	t.Logf("agent's report: %v", rep)
 	// The FIFO's name is gone once the watcher holds it (ready), and its
 	// folder is a read-only bind: a late try sees no file, or cannot make one.
@@ -200,6 +134,19 @@ func TestPodmanServiceLiveFIFO(t *testing.T) {
 	if len(procs) < 2 {
 		t.Fatalf("box processes %s: want the watcher and the agent", ktest.Describe(procs))
 	}
+	killWithConmonStopped(t, r, cmd, procs, box, "the live FIFO")
+	if code, _, stderr := r.reconcile(r.Instance); code != 0 {
+		t.Fatalf("reconcile: exit %d: %s", code, stderr)
+	}
+}
+
+// killWithConmonStopped stops the conmon of the box (procs[0] is its
+// watcher), SIGKILLs the supervisor cmd and requires every box process
+// dead with the heartbeat off and conmon unable to tell anyone: the
+// alarm alone (what) ended the box. Then conmon goes on, and the box must
+// be removed.
+func killWithConmonStopped(t *testing.T, r *rig, cmd *exec.Cmd, procs []ktest.Proc, box, what string) {
+	t.Helper()
 	init, err := ktest.ReadStat(procs[0].PID)
 	if err != nil {
 		t.Fatal(err)
@@ -217,14 +164,11 @@ func TestPodmanServiceLiveFIFO(t *testing.T) {
 	cmd.Wait()
 	took, left := ktest.WaitDead(procs, t0, 4*ktest.Slack)
 	if len(left) > 0 {
-		t.Fatalf("with conmon stopped, box processes %s still run %v after SIGKILL of the supervisor: the live FIFO did not end the box", ktest.Describe(left), took)
+		t.Fatalf("with conmon stopped, box processes %s still run %v after SIGKILL of the supervisor: %s did not end the box", ktest.Describe(left), took, what)
 	}
-	t.Logf("podman service, conmon stopped: SIGKILL of the supervisor → every box process dead %v", took.Round(time.Millisecond))
+	t.Logf("%s, conmon stopped: SIGKILL of the supervisor → every box process dead %v (%s)", r.Name, took.Round(time.Millisecond), what)
 	syscall.Kill(conmon.PID, syscall.SIGCONT)
 	if !ktest.WaitFor(60*time.Second, func() bool { return !r.exists(box) }) {
 		t.Fatalf("box %s still there 60s after conmon was let go", box)
-	}
-	if code, _, stderr := r.reconcile(r.Instance); code != 0 {
-		t.Fatalf("reconcile: exit %d: %s", code, stderr)
 	}
 }
