@@ -68,20 +68,7 @@ func TestWatcherRestricted(t *testing.T) {
 
 	t.Run("as root, refused", func(t *testing.T) {
 		c := ktest.StartController(t, bin, pid1FD.options(false, "--restricted"))
-		if err := c.Hello(); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Send(shared.FrameSpec, spec.Marshal()); err != nil {
-			t.Fatal(err)
-		}
-		res := c.Wait(6 * ktest.Slack)
-		expectExit(t, c, res, shared.ExitRefused, shared.ReasonSetupFailed, true)
-		if res.Exit == nil || !strings.HasPrefix(res.Exit.Message, "--restricted") || !strings.Contains(res.Exit.Message, "the watcher runs as root") || strings.Contains(res.Exit.Message, "\n") {
-			t.Errorf("refusal %s: want one line naming --restricted and root", fmtExit(res.Exit))
-		}
-		if strings.Contains(c.Stdout(), "attacker pid=") {
-			t.Error("the agent ran")
-		}
+		expectRestrictedRefusal(t, c, spec, "the watcher runs as root")
 	})
 
 	t.Run("as the agent's uid, walled", func(t *testing.T) {
@@ -98,20 +85,7 @@ func TestWatcherRestricted(t *testing.T) {
 			// guests): restricted mode cannot wall the agent in, so the
 			// watcher refuses before the agent exists, in one line that
 			// names the kernel's lack.
-			if err := c.Hello(); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Send(shared.FrameSpec, spec.Marshal()); err != nil {
-				t.Fatal(err)
-			}
-			res := c.Wait(6 * ktest.Slack)
-			expectExit(t, c, res, shared.ExitRefused, shared.ReasonSetupFailed, true)
-			if res.Exit == nil || !strings.HasPrefix(res.Exit.Message, "--restricted") || !strings.Contains(res.Exit.Message, "Landlock") || strings.Contains(res.Exit.Message, "\n") {
-				t.Errorf("refusal %s: want one line naming --restricted and Landlock (kernel ABI %d, %v)", fmtExit(res.Exit), abi, err)
-			}
-			if strings.Contains(c.Stdout(), "attacker pid=") {
-				t.Error("the agent ran")
-			}
+			expectRestrictedRefusal(t, c, spec, "Landlock")
 			return
 		}
 		c.Launch(spec)
@@ -126,4 +100,25 @@ func TestWatcherRestricted(t *testing.T) {
 			t.Errorf("not refused: %s", strings.Join(left, "; "))
 		}
 	})
+}
+
+// expectRestrictedRefusal sends the spec to the --restricted watcher c
+// and requires its refusal (243) before the agent ran, in one line that
+// names --restricted and why.
+func expectRestrictedRefusal(t *testing.T, c *ktest.Controller, spec shared.Spec, why string) {
+	t.Helper()
+	if err := c.Hello(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(shared.FrameSpec, spec.Marshal()); err != nil {
+		t.Fatal(err)
+	}
+	res := c.Wait(6 * ktest.Slack)
+	expectExit(t, c, res, shared.ExitRefused, shared.ReasonSetupFailed, true)
+	if res.Exit == nil || !strings.HasPrefix(res.Exit.Message, "--restricted") || !strings.Contains(res.Exit.Message, why) || strings.Contains(res.Exit.Message, "\n") {
+		t.Errorf("refusal %s: want one line naming --restricted and %q", fmtExit(res.Exit), why)
+	}
+	if strings.Contains(c.Stdout(), "attacker pid=") {
+		t.Error("the agent ran")
+	}
 }
