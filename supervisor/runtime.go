@@ -154,6 +154,9 @@ type Info struct {
 type Started struct {
 	// Control carries frames both ways. The supervisor holds the only
 	// write end of the box's side; Close drops it (the watcher sees EOF).
+	// A Control that can end its write half alone (a CloseWrite method,
+	// as Kubernetes' exec session of the watcher's relay) is told to once
+	// the exit record has arrived, so the box's side ends without waiting.
 	Control io.ReadWriteCloser
 	// Wait returns when the local process that carries the stream (the
 	// engine client, or the native box's init) has exited.
