@@ -6,8 +6,9 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"strings"
 	"time"
+
+	"deathwatch/supervisor/proc"
 )
 
 // A slow CPU (an emulated one: qemu without KVM) makes every hop of the
@@ -95,10 +96,13 @@ func killReap(ctx context.Context) (time.Duration, error) {
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start the CPU reference's child: %w", err)
 	}
-	stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
+	pid := cmd.Process.Pid
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
 	for {
-		if b, err := os.ReadFile(stat); err == nil && strings.HasPrefix(string(b), fmt.Sprintf("%d (sleep) S ", cmd.Process.Pid)) {
-			break
+		if b, err := os.ReadFile(stat); err == nil {
+			if st, err := proc.ParseStat(pid, b); err == nil && st.Comm == "sleep" && st.State == 'S' {
+				break
+			}
 		}
 		if ctx.Err() != nil {
 			cmd.Process.Kill()
