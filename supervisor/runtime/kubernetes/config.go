@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"deathwatch/supervisor/exitcode"
 )
 
 // The engine-environment variables the runtime reads (the CLI's
@@ -95,7 +97,7 @@ func LoadCluster(env []string) (*Cluster, error) {
 		return nil, errors.New("no cluster: set KUBECONFIG (or make ~/.kube/config), or run in a pod with a service account")
 	}
 	if o.Context != "" {
-		return nil, fmt.Errorf("--kube-context %s: there is no kubeconfig to hold it (in a pod: the service account)", o.Context)
+		return nil, exitcode.Usage("--kube-context %s: there is no kubeconfig to hold it (in a pod: the service account)", o.Context)
 	}
 	c, err := inCluster(serviceAccountDir, host, port)
 	if err != nil {

@@ -27,6 +27,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"deathwatch/supervisor/exitcode"
 )
 
 // Overrides are what kubectl's --context and --namespace override.
@@ -216,6 +218,10 @@ func (k *kubeconfig) resolve(o Overrides) (*Cluster, error) {
 		return nil, fmt.Errorf("kubeconfig %s: no current-context: pass --kube-context NAME", files)
 	}
 	ctx, ok := k.contexts[name]
+	if !ok && o.Context != "" {
+		// The flag (or its variable) names it: a bad argument.
+		return nil, exitcode.Usage("--kube-context %s: kubeconfig %s has no such context (`kubectl config get-contexts` lists them)", name, files)
+	}
 	if !ok {
 		return nil, fmt.Errorf("kubeconfig %s: no context %q", files, name)
 	}

@@ -76,7 +76,7 @@ func TestLoadCluster(t *testing.T) {
 			func(c *Cluster) bool {
 				return c.Exec != nil && c.Exec.Command == p("sub/bin/plug") && slices.Equal(c.Exec.Args, []string{"get-token"}) && c.Exec.Env[0] == ExecEnv{"X", "1"}
 			}},
-		{"no such context", list("a.yaml"), "zzz", "", `no context "zzz"`, nil},
+		{"no such context", list("a.yaml"), "zzz", "", "--kube-context zzz: kubeconfig", nil},
 		{"a user no file defines", list("a.yaml"), "nouser", "", `user "ghost", which no file defines`, nil},
 		{"a cluster no file defines", list("sub/b.yaml"), "nocluster", "", `cluster "ghost", which no file defines`, nil},
 		{"plain http", list("http.yaml"), "", "", "not an https:// URL", nil},

@@ -111,6 +111,13 @@ func (r *Runtime) connect() (*Client, error) {
 	return k, nil
 }
 
+// unreachable is connect's failure: the cluster is out of reach (an
+// engine error) unless err carries its own code, as a --kube-context
+// that names no context does.
+func unreachable(err error) error {
+	return exitcode.With(exitcode.Of(err, shared.ExitEngine), fmt.Errorf("kubernetes: %w", err))
+}
+
 // options are the pod options the environment sets.
 func (r *Runtime) options() (Options, error) {
 	ns := getenv(r.env, EnvNamespace)
@@ -152,7 +159,7 @@ func (r *Runtime) Probe(ctx context.Context) (supervisor.Info, error) {
 	k, err := r.connect()
 	if err != nil {
 		info.Detail = err.Error()
-		return info, exitcode.Engine("kubernetes: %w", err)
+		return info, unreachable(err)
 	}
 	o, err := r.options()
 	if err != nil {
@@ -233,7 +240,7 @@ func (r *Runtime) describe(o Options, level string, lerr error) string {
 // will be.
 func (r *Runtime) Prepare(ctx context.Context, b *supervisor.Box) error {
 	if _, err := r.connect(); err != nil {
-		return exitcode.Engine("kubernetes: %w", err)
+		return unreachable(err)
 	}
 	o, err := r.options()
 	if err != nil {
