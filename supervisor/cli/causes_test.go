@@ -97,7 +97,9 @@ func TestOneCodePerCause(t *testing.T) {
 		{"native", "unknown flag", fakeScenario{}, nil, func(*testing.T) []string { return with(native, "--no-such-flag", "--", "true") }, "usage"},
 		{"kubernetes", "no image", fakeScenario{}, kubeUnreachable, func(*testing.T) []string { return []string{"--runtime", "kubernetes", "--", "true"} }, "usage"},
 		{"kubernetes", "--kube-context names no context", fakeScenario{}, kubeUnreachable,
-			func(*testing.T) []string { return []string{"--runtime", "kubernetes", "--kube-context", "nosuch", "--image", "img", "--", "true"} }, "usage"},
+			func(*testing.T) []string {
+				return []string{"--runtime", "kubernetes", "--kube-context", "nosuch", "--image", "img", "--", "true"}
+			}, "usage"},
 		{"sbx", "no command", fakeScenario{}, nil, func(*testing.T) []string { return []string{"--runtime", "sbx", "--image", "tmpl", "--"} }, "usage"},
 
 		// A copy refused.

@@ -38,7 +38,7 @@ func TestKubeGlobals(t *testing.T) {
 	var out, errb bytes.Buffer
 	c := &cmdContext{stdout: &out, stderr: &errb, getenv: os.LookupEnv, env: []string{"KUBECONFIG=" + kc, "HOME=" + dir}}
 	run([]string{"--journal", dir, "--kube-context", "nosuch", "reconcile", "--runtime", "kubernetes"}, c)
-	if !strings.Contains(out.String()+errb.String(), `no context "nosuch"`) {
+	if !strings.Contains(out.String()+errb.String(), "--kube-context nosuch: kubeconfig") {
 		t.Errorf("reconcile --kube-context nosuch: the context did not reach the runtime:\n%s\n%s", out.String(), errb.String())
 	}
 }
