@@ -264,17 +264,19 @@ func (r *reportT) table() string {
 		b.WriteString("\n" + s.text())
 	}
 	var missed []string
+	total := 0
 	for _, s := range r.sections {
 		for _, g := range s.Targets {
+			total++
 			if !g.Met {
 				missed = append(missed, g.What)
 			}
 		}
 	}
 	if len(missed) > 0 {
-		fmt.Fprintf(&b, "\ntargets not met (informational): %s\n", strings.Join(missed, "; "))
+		fmt.Fprintf(&b, "\ntargets not met (informational), %d of the %d measured here: %s\n", len(missed), total, strings.Join(missed, "; "))
 	} else {
-		b.WriteString("\nall targets measured here are met\n")
+		fmt.Fprintf(&b, "\nall %d targets measured here are met\n", total)
 	}
 	return b.String()
 }
