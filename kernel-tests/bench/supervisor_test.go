@@ -117,25 +117,38 @@ func engineCandidate(argv []string, note string) *candidate {
 	return &candidate{name: strings.Join(argv[:len(argv)-2], " ") + " IMAGE true" + note, argv: argv}
 }
 
-// rigs makes the three runtimes and checks that supervisor exec works
-// on each; a runtime where it does not is reported as not measured.
-// DEATHWATCH_BENCH_RUNTIMES (e.g. "podman") measures only the runtimes
-// it names, comma-separated.
-func rigs(t *testing.T) []*rig {
+// rigs makes the section's rigs (ktest's rig names; docker, podman and
+// native when none are named) and checks that supervisor exec works on
+// each; a rig where it does not is reported as not measured.
+// DEATHWATCH_BENCH_RUNTIMES (e.g. "podman") keeps only the rigs of the
+// runtimes it names, comma-separated ("podman" keeps rootless podman
+// too; "podman-rootless" that rig alone).
+func rigs(t *testing.T, names ...string) []*rig {
 	t.Helper()
 	ktest.RequireCmd(t, "bwrap")
-	names := []string{"docker", "podman", "native"}
+	if len(names) == 0 {
+		names = []string{"docker", "podman", "native"}
+	}
 	if v := os.Getenv("DEATHWATCH_BENCH_RUNTIMES"); v != "" {
-		names = strings.Split(v, ",")
+		var keep []string
+		for _, want := range strings.Split(v, ",") {
+			for _, n := range names {
+				runtime, _, _ := strings.Cut(n, "-")
+				if (n == want || runtime == want) && !slices.Contains(keep, n) {
+					keep = append(keep, n)
+				}
+			}
+		}
+		names = keep
 	}
 	var rs []*rig
 	for _, name := range names {
-		if name != "native" {
-			if out, err := exec.Command(name, "info").CombinedOutput(); err != nil {
+		r := &rig{Rig: ktest.Rigs(t, name)[0]}
+		if r.Runtime != "native" {
+			if out, err := r.Engine("info").CombinedOutput(); err != nil {
 				t.Fatalf("%s is not usable (%v: %s); run kernel-tests/provision.sh (make bench does)", name, err, strings.TrimSpace(string(out)))
 			}
 		}
-		r := &rig{Rig: ktest.Rigs(t, name)[0]}
 		if _, err := os.Stat(r.Bin.Supervisor); err != nil {
 			t.Fatalf("the supervisor binary was not built: %v", err)
 		}
@@ -144,9 +157,8 @@ func rigs(t *testing.T) []*rig {
 			// Killed supervisors leave their boxes' cgroups for reconcile.
 			t.Cleanup(func() { removeNativeBoxes(t, r) })
 		}
-		cmd := exec.Command(r.execArgs(nil, "true")[0], r.execArgs(nil, "true")[1:]...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			r.probeErr = fmt.Errorf("`supervisor exec --runtime %s -- true` failed: %v: %s", name, err, strings.TrimSpace(string(out)))
+		if out, err := r.command(r.execArgs(nil, "true")).CombinedOutput(); err != nil {
+			r.probeErr = fmt.Errorf("`supervisor exec --runtime %s -- true` as %s failed: %v: %s", r.Runtime, r.user(), err, strings.TrimSpace(string(out)))
 		}
 		if name == "podman" && r.probeErr == nil {
 			r.service = podmanService(t)
@@ -154,6 +166,26 @@ func rigs(t *testing.T) []*rig {
 		rs = append(rs, r)
 	}
 	return rs
+}
+
+// command runs argv as the rig's user: as root with the test's own
+// environment (HOME=/root), as a user in the user's minimal one
+// (ktest.CommandAs).
+func (r *rig) command(argv []string) *exec.Cmd {
+	if r.User != "" {
+		return r.Command(nil, argv[0], argv[1:]...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "HOME=/root")
+	return cmd
+}
+
+// user names who the rig runs as.
+func (r *rig) user() string {
+	if r.User != "" {
+		return r.User
+	}
+	return "root"
 }
 
 // baselineSupervisor is DEATHWATCH_BENCH_NATIVE_BASELINE: an earlier
@@ -436,7 +468,7 @@ func (r *rig) boxGone(box string) (bool, error) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusNotFound, nil
 	}
-	err := exec.Command("podman", "container", "exists", box).Run()
+	err := r.Engine("container", "exists", box).Run()
 	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
 		return true, nil
 	}
@@ -451,7 +483,8 @@ func (r *rig) boxGone(box string) (bool, error) {
 // own death) are left out then.
 func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTrace, controller bool) killResult {
 	t.Helper()
-	events := filepath.Join(t.TempDir(), "events.jsonl")
+	// In the rig's own folder: its user writes the events.
+	events := filepath.Join(r.Dir, marker+".events.jsonl")
 	extra := []string{"--events", events}
 	if r.Name == "native" {
 		extra = append(extra, "--pids-limit", "100")
@@ -460,8 +493,7 @@ func (r *rig) killTrial(t *testing.T, marker string, pe *procEvents, kt *killTra
 	if controller {
 		argv = append([]string{"/bin/sh", "-c", `"$@"; exit $?`, "sh"}, argv...)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "HOME=/root")
+	cmd := r.command(argv)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -583,7 +615,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 		"runtime", "what", "trials", "p50", "p95", "p99", "max", "trials > 10 ms")
 	trials := runsFromEnv("DEATHWATCH_BENCH_KILL_TRIALS", 20)
 	var live []*rig
-	for _, r := range rigs(t) {
+	for _, r := range rigs(t, "docker", "podman", "podman-rootless", "native") {
 		if r.probeErr != nil {
 			s.Skip("supervisor SIGKILL, "+r.Name, r.probeErr.Error())
 			continue
@@ -632,7 +664,7 @@ func TestBenchSupervisorKill(t *testing.T) {
 			}
 		}
 	}
-	removeLimit := map[string]float64{"docker": 150, "podman": 400}
+	removeLimit := map[string]float64{"docker": 150, "podman": 400, "podman-rootless": 400}
 	bst := summarize(bwrapDead)
 	s.Row("bwrap", "--die-with-parent: parent SIGKILL → last agent process dead", fmt.Sprint(bst.N), fms(bst.P50), fms(bst.P95), fms(bst.P99), fms(bst.Max), over10ms(bwrapDead))
 	s.Set("bwrap: dead", bst)
@@ -748,14 +780,14 @@ func leftovers(t *testing.T, r *rig) {
 	if r.Name == "native" {
 		return
 	}
-	out, err := exec.Command(r.Name, "ps", "--all", "--filter", "label="+shared.LabelInstance+"="+r.Instance, "--format", "{{.Names}}").Output()
+	out, err := r.Engine("ps", "--all", "--filter", "label="+shared.LabelInstance+"="+r.Instance, "--format", "{{.Names}}").Output()
 	if err != nil {
 		t.Errorf("%s ps: %v", r.Name, err)
 		return
 	}
 	for _, b := range strings.Fields(string(out)) {
 		t.Errorf("%s: box %s left behind", r.Name, b)
-		_ = exec.Command(r.Name, "rm", "-f", b).Run()
+		_ = r.Engine("rm", "-f", b).Run()
 	}
 }
 
