@@ -16,7 +16,8 @@
 // (100), DEATHWATCH_BENCH_PHASE_RUNS (10), DEATHWATCH_BENCH_KILL_TRIALS
 // (20), DEATHWATCH_BENCH_WALLS_RUNS (150), DEATHWATCH_BENCH_CLI_ROUNDS
 // (10). DEATHWATCH_BENCH_RUNTIMES (e.g. "native" or "docker,podman")
-// keeps only those runtimes' rows of the supervisor sections;
+// keeps only those runtimes' rows of the supervisor sections (podman's
+// are rootful podman's, and in the kill section rootless podman's too);
 // DEATHWATCH_BENCH_NATIVE_BASELINE=PATH (an earlier supervisor binary)
 // adds its native launch, interleaved, to the native launch rows and
 // the native timeline: before and after in one run;
@@ -264,17 +265,19 @@ func (r *reportT) table() string {
 		b.WriteString("\n" + s.text())
 	}
 	var missed []string
+	total := 0
 	for _, s := range r.sections {
 		for _, g := range s.Targets {
+			total++
 			if !g.Met {
 				missed = append(missed, g.What)
 			}
 		}
 	}
 	if len(missed) > 0 {
-		fmt.Fprintf(&b, "\ntargets not met (informational): %s\n", strings.Join(missed, "; "))
+		fmt.Fprintf(&b, "\ntargets not met (informational), %d of the %d measured here: %s\n", len(missed), total, strings.Join(missed, "; "))
 	} else {
-		b.WriteString("\nall targets measured here are met\n")
+		fmt.Fprintf(&b, "\nall %d targets measured here are met\n", total)
 	}
 	return b.String()
 }

@@ -278,7 +278,7 @@ func TestBenchDeath(t *testing.T) {
 	s.Target("watcher --control=stdin: stream holder SIGKILL → last agent process dead, p99", sst.P99, 10, "ms")
 	s.Set("watcher_over_bwrap_p50", round3(wst.P50/bst.P50))
 	s.Note("the stand-in (ktest standin relay, in the supervisor's place; the controller chain is the supervisor SIGKILL section's) holds the only host end of the watcher's control socket (fd) or the only write end of its stdin pipe (stdin); bwrap's parent is a shell that does not exec it; times run from just before kill(2) to the pidfd of each process turning readable")
-	s.Note("watcher/bwrap p50 ratio %.2f (bwrap anchor from the brief: p50 1.44 ms, max 2.8 ms)", wst.P50/bst.P50)
+	s.Note("watcher/bwrap p50 ratio %.2f (bwrap in this run: p50 %s, max %s)", wst.P50/bst.P50, fms(bst.P50), fms(bst.Max))
 	s.Log()
 }
 
