@@ -88,10 +88,13 @@ type cmdContext struct {
 	stdin          io.Reader // exec --stdin/--tty only
 	stdout, stderr io.Writer
 	signals        <-chan os.Signal
-	env            []string // nil: os.Environ()
-	getenv         func(string) (string, bool)
-	self           string // the supervisor's own path (for the default watcher)
-	code           int
+	// execSignals, when set, waits for exec's signals to be taken
+	// (takeExecSignals) and returns their channel; Main sets it.
+	execSignals func() <-chan os.Signal
+	env         []string // nil: os.Environ()
+	getenv      func(string) (string, bool)
+	self        string // the supervisor's own path (for the default watcher)
+	code        int
 }
 
 // print writes v as indented JSON when asJSON, else table(stdout).
@@ -111,8 +114,12 @@ type kongExit struct{ code int }
 // returns its exit status.
 func Main(args []string) int {
 	supervisor.Init() // a runtime's hidden mode (native: the idmap placeholder) ends here
-	self, _ := os.Executable()
-	return run(args, &cmdContext{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, self: self})
+	c := &cmdContext{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv}
+	if commandOf(args) == "exec" {
+		c.execSignals = takeExecSignals()
+	}
+	c.self, _ = os.Executable()
+	return run(args, c)
 }
 
 // newParser builds the parser of cli, a *CLI, an *execCLI or a lean
