@@ -303,6 +303,14 @@ func run(args []string, c *cmdContext) (code int) {
 		v.Run(c)
 		return 0
 	}
+	if commandOf(args) == "exec" && !asksHelp(args) {
+		// kong reads the flags' variables from the process's
+		// environment: so does fastExec.
+		e, ok := fastExec(args, os.LookupEnv)
+		if ok {
+			return execParsed(e, c)
+		}
+	}
 	var cli any
 	var globals *Globals
 	var lean reflect.Value // exec without help: parsed into leanExecType
@@ -350,13 +358,20 @@ func run(args []string, c *cmdContext) (code int) {
 		return shared.ExitUsage
 	}
 	if lean.IsValid() {
-		e := leanExec(lean)
-		c.env = e.Kube.engineEnv(c.env)
-		err = e.Exec.Run(&e.Globals, c)
-	} else {
-		c.env = globals.Kube.engineEnv(c.env)
-		err = kctx.Run(globals, c)
+		return execParsed(leanExec(lean), c)
 	}
+	c.env = globals.Kube.engineEnv(c.env)
+	return c.status(kctx.Run(globals, c))
+}
+
+// execParsed runs the exec command e was parsed into.
+func execParsed(e *execCLI, c *cmdContext) int {
+	c.env = e.Kube.engineEnv(c.env)
+	return c.status(e.Exec.Run(&e.Globals, c))
+}
+
+// status is the exit status of a command that returned err.
+func (c *cmdContext) status(err error) int {
 	if err != nil {
 		fmt.Fprintf(c.stderr, "supervisor: %v\n", err)
 		return exitcode.Of(err, shared.ExitSetupFailed)
