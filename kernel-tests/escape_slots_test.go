@@ -141,6 +141,19 @@ func slotFileOf(t *testing.T, dir string, pid int) (string, string) {
 	return "", ""
 }
 
+// slotInit is the box's init a slot lock file's text names (its "init
+// PID START" line); PID 0 for none.
+func slotInit(text string) proc.Proc {
+	for _, l := range strings.Split(text, "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "init" {
+			pid, _ := strconv.Atoi(f[1])
+			start, _ := strconv.ParseUint(f[2], 10, 64)
+			return proc.Proc{PID: pid, Start: start}
+		}
+	}
+	return proc.Proc{}
+}
+
 // TestNativeIDSlotReclaim: a root supervisor SIGKILLed while its box
 // ran left the box's host id slot held until a reconcile that may never
 // come; enough crashes used up every slot. Now the next launch takes
@@ -168,9 +181,16 @@ func TestNativeIDSlotReclaim(t *testing.T) {
 		}
 		cmd.Process.Kill()
 		cmd.Wait()
-		// The box ends on its own (its control stream hit EOF).
+		// The box ends on its own (its control stream hit EOF): the
+		// agent, then the box's init (the watcher, which the slot
+		// names), which a slot outlives until it is gone.
 		if _, alive := proc.WaitDead([]proc.Proc{{PID: agent}}, time.Now().Add(10*time.Second+ktest.Slack)); len(alive) > 0 {
 			t.Fatalf("the agent %d outlived its SIGKILLed supervisor", agent)
+		}
+		if init := slotInit(text); init.PID == 0 {
+			t.Fatalf("crash %d: the slot %s names no init: %q", i, file, text)
+		} else if _, alive := proc.WaitDead([]proc.Proc{init}, time.Now().Add(10*time.Second+ktest.Slack)); len(alive) > 0 {
+			t.Fatalf("the box's init %d outlived its SIGKILLed supervisor", init.PID)
 		}
 		if b, err := os.ReadFile(file); err != nil || string(b) != text {
 			t.Fatalf("crash %d: the slot %s was freed before the next launch (%v %q): nothing to take back", i, file, err, b)

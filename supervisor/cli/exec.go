@@ -120,6 +120,9 @@ func (e *ExecCmd) Run(g *Globals, c *cmdContext) error {
 	}
 	defer ev.Close()
 	sigs := c.signals
+	if sigs == nil && c.execSignals != nil {
+		sigs = c.execSignals()
+	}
 	if sigs == nil {
 		ch := make(chan os.Signal, 4)
 		signal.Notify(ch, execSignals...)
@@ -219,4 +222,27 @@ func powerGroup(gid uint32, file string) string {
 		}
 	}
 	return ""
+}
+
+// takeExecSignals starts taking exec's signals (execSignals, and
+// ignoredSignals as error returns) on a goroutine of its own, and
+// returns the function that waits for it and gives their channel. The
+// runtime enables each signal with a round trip to its signal thread:
+// begun in Main, those overlap the parse of the command line, and exec
+// waits for them before anything can be created. They are never
+// stopped: the process ends with exec.
+func takeExecSignals() func() <-chan os.Signal {
+	ch := make(chan os.Signal, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		signal.Notify(ch, execSignals...)
+		if len(ignoredSignals) > 0 {
+			signal.Notify(make(chan os.Signal, 1), ignoredSignals...)
+		}
+	}()
+	return func() <-chan os.Signal {
+		<-done
+		return ch
+	}
 }

@@ -88,10 +88,13 @@ type cmdContext struct {
 	stdin          io.Reader // exec --stdin/--tty only
 	stdout, stderr io.Writer
 	signals        <-chan os.Signal
-	env            []string // nil: os.Environ()
-	getenv         func(string) (string, bool)
-	self           string // the supervisor's own path (for the default watcher)
-	code           int
+	// execSignals, when set, waits for exec's signals to be taken
+	// (takeExecSignals) and returns their channel; Main sets it.
+	execSignals func() <-chan os.Signal
+	env         []string // nil: os.Environ()
+	getenv      func(string) (string, bool)
+	self        string // the supervisor's own path (for the default watcher)
+	code        int
 }
 
 // print writes v as indented JSON when asJSON, else table(stdout).
@@ -111,8 +114,12 @@ type kongExit struct{ code int }
 // returns its exit status.
 func Main(args []string) int {
 	supervisor.Init() // a runtime's hidden mode (native: the idmap placeholder) ends here
-	self, _ := os.Executable()
-	return run(args, &cmdContext{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, self: self})
+	c := &cmdContext{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv}
+	if commandOf(args) == "exec" {
+		c.execSignals = takeExecSignals()
+	}
+	c.self, _ = os.Executable()
+	return run(args, c)
 }
 
 // newParser builds the parser of cli, a *CLI, an *execCLI or a lean
@@ -296,6 +303,14 @@ func run(args []string, c *cmdContext) (code int) {
 		v.Run(c)
 		return 0
 	}
+	if commandOf(args) == "exec" && !asksHelp(args) {
+		// kong reads the flags' variables from the process's
+		// environment: so does fastExec.
+		e, ok := fastExec(args, os.LookupEnv)
+		if ok {
+			return execParsed(e, c)
+		}
+	}
 	var cli any
 	var globals *Globals
 	var lean reflect.Value // exec without help: parsed into leanExecType
@@ -343,13 +358,20 @@ func run(args []string, c *cmdContext) (code int) {
 		return shared.ExitUsage
 	}
 	if lean.IsValid() {
-		e := leanExec(lean)
-		c.env = e.Kube.engineEnv(c.env)
-		err = e.Exec.Run(&e.Globals, c)
-	} else {
-		c.env = globals.Kube.engineEnv(c.env)
-		err = kctx.Run(globals, c)
+		return execParsed(leanExec(lean), c)
 	}
+	c.env = globals.Kube.engineEnv(c.env)
+	return c.status(kctx.Run(globals, c))
+}
+
+// execParsed runs the exec command e was parsed into.
+func execParsed(e *execCLI, c *cmdContext) int {
+	c.env = e.Kube.engineEnv(c.env)
+	return c.status(e.Exec.Run(&e.Globals, c))
+}
+
+// status is the exit status of a command that returned err.
+func (c *cmdContext) status(err error) int {
 	if err != nil {
 		fmt.Fprintf(c.stderr, "supervisor: %v\n", err)
 		return exitcode.Of(err, shared.ExitSetupFailed)

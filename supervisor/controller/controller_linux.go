@@ -86,19 +86,18 @@ func watchPID(pid int, start uint64) (*Watch, error) {
 
 // pin reads the start time of the process pidfd is for: read after the
 // pidfd was opened and checked alive after, it is that process's (a pid
-// is not reused before its process is reaped).
+// is not reused before its process is reaped). One read of its stat
+// gives the start time and whether it had exited (a zombie); the pidfd
+// says whether it has since.
 func (w *Watch) pin(pidfd, pid int, want uint64) error {
-	st, err := proc.StartTime(pid)
-	if err == nil && exited(pidfd) {
+	st, err := proc.ReadStat(pid)
+	if err == nil && (st.State == 'Z' || st.State == 'X' || exited(pidfd)) {
 		err = unix.ESRCH
 	}
-	if err == nil && proc.Zombie(pid) {
-		err = unix.ESRCH
-	}
-	if err := startVerdict(pid, want, st, err); err != nil {
+	if err := startVerdict(pid, want, st.Start, err); err != nil {
 		return err
 	}
-	w.StartTime = st
+	w.StartTime = st.Start
 	return nil
 }
 

@@ -493,7 +493,7 @@ func setFreezer(file, want string, timeout time.Duration) error {
 func (c *boxCgroupV1) Delete() error {
 	var errs []error
 	for _, n := range v1Controllers {
-		if err := removeCgroupDir(c.dir(n)); err != nil {
+		if err := removeCgroupDir(c.dir(n), AgentMemoryGroup); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -635,16 +635,24 @@ func (c *boxCgroupV2) Kill() error {
 	return killAll(ps)
 }
 
-func (c *boxCgroupV2) Delete() error { return removeCgroupDir(c.dir()) }
+func (c *boxCgroupV2) Delete() error {
+	return removeCgroupDir(c.dir(), AgentMemoryGroup, WatcherGroup)
+}
 
 func (c *boxCgroupV2) Paths() []string { return []string{c.dir()} }
 
 // removeCgroupDir removes one cgroup folder and any (empty) children,
 // deepest first; a folder that is already gone is fine. rmdir of a
-// cgroup that just emptied can report EBUSY for a moment. A folder
-// without children (a box's, as a rule) goes at the first rmdir: its
-// children are listed only when that is refused.
-func removeCgroupDir(dir string) error {
+// cgroup that just emptied can report EBUSY for a moment. The children
+// named in known (the box's own folders) go first, each at its first
+// rmdir when empty; then the folder, whose other children are listed
+// only when its rmdir is refused.
+func removeCgroupDir(dir string, known ...string) error {
+	for _, k := range known {
+		if err := unix.Rmdir(filepath.Join(dir, k)); err != nil && err != unix.ENOENT {
+			break // listed and removed below, or refused there
+		}
+	}
 	if err := unix.Rmdir(dir); err == nil || err == unix.ENOENT {
 		return nil
 	}

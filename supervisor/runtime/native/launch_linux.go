@@ -84,6 +84,7 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		Wait: func() error {
 			err := cmd.Wait()
 			reaped.Store(true)
+			n.setReaped(b.Name)
 			go p.dropLive() // no one reads it any more: off the exit path
 			return err
 		},

@@ -71,6 +71,10 @@ type Native struct {
 
 	pendingMu sync.Mutex
 	pending   map[string]*pendingPrep // by box name: Create's prep for Start
+	// reaped names the boxes whose init (PID 1 of the box's PID
+	// namespace) Start's Wait reaped: the kernel ended every other
+	// process of the namespace before it let PID 1 be reaped.
+	reaped map[string]bool
 
 	parentOnce sync.Once
 	parent     string // cgroupParent's answer
@@ -104,7 +108,7 @@ func New(log *slog.Logger, opts Options) *Native {
 			opts.IDRangeDir = RootlessIDSlotDir(opts.StateDir)
 		}
 	}
-	return &Native{log: log, opts: opts, ids: idslot.Root(opts.IDRangeDir, "/etc"), pending: map[string]*pendingPrep{}}
+	return &Native{log: log, opts: opts, ids: idslot.Root(opts.IDRangeDir, "/etc"), pending: map[string]*pendingPrep{}, reaped: map[string]bool{}}
 }
 
 // RootlessIDSlotDir is where an unprivileged supervisor whose native

@@ -47,15 +47,23 @@ func (n *Native) Remove(ctx context.Context, b *supervisor.Box) error {
 			}
 		}
 	}
-	// The init process, when it is still the one we started.
-	if pid := initAlive(b.State); pid > 0 {
-		unix.Kill(pid, unix.SIGKILL)
+	// The init process, when it is still the one we started (not once
+	// Start reaped it).
+	reaped := n.takeReaped(b.Name)
+	if !reaped {
+		if pid := initAlive(b.State); pid > 0 {
+			unix.Kill(pid, unix.SIGKILL)
+		}
 	}
 	if ok {
 		cg, err := loadBoxCgroup(spec)
 		if err != nil {
 			errs = append(errs, err)
-		} else if cg != nil {
+		} else if cg != nil && (!reaped || cg.Delete() != nil) {
+			// With its init reaped, the box's processes are gone with
+			// its PID namespace: its cgroup is removed at once. The
+			// kernel refuses to remove one that still holds a process
+			// (one the host put there): then it is emptied first.
 			if err := killAndDelete(cg, 10*time.Second); err != nil {
 				errs = append(errs, err)
 			}
@@ -281,4 +289,21 @@ func nativeRunning(st map[string]string) bool {
 		}
 	}
 	return initAlive(st) > 0
+}
+
+// setReaped records that Start's Wait reaped b's init.
+func (n *Native) setReaped(name string) {
+	n.pendingMu.Lock()
+	defer n.pendingMu.Unlock()
+	n.reaped[name] = true
+}
+
+// takeReaped reports, once, whether Start's Wait reaped the init of the
+// box name.
+func (n *Native) takeReaped(name string) bool {
+	n.pendingMu.Lock()
+	defer n.pendingMu.Unlock()
+	r := n.reaped[name]
+	delete(n.reaped, name)
+	return r
 }
