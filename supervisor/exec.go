@@ -30,9 +30,7 @@ import (
 	"deathwatch/supervisor/journal"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"deathwatch/shared"
@@ -303,8 +301,6 @@ type launch struct {
 	stale  bool
 	// hooks is the runtime's part in the launch, nil for none.
 	hooks LaunchHooks
-	// started is the started state's journal write (nil before it).
-	started *startedGate
 	// ctrl is the link to the controller (nil: none); its loss ends
 	// the box.
 	ctrl *controller.Watch
@@ -442,55 +438,16 @@ func (l *launch) run(ctx context.Context) int {
 			return l.early(exitcode.Of(err, shared.ExitSetupFailed), string(shared.ReasonSetupFailed), nil)
 		}
 	}
-	// The started state is journaled beside the hello and the spec on
-	// their way to the box: the stream takes no frame of the box, and
-	// the parties no step, before it is written (startedGate), so the
-	// started event comes before every later one, and a journal that
-	// fails ends the box before its agent is seen ready. The
-	// crash-window tests' after-start point stops with it journaled and
-	// nothing sent: when it is armed, the entry is written first.
-	l.started = l.journalStarted(log)
-	if crashpoint.Armed(crashpoint.AfterStart) {
-		if err := l.started.wait(); err != nil {
-			st.Control.Close()
-			st.Kill()
-			return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), st)
-		}
-		l.crashAt(crashpoint.AfterStart)
+	if err := l.journal(journal.StateStarted); err != nil {
+		l.failed(err)
+		st.Control.Close()
+		st.Kill()
+		return l.early(shared.ExitSetupFailed, string(shared.ReasonSetupFailed), st)
 	}
+	l.emit(Event{Event: EventStarted})
+	log.Info("started")
+	l.crashAt(crashpoint.AfterStart)
 	return l.finish(l.attend(st, log), st)
-}
-
-// startedGate is the started state's journal write, running beside the
-// stream's start.
-type startedGate struct {
-	once sync.Once
-	done chan error
-	err  error
-	l    *launch
-	log  *slog.Logger
-}
-
-// journalStarted journals the started state in the background.
-func (l *launch) journalStarted(log *slog.Logger) *startedGate {
-	g := &startedGate{done: make(chan error, 1), l: l, log: log}
-	go func() { g.done <- l.journal(journal.StateStarted) }()
-	return g
-}
-
-// wait returns the outcome of the started state's write once it is
-// done; the first call announces it (the started event), or keeps its
-// error as the launch's cause.
-func (g *startedGate) wait() error {
-	g.once.Do(func() {
-		if g.err = <-g.done; g.err != nil {
-			g.l.failed(g.err)
-			return
-		}
-		g.l.emit(Event{Event: EventStarted})
-		g.log.Info("started")
-	})
-	return g.err
 }
 
 // early ends a launch that failed or was interrupted before the

@@ -187,9 +187,6 @@ func (l *launch) speak(pctx context.Context, w *shared.Writer, done <-chan struc
 		log.Debug("send spec", "err", err)
 		return
 	}
-	if l.started != nil && l.started.wait() != nil {
-		return // read ends the box
-	}
 	for _, p := range l.o.Parties {
 		p.Sent(pctx, w)
 	}
@@ -225,10 +222,7 @@ func (l *launch) read(st *Started, w *shared.Writer, in *input, ready chan struc
 	var readyOnce sync.Once
 	var o readResult
 	r := shared.NewReader(bufio.NewReaderSize(st.Control, 2*shared.MaxChunk))
-	if l.started != nil {
-		o.err = l.started.wait() // a failed write ends the box below
-	}
-	for o.err == nil {
+	for {
 		f, err := r.Next()
 		if err != nil {
 			if err != io.EOF {

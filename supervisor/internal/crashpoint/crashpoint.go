@@ -29,11 +29,6 @@ const Env = "DEATHWATCH_TEST_PAUSE_AT"
 // pointAt is read once, at start-up.
 var pointAt = os.Getenv(Env)
 
-// Armed reports whether a test asked to stop at point: a step that
-// runs beside others there is run first, so that the point means what
-// it says.
-func Armed(point string) bool { return armed(point) }
-
 // armed reports whether the test asked to stop at point, outside
 // a nested proof launch (Quiet).
 func armed(point string) bool {
