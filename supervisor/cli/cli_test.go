@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -422,6 +423,15 @@ func BenchmarkLeanParse(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			parse(b, &execCLI{})
+		}
+	})
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			fastFlags = sync.OnceValue(buildFastFlags) // its table anew, as each process builds it once
+			if _, ok := fastExec(args, os.LookupEnv); !ok {
+				b.Fatal("fastExec did not parse it")
+			}
 		}
 	})
 }

@@ -110,7 +110,9 @@ type fastFlagSet struct {
 
 // fastFlags is nil when execCLI holds a field fastExec cannot read
 // as kong does: every exec then goes to kong.
-var fastFlags = sync.OnceValue(func() *fastFlagSet {
+var fastFlags = sync.OnceValue(buildFastFlags)
+
+func buildFastFlags() *fastFlagSet {
 	// The variables of the defaults and enums (help text is not read).
 	vars := defaultVars().CloneWith(kong.Vars{"runtimes": strings.Join(supervisor.RuntimeNames(), ",")})
 	fs := &fastFlagSet{}
@@ -118,7 +120,7 @@ var fastFlags = sync.OnceValue(func() *fastFlagSet {
 		return nil
 	}
 	return fs
-})
+}
 
 var durationType = reflect.TypeFor[time.Duration]()
 

@@ -149,14 +149,3 @@ func nonEmpty(s string) []string {
 	}
 	return []string{s}
 }
-
-// BenchmarkFastExec: fastExec on the line BenchmarkLeanParse gives kong.
-func BenchmarkFastExec(b *testing.B) {
-	args := []string{"exec", "--runtime", "native", "--watcher", "/x/watcher", "--", "/bin/true"}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, ok := fastExec(args, os.LookupEnv); !ok {
-			b.Fatal("fastExec did not parse it")
-		}
-	}
-}
