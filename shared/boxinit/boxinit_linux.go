@@ -272,7 +272,8 @@ func apply(c shared.BoxInit) error {
 			continue
 		}
 		if op.TreeFD > 0 {
-			unix.CloseOnExec(op.TreeFD)
+			// Never left open for the watcher: each tree is closed once
+			// it is attached, and a failed step ends the stage.
 			trees[i] = op.TreeFD
 			continue
 		}
@@ -306,8 +307,13 @@ func apply(c shared.BoxInit) error {
 		return errorf("open the new root: %w", os.NewSyscallError("open", err))
 	}
 	defer unix.Close(root)
+	// Modes as the steps name them, without a chmod after each create;
+	// the watcher and the agent get the umask they were given.
+	defer unix.Umask(unix.Umask(0))
+	b := &builder{root: root, dirs: map[string]int{}}
+	defer b.close()
 	for i, op := range c.Ops {
-		if err := applyOp(root, op, trees[i]); err != nil {
+		if err := b.apply(op, trees[i]); err != nil {
 			return err
 		}
 	}
