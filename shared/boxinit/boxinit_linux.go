@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"path"
 	"runtime"
 	"strconv"
 	"strings"
@@ -310,7 +309,7 @@ func apply(c shared.BoxInit) error {
 	// Modes as the steps name them, without a chmod after each create;
 	// the watcher and the agent get the umask they were given.
 	defer unix.Umask(unix.Umask(0))
-	b := &builder{root: root, dirs: map[string]int{}}
+	b := &builder{root: root}
 	defer b.close()
 	for i, op := range c.Ops {
 		if err := b.apply(op, trees[i]); err != nil {
@@ -491,120 +490,14 @@ func inRoot(root int, target string, flags int) (int, error) {
 	return fd, nil
 }
 
-// inRootParent opens the folder that holds target, and names target's
-// last part.
-func inRootParent(root int, target string) (int, string, error) {
-	dir, base := path.Split(path.Clean(target))
-	if base == "" || base == "." || base == ".." {
-		return -1, "", errorf("%s: no file name", target)
-	}
-	fd, err := inRoot(root, dir, unix.O_DIRECTORY)
-	return fd, base, err
-}
-
 // fdPath names an open descriptor for calls that take only a path.
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
-
-// applyOp applies one step below the new root. tree is the detached
-// mount of a bind step.
-func applyOp(root int, op shared.FsOp, tree int) error {
-	switch op.Op {
-	case "mount":
-		t, err := inRoot(root, op.Target, unix.O_DIRECTORY)
-		if op.Optional && errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if err != nil {
-			return errorf("mount %s on %s: %w", op.Source, op.Target, err)
-		}
-		defer unix.Close(t)
-		if err := unix.Mount(op.Source, fdPath(t), op.Source, op.Flags, op.Data); err != nil {
-			return errorf("mount %s on %s: %w", op.Source, op.Target, os.NewSyscallError("mount", err))
-		}
-	case "mkdir":
-		dir, base, err := inRootParent(root, op.Target)
-		if err != nil {
-			return errorf("create %s: %w", op.Target, err)
-		}
-		defer unix.Close(dir)
-		if err := unix.Mkdirat(dir, base, op.Mode); err != nil && err != unix.EEXIST {
-			return errorf("create %s: %w", op.Target, os.NewSyscallError("mkdirat", err))
-		}
-		t, err := inRoot(dir, base, unix.O_DIRECTORY)
-		if err != nil {
-			return errorf("create %s: %w", op.Target, err)
-		}
-		defer unix.Close(t)
-		if err := unix.Chmod(fdPath(t), op.Mode); err != nil {
-			return errorf("chmod %s: %w", op.Target, os.NewSyscallError("chmod", err))
-		}
-	case "file":
-		dir, base, err := inRootParent(root, op.Target)
-		if err != nil {
-			return errorf("create %s: %w", op.Target, err)
-		}
-		defer unix.Close(dir)
-		fd, err := unix.Openat(dir, base, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, op.Mode)
-		if err != nil {
-			return errorf("create %s: %w", op.Target, os.NewSyscallError("openat", err))
-		}
-		unix.Close(fd)
-	case "symlink":
-		dir, base, err := inRootParent(root, op.Target)
-		if err != nil {
-			return errorf("link %s: %w", op.Target, err)
-		}
-		defer unix.Close(dir)
-		if err := unix.Symlinkat(op.Source, dir, base); err != nil {
-			return errorf("link %s to %s: %w", op.Target, op.Source, os.NewSyscallError("symlinkat", err))
-		}
-	case "bind":
-		t, err := bindTarget(root, op, tree)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(t)
-		if err := unix.MoveMount(tree, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-			return errorf("bind %s on %s: %w", op.Source, op.Target, os.NewSyscallError("move_mount", err))
-		}
-		unix.Close(tree)
-	case "rebind-ro":
-		t, err := inRoot(root, op.Target, 0)
-		if errors.Is(err, unix.ENOENT) {
-			return nil // this kernel has no such file
-		}
-		if err != nil {
-			return errorf("make %s read-only: %w", op.Target, err)
-		}
-		defer unix.Close(t)
-		fd, err := cloneAt(t, unix.MOUNT_ATTR_RDONLY)
-		if err != nil {
-			return errorf("make %s read-only: %w", op.Target, err)
-		}
-		defer unix.Close(fd)
-		if err := unix.MoveMount(fd, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("move_mount", err))
-		}
-	case "readonly":
-		t, err := inRoot(root, op.Target, unix.O_DIRECTORY)
-		if err != nil {
-			return errorf("make %s read-only: %w", op.Target, err)
-		}
-		defer unix.Close(t)
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-		if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("mount_setattr", err))
-		}
-	default:
-		return errorf("unknown setup step %q", op.Op)
-	}
-	return nil
-}
 
 // bindTarget opens a bind mount's target beneath the new root, creating
 // it (and its parents) with the type of its source when asked: possible
 // only below a writable part of the box, such as /tmp or the minimal
-// root. No part of the way may be a symlink.
+// root. No part of the way may be a symlink. (The builder makes a name
+// whose folder is there itself: this walk is for the rest.)
 func bindTarget(root int, op shared.FsOp, tree int) (int, error) {
 	t, err := inRoot(root, op.Target, 0)
 	if err == nil || !op.Mkdir || !errors.Is(err, unix.ENOENT) {
@@ -617,16 +510,6 @@ func bindTarget(root int, op shared.FsOp, tree int) (int, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(tree, &st); err != nil {
 		return -1, errorf("mount source %s: %w", op.Source, os.NewSyscallError("fstat", err))
-	}
-	// Most often only the last part is missing (the minimal root's
-	// /etc/NAME): make it in its parent, the walk's last step alone.
-	if parent, base, err := inRootParent(root, op.Target); err == nil {
-		t, err := makeIn(parent, base, st.Mode&unix.S_IFMT == unix.S_IFDIR)
-		unix.Close(parent)
-		if err != nil {
-			return -1, mountTargetError(op.Target, err)
-		}
-		return t, nil
 	}
 	dir, err := inRoot(root, "/", unix.O_DIRECTORY)
 	if err != nil {

@@ -1,9 +1,9 @@
 package boxinit
 
 import (
+	"errors"
 	"os"
 	"path"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -17,74 +17,95 @@ import (
 // Every folder is opened beneath the root without following a symlink
 // (inRoot), as before; what a step creates fresh in one it uses by the
 // descriptor the create returned, or opens again the same way.
+//
+// The folders are a short list, not a map: a handful at a time, and a
+// map of strings would add its code to the watcher binary.
 type builder struct {
 	root int
-	dirs map[string]int // folder of the box (clean, absolute) → O_PATH descriptor
+	dirs []openDir
 }
 
-func (b *builder) close() {
-	for p, fd := range b.dirs {
-		unix.Close(fd)
-		delete(b.dirs, p)
-	}
+// openDir is a folder of the box (clean, absolute) and its O_PATH
+// descriptor.
+type openDir struct {
+	path string
+	fd   int
 }
+
+func (b *builder) close() { b.covered("/") }
 
 // dir is the folder p of the box, opened once.
 func (b *builder) dir(p string) (int, error) {
-	if fd, ok := b.dirs[p]; ok {
-		return fd, nil
+	for _, d := range b.dirs {
+		if d.path == p {
+			return d.fd, nil
+		}
 	}
 	fd, err := inRoot(b.root, p, unix.O_DIRECTORY)
 	if err != nil {
 		return -1, err
 	}
-	b.dirs[p] = fd
+	b.dirs = append(b.dirs, openDir{p, fd})
 	return fd, nil
 }
 
 // covered forgets the folders at and beneath target, where a step
 // mounts: their descriptors name what the mount covers.
 func (b *builder) covered(target string) {
-	for p, fd := range b.dirs {
-		if target == "/" || p == target || strings.HasPrefix(p, target+"/") {
-			unix.Close(fd)
-			delete(b.dirs, p)
+	kept := b.dirs[:0]
+	for _, d := range b.dirs {
+		if under(d.path, target) {
+			unix.Close(d.fd)
+			continue
 		}
+		kept = append(kept, d)
 	}
+	b.dirs = kept
 }
 
-// apply applies one step (tree: the detached mount of a bind step). A
-// step of the usual shape, a name made in a folder that is there,
-// takes the short way here; anything else (a missing folder, a name
-// that exists, a failure to report) goes through applyOp.
+// apply applies one step below the new root (tree: the detached mount
+// of a bind step).
 func (b *builder) apply(op shared.FsOp, tree int) error {
 	target := path.Clean(op.Target)
 	switch op.Op {
 	case "mount", "bind", "rebind-ro":
 		defer b.covered(target)
 	}
-	parent, base := path.Split(target)
-	if base == "" || base == "." || base == ".." {
-		return applyOp(b.root, op, tree)
-	}
-	parent = path.Clean(parent)
 	switch op.Op {
-	case "mkdir":
-		// The umask is 0 while the box is built: the mode is exact.
-		if dir, err := b.dir(parent); err == nil && unix.Mkdirat(dir, base, op.Mode) == nil {
+	case "mount":
+		t, err := inRoot(b.root, op.Target, unix.O_DIRECTORY)
+		if op.Optional && errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-	case "symlink":
-		dir, err := b.dir(parent)
 		if err != nil {
-			return errorf("link %s: %w", op.Target, err)
+			return errorf("mount %s on %s: %w", op.Source, op.Target, err)
 		}
-		if err := unix.Symlinkat(op.Source, dir, base); err != nil {
-			return errorf("link %s to %s: %w", op.Target, op.Source, os.NewSyscallError("symlinkat", err))
+		defer unix.Close(t)
+		if err := unix.Mount(op.Source, fdPath(t), op.Source, op.Flags, op.Data); err != nil {
+			return errorf("mount %s on %s: %w", op.Source, op.Target, os.NewSyscallError("mount", err))
 		}
-		return nil
+	case "mkdir":
+		dir, base, err := b.parent(target)
+		if err != nil {
+			return errorf("create %s: %w", op.Target, err)
+		}
+		// The umask is 0 while the box is built: a new folder has the
+		// step's mode; one that was there gets it.
+		if err := unix.Mkdirat(dir, base, op.Mode); err == nil {
+			return nil
+		} else if err != unix.EEXIST {
+			return errorf("create %s: %w", op.Target, os.NewSyscallError("mkdirat", err))
+		}
+		t, err := inRoot(dir, base, unix.O_DIRECTORY)
+		if err != nil {
+			return errorf("create %s: %w", op.Target, err)
+		}
+		defer unix.Close(t)
+		if err := unix.Chmod(fdPath(t), op.Mode); err != nil {
+			return errorf("chmod %s: %w", op.Target, os.NewSyscallError("chmod", err))
+		}
 	case "file":
-		dir, err := b.dir(parent)
+		dir, base, err := b.parent(target)
 		if err != nil {
 			return errorf("create %s: %w", op.Target, err)
 		}
@@ -93,29 +114,85 @@ func (b *builder) apply(op shared.FsOp, tree int) error {
 			return errorf("create %s: %w", op.Target, os.NewSyscallError("openat", err))
 		}
 		unix.Close(fd)
-		return nil
-	case "bind":
-		dir, err := b.dir(parent)
+	case "symlink":
+		dir, base, err := b.parent(target)
 		if err != nil {
-			break
+			return errorf("link %s: %w", op.Target, err)
 		}
+		if err := unix.Symlinkat(op.Source, dir, base); err != nil {
+			return errorf("link %s to %s: %w", op.Target, op.Source, os.NewSyscallError("symlinkat", err))
+		}
+	case "bind":
+		// Most often the name is new in a folder that is there; else
+		// (its folder missing, or the name there) bindTarget finds or
+		// makes the way.
 		t := -1
-		if op.Mkdir {
+		dir, base, err := b.parent(target)
+		switch {
+		case err == nil && op.Mkdir:
 			t = b.fresh(dir, base, tree)
-		} else if t, err = inRoot(dir, base, 0); err != nil {
-			return mountTargetError(op.Target, err)
+		case err == nil:
+			if t, err = inRoot(dir, base, 0); err != nil {
+				return mountTargetError(op.Target, err)
+			}
 		}
 		if t < 0 {
-			break
+			if t, err = bindTarget(b.root, op, tree); err != nil {
+				return err
+			}
 		}
 		defer unix.Close(t)
 		if err := unix.MoveMount(tree, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 			return errorf("bind %s on %s: %w", op.Source, op.Target, os.NewSyscallError("move_mount", err))
 		}
 		unix.Close(tree)
-		return nil
+	case "rebind-ro":
+		t, err := inRoot(b.root, op.Target, 0)
+		if errors.Is(err, unix.ENOENT) {
+			return nil // this kernel has no such file
+		}
+		if err != nil {
+			return errorf("make %s read-only: %w", op.Target, err)
+		}
+		defer unix.Close(t)
+		fd, err := cloneAt(t, unix.MOUNT_ATTR_RDONLY)
+		if err != nil {
+			return errorf("make %s read-only: %w", op.Target, err)
+		}
+		defer unix.Close(fd)
+		if err := unix.MoveMount(fd, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("move_mount", err))
+		}
+	case "readonly":
+		t, err := inRoot(b.root, op.Target, unix.O_DIRECTORY)
+		if err != nil {
+			return errorf("make %s read-only: %w", op.Target, err)
+		}
+		defer unix.Close(t)
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("mount_setattr", err))
+		}
+	default:
+		return errorf("unknown setup step %q", op.Op)
 	}
-	return applyOp(b.root, op, tree)
+	return nil
+}
+
+// under reports whether p is dir or beneath it (both clean, absolute).
+func under(p, dir string) bool {
+	return dir == "/" || p == dir || len(p) > len(dir) && p[len(dir)] == '/' && p[:len(dir)] == dir
+}
+
+// parent opens the folder that holds target (clean, absolute), once,
+// and names target's last part.
+func (b *builder) parent(target string) (int, string, error) {
+	dir, base := path.Split(target)
+	if base == "" || base == "." || base == ".." {
+		return -1, "", errorf("%s: no file name", target)
+	}
+	fd, err := b.dir(path.Clean(dir))
+	return fd, base, err
 }
 
 // fresh makes name in the folder dir for the mount tree with the type
