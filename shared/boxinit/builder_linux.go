@@ -2,7 +2,6 @@ package boxinit
 
 import (
 	"errors"
-	"os"
 	"path"
 
 	"golang.org/x/sys/unix"
@@ -78,49 +77,49 @@ func (b *builder) apply(op shared.FsOp, tree int) error {
 			return nil
 		}
 		if err != nil {
-			return errorf("mount %s on %s: %w", op.Source, op.Target, err)
+			return step2("mount %s on %s: %w", op.Source, op.Target, "", err)
 		}
 		defer unix.Close(t)
 		if err := unix.Mount(op.Source, fdPath(t), op.Source, op.Flags, op.Data); err != nil {
-			return errorf("mount %s on %s: %w", op.Source, op.Target, os.NewSyscallError("mount", err))
+			return step2("mount %s on %s: %w", op.Source, op.Target, "mount", err)
 		}
 	case "mkdir":
 		dir, base, err := b.parent(target)
 		if err != nil {
-			return errorf("create %s: %w", op.Target, err)
+			return step1("create %s: %w", op.Target, "", err)
 		}
 		// The umask is 0 while the box is built: a new folder has the
 		// step's mode; one that was there gets it.
 		if err := unix.Mkdirat(dir, base, op.Mode); err == nil {
 			return nil
 		} else if err != unix.EEXIST {
-			return errorf("create %s: %w", op.Target, os.NewSyscallError("mkdirat", err))
+			return step1("create %s: %w", op.Target, "mkdirat", err)
 		}
 		t, err := inRoot(dir, base, unix.O_DIRECTORY)
 		if err != nil {
-			return errorf("create %s: %w", op.Target, err)
+			return step1("create %s: %w", op.Target, "", err)
 		}
 		defer unix.Close(t)
 		if err := unix.Chmod(fdPath(t), op.Mode); err != nil {
-			return errorf("chmod %s: %w", op.Target, os.NewSyscallError("chmod", err))
+			return step1("chmod %s: %w", op.Target, "chmod", err)
 		}
 	case "file":
 		dir, base, err := b.parent(target)
 		if err != nil {
-			return errorf("create %s: %w", op.Target, err)
+			return step1("create %s: %w", op.Target, "", err)
 		}
 		fd, err := unix.Openat(dir, base, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, op.Mode)
 		if err != nil {
-			return errorf("create %s: %w", op.Target, os.NewSyscallError("openat", err))
+			return step1("create %s: %w", op.Target, "openat", err)
 		}
 		unix.Close(fd)
 	case "symlink":
 		dir, base, err := b.parent(target)
 		if err != nil {
-			return errorf("link %s: %w", op.Target, err)
+			return step1("link %s: %w", op.Target, "", err)
 		}
 		if err := unix.Symlinkat(op.Source, dir, base); err != nil {
-			return errorf("link %s to %s: %w", op.Target, op.Source, os.NewSyscallError("symlinkat", err))
+			return step2("link %s to %s: %w", op.Target, op.Source, "symlinkat", err)
 		}
 	case "bind":
 		// Most often the name is new in a folder that is there; else
@@ -143,7 +142,7 @@ func (b *builder) apply(op shared.FsOp, tree int) error {
 		}
 		defer unix.Close(t)
 		if err := unix.MoveMount(tree, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-			return errorf("bind %s on %s: %w", op.Source, op.Target, os.NewSyscallError("move_mount", err))
+			return step2("bind %s on %s: %w", op.Source, op.Target, "move_mount", err)
 		}
 		unix.Close(tree)
 	case "rebind-ro":
@@ -152,26 +151,26 @@ func (b *builder) apply(op shared.FsOp, tree int) error {
 			return nil // this kernel has no such file
 		}
 		if err != nil {
-			return errorf("make %s read-only: %w", op.Target, err)
+			return step1("make %s read-only: %w", op.Target, "", err)
 		}
 		defer unix.Close(t)
 		fd, err := cloneAt(t, unix.MOUNT_ATTR_RDONLY)
 		if err != nil {
-			return errorf("make %s read-only: %w", op.Target, err)
+			return step1("make %s read-only: %w", op.Target, "", err)
 		}
 		defer unix.Close(fd)
 		if err := unix.MoveMount(fd, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("move_mount", err))
+			return step1("make %s read-only: %w", op.Target, "move_mount", err)
 		}
 	case "readonly":
 		t, err := inRoot(b.root, op.Target, unix.O_DIRECTORY)
 		if err != nil {
-			return errorf("make %s read-only: %w", op.Target, err)
+			return step1("make %s read-only: %w", op.Target, "", err)
 		}
 		defer unix.Close(t)
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 		if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("mount_setattr", err))
+			return step1("make %s read-only: %w", op.Target, "mount_setattr", err)
 		}
 	default:
 		return errorf("unknown setup step %q", op.Op)
