@@ -33,8 +33,14 @@ func dropSelf(id ID, keep uint32) error {
 	if err := all("prctl(PR_SET_KEEPCAPS)", unix.SYS_PRCTL, unix.PR_SET_KEEPCAPS, 1, 0); err != nil {
 		return err
 	}
-	if err := syscall.Setgroups(nil); err != nil {
-		return os.NewSyscallError("setgroups", err)
+	// Every thread has the same groups (only all-thread calls change
+	// them), so this thread's say whether there are any to clear: most
+	// often none (the native stage is cloned with none), and each
+	// all-thread call is a round trip to every thread.
+	if groups, err := syscall.Getgroups(); err != nil || len(groups) > 0 {
+		if err := syscall.Setgroups(nil); err != nil {
+			return os.NewSyscallError("setgroups", err)
+		}
 	}
 	if err := syscall.Setresgid(int(id.GID), int(id.GID), int(id.GID)); err != nil {
 		return os.NewSyscallError("setresgid", err)

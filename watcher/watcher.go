@@ -42,7 +42,9 @@ type watcher struct {
 	pongs chan []byte
 
 	parentGone chan struct{} // the outer watcher died (see domain.go)
-	oom        *oomCounter   // the box's OOM kills (control mode; see oom.go)
+	// warmed closes once the spare threads exist (warmAhead).
+	warmed chan struct{}
+	oom    *oomCounter // the box's OOM kills (control mode; see oom.go)
 	// The agent's stdio as the watcher holds it until the agent starts.
 	childEnds []*os.File
 	// relayed counts output frames sent (see waitOutput).
@@ -99,6 +101,7 @@ func (w *watcher) run() int {
 		w.parentGone = make(chan struct{})
 		go watchParent(w.cfg.ParentFD, w.parentGone)
 	}
+	w.warmAhead()
 	a, deadline, heartbeat, code := w.prepareAgent()
 	if a == nil {
 		return code
@@ -132,8 +135,8 @@ func (w *watcher) prepareAgent() (a *agent, deadline, heartbeat time.Duration, c
 // tells the host the agent is ready. It returns 0, or the status to exit
 // with.
 func (w *watcher) startAgent(a *agent) int {
-	if pidsLimited() {
-		warmThreads(spareThreads)
+	if w.warmed != nil {
+		<-w.warmed
 	}
 	path, err := lookPath(a.Argv[0], a.Env)
 	if err == nil {
@@ -262,6 +265,20 @@ func watchParent(fd int, gone chan<- struct{}) {
 // shares; the runtime never destroys an idle thread, so threads made
 // before the agent are there when the box is full.
 const spareThreads = 4
+
+// warmAhead makes the spare threads (when the box's pids are limited)
+// while the watcher waits for the host's hello and spec, which leaves
+// the runtime's one P free for it; startAgent waits for them before the
+// fork.
+func (w *watcher) warmAhead() {
+	w.warmed = make(chan struct{})
+	go func() {
+		if pidsLimited() {
+			warmThreads(spareThreads)
+		}
+		close(w.warmed)
+	}()
+}
 
 // pidsLimited reports whether the watcher's own pids cgroup may run out
 // (a pids.max other than "max"), or whether it cannot tell. Each thread

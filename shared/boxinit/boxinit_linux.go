@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"path"
 	"runtime"
 	"strconv"
 	"strings"
@@ -178,11 +177,11 @@ func reexec(settings []byte, argv []string) error {
 		return os.NewSyscallError("fcntl(F_SETFD)", err)
 	}
 	if err := unix.Setresuid(0, 0, 0); err != nil {
-		return errorf("become root in the user namespace: %w (is the uid map written?)", os.NewSyscallError("setresuid", err))
+		return step0("become root in the user namespace: %w (is the uid map written?)", "setresuid", err)
 	}
 	args := append(append([]string(nil), argv[:len(argv)-1]...), stage2Arg)
 	err := unix.Exec("/proc/self/exe", args, os.Environ())
-	return errorf("re-exec init stage: %w", os.NewSyscallError("execve /proc/self/exe", err))
+	return step0("re-exec init stage: %w", "execve /proc/self/exe", err)
 }
 
 // joinCgroup moves the process into the box cgroup (v1: one tasks file
@@ -207,22 +206,22 @@ func joinCgroup(c shared.BoxInit, allThreads bool) error {
 			_, err = unix.Write(fd, zero)
 		}
 		if err != nil {
-			return errorf("join the box cgroup (%s): %w", c.CgroupTasks[i], os.NewSyscallError("write", err))
+			return step1("join the box cgroup (%s): %w", c.CgroupTasks[i], "write", err)
 		}
 		unix.Close(fd)
 	}
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return errorf("new cgroup namespace: %w", os.NewSyscallError("unshare", err))
+		return step0("new cgroup namespace: %w", "unshare", err)
 	}
 	if allThreads {
 		defer runtime.UnlockOSThread()
 		ns, err := unix.Open("/proc/thread-self/ns/cgroup", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return errorf("new cgroup namespace: %w", os.NewSyscallError("open", err))
+			return step0("new cgroup namespace: %w", "open", err)
 		}
 		defer unix.Close(ns)
 		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_SETNS, uintptr(ns), unix.CLONE_NEWCGROUP, 0); e != 0 {
-			return errorf("new cgroup namespace: %w", os.NewSyscallError("setns", e))
+			return step0("new cgroup namespace: %w", "setns", e)
 		}
 	}
 	if c.CgroupMoveFD > 0 {
@@ -230,7 +229,7 @@ func joinCgroup(c shared.BoxInit, allThreads bool) error {
 		// agent's folder ("0" is the writer's thread group), checked
 		// against the supervisor's credentials, which opened the file.
 		if _, err := unix.Write(c.CgroupMoveFD, zero); err != nil {
-			return errorf("move into the box's agent cgroup (%s): %w", c.CgroupMove, os.NewSyscallError("write", err))
+			return step1("move into the box's agent cgroup (%s): %w", c.CgroupMove, "write", err)
 		}
 		unix.Close(c.CgroupMoveFD)
 	}
@@ -258,7 +257,7 @@ const minRootFS = "mode=0755,size=1m,nr_inodes=4096"
 // its descriptor (move_mount, or /proc/self/fd/N).
 func apply(c shared.BoxInit) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return errorf("make mounts private: %w", os.NewSyscallError("mount", err))
+		return step0("make mounts private: %w", "mount", err)
 	}
 	for _, fd := range append(c.CgroupTaskFDs, c.CgroupMoveFD) {
 		if fd > 0 {
@@ -272,7 +271,8 @@ func apply(c shared.BoxInit) error {
 			continue
 		}
 		if op.TreeFD > 0 {
-			unix.CloseOnExec(op.TreeFD)
+			// Never left open for the watcher: each tree is closed once
+			// it is attached, and a failed step ends the stage.
 			trees[i] = op.TreeFD
 			continue
 		}
@@ -284,7 +284,7 @@ func apply(c shared.BoxInit) error {
 	}
 	if c.Root == "" {
 		if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, minRootFS); err != nil {
-			return errorf("mount the box's root: %w", os.NewSyscallError("mount", err))
+			return step0("mount the box's root: %w", "mount", err)
 		}
 	} else {
 		rootFD := c.RootFD
@@ -297,17 +297,22 @@ func apply(c shared.BoxInit) error {
 			}
 		}
 		if err := unix.MoveMount(rootFD, "", unix.AT_FDCWD, staging, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return errorf("attach root %s: %w", c.Root, os.NewSyscallError("move_mount", err))
+			return step1("attach root %s: %w", c.Root, "move_mount", err)
 		}
 		unix.Close(rootFD)
 	}
 	root, err := unix.Open(staging, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return errorf("open the new root: %w", os.NewSyscallError("open", err))
+		return step0("open the new root: %w", "open", err)
 	}
 	defer unix.Close(root)
+	// Modes as the steps name them, without a chmod after each create;
+	// the watcher and the agent get the umask they were given.
+	defer unix.Umask(unix.Umask(0))
+	b := &builder{root: root}
+	defer b.close()
 	for i, op := range c.Ops {
-		if err := applyOp(root, op, trees[i]); err != nil {
+		if err := b.apply(op, trees[i]); err != nil {
 			return err
 		}
 	}
@@ -318,17 +323,17 @@ func apply(c shared.BoxInit) error {
 	}
 	if c.Hostname != "" {
 		if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
-			return errorf("set hostname %q: %w", c.Hostname, os.NewSyscallError("sethostname", err))
+			return step1("set hostname %q: %w", c.Hostname, "sethostname", err)
 		}
 	}
 	if err := unix.Fchdir(root); err != nil {
-		return errorf("enter new root: %w", os.NewSyscallError("fchdir", err))
+		return step0("enter new root: %w", "fchdir", err)
 	}
 	if err := unix.PivotRoot(".", "."); err != nil {
-		return errorf("pivot to new root: %w", os.NewSyscallError("pivot_root", err))
+		return step0("pivot to new root: %w", "pivot_root", err)
 	}
 	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return errorf("detach old root: %w", os.NewSyscallError("umount2", err))
+		return step0("detach old root: %w", "umount2", err)
 	}
 	if err := unix.Chdir("/"); err != nil {
 		return os.NewSyscallError("chdir /", err)
@@ -342,7 +347,7 @@ func apply(c shared.BoxInit) error {
 		return nil // the watcher runs in this process
 	}
 	err = unix.Exec(c.Exec, c.Argv, c.Env)
-	return errorf("exec watcher %s in the box: %w", c.Exec, os.NewSyscallError("execve", err))
+	return step1("exec watcher %s in the box: %w", c.Exec, "execve", err)
 }
 
 // loopbackUp brings lo up in the box's network namespace: two ioctls on
@@ -351,7 +356,7 @@ func apply(c shared.BoxInit) error {
 func loopbackUp() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return errorf("bring lo up: %w", os.NewSyscallError("socket", err))
+		return step0("bring lo up: %w", "socket", err)
 	}
 	defer unix.Close(fd)
 	ifr, err := unix.NewIfreq("lo")
@@ -359,11 +364,11 @@ func loopbackUp() error {
 		return errorf("bring lo up: %w", err)
 	}
 	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return errorf("find lo in the box's network namespace: %w", os.NewSyscallError("ioctl(SIOCGIFFLAGS)", err))
+		return step0("find lo in the box's network namespace: %w", "ioctl(SIOCGIFFLAGS)", err)
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return errorf("bring lo up: %w", os.NewSyscallError("ioctl(SIOCSIFFLAGS)", err))
+		return step0("bring lo up: %w", "ioctl(SIOCSIFFLAGS)", err)
 	}
 	return nil
 }
@@ -380,7 +385,7 @@ func OpenHostSource(p string) (int, error) {
 		return -1, errorf("mount source %s passes through a symlink: refused (a link could have been planted there); name the real path", p)
 	}
 	if err != nil {
-		return -1, errorf("open mount source %s: %w", p, os.NewSyscallError("openat2", err))
+		return -1, step1("open mount source %s: %w", p, "openat2", err)
 	}
 	return fd, nil
 }
@@ -485,120 +490,14 @@ func inRoot(root int, target string, flags int) (int, error) {
 	return fd, nil
 }
 
-// inRootParent opens the folder that holds target, and names target's
-// last part.
-func inRootParent(root int, target string) (int, string, error) {
-	dir, base := path.Split(path.Clean(target))
-	if base == "" || base == "." || base == ".." {
-		return -1, "", errorf("%s: no file name", target)
-	}
-	fd, err := inRoot(root, dir, unix.O_DIRECTORY)
-	return fd, base, err
-}
-
 // fdPath names an open descriptor for calls that take only a path.
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
-
-// applyOp applies one step below the new root. tree is the detached
-// mount of a bind step.
-func applyOp(root int, op shared.FsOp, tree int) error {
-	switch op.Op {
-	case "mount":
-		t, err := inRoot(root, op.Target, unix.O_DIRECTORY)
-		if op.Optional && errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if err != nil {
-			return errorf("mount %s on %s: %w", op.Source, op.Target, err)
-		}
-		defer unix.Close(t)
-		if err := unix.Mount(op.Source, fdPath(t), op.Source, op.Flags, op.Data); err != nil {
-			return errorf("mount %s on %s: %w", op.Source, op.Target, os.NewSyscallError("mount", err))
-		}
-	case "mkdir":
-		dir, base, err := inRootParent(root, op.Target)
-		if err != nil {
-			return errorf("create %s: %w", op.Target, err)
-		}
-		defer unix.Close(dir)
-		if err := unix.Mkdirat(dir, base, op.Mode); err != nil && err != unix.EEXIST {
-			return errorf("create %s: %w", op.Target, os.NewSyscallError("mkdirat", err))
-		}
-		t, err := inRoot(dir, base, unix.O_DIRECTORY)
-		if err != nil {
-			return errorf("create %s: %w", op.Target, err)
-		}
-		defer unix.Close(t)
-		if err := unix.Chmod(fdPath(t), op.Mode); err != nil {
-			return errorf("chmod %s: %w", op.Target, os.NewSyscallError("chmod", err))
-		}
-	case "file":
-		dir, base, err := inRootParent(root, op.Target)
-		if err != nil {
-			return errorf("create %s: %w", op.Target, err)
-		}
-		defer unix.Close(dir)
-		fd, err := unix.Openat(dir, base, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, op.Mode)
-		if err != nil {
-			return errorf("create %s: %w", op.Target, os.NewSyscallError("openat", err))
-		}
-		unix.Close(fd)
-	case "symlink":
-		dir, base, err := inRootParent(root, op.Target)
-		if err != nil {
-			return errorf("link %s: %w", op.Target, err)
-		}
-		defer unix.Close(dir)
-		if err := unix.Symlinkat(op.Source, dir, base); err != nil {
-			return errorf("link %s to %s: %w", op.Target, op.Source, os.NewSyscallError("symlinkat", err))
-		}
-	case "bind":
-		t, err := bindTarget(root, op, tree)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(t)
-		if err := unix.MoveMount(tree, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-			return errorf("bind %s on %s: %w", op.Source, op.Target, os.NewSyscallError("move_mount", err))
-		}
-		unix.Close(tree)
-	case "rebind-ro":
-		t, err := inRoot(root, op.Target, 0)
-		if errors.Is(err, unix.ENOENT) {
-			return nil // this kernel has no such file
-		}
-		if err != nil {
-			return errorf("make %s read-only: %w", op.Target, err)
-		}
-		defer unix.Close(t)
-		fd, err := cloneAt(t, unix.MOUNT_ATTR_RDONLY)
-		if err != nil {
-			return errorf("make %s read-only: %w", op.Target, err)
-		}
-		defer unix.Close(fd)
-		if err := unix.MoveMount(fd, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("move_mount", err))
-		}
-	case "readonly":
-		t, err := inRoot(root, op.Target, unix.O_DIRECTORY)
-		if err != nil {
-			return errorf("make %s read-only: %w", op.Target, err)
-		}
-		defer unix.Close(t)
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-		if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-			return errorf("make %s read-only: %w", op.Target, os.NewSyscallError("mount_setattr", err))
-		}
-	default:
-		return errorf("unknown setup step %q", op.Op)
-	}
-	return nil
-}
 
 // bindTarget opens a bind mount's target beneath the new root, creating
 // it (and its parents) with the type of its source when asked: possible
 // only below a writable part of the box, such as /tmp or the minimal
-// root. No part of the way may be a symlink.
+// root. No part of the way may be a symlink. (The builder makes a name
+// whose folder is there itself: this walk is for the rest.)
 func bindTarget(root int, op shared.FsOp, tree int) (int, error) {
 	t, err := inRoot(root, op.Target, 0)
 	if err == nil || !op.Mkdir || !errors.Is(err, unix.ENOENT) {
@@ -610,17 +509,7 @@ func bindTarget(root int, op shared.FsOp, tree int) (int, error) {
 	// The source's host path may be covered by now: ask the open tree.
 	var st unix.Stat_t
 	if err := unix.Fstat(tree, &st); err != nil {
-		return -1, errorf("mount source %s: %w", op.Source, os.NewSyscallError("fstat", err))
-	}
-	// Most often only the last part is missing (the minimal root's
-	// /etc/NAME): make it in its parent, the walk's last step alone.
-	if parent, base, err := inRootParent(root, op.Target); err == nil {
-		t, err := makeIn(parent, base, st.Mode&unix.S_IFMT == unix.S_IFDIR)
-		unix.Close(parent)
-		if err != nil {
-			return -1, mountTargetError(op.Target, err)
-		}
-		return t, nil
+		return -1, step1("mount source %s: %w", op.Source, "fstat", err)
 	}
 	dir, err := inRoot(root, "/", unix.O_DIRECTORY)
 	if err != nil {
@@ -666,6 +555,35 @@ func mountTargetError(target string, err error) error {
 		return errorf("mount target %s does not exist in the box's read-only root; pick a target that exists there, or one below /tmp", target)
 	}
 	return errorf("create mount target %s: %w", target, err)
+}
+
+// step1 and step2 are errorf for a step's error, with one or two
+// names, wrapping err as the failure of the syscall call (unless ""):
+// one call each instead of an argument list at each of the builder's
+// failures, which made up most of its code.
+//
+//go:noinline
+func step1(format, a, call string, err error) error {
+	if call != "" {
+		err = os.NewSyscallError(call, err)
+	}
+	return errorf(format, a, err)
+}
+
+//go:noinline
+func step2(format, a, b, call string, err error) error {
+	if call != "" {
+		err = os.NewSyscallError(call, err)
+	}
+	return errorf(format, a, b, err)
+}
+
+// step0 is errorf(format, the failure of the syscall call): one call
+// at each failure instead of building an argument list there.
+//
+//go:noinline
+func step0(format, call string, err error) error {
+	return errorf(format, os.NewSyscallError(call, err))
 }
 
 // errorf is fmt.Errorf for the verbs used here (%s %q %d, and %w,

@@ -137,9 +137,12 @@ const jumpAlways = 0x05
 
 // arch is the policy for one architecture (its column in numbers),
 // with the syscall number in A on entry: the numbers in ascending runs
-// of one rule, each "below the run's end: its rule", so a number
-// reaches the first run that holds it; past the last, ENOSYS. Every
-// rule's body returns.
+// of one rule, past the last one ENOSYS, found by a binary search on
+// the runs' first numbers (a few comparisons for any call, where a scan
+// of the runs took up to one per run: the kernel runs the filter for
+// every call it cannot answer from its cache, and for every number when
+// the filter is installed, to fill that cache). Every rule's body
+// returns.
 func arch(pol map[string]rule, col int) []Insn {
 	var rules []rule // by number; absent where no call is named
 	for _, c := range numbers {
@@ -153,18 +156,40 @@ func arch(pol map[string]rule, col int) []Insn {
 		}
 		rules[n] = r
 	}
-	var p []Insn
+	var runs []numRun
 	for lo := 0; lo < len(rules); {
 		hi := lo
 		for hi+1 < len(rules) && rules[hi+1] == rules[lo] {
 			hi++
 		}
-		body := rules[lo].body()
-		p = append(p, jump(jgeK, uint32(hi+1), uint8(len(body)), 0))
-		p = append(p, body...)
+		runs = append(runs, numRun{first: uint32(lo), body: rules[lo].body()})
 		lo = hi + 1
 	}
-	return append(p, ret(RetErrno|enosys))
+	runs = append(runs, numRun{first: uint32(len(rules)), body: []Insn{ret(RetErrno | enosys)}})
+	return search(runs)
+}
+
+// numRun is a range of numbers that share one rule: from first up to the
+// next run's first.
+type numRun struct {
+	first uint32
+	body  []Insn
+}
+
+// search is the binary search over runs (sorted, the first starting at
+// 0), entered with the number in A: each step compares A with the
+// middle run's first number and goes on in one half.
+func search(runs []numRun) []Insn {
+	if len(runs) == 1 {
+		return runs[0].body
+	}
+	mid := len(runs) / 2
+	below, above := search(runs[:mid]), search(runs[mid:])
+	// A >= first: the next instruction jumps over the lower half; else
+	// skip it into the lower half.
+	p := []Insn{jump(jgeK, runs[mid].first, 0, 1), jump(jumpAlways, uint32(len(below)), 0, 0)}
+	p = append(p, below...)
+	return append(p, above...)
 }
 
 // body is the instructions of r, entered with the number in A.
