@@ -48,7 +48,10 @@ type candidate struct {
 	// waiting for its box's PID 1), so cpu and faults hold the whole
 	// tree; wall still ends when the command exits.
 	adopt bool
-	stats Stats
+	// prepare, when set, readies cmd before each run, outside the timed
+	// span (podmansplit_test.go: a fresh cidfile, descriptor 3).
+	prepare func(cmd *exec.Cmd) error
+	stats   Stats
 }
 
 // faultsP50 is the median of the candidate's page faults per run.
@@ -94,6 +97,11 @@ func runOnce(c *candidate, env []string) (s sample, err error) {
 	}
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = env
+	if c.prepare != nil {
+		if err := c.prepare(cmd); err != nil {
+			return sample{}, err
+		}
+	}
 	t0 := time.Now()
 	err = cmd.Run()
 	wall := time.Since(t0)
@@ -160,6 +168,9 @@ func roundRobin(t *testing.T, cs []*candidate, env []string, warm, n int) {
 			if err != nil {
 				cmd := exec.Command(c.argv[0], c.argv[1:]...)
 				cmd.Env = env
+				if c.prepare != nil {
+					_ = c.prepare(cmd)
+				}
 				out, _ := cmd.CombinedOutput()
 				t.Fatalf("%s (%q): %v\n%s", c.name, c.argv, err, out)
 			}

@@ -274,6 +274,7 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 		// The candidates held to the runtime's target.
 		var targeted []*candidate
 		var floor2, floor1, goExit *candidate
+		var splitA, splitB *candidate // podman's CLI path split (podmansplit_test.go)
 		if r.Name == "native" {
 			n = runsFromEnv("DEATHWATCH_BENCH_NATIVE_RUNS", 100)
 			launch, g := golaunchBin(t), goinitBin(t)
@@ -307,6 +308,12 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 			targeted = cs[:1]
 			if base := baselineFor(t, r); base != "" {
 				cs = append(cs, &candidate{name: "baseline " + base + " exec --runtime " + r.Name + " -- true", argv: baseExec(t, base, r.execArgs(nil, "true"))})
+			}
+			// The split of the CLI path (podmansplit_test.go), rootful
+			// podman without a service socket.
+			if r.Name == "podman" && r.User == "" && strings.HasSuffix(podmanPath(env), ": the CLI") {
+				splitA, splitB = podmanSplitCandidates(t, recordPodmanRun(t, r, env))
+				cs = append(cs, splitA, splitB)
 			}
 			if r.service != "" {
 				svcEnv := []string{"CONTAINER_HOST=" + r.service}
@@ -363,6 +370,9 @@ func TestBenchSupervisorLaunch(t *testing.T) {
 		}
 		if r.Name != "native" {
 			s.Note("%s: supervisor exec / the walled run (the same walls, no watcher) %.2fx, the walled run / the bare run %.2fx", r.Name, cs[0].stats.P50/cs[3].stats.P50, cs[3].stats.P50/base)
+			if splitA != nil {
+				s.Note("%s", podmanSplitNote(cs[3], splitA, splitB, cs[0]))
+			}
 		}
 	}
 	s.Note("the supervisor's boxes have no network by default, so its like-for-like engine anchor is `run --network none`; the default-network run is shown for reference; podman runs with --runtime runc (crun refuses cgroup v1 here); the supervisor's podman runtime takes the libpod service API when it finds a socket (CONTAINER_HOST, or /run/podman/podman.sock as root) and the CLI otherwise: each path it can pick is held to the target")

@@ -750,10 +750,12 @@ func (e *Engine) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 // saying "container not running"): a failed rm waits until the listing
 // no longer shows the box, then tries once more.
 func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) (err error) {
+	var run *runEnd // this process's one-step run of b (run.go), nil for none
 	if e.Kind == "podman" {
+		run = e.takeRun(b)
 		// Once the box is gone, nothing writes its cidfile (a one-step
 		// run's, also one a service that came up since did not make).
-		defer dropRunDirs(b)
+		defer run.dropDir(b)
 	}
 	defer func() {
 		if err == nil {
@@ -764,7 +766,7 @@ func (e *Engine) Remove(ctx context.Context, b *supervisor.Box) (err error) {
 	if c := e.client(ctx); c != nil {
 		return e.apiRemove(ctx, c, b)
 	}
-	if e.runRemoved(b) {
+	if run.removed() {
 		return nil
 	}
 	there, err := e.Exists(ctx, b)

@@ -133,7 +133,7 @@ func (e *Engine) CreateStart(ctx context.Context, b *supervisor.Box) (*superviso
 	if e.runs == nil {
 		e.runs = map[string]*runEnd{}
 	}
-	e.runs[b.Name] = &runEnd{exited: exited, read: read, err: &werr, stderr: gate}
+	e.runs[b.Name] = &runEnd{exited: exited, read: read, err: &werr, stderr: gate, dir: dir}
 	e.mu.Unlock()
 
 	created := func() error {
@@ -218,6 +218,7 @@ type runEnd struct {
 	read   chan struct{} // closed once its stderr reached EOF
 	err    *error        // its Wait's error, once exited is closed
 	stderr *heldWriter   // its stderr
+	dir    string        // its cidfile folder
 }
 
 // removed reports whether the client's end proves the box removed:
@@ -232,6 +233,9 @@ type runEnd struct {
 // after it cannot be told from one before) leaves the proof to the
 // listing.
 func (r *runEnd) removed() bool {
+	if r == nil {
+		return false
+	}
 	for _, c := range []chan struct{}{r.exited, r.read} {
 		select {
 		case <-c:
@@ -246,14 +250,26 @@ func (r *runEnd) removed() bool {
 	return r.stderr.silent()
 }
 
-// runRemoved reports whether box b's one-step run proves it removed
-// (runEnd.removed), and forgets the run.
-func (e *Engine) runRemoved(b *supervisor.Box) bool {
+// takeRun is box b's one-step run of this process (nil for none: the
+// API serves, or reconcile removes a box another process ran), and
+// forgets it.
+func (e *Engine) takeRun(b *supervisor.Box) *runEnd {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	r := e.runs[b.Name]
 	delete(e.runs, b.Name)
-	e.mu.Unlock()
-	return r != nil && r.removed()
+	return r
+}
+
+// dropDir removes box b's cidfile folder once the box is gone: the run's
+// own, which this process made and so knows, else every folder of the
+// box's name (dropRunDirs), which reads the whole temporary folder.
+func (r *runEnd) dropDir(b *supervisor.Box) {
+	if r != nil && r.dir != "" {
+		os.RemoveAll(r.dir)
+		return
+	}
+	dropRunDirs(b)
 }
 
 // heldWriter holds what is written until release (then passes it on,

@@ -73,3 +73,32 @@ func TestRemoveDropsRunDir(t *testing.T) {
 		t.Errorf("podman's descriptor does not say its boxes leave remains no listing shows: reconcile would not call Remove for a box podman removed")
 	}
 }
+
+// TestRemoveDropsOwnRunDir: Remove of a box this process ran drops the
+// cidfile folder the run made, which it knows, without looking for
+// folders of the box's name in the temporary folder.
+func TestRemoveDropsOwnRunDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	bin := filepath.Join(t.TempDir(), "podman")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &supervisor.Box{Name: "dw-20261201-000000-7a1b2c3d"}
+	own := filepath.Join(t.TempDir(), "own") // named unlike the pattern: only the run knows it
+	if err := os.Mkdir(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(own, "cid"), []byte("x"), 0o644)
+	e := &Engine{Kind: "podman", Bin: bin, EngineEnv: []string{"XDG_RUNTIME_DIR=" + tmp, "CONTAINER_HOST=", "PATH=/usr/bin:/bin"}}
+	e.runs = map[string]*runEnd{b.Name: {exited: make(chan struct{}), read: make(chan struct{}), err: new(error), stderr: &heldWriter{}, dir: own}}
+	if err := e.Remove(context.Background(), b); err != nil {
+		t.Fatalf("remove a box podman no longer has: %v", err)
+	}
+	if _, err := os.Lstat(own); !os.IsNotExist(err) {
+		t.Errorf("the run's cidfile folder is still there after Remove: %v", err)
+	}
+	if e.runs[b.Name] != nil {
+		t.Errorf("Remove kept the run")
+	}
+}
