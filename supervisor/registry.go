@@ -335,7 +335,10 @@ type Admitter interface {
 //	          ready (the engine died under the box?): kill the box's
 //	          PID 1 without the engine, wait until it is gone, and say
 //	          what of the engine is left for reconcile (a shim), or ""
-//	Release   the engine client is let go, before Remove
+//	Release   the engine client is let go, before Remove; and at once
+//	          when the box is ended at once (the controller lost, a
+//	          second signal, the deadline's backstop), beside the
+//	          stream's close. It may run twice.
 type LaunchHooks interface {
 	Arm(ctx context.Context, b *Box, s *shared.Spec)
 	Ready(ctx context.Context, b *Box)

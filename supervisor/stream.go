@@ -61,6 +61,11 @@ func (l *launch) attend(st *Started, log *slog.Logger) int {
 		hardDone = true
 		log.Info("ending the box at once", "why", why)
 		st.Control.Close() // the watcher sees EOF and kills everything
+		if l.hooks != nil {
+			// Its live pipe or FIFO too: that EOF reaches the watcher at
+			// once, where the stream's may travel through the engine.
+			l.hooks.Release(l.box)
+		}
 		st.Kill()
 	}
 	if l.o.Deadline > 0 {
