@@ -144,18 +144,7 @@ const jumpAlways = 0x05
 // the filter is installed, to fill that cache). Every rule's body
 // returns.
 func arch(pol map[string]rule, col int) []Insn {
-	var rules []rule // by number; absent where no call is named
-	for _, c := range numbers {
-		r, ok := pol[c.name]
-		n := int(c.nr[col])
-		if !ok || n < 0 {
-			continue
-		}
-		for len(rules) <= n {
-			rules = append(rules, rule{do: absent})
-		}
-		rules[n] = r
-	}
+	rules := archRules(pol, col)
 	var runs []numRun
 	for lo := 0; lo < len(rules); {
 		hi := lo
@@ -167,6 +156,24 @@ func arch(pol map[string]rule, col int) []Insn {
 	}
 	runs = append(runs, numRun{first: uint32(len(rules)), body: []Insn{ret(RetErrno | enosys)}})
 	return search(runs)
+}
+
+// archRules is the rule of each number of one architecture (its column
+// in numbers), up to the highest named: absent where no call is named.
+func archRules(pol map[string]rule, col int) []rule {
+	var rules []rule
+	for _, c := range numbers {
+		r, ok := pol[c.name]
+		n := int(c.nr[col])
+		if !ok || n < 0 {
+			continue
+		}
+		for len(rules) <= n {
+			rules = append(rules, rule{do: absent})
+		}
+		rules[n] = r
+	}
+	return rules
 }
 
 // numRun is a range of numbers that share one rule: from first up to the

@@ -226,3 +226,29 @@ func TestMarshal(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchFindsEachRule: the binary search over the number runs gives
+// every call number of both architectures the verdict of its own rule
+// (each argument set below), and a number past the table ENOSYS.
+func TestSearchFindsEachRule(t *testing.T) {
+	argSets := [][]uint64{{}, {1}, {16}, {0x10000000}, {0x7e020000}, {0x5412}, {0, 0x5412}, {0x40, 0x800}, {0, 0, 0xc00},
+		{0xffffffffffffffff, 0xffffffffffffffff, 0xffffffffffffffff, 0xffffffffffffffff}}
+	for _, o := range []Options{{}, {AllowUserns: true}} {
+		pol := policy(o)
+		for col, a := range []uint32{ArchX86_64, ArchAArch64} {
+			rules := archRules(pol, col)
+			prog := append([]Insn{ld(offNr)}, arch(pol, col)...)
+			for nr := 0; nr < len(rules)+64; nr++ {
+				want := []Insn{ld(offNr), ret(RetErrno | enosys)}
+				if nr < len(rules) {
+					want = append([]Insn{ld(offNr)}, rules[nr].body()...)
+				}
+				for _, args := range argSets {
+					if got, w := run(t, prog, a, int32(nr), args...), run(t, want, a, int32(nr), args...); got != w {
+						t.Errorf("%+v, arch %#x, number %d, args %#x: the search returns %#x, the number's rule %#x", o, a, nr, args, got, w)
+					}
+				}
+			}
+		}
+	}
+}
