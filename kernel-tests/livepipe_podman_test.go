@@ -83,19 +83,7 @@ func TestPodmanServiceLiveFIFO(t *testing.T) {
 	r := rigs(t, "podman")[0]
 	r.Setup(t, "psvclf")
 	t.Cleanup(func() { r.removeLeftovers() })
-	sock := filepath.Join(r.Dir, "podman.sock")
-	svc := r.Command(nil, "podman", "system", "service", "--time", "0", "unix://"+sock)
-	svc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := svc.Start(); err != nil {
-		t.Fatalf("podman system service: %v", err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-svc.Process.Pid, syscall.SIGTERM)
-		svc.Wait()
-	})
-	if !ktest.WaitFor(60*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }) {
-		t.Fatalf("podman system service made no socket at %s", sock)
-	}
+	sock := r.podmanService(t)
 	env := []string{"CONTAINER_HOST=unix://" + sock}
 
 	// Stopped after start, before the spec: the FIFO as the box got it.

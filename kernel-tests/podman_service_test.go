@@ -27,19 +27,7 @@ func podmanServiceExec(t *testing.T, rigName string) {
 	r := rigs(t, rigName)[0]
 	r.Setup(t, "psvc")
 	t.Cleanup(func() { r.removeLeftovers() })
-	sock := filepath.Join(r.Dir, "podman.sock")
-	svc := r.Command(nil, "podman", "system", "service", "--time", "0", "unix://"+sock)
-	svc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := svc.Start(); err != nil {
-		t.Fatalf("podman system service: %v", err)
-	}
-	defer func() {
-		syscall.Kill(-svc.Process.Pid, syscall.SIGTERM)
-		svc.Wait()
-	}()
-	if !ktest.WaitFor(60*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }) {
-		t.Fatalf("podman system service made no socket at %s", sock)
-	}
+	sock := r.podmanService(t)
 	fake := filepath.Join(r.Dir, "bin")
 	os.MkdirAll(fake, 0o755)
 	calls := filepath.Join(r.Dir, "cli-calls")
@@ -61,4 +49,26 @@ func podmanServiceExec(t *testing.T, rigName string) {
 		t.Errorf("the podman CLI was run on the API path: %q", b)
 	}
 	r.assertClean()
+}
+
+// podmanService starts `podman system service` as the rig's user on a
+// socket in the rig's folder, waits for the socket, and stops the
+// service (its process group) when the test ends; it returns the
+// socket's path.
+func (r *rig) podmanService(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(r.Dir, "podman.sock")
+	svc := r.Command(nil, "podman", "system", "service", "--time", "0", "unix://"+sock)
+	svc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := svc.Start(); err != nil {
+		t.Fatalf("podman system service: %v", err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-svc.Process.Pid, syscall.SIGTERM)
+		svc.Wait()
+	})
+	if !ktest.WaitFor(60*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }) {
+		t.Fatalf("podman system service made no socket at %s", sock)
+	}
+	return sock
 }
