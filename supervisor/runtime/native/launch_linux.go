@@ -32,7 +32,7 @@ func (n *Native) Start(ctx context.Context, b *supervisor.Box) (*supervisor.Star
 		<-pp.done
 		l, err = pp.l, pp.err
 	} else {
-		l, err = n.prepareAndLaunch(b, nil)
+		l, err = n.prepareAndLaunch(b, nil, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -124,8 +124,8 @@ func (l *launched) kill() {
 
 // prepareAndLaunch makes b's startPrep and starts the init stage in new
 // namespaces with it.
-func (n *Native) prepareAndLaunch(b *supervisor.Box, plan *nsinitConfig) (*launched, error) {
-	p, err := n.prepareStart(b, plan)
+func (n *Native) prepareAndLaunch(b *supervisor.Box, plan *nsinitConfig, trees *aheadTrees) (*launched, error) {
+	p, err := n.prepareStart(b, plan, trees)
 	if err != nil {
 		return nil, err
 	}

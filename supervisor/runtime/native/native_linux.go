@@ -322,7 +322,8 @@ func (n *Native) cgroupPlace() (int, string, error) {
 }
 
 // Create checks everything that can be checked before the box exists,
-// creates its cgroup with the limits, and records the cgroup in
+// creates its cgroup with the limits (while the trees its init stage
+// mounts are opened beside it, treesAhead), and records the cgroup in
 // b.State. Then it starts the box's init stage in the new namespaces
 // (prepareAhead), which boots and waits for its settings from Start
 // while the caller journals the box as created. The stage has done
@@ -344,14 +345,17 @@ func (n *Native) Create(ctx context.Context, b *supervisor.Box) error {
 	if err != nil {
 		return err
 	}
+	idStart, _ := strconv.ParseInt(b.State[StateIDRange], 10, 64)
+	trees := n.treesAhead(b, plan, idStart)
 	if err := n.makeCgroup(b, spec, perr); err != nil {
+		trees.drop()
 		release()
 		return err
 	}
 	if err := n.writeRecord(b); err != nil {
 		n.log.Warn("cannot record the native box for ls/reconcile", "box", b.Name, "err", err)
 	}
-	n.prepareAhead(b, &plan)
+	n.prepareAhead(b, &plan, trees)
 	return nil
 }
 

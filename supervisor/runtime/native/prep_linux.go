@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"deathwatch/shared"
@@ -72,7 +73,8 @@ type pendingPrep struct {
 // prepareAhead prepares and starts b's init stage beside the caller's
 // next step (exec journals the box as created): the stage's
 // clone, exec and runtime start (a few ms) overlap it. Start takes it.
-func (n *Native) prepareAhead(b *supervisor.Box, plan *nsinitConfig) {
+// trees are the ones treesAhead is opening (nil: none yet).
+func (n *Native) prepareAhead(b *supervisor.Box, plan *nsinitConfig, trees *aheadTrees) {
 	pp := &pendingPrep{box: b, done: make(chan struct{})}
 	n.pendingMu.Lock()
 	if old := n.pending[b.Name]; old != nil {
@@ -82,8 +84,69 @@ func (n *Native) prepareAhead(b *supervisor.Box, plan *nsinitConfig) {
 	n.pendingMu.Unlock()
 	go func() {
 		defer close(pp.done)
-		pp.l, pp.err = n.prepareAndLaunch(b, plan)
+		pp.l, pp.err = n.prepareAndLaunch(b, plan, trees)
 	}()
+}
+
+// aheadTrees are a box's trees (the host sources its init stage
+// mounts, as detached trees), opened on a goroutine of their own while
+// Create makes the box's cgroup: they name nothing on the host, and
+// need only the box's settings and id range.
+type aheadTrees struct {
+	done  chan struct{}
+	cfg   nsinitConfig // the settings, with the trees' descriptors
+	files []*os.File
+	err   error
+}
+
+// treesAhead starts opening the trees of b, whose settings are plan and
+// whose id range starts at idStart; nil for an unprivileged supervisor,
+// which hands the init stage no trees.
+func (n *Native) treesAhead(b *supervisor.Box, plan nsinitConfig, idStart int64) *aheadTrees {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	t := &aheadTrees{done: make(chan struct{}), cfg: plan}
+	t.cfg.Ops = slices.Clone(plan.Ops) // openTrees names each op's tree in it
+	ids := n.treeIDs(b, idStart)
+	go func() {
+		defer close(t.done)
+		t.files, t.err = n.openTreesFor(b, &t.cfg, ids)
+	}()
+	return t
+}
+
+// take waits for the trees and returns them; the caller owns the files.
+func (t *aheadTrees) take() (nsinitConfig, []*os.File, error) {
+	<-t.done
+	return t.cfg, t.files, t.err
+}
+
+// drop waits for the trees and closes them: the box will not start.
+func (t *aheadTrees) drop() {
+	if t == nil {
+		return
+	}
+	_, files, _ := t.take()
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// treeIDs are the host ids the trees of b, whose id range starts at
+// idStart, are idmapped to.
+func (n *Native) treeIDs(b *supervisor.Box, idStart int64) boxIDs {
+	agentUID, agentGID := agentIDs(b)
+	return boxIDs{base: idStart, uid: agentUID, gid: agentGID}
+}
+
+// openTreesFor opens the trees cfg names for b, as the init stage's
+// first inherited descriptors (from nsinitFirstExtra), and names them
+// in cfg.
+func (n *Native) openTreesFor(b *supervisor.Box, cfg *nsinitConfig, ids boxIDs) ([]*os.File, error) {
+	return openTrees(cfg, n.opts.Self, ids, b.MountOwner, nsinitFirstExtra, func(msg string, args ...any) {
+		n.log.Warn(msg, append(args, "box", b.Name)...)
+	})
 }
 
 // drop waits for the prep and ends the init stage it started.
@@ -108,9 +171,11 @@ func (n *Native) takePrep(b *supervisor.Box) *pendingPrep {
 }
 
 // prepareStart works out the init stage's settings (plan, when Create
-// has: nil works them out) and opens what it inherits. It reads b and
-// writes nothing of it.
-func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPrep, err error) {
+// has: nil works them out) and opens what it inherits, taking the trees
+// treesAhead opened when there are any. It reads b and writes nothing
+// of it.
+func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig, trees *aheadTrees) (p *startPrep, err error) {
+	defer func() { trees.drop() }() // unless taken (then nil)
 	root, err := nativeRoot(b.Image)
 	if err != nil {
 		return nil, err
@@ -138,18 +203,24 @@ func (n *Native) prepareStart(b *supervisor.Box, plan *nsinitConfig) (p *startPr
 	if err != nil || p.ids.SlotOf(p.idStart) < 0 {
 		return nil, exitcode.Setup("the box has no host id range of its own (state %q); create it again", b.State[StateIDRange])
 	}
-	if err := p.openCgroup(b); err != nil {
-		return nil, err
-	}
-	if !p.rootless {
-		agentUID, agentGID := agentIDs(b)
-		trees, err := openTrees(&p.cfg, n.opts.Self, boxIDs{base: p.idStart, uid: agentUID, gid: agentGID}, b.MountOwner, nsinitFirstExtra+len(p.extra), func(msg string, args ...any) {
-			n.log.Warn(msg, append(args, "box", b.Name)...)
-		})
+	// The trees first: they are the first inherited descriptors
+	// (openTreesFor), the cgroup's files follow.
+	if trees != nil {
+		cfg, files, err := trees.take()
 		if err != nil {
 			return nil, exitcode.Setup("%w", err)
 		}
-		p.extra = append(p.extra, trees...)
+		p.cfg, p.extra = cfg, files
+		trees = nil
+	} else if !p.rootless {
+		files, err := n.openTreesFor(b, &p.cfg, n.treeIDs(b, p.idStart))
+		if err != nil {
+			return nil, exitcode.Setup("%w", err)
+		}
+		p.extra = files
+	}
+	if err := p.openCgroup(b); err != nil {
+		return nil, err
 	}
 	// Last: nothing fails after it.
 	if err := p.openLivePipe(); err != nil {
