@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -384,6 +385,22 @@ type boxCgroupV1 struct {
 	spec cgroupSpec
 }
 
+// makeDir makes the cgroup folder d: one mkdir where its parent is
+// there (a box's folder, below the parent cgroup), MkdirAll where it is
+// not; a folder that is there already is kept.
+func makeDir(d string) error {
+	err := os.Mkdir(d, 0o755)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return os.MkdirAll(d, 0o755)
+	case errors.Is(err, fs.ErrExist):
+		if st, serr := os.Stat(d); serr == nil && st.IsDir() {
+			return nil
+		}
+	}
+	return err
+}
+
 func (c *boxCgroupV1) dir(n string) string {
 	return filepath.Join(c.spec.Root, n, c.spec.Group)
 }
@@ -403,14 +420,14 @@ func newBoxCgroupV1(s cgroupSpec) (*boxCgroupV1, error) {
 	_, err := os.Stat(filepath.Join(s.Root, "memory", "memory.memsw.limit_in_bytes"))
 	limits := s.limitsV1(err == nil)
 	for _, n := range v1Controllers {
-		if err = os.MkdirAll(c.dir(n), 0o755); err != nil {
+		if err = makeDir(c.dir(n)); err != nil {
 			err = cgroupStep("make the "+n+" folder", err)
 		} else if err = writeLimits(c.dir(n), limits[n]); err != nil {
 			err = cgroupStep("write the "+n+" limits", err)
 		}
 		if agent := limits[AgentMemoryGroup]; err == nil && n == "memory" && agent != nil {
 			dir := filepath.Join(c.dir(n), AgentMemoryGroup)
-			if err = os.MkdirAll(dir, 0o755); err != nil {
+			if err = makeDir(dir); err != nil {
 				err = cgroupStep("make the agent's memory folder", err)
 			} else if err = writeLimits(dir, agent); err != nil {
 				err = cgroupStep("write the agent's memory limits", err)
@@ -525,7 +542,7 @@ func newBoxCgroupV2(s cgroupSpec) (*boxCgroupV2, error) {
 		return nil, fmt.Errorf("create cgroup v2 %s: %w", c.dir(), errors.Join(errs...))
 	}
 	for _, d := range []string{c.dir(), filepath.Join(c.dir(), WatcherGroup), filepath.Join(c.dir(), AgentMemoryGroup)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := makeDir(d); err != nil {
 			return fail(cgroupStep("make the folder", err))
 		}
 	}
